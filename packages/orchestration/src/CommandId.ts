@@ -1,0 +1,41 @@
+/**
+ * Command ids: who may use which. Clients send short ids of a safe alphabet; the engine builds longer
+ * ids for its own commands (outcomes, reconcile, delegates) under reserved prefixes, and reserves the
+ * types of its internal commands, so a client can never forge an outcome or a reconcile.
+ */
+
+/** Who is dispatching: a client over the API, or the engine and its reactors. */
+export type Origin = "client" | "internal"
+
+const alphabet = /^[A-Za-z0-9:._\-#]+$/
+
+export const CLIENT_ID_MAX = 128
+export const INTERNAL_ID_MAX = 512
+
+/** Id prefixes only the engine may use. */
+export const reservedIdPrefixes: ReadonlyArray<string> = [
+  "outcome:",
+  "reconcile:",
+  "delegate:",
+  "operator:",
+  "ingest:",
+  "engine:"
+]
+
+/** Command type namespaces only the engine may use. */
+export const reservedTypePrefixes: ReadonlyArray<string> = ["effect.", "engine."]
+
+export const isReservedType = (type: string): boolean => reservedTypePrefixes.some((p) => type.startsWith(p))
+
+/** Returns why the id is not acceptable from this origin, or undefined when it is. */
+export const commandIdProblem = (id: unknown, origin: Origin): string | undefined => {
+  if (typeof id !== "string") return "commandId must be a string"
+  const max = origin === "client" ? CLIENT_ID_MAX : INTERNAL_ID_MAX
+  if (id.length === 0 || id.length > max) return `commandId must be 1 to ${max} characters`
+  if (!alphabet.test(id)) return "commandId may only contain A-Z a-z 0-9 : . _ - #"
+  if (origin === "client") {
+    const prefix = reservedIdPrefixes.find((p) => id.startsWith(p))
+    if (prefix !== undefined) return `commandId prefix '${prefix}' is reserved for the engine`
+  }
+  return undefined
+}

@@ -1,0 +1,355 @@
+/**
+ * The engine service: the one front door (`dispatchWithReceipt`), the reads of the log, and the
+ * lifecycle (parked until activated, drained on shutdown). It owns the bounded command queue and
+ * the single processor fiber; see Processor.ts for what one commit holds.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Cause, Chunk, Context, Deferred, Effect, Exit, Layer, Option, ParseResult, PubSub, Queue, Schema, Stream } from "effect"
+import type { AnyAggregate, EventRecord } from "./Aggregate.js"
+import { decodeEvent, makeAggregateStates } from "./AggregateStates.js"
+import { fingerprint } from "./CanonicalJson.js"
+import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
+import {
+  CommandIdConflict,
+  CommandRejected,
+  EngineUnavailable,
+  InvalidCommand,
+  StorageFailure,
+  type DispatchError,
+  type UndecodableEvent
+} from "./Errors.js"
+import * as EventLog from "./EventLog.js"
+import { processBatch, type CommandResult, type DispatchAnswer, type QueuedCommand } from "./Processor.js"
+import { handles, type Projection } from "./Projection.js"
+import * as Receipts from "./Receipts.js"
+import { migrate } from "./storage/Migrations.js"
+import { toStorageFailure } from "./storage/StorageErrors.js"
+import { writeTransaction } from "./storage/Transactions.js"
+
+export type { DispatchAnswer } from "./Processor.js"
+
+export interface EngineConfig {
+  readonly aggregates: ReadonlyArray<AnyAggregate>
+  readonly projections?: ReadonlyArray<Projection>
+  /** Most commands one transaction takes (group commit). Default 64; 1 turns group commit off. */
+  readonly maxBatch?: number
+  /** Queued commands beyond this are refused with EngineUnavailable (overloaded). Default 10,000. */
+  readonly queueCapacity?: number
+  /** Aggregates whose state is kept in memory. Default 10,000. */
+  readonly cacheCapacity?: number
+  /** `wait` (default): a dispatch before activation is queued and runs once activated; `fail`: EngineUnavailable. */
+  readonly beforeActivation?: "wait" | "fail"
+  /** `on-start` (default) opens the gate when the layer is built; `manual` waits for `activate`. */
+  readonly activation?: "on-start" | "manual"
+}
+
+export interface DispatchOptions {
+  /** `client` (default) enforces the client id rules and reserved types; `internal` is the engine's. */
+  readonly origin?: Origin
+}
+
+export interface EngineStats {
+  readonly transactions: number
+  readonly abandonedBatches: number
+  readonly committedCommands: number
+  readonly queueDepth: number
+  readonly cachedAggregates: number
+  readonly quarantinedAggregates: number
+  readonly head: number
+}
+
+export interface ReadEventsOptions {
+  readonly after?: number
+  readonly limit?: number
+  readonly aggregateId?: string
+}
+
+export interface EngineShape {
+  /** The only way in. Answers once the command's receipt committed (or was found). */
+  readonly dispatchWithReceipt: (command: unknown, options?: DispatchOptions) => Effect.Effect<DispatchAnswer, DispatchError>
+  readonly receipt: (commandId: string) => Effect.Effect<Option.Option<Receipts.Receipt>, StorageFailure>
+  readonly readEvents: (options?: ReadEventsOptions) => Effect.Effect<ReadonlyArray<EventRecord>, StorageFailure>
+  /** Catches up from the table, then follows new commits: every event once, in order. */
+  readonly followEvents: (options?: { readonly after?: number; readonly aggregateId?: string }) => Stream.Stream<EventRecord, StorageFailure>
+  /** Decodes a stored event with its aggregate's schema. */
+  readonly decode: (record: EventRecord) => Effect.Effect<unknown, UndecodableEvent>
+  /** Empties every projection and replays the whole log into them, in one transaction. */
+  readonly rebuildProjections: Effect.Effect<number, StorageFailure | UndecodableEvent>
+  readonly activate: Effect.Effect<void>
+  /** Refuses new commands and waits for the queue to drain. Idempotent; also run at scope close. */
+  readonly shutdown: Effect.Effect<void>
+  readonly stats: Effect.Effect<EngineStats>
+  /** A hint after every commit that wrote events (the last sequence). Never data: read the log. */
+  readonly commits: PubSub.PubSub<number>
+}
+
+export class Engine extends Context.Tag("orchestration/Engine")<Engine, EngineShape>() {}
+
+type Phase = "parked" | "open" | "closing" | "closed"
+
+interface InFlight {
+  readonly identity: Receipts.CommandIdentity
+  readonly done: Deferred.Deferred<DispatchAnswer, DispatchError>
+}
+
+interface Queued extends QueuedCommand {
+  readonly done: Deferred.Deferred<DispatchAnswer, DispatchError>
+}
+
+const formatIssues = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+    path: issue.path.map(String),
+    message: issue.message
+  }))
+
+const invalid = (message: string, commandId?: string, issues: InvalidCommand["issues"] = []) =>
+  new InvalidCommand({ message, issues, ...(typeof commandId === "string" ? { commandId } : {}) })
+
+export const make = (config: EngineConfig) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const projections = config.projections ?? []
+    const maxBatch = Math.max(1, config.maxBatch ?? 64)
+
+    yield* migrate.pipe(Effect.mapError(toStorageFailure("migrate")))
+    for (const projection of projections) {
+      yield* projection.setup.pipe(Effect.mapError(toStorageFailure(`setup projection ${projection.name}`)))
+    }
+
+    const routes = new Map<string, { aggregate: AnyAggregate; schema: Schema.Schema<any, any, never> }>()
+    const aggregatesByName = new Map<string, AnyAggregate>()
+    for (const aggregate of config.aggregates) {
+      aggregatesByName.set(aggregate.name, aggregate)
+      for (const [type, schema] of Object.entries(aggregate.commands)) {
+        if (routes.has(type)) return yield* Effect.dieMessage(`command type '${type}' is declared by two aggregates`)
+        routes.set(type, { aggregate, schema })
+      }
+    }
+
+    const head = { value: yield* EventLog.head.pipe(Effect.mapError(toStorageFailure("read log head"))) }
+    const states = makeAggregateStates(config.cacheCapacity ?? 10_000)
+    const queue = yield* Queue.dropping<Queued>(config.queueCapacity ?? 10_000)
+    const commits = yield* PubSub.sliding<number>(1)
+    const inFlight = new Map<string, InFlight>()
+    const activated = yield* Deferred.make<void>()
+    const drained = yield* Deferred.make<void>()
+    let phase: Phase = "parked"
+    let busy = false
+    const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
+
+    const deliver = (item: Queued, result: CommandResult) => {
+      if (inFlight.get(item.identity.commandId)?.done === item.done) inFlight.delete(item.identity.commandId)
+      return Deferred.done(item.done, result)
+    }
+
+    const processor = Effect.gen(function* () {
+      yield* Deferred.await(activated)
+      while (true) {
+        const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, maxBatch))
+        busy = true
+        const before = head.value
+        counters.transactions++
+        const results = yield* processBatch({ states, projections, head }, batch, () => {
+          counters.abandonedBatches++
+        })
+        for (const result of results) if (Exit.isSuccess(result) && !result.value.duplicate) counters.committedCommands++
+        if (head.value > before) yield* PubSub.publish(commits, head.value)
+        yield* Effect.forEach(batch, (item, index) => deliver(item, results[index]!), { discard: true })
+        busy = false
+        if (phase === "closing" && (yield* Queue.size(queue)) <= 0) yield* Deferred.succeed(drained, undefined)
+      }
+    }).pipe(Effect.provideService(SqlClient, sql))
+
+    yield* Effect.forkScoped(processor)
+
+    const prepare = (input: unknown, origin: Origin) =>
+      Effect.gen(function* () {
+        if (typeof input !== "object" || input === null || Array.isArray(input)) {
+          return yield* Effect.fail(invalid("a command is a JSON object with commandId and type"))
+        }
+        const raw = input as Record<string, unknown>
+        const idProblem = commandIdProblem(raw.commandId, origin)
+        const commandId = typeof raw.commandId === "string" ? raw.commandId : undefined
+        if (idProblem !== undefined) return yield* Effect.fail(invalid(idProblem, commandId))
+        if (typeof raw.type !== "string") return yield* Effect.fail(invalid("type must be a string", commandId))
+        if (origin === "client" && isReservedType(raw.type)) {
+          return yield* Effect.fail(invalid(`command type '${raw.type}' is internal to the engine`, commandId))
+        }
+        const route = routes.get(raw.type)
+        if (route === undefined) return yield* Effect.fail(invalid(`unknown command type '${raw.type}'`, commandId))
+        const decoded = yield* Schema.decodeUnknown(route.schema, { onExcessProperty: "error" })(raw).pipe(
+          Effect.mapError((error) => invalid(`invalid '${raw.type}' command`, commandId, formatIssues(error)))
+        )
+        let aggregateId: string
+        try {
+          aggregateId = route.aggregate.aggregateId(decoded)
+        } catch (error) {
+          return yield* Effect.fail(invalid(`cannot tell the aggregate of this command: ${String(error)}`, commandId))
+        }
+        const identity: Receipts.CommandIdentity = {
+          commandId: commandId!,
+          aggregateType: route.aggregate.name,
+          aggregateId,
+          commandType: raw.type,
+          fingerprint: fingerprint(raw)
+        }
+        return { identity, command: decoded, aggregate: route.aggregate } satisfies QueuedCommand
+      })
+
+    const admit = Effect.suspend((): Effect.Effect<void, EngineUnavailable> => {
+      switch (phase) {
+        case "open":
+          return Effect.void
+        case "parked":
+          // `wait`: the command is queued now and runs when the processor is released.
+          return config.beforeActivation === "fail"
+            ? Effect.fail(new EngineUnavailable({ reason: "not-activated", message: "the engine is starting; retry shortly" }))
+            : Effect.void
+        default:
+          return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
+      }
+    })
+
+    const enqueue = (command: QueuedCommand): Effect.Effect<DispatchAnswer, DispatchError> =>
+      Effect.gen(function* () {
+        const id = command.identity.commandId
+        const running = inFlight.get(id)
+        if (running !== undefined) {
+          // Same id in flight: coalesce onto the first instead of racing it to the receipt.
+          const conflict = Receipts.conflictWith(running.identity, command.identity)
+          if (conflict !== undefined) return yield* Effect.fail(new CommandIdConflict({ commandId: id, message: conflict }))
+          const first = yield* Effect.exit(Deferred.await(running.done))
+          if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
+          const error = Option.getOrUndefined(Cause.failureOption(first.cause))
+          if (error instanceof CommandRejected) return yield* Effect.fail(new CommandRejected({ ...error, duplicate: true }))
+          if (!(error instanceof StorageFailure)) return yield* first
+          // The first attempt never committed; this one tries for itself.
+          return yield* enqueue(command)
+        }
+        const done = yield* Deferred.make<DispatchAnswer, DispatchError>()
+        inFlight.set(id, { identity: command.identity, done })
+        const offered = yield* Queue.offer(queue, { ...command, done })
+        if (!offered) {
+          inFlight.delete(id)
+          return yield* Effect.fail(new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" }))
+        }
+        return yield* Deferred.await(done)
+      })
+
+    const dispatchWithReceipt = (input: unknown, options?: DispatchOptions) =>
+      Effect.gen(function* () {
+        const command = yield* prepare(input, options?.origin ?? "client")
+        yield* admit
+        return yield* enqueue(command)
+      }).pipe(Effect.withSpan("Engine.dispatchWithReceipt"))
+
+    const readEvents = (options: ReadEventsOptions = {}) =>
+      EventLog.read({
+        after: options.after ?? 0,
+        limit: Math.min(Math.max(options.limit ?? 100, 1), 10_000),
+        aggregateId: options.aggregateId
+      }).pipe(Effect.mapError(toStorageFailure("read events")), Effect.provideService(SqlClient, sql))
+
+    const followEvents = (options: { readonly after?: number; readonly aggregateId?: string } = {}) =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          // Subscribe before the first read: a commit between the read and the wait still rings.
+          const hints = yield* PubSub.subscribe(commits)
+          let cursor = options.after ?? 0
+          const next = Effect.gen(function* () {
+            while (true) {
+              const page = yield* readEvents({ after: cursor, limit: 500, ...(options.aggregateId ? { aggregateId: options.aggregateId } : {}) })
+              if (page.length > 0) {
+                cursor = page[page.length - 1]!.sequence
+                return Chunk.fromIterable(page)
+              }
+              yield* Queue.take(hints)
+            }
+          })
+          return Stream.repeatEffectChunk(next)
+        })
+      )
+
+    const decode = (record: EventRecord) => {
+      const aggregate = aggregatesByName.get(record.aggregateType)
+      if (aggregate === undefined) return Effect.dieMessage(`no aggregate named '${record.aggregateType}' is registered`)
+      return decodeEvent(aggregate, record)
+    }
+
+    const rebuildProjections = writeTransaction(
+      "rebuild projections",
+      Effect.gen(function* () {
+        for (const projection of projections) yield* projection.reset
+        let cursor = 0
+        let applied = 0
+        while (true) {
+          const page = yield* EventLog.read({ after: cursor, limit: 1000 })
+          if (page.length === 0) return applied
+          for (const record of page) {
+            const event = yield* decode(record)
+            for (const projection of projections) {
+              if (handles(projection, record)) yield* projection.apply(event, record)
+            }
+            applied++
+          }
+          cursor = page[page.length - 1]!.sequence
+        }
+      })
+    ).pipe(Effect.provideService(SqlClient, sql))
+
+    const activate = Effect.suspend(() => {
+      if (phase !== "parked") return Effect.void
+      phase = "open"
+      return Deferred.succeed(activated, undefined)
+    })
+
+    const shutdown = Effect.gen(function* () {
+      if (phase === "closed" || phase === "closing") return yield* Deferred.await(drained)
+      const wasParked = phase === "parked"
+      phase = "closing"
+      if (wasParked || (!busy && (yield* Queue.size(queue)) <= 0)) yield* Deferred.succeed(drained, undefined)
+      yield* Deferred.await(drained)
+      phase = "closed"
+      // Anything still queued (only possible while parked) is told, never left waiting.
+      const left = yield* Queue.takeAll(queue)
+      yield* Effect.forEach(left, (item) =>
+        deliver(item, Exit.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine shut down before this command ran" }))), { discard: true })
+    })
+
+    yield* Effect.addFinalizer(() => shutdown)
+
+    const stats = Effect.gen(function* () {
+      return {
+        ...counters,
+        queueDepth: Math.max(0, yield* Queue.size(queue)),
+        cachedAggregates: states.size(),
+        quarantinedAggregates: states.quarantinedCount(),
+        head: head.value
+      } satisfies EngineStats
+    })
+
+    const receipt = (commandId: string) =>
+      Receipts.findOne(commandId).pipe(
+        Effect.map(Option.fromNullable),
+        Effect.mapError(toStorageFailure("read receipt")),
+        Effect.provideService(SqlClient, sql)
+      )
+
+    if (config.activation !== "manual") yield* activate
+
+    return Engine.of({
+      dispatchWithReceipt,
+      receipt,
+      readEvents,
+      followEvents,
+      decode,
+      rebuildProjections,
+      activate,
+      shutdown,
+      stats,
+      commits
+    })
+  })
+
+/** The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store). */
+export const layer = (config: EngineConfig) => Layer.scoped(Engine, make(config))

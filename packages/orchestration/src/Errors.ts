@@ -1,0 +1,95 @@
+/**
+ * The closed set of failures a dispatch can end with. Each is a value with structured fields;
+ * the HTTP edge maps tags to status codes once, the engine never does.
+ */
+import { Schema } from "effect"
+
+/** The command is malformed: bad id, unknown or reserved type, schema failure. Nothing was stored. */
+export class InvalidCommand extends Schema.TaggedError<InvalidCommand>()("InvalidCommand", {
+  message: Schema.String,
+  commandId: Schema.optional(Schema.String),
+  issues: Schema.Array(Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String }))
+}) {}
+
+/** The command id was already used by a command with another payload, type or aggregate. */
+export class CommandIdConflict extends Schema.TaggedError<CommandIdConflict>()("CommandIdConflict", {
+  commandId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The decider refused the command. The rejection is stored under the command id and replayed. */
+export class CommandRejected extends Schema.TaggedError<CommandRejected>()("CommandRejected", {
+  commandId: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  reason: Schema.String,
+  message: Schema.String,
+  duplicate: Schema.Boolean
+}) {}
+
+/** Why a write was refused, classified from the driver's code. */
+export const StorageFailureReason = Schema.Literal(
+  "disk-full",
+  "io-error",
+  "busy",
+  "constraint",
+  "corrupt",
+  "read-only",
+  "connection",
+  "serialization",
+  "unknown"
+)
+export type StorageFailureReason = typeof StorageFailureReason.Type
+
+/** The store refused a write (or a read the command needed). Nothing of the command committed. */
+export class StorageFailure extends Schema.TaggedError<StorageFailure>()("StorageFailure", {
+  reason: StorageFailureReason,
+  code: Schema.String,
+  message: Schema.String,
+  operation: Schema.String
+}) {}
+
+/** The engine is not taking commands: not activated yet, shutting down, or its queue is full. */
+export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("EngineUnavailable", {
+  reason: Schema.Literal("not-activated", "shutting-down", "overloaded", "storage-below-floor"),
+  message: Schema.String
+}) {}
+
+/** The aggregate's stored events cannot be replayed; its commands are refused, others are served. */
+export class AggregateUnavailable extends Schema.TaggedError<AggregateUnavailable>()("AggregateUnavailable", {
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A decider, evolve or projection threw. The command failed; nothing of it committed. */
+export class CommandDefect extends Schema.TaggedError<CommandDefect>()("CommandDefect", {
+  commandId: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  stage: Schema.Literal("decide", "evolve", "projection"),
+  message: Schema.String
+}) {}
+
+/** A stored event could not be decoded. Reading the log stops loudly instead of skipping it. */
+export class UndecodableEvent extends Schema.TaggedError<UndecodableEvent>()("UndecodableEvent", {
+  sequence: Schema.Number,
+  aggregateType: Schema.String,
+  eventType: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Another process already holds the store for writing. */
+export class StoreLocked extends Schema.TaggedError<StoreLocked>()("StoreLocked", {
+  filename: Schema.String,
+  message: Schema.String
+}) {}
+
+export type DispatchError =
+  | InvalidCommand
+  | CommandIdConflict
+  | CommandRejected
+  | StorageFailure
+  | EngineUnavailable
+  | AggregateUnavailable
+  | CommandDefect

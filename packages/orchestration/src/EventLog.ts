@@ -1,0 +1,110 @@
+/**
+ * The event log table: append inside the commit transaction, read by sequence or by aggregate.
+ * Rows are returned as EventRecords with the stored (encoded) payload; decoding into domain events
+ * belongs to the engine, which knows each aggregate's schema.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { EventRecord } from "./Aggregate.js"
+
+interface EventRow {
+  readonly sequence: number
+  readonly event_id: string
+  readonly aggregate_type: string
+  readonly aggregate_id: string
+  readonly version: number
+  readonly type: string
+  readonly schema_version: number
+  readonly payload: string
+  readonly command_id: string
+  readonly occurred_at: number
+}
+
+const toRecord = (row: EventRow): EventRecord => ({
+  sequence: row.sequence,
+  eventId: row.event_id,
+  aggregateType: row.aggregate_type,
+  aggregateId: row.aggregate_id,
+  version: row.version,
+  type: row.type,
+  payload: JSON.parse(row.payload),
+  commandId: row.command_id,
+  occurredAt: row.occurred_at,
+  schemaVersion: row.schema_version
+})
+
+export interface NewEvent {
+  readonly eventId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly version: number
+  readonly type: string
+  readonly schemaVersion: number
+  /** Canonical JSON of the encoded event. */
+  readonly payloadJson: string
+  readonly commandId: string
+  readonly occurredAt: number
+}
+
+/** Appends events in order and answers their records with the sequences the store assigned. */
+export const append = (events: ReadonlyArray<NewEvent>): Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    if (events.length === 0) return []
+    const sql = yield* SqlClient
+    const rows = yield* sql<{ sequence: number; event_id: string }>`INSERT INTO events ${
+      sql.insert(events.map((e) => ({
+        event_id: e.eventId,
+        aggregate_type: e.aggregateType,
+        aggregate_id: e.aggregateId,
+        version: e.version,
+        type: e.type,
+        schema_version: e.schemaVersion,
+        payload: e.payloadJson,
+        command_id: e.commandId,
+        occurred_at: e.occurredAt
+      }))).returning("sequence, event_id")
+    }`
+    const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
+    return events.map((e): EventRecord => ({
+      sequence: sequenceById.get(e.eventId)!,
+      eventId: e.eventId,
+      aggregateType: e.aggregateType,
+      aggregateId: e.aggregateId,
+      version: e.version,
+      type: e.type,
+      payload: JSON.parse(e.payloadJson),
+      commandId: e.commandId,
+      occurredAt: e.occurredAt,
+      schemaVersion: e.schemaVersion
+    }))
+  })
+
+export const forAggregate = (aggregateType: string, aggregateId: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${aggregateId} AND aggregate_type = ${aggregateType} ORDER BY version`
+  ).pipe(Effect.map((rows) => rows.map(toRecord)))
+
+export const forCommand = (commandId: string) =>
+  Effect.flatMap(SqlClient, (sql) => sql<EventRow>`SELECT * FROM events WHERE command_id = ${commandId} ORDER BY sequence`).pipe(
+    Effect.map((rows) => rows.map(toRecord))
+  )
+
+export interface ReadOptions {
+  readonly after: number
+  readonly limit: number
+  readonly aggregateId?: string | undefined
+}
+
+export const read = (options: ReadOptions) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    options.aggregateId === undefined
+      ? sql<EventRow>`SELECT * FROM events WHERE sequence > ${options.after} ORDER BY sequence LIMIT ${options.limit}`
+      : sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${options.aggregateId} AND sequence > ${options.after}
+          ORDER BY sequence LIMIT ${options.limit}`
+  ).pipe(Effect.map((rows) => rows.map(toRecord)))
+
+/** The highest committed sequence, 0 for an empty log. */
+export const head = Effect.flatMap(SqlClient, (sql) => sql<{ head: number | null }>`SELECT MAX(sequence) AS head FROM events`).pipe(
+  Effect.map((rows) => Number(rows[0]?.head ?? 0))
+)

@@ -1,0 +1,311 @@
+/**
+ * The single writer. It takes queued commands in batches and commits each batch in ONE transaction
+ * (group commit): per command a receipt lookup, the pure decision, then events, projections, outbox
+ * rows and the receipt, each command under its own savepoint so a rejection or a defect stays its
+ * own. A storage error is different: SQLite may have rolled back the whole transaction, so the batch
+ * is abandoned and its commands are re-run one per transaction. Nothing is answered before COMMIT.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Cause, Clock, Effect, Exit, Schema } from "effect"
+import type { AnyAggregate, Decision, EventRecord, Rejection } from "./Aggregate.js"
+import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
+import { canonicalJson } from "./CanonicalJson.js"
+import {
+  AggregateUnavailable,
+  CommandDefect,
+  CommandIdConflict,
+  CommandRejected,
+  StorageFailure,
+  type DispatchError
+} from "./Errors.js"
+import * as EventLog from "./EventLog.js"
+import * as Outbox from "./Outbox.js"
+import { handles, type Projection } from "./Projection.js"
+import * as Receipts from "./Receipts.js"
+import { StorageFaults } from "./storage/StorageFaults.js"
+import { hasSqlError, savepoint, writeTransaction } from "./storage/Transactions.js"
+
+/** A command accepted: what the client is told, first time and on every retry. */
+export interface DispatchAnswer {
+  readonly commandId: string
+  readonly status: "accepted"
+  readonly aggregateType: string
+  readonly aggregateId: string
+  /** The last event's sequence; the log head the command saw when it decided no events. */
+  readonly sequence: number
+  readonly events: ReadonlyArray<EventRecord>
+  readonly effectIds: ReadonlyArray<string>
+  readonly duplicate: boolean
+}
+
+/** A decoded command waiting for the processor. */
+export interface QueuedCommand {
+  readonly identity: Receipts.CommandIdentity
+  readonly command: { readonly type: string; readonly commandId: string }
+  readonly aggregate: AnyAggregate
+}
+
+export type CommandResult = Exit.Exit<DispatchAnswer, DispatchError>
+
+interface Written {
+  readonly answer: DispatchAnswer
+  readonly state: AggregateState
+}
+
+interface BatchOutcome {
+  readonly results: ReadonlyArray<CommandResult>
+  readonly states: ReadonlyMap<string, AggregateState>
+  readonly head: number
+}
+
+export interface ProcessorDeps {
+  readonly states: AggregateStates
+  readonly projections: ReadonlyArray<Projection>
+  /** The committed log head; the processor advances it after each commit. */
+  readonly head: { value: number }
+}
+
+const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
+
+const defect = (item: QueuedCommand, stage: CommandDefect["stage"], error: unknown) =>
+  new CommandDefect({
+    commandId: item.identity.commandId,
+    aggregateType: item.identity.aggregateType,
+    aggregateId: item.identity.aggregateId,
+    stage,
+    message: `${stage} threw for ${item.identity.aggregateType} '${item.identity.aggregateId}': ${
+      error instanceof Error ? error.message : String(error)
+    }`
+  })
+
+/** Answers a command whose id already has a receipt: the stored answer, or a conflict. */
+const answerFromReceipt = (receipt: Receipts.Receipt, item: QueuedCommand) =>
+  Effect.gen(function* () {
+    const conflict = Receipts.conflictWith(receipt, item.identity)
+    if (conflict !== undefined) {
+      return Exit.fail(new CommandIdConflict({ commandId: item.identity.commandId, message: conflict }))
+    }
+    return yield* storedAnswer(receipt)
+  })
+
+/** The answer a receipt stands for, re-read from the log so it equals the first answer. */
+export const storedAnswer = (receipt: Receipts.Receipt) =>
+  Effect.gen(function* () {
+    if (receipt.status === "rejected") {
+      return Exit.fail(
+        new CommandRejected({
+          commandId: receipt.commandId,
+          aggregateType: receipt.aggregateType,
+          aggregateId: receipt.aggregateId,
+          reason: receipt.rejection?.reason ?? "rejected",
+          message: receipt.rejection?.message ?? "rejected",
+          duplicate: true
+        })
+      )
+    }
+    const events = receipt.firstSequence === null ? [] : yield* EventLog.forCommand(receipt.commandId)
+    return Exit.succeed<DispatchAnswer>({
+      commandId: receipt.commandId,
+      status: "accepted",
+      aggregateType: receipt.aggregateType,
+      aggregateId: receipt.aggregateId,
+      sequence: receipt.lastSequence,
+      events,
+      effectIds: receipt.effectIds,
+      duplicate: true
+    })
+  })
+
+const decideAndWrite = (
+  deps: ProcessorDeps,
+  item: QueuedCommand,
+  current: AggregateState,
+  head: number
+): Effect.Effect<Written | CommandRejected, SqlError | CommandDefect, SqlClient> =>
+  Effect.gen(function* () {
+    const faults = yield* StorageFaults
+    const { aggregate, identity } = item
+    const commandId = identity.commandId
+    const now = yield* Clock.currentTimeMillis
+    const ctx = {
+      commandId,
+      aggregateId: identity.aggregateId,
+      now,
+      deriveId: (key: string) => `${commandId}/${key}`
+    }
+    let decision: Decision<any> | Rejection
+    try {
+      decision = aggregate.decide(current.state, item.command, ctx)
+    } catch (error) {
+      return yield* Effect.fail(defect(item, "decide", error))
+    }
+
+    if (decision._tag === "Rejection") {
+      yield* faults.before("receipts", commandId)
+      yield* Receipts.insert({
+        ...identity,
+        status: "rejected",
+        firstSequence: null,
+        lastSequence: head,
+        effectIds: [],
+        rejection: { reason: decision.reason, message: decision.message },
+        acceptedAt: now
+      })
+      return new CommandRejected({
+        commandId,
+        aggregateType: identity.aggregateType,
+        aggregateId: identity.aggregateId,
+        reason: decision.reason,
+        message: decision.message,
+        duplicate: false
+      })
+    }
+
+    let state = current.state
+    const encoded: Array<{ type: string; json: string }> = []
+    try {
+      for (const event of decision.events) {
+        state = aggregate.evolve(state, event)
+        encoded.push({ type: event.type, json: JSON.stringify(Schema.encodeSync(aggregate.events)(event)) })
+      }
+    } catch (error) {
+      return yield* Effect.fail(defect(item, "evolve", error))
+    }
+
+    yield* faults.before("events", commandId)
+    const records = yield* EventLog.append(encoded.map((e, index) => ({
+      eventId: `${commandId}/event-${index}`,
+      aggregateType: aggregate.name,
+      aggregateId: identity.aggregateId,
+      version: current.version + index + 1,
+      type: e.type,
+      schemaVersion: aggregate.eventSchemaVersion,
+      payloadJson: e.json,
+      commandId,
+      occurredAt: now
+    })))
+
+    for (const [index, record] of records.entries()) {
+      for (const projection of deps.projections) {
+        if (!handles(projection, record)) continue
+        yield* faults.before("projections", commandId)
+        yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
+          Effect.catchAllDefect((error) => Effect.fail(defect(item, "projection", error)))
+        )
+      }
+    }
+
+    const effectRows = decision.effects.map((intent, index): Outbox.NewOutboxRow => ({
+      effectId: intent.id ?? `${commandId}/${intent.key ?? `effect-${index}`}`,
+      commandId,
+      aggregateType: aggregate.name,
+      aggregateId: identity.aggregateId,
+      kind: intent.kind,
+      payloadJson: canonicalJson(intent.payload),
+      lane: intent.lane ?? `${aggregate.name}:${identity.aggregateId}`,
+      availableAt: intent.availableAt ?? now,
+      now
+    }))
+    if (effectRows.length > 0) {
+      yield* faults.before("outbox", commandId)
+      yield* Outbox.insert(effectRows)
+    }
+
+    const lastSequence = records.at(-1)?.sequence ?? head
+    const effectIds = effectRows.map((r) => r.effectId)
+    yield* faults.before("receipts", commandId)
+    yield* Receipts.insert({
+      ...identity,
+      status: "accepted",
+      firstSequence: records[0]?.sequence ?? null,
+      lastSequence,
+      effectIds,
+      rejection: null,
+      acceptedAt: now
+    })
+    return {
+      answer: {
+        commandId,
+        status: "accepted",
+        aggregateType: aggregate.name,
+        aggregateId: identity.aggregateId,
+        sequence: lastSequence,
+        events: records,
+        effectIds,
+        duplicate: false
+      },
+      state: { state, version: current.version + records.length }
+    } satisfies Written
+  })
+
+/** One transaction for the whole batch. Fails only with a StorageFailure. */
+const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =>
+  writeTransaction(
+    "dispatch",
+    Effect.gen(function* () {
+      const receipts = yield* Receipts.find(items.map((i) => i.identity.commandId))
+      const states = new Map<string, AggregateState>()
+      let head = deps.head.value
+      const results: Array<CommandResult> = []
+      for (const item of items) {
+        const stored = receipts.get(item.identity.commandId)
+        if (stored !== undefined) {
+          results.push(yield* answerFromReceipt(stored, item))
+          continue
+        }
+        const key = keyOf(item.identity.aggregateType, item.identity.aggregateId)
+        const exit = yield* savepoint(
+          Effect.gen(function* () {
+            const current = states.get(key) ?? (yield* deps.states.load(item.aggregate, item.identity.aggregateId))
+            return yield* decideAndWrite(deps, item, current, head)
+          }),
+          isStorageCause
+        )
+        if (Exit.isFailure(exit)) {
+          results.push(Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
+        } else if (exit.value instanceof CommandRejected) {
+          results.push(Exit.fail(exit.value))
+        } else {
+          states.set(key, exit.value.state)
+          head = exit.value.answer.sequence
+          results.push(Exit.succeed(exit.value.answer))
+        }
+      }
+      return { results, states, head } satisfies BatchOutcome
+    })
+  )
+
+/**
+ * Processes one batch to an answer per command, in order. Never fails: every failure is an answer.
+ * Storage failures abandon the batch and re-run its commands alone, so each gets its own answer.
+ */
+export const processBatch = (
+  deps: ProcessorDeps,
+  items: ReadonlyArray<QueuedCommand>,
+  onAbandoned: () => void
+): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> =>
+  commitBatch(deps, items).pipe(
+    Effect.map((outcome) => {
+      for (const [key, state] of outcome.states) deps.states.set(key, state)
+      deps.head.value = outcome.head
+      return outcome.results
+    }),
+    Effect.catchAll((failure) => {
+      for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
+      if (items.length === 1) return Effect.succeed([Exit.fail(failure)])
+      onAbandoned()
+      return Effect.forEach(items, (item) => processBatch(deps, [item], onAbandoned).pipe(Effect.map((r) => r[0]!)))
+    }),
+    Effect.catchAllCause((cause) => {
+      // A bug of ours, not the store's: every command of the batch fails visibly, none is answered accepted.
+      const failure = new StorageFailure({
+        reason: "unknown",
+        code: "ENGINE_DEFECT",
+        operation: "dispatch",
+        message: `dispatch failed unexpectedly: ${Cause.pretty(cause)}`
+      })
+      for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
+      return Effect.succeed(items.map(() => Exit.fail(failure)))
+    })
+  )

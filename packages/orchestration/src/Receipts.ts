@@ -1,0 +1,105 @@
+/**
+ * One receipt per command id. The first handling of a command writes its receipt in the same
+ * transaction as its events; a retry finds it and gets the stored answer without anything being
+ * decided or written again. The id is bound to the exact command: another payload, type or
+ * aggregate under the same id is a conflict, never a silent success.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+
+export interface Receipt {
+  readonly commandId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly commandType: string
+  readonly fingerprint: string
+  readonly status: "accepted" | "rejected"
+  /** First event's sequence; null when the command decided no events. */
+  readonly firstSequence: number | null
+  /** Last event's sequence, or the log head the command saw when it decided no events. */
+  readonly lastSequence: number
+  readonly effectIds: ReadonlyArray<string>
+  readonly rejection: { readonly reason: string; readonly message: string } | null
+  readonly acceptedAt: number
+}
+
+/** What identifies a command for receipt matching. */
+export interface CommandIdentity {
+  readonly commandId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly commandType: string
+  readonly fingerprint: string
+}
+
+/**
+ * Pure: does a stored receipt answer this command? `undefined` when it does; otherwise the reason
+ * the id is in conflict. Everything is compared, not only the aggregate.
+ */
+export const conflictWith = (receipt: CommandIdentity, incoming: CommandIdentity): string | undefined => {
+  if (receipt.commandType !== incoming.commandType) {
+    return `command id '${incoming.commandId}' was used for a '${receipt.commandType}' command, not '${incoming.commandType}'`
+  }
+  if (receipt.aggregateType !== incoming.aggregateType || receipt.aggregateId !== incoming.aggregateId) {
+    return `command id '${incoming.commandId}' was used for ${receipt.aggregateType} '${receipt.aggregateId}', not ${incoming.aggregateType} '${incoming.aggregateId}'`
+  }
+  if (receipt.fingerprint !== incoming.fingerprint) {
+    return `command id '${incoming.commandId}' was used with another payload`
+  }
+  return undefined
+}
+
+interface ReceiptRow {
+  readonly command_id: string
+  readonly aggregate_type: string
+  readonly aggregate_id: string
+  readonly command_type: string
+  readonly fingerprint: string
+  readonly status: "accepted" | "rejected"
+  readonly first_sequence: number | null
+  readonly last_sequence: number
+  readonly effect_ids: string
+  readonly rejection: string | null
+  readonly accepted_at: number
+}
+
+const toReceipt = (row: ReceiptRow): Receipt => ({
+  commandId: row.command_id,
+  aggregateType: row.aggregate_type,
+  aggregateId: row.aggregate_id,
+  commandType: row.command_type,
+  fingerprint: row.fingerprint,
+  status: row.status,
+  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
+  lastSequence: Number(row.last_sequence),
+  effectIds: JSON.parse(row.effect_ids),
+  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
+  acceptedAt: Number(row.accepted_at)
+})
+
+export const find = (commandIds: ReadonlyArray<string>) =>
+  Effect.flatMap(SqlClient, (sql) => sql<ReceiptRow>`SELECT * FROM receipts WHERE ${sql.in("command_id", commandIds)}`).pipe(
+    Effect.map((rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)])))
+  )
+
+export const findOne = (commandId: string) =>
+  Effect.map(find([commandId]), (receipts) => receipts.get(commandId))
+
+export const insert = (receipt: Receipt) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`INSERT INTO receipts ${
+      sql.insert({
+        command_id: receipt.commandId,
+        aggregate_type: receipt.aggregateType,
+        aggregate_id: receipt.aggregateId,
+        command_type: receipt.commandType,
+        fingerprint: receipt.fingerprint,
+        status: receipt.status,
+        first_sequence: receipt.firstSequence,
+        last_sequence: receipt.lastSequence,
+        effect_ids: JSON.stringify(receipt.effectIds),
+        rejection: receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
+        accepted_at: receipt.acceptedAt
+      })
+    }`
+  )

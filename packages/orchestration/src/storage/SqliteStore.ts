@@ -1,0 +1,61 @@
+/**
+ * Opening the embedded store. The pragmas the engine relies on are set explicitly (WAL,
+ * synchronous, busy timeout, foreign keys) and the file is locked EXCLUSIVE for this process: the
+ * design has one writer per store, and the lock is the kernel's, so it dies with a crashed process.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer } from "effect"
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+import { StoreLocked, type StorageFailure } from "../Errors.js"
+import { codeOf, toStorageFailure } from "./StorageErrors.js"
+
+export interface SqliteStoreOptions {
+  /** A file path, or ":memory:" for tests that need no file. */
+  readonly filename: string
+  /** `FULL` (default) survives power loss; `NORMAL` only process loss. */
+  readonly synchronous?: "FULL" | "NORMAL"
+  readonly busyTimeoutMs?: number
+}
+
+const lockAndConfigure = (options: SqliteStoreOptions) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const file = options.filename !== ":memory:"
+    const pragma = (statement: string) => sql.unsafe(statement).pipe(Effect.mapError(toStorageFailure(`open: ${statement}`)))
+    if (file) {
+      // Order matters: with EXCLUSIVE set before WAL is entered, SQLite keeps the WAL index in
+      // process memory and the first write lock is never released until the connection closes.
+      yield* pragma("PRAGMA busy_timeout = 0")
+      yield* pragma("PRAGMA locking_mode = EXCLUSIVE")
+      yield* sql.unsafe("PRAGMA journal_mode = WAL").pipe(
+        Effect.zipRight(sql.unsafe("BEGIN EXCLUSIVE")),
+        Effect.zipRight(sql.unsafe("COMMIT")),
+        Effect.catchAll((error): Effect.Effect<never, StoreLocked | StorageFailure> => {
+          const code = codeOf(error)
+          return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
+            ? Effect.fail(
+              new StoreLocked({
+                filename: options.filename,
+                message:
+                  `${options.filename} is held by another engine process; one engine writes a SQLite store at a time. ` +
+                  "Stop the other process or point this one at another data directory."
+              })
+            )
+            : Effect.fail(toStorageFailure("open: lock")(error))
+        })
+      )
+    }
+    yield* pragma(`PRAGMA synchronous = ${options.synchronous ?? "FULL"}`)
+    yield* pragma(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
+    yield* pragma("PRAGMA foreign_keys = ON")
+  })
+
+/** SqlClient (and SqliteClient) for one SQLite store, locked for this process and configured. */
+export const layer = (options: SqliteStoreOptions) => {
+  if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
+  return Layer.effectDiscard(lockAndConfigure(options)).pipe(
+    Layer.provideMerge(SqliteClient.layer({ filename: options.filename, disableWAL: true }))
+  )
+}

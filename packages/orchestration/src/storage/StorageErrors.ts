@@ -1,0 +1,50 @@
+/**
+ * One place that turns a driver error into a StorageFailure. SqlError carries no classification in
+ * @effect/sql 0.52, so we read the driver's code (better-sqlite3's `code`, node-postgres' SQLSTATE).
+ */
+import type { SqlError } from "@effect/sql/SqlError"
+import { StorageFailure, type StorageFailureReason } from "../Errors.js"
+
+const driverCode = (cause: unknown): string => {
+  if (typeof cause === "object" && cause !== null && "code" in cause) {
+    const code = (cause as { code: unknown }).code
+    if (typeof code === "string") return code
+  }
+  return "UNKNOWN"
+}
+
+const driverMessage = (cause: unknown, fallback: string): string =>
+  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : fallback
+
+export const reasonForCode = (code: string): StorageFailureReason => {
+  if (code === "SQLITE_FULL" || code === "53100" || code === "ENOSPC") return "disk-full"
+  if (code.startsWith("SQLITE_IOERR") || code === "58030" || code === "EIO") return "io-error"
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03") return "busy"
+  if (code.startsWith("SQLITE_CONSTRAINT") || code.startsWith("23")) return "constraint"
+  if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB" || code === "XX001") return "corrupt"
+  if (code.startsWith("SQLITE_READONLY") || code === "25006") return "read-only"
+  if (code === "40001" || code === "40P01") return "serialization"
+  if (code.startsWith("08") || code === "57P01" || code === "ECONNRESET" || code === "ECONNREFUSED") {
+    return "connection"
+  }
+  return "unknown"
+}
+
+/** The underlying driver error of a SqlError (or any thrown value that carries a code). */
+export const codeOf = (error: SqlError | unknown): string => {
+  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+  const code = driverCode(cause)
+  return code === "UNKNOWN" ? driverCode(error) : code
+}
+
+export const toStorageFailure = (operation: string) => (error: SqlError | unknown): StorageFailure => {
+  if (error instanceof StorageFailure) return error
+  const code = codeOf(error)
+  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+  return new StorageFailure({
+    reason: reasonForCode(code),
+    code,
+    operation,
+    message: `${operation}: ${driverMessage(cause, "storage refused the write")}`
+  })
+}
