@@ -221,7 +221,18 @@ export const make = (config: EngineConfig) =>
           const first = yield* Effect.exit(Deferred.await(running.done))
           if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
           const error = Option.getOrUndefined(Cause.failureOption(first.cause))
-          if (error instanceof CommandRejected) return yield* Effect.fail(new CommandRejected({ ...error, duplicate: true }))
+          if (error instanceof CommandRejected) {
+            return yield* Effect.fail(
+              new CommandRejected({
+                commandId: error.commandId,
+                aggregateType: error.aggregateType,
+                aggregateId: error.aggregateId,
+                reason: error.reason,
+                message: error.message,
+                duplicate: true
+              })
+            )
+          }
           if (!(error instanceof StorageFailure)) return yield* first
           // The first attempt never committed; this one tries for itself.
           return yield* enqueue(command)

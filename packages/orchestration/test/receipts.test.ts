@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { CommandIdConflict, CommandRejected, Engine } from "../src/index.js"
-import { Account, Balances } from "./fixtures/Accounts.js"
+import { Account, Balances } from "../examples/Accounts.js"
 import { counting } from "./fixtures/counting.js"
 import { engineLayer, rowCounts, snapshot, waitForQueueDepth } from "./fixtures/harness.js"
 
@@ -141,4 +141,22 @@ describe("receipts", () => {
       const withMemo = yield* Effect.flip(engine.dispatchWithReceipt({ ...deposit("d-1", 7), memo: "" }))
       assert.instanceOf(withMemo, CommandIdConflict)
     }).pipe(Effect.provide(engineLayer())))
+})
+
+describe("coalesced rejections", () => {
+  it.effect("a rejected command's concurrent twin gets the same rejection marked duplicate", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const first = yield* Effect.fork(Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5))))
+      yield* waitForQueueDepth(1)
+      const second = yield* Effect.fork(Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5))))
+      yield* Effect.yieldNow()
+      yield* engine.activate
+      const [a, b] = [yield* Fiber.join(first), yield* Fiber.join(second)]
+      assert.instanceOf(a, CommandRejected)
+      assert.instanceOf(b, CommandRejected)
+      assert.deepStrictEqual([(a as CommandRejected).duplicate, (b as CommandRejected).duplicate], [false, true])
+      assert.strictEqual((b as CommandRejected).message, (a as CommandRejected).message)
+      assert.strictEqual((yield* rowCounts).receipts, 1)
+    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } }))))
 })

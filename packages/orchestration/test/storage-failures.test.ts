@@ -1,0 +1,146 @@
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import { CommandRejected, Engine, StorageFailure, StorageFaults, driverError, type WritePoint } from "../src/index.js"
+import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
+
+const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({ commandId, type: "account.open", accountId, owner })
+const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.deposit", accountId, amount })
+const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.withdraw", accountId, amount })
+
+/** A fault layer the test arms: the next write at `point` fails with the driver code given. */
+const armedFaults = () => {
+  const armed: { point: WritePoint | undefined; code: string } = { point: undefined, code: "SQLITE_FULL" }
+  const layer = Layer.succeed(StorageFaults, {
+    before: (point) =>
+      point === armed.point ? Effect.fail(driverError(armed.code, `${armed.code}: injected at ${point}`)) : Effect.void
+  })
+  return { armed, layer }
+}
+
+/** Caps the database at its current size plus `extraPages`, like a disk with little room left. */
+const capDatabase = (extraPages: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const [row] = yield* sql<{ page_count: number }>`PRAGMA page_count`
+    yield* sql.unsafe(`PRAGMA max_page_count = ${Number(row!.page_count) + extraPages}`)
+  })
+
+const uncap = Effect.flatMap(SqlClient, (sql) => sql.unsafe("PRAGMA max_page_count = 1073741823"))
+
+describe("atomicity: a refused write rolls back the whole command", () => {
+  for (const point of ["events", "projections", "outbox", "receipts"] as const) {
+    it.effect(`a failure at ${point} leaves all four tables unchanged and the cache unadvanced`, () => {
+      const { armed, layer } = armedFaults()
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(open("c-0", "acc-0"))
+        yield* engine.dispatchWithReceipt(open("c-1"))
+        const before = yield* snapshot
+        armed.point = point
+        // An open writes an event, a projection row, an outbox row and a receipt.
+        const failed = yield* Effect.flip(engine.dispatchWithReceipt(open("c-2", "acc-2")))
+        assert.instanceOf(failed, StorageFailure)
+        assert.strictEqual((failed as StorageFailure).reason, "disk-full")
+        assert.strictEqual((failed as StorageFailure).code, "SQLITE_FULL")
+        // Deposits write no outbox row; for the other points a deposit fails the same way.
+        if (point !== "outbox") {
+          const failedDeposit = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 10)))
+          assert.instanceOf(failedDeposit, StorageFailure)
+        }
+        armed.point = undefined
+        assert.deepStrictEqual(yield* snapshot, before)
+        if (point !== "outbox") {
+          // Had the cache advanced, the balance would be 10 and this withdrawal would pass.
+          const refused = yield* Effect.flip(engine.dispatchWithReceipt(withdraw("w-1", 10)))
+          assert.instanceOf(refused, CommandRejected)
+          assert.strictEqual((refused as CommandRejected).reason, "insufficient-funds")
+        }
+        // The next command succeeds, and the failed id can be retried.
+        const retried = yield* engine.dispatchWithReceipt(open("c-2", "acc-2"))
+        assert.strictEqual(retried.duplicate, false)
+        assert.strictEqual(retried.events.length, 1)
+      }).pipe(Effect.provide(engineLayer().pipe(Layer.provide(layer))))
+    })
+  }
+
+  it.effect("an injected I/O error is a StorageFailure with reason io-error", () => {
+    const { armed, layer } = armedFaults()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      armed.point = "events"
+      armed.code = "SQLITE_IOERR_WRITE"
+      const failed = yield* Effect.flip(engine.dispatchWithReceipt(open("c-1")))
+      assert.instanceOf(failed, StorageFailure)
+      assert.strictEqual((failed as StorageFailure).reason, "io-error")
+      assert.deepStrictEqual(yield* rowCounts, { events: 0, receipts: 0, outbox: 0, account_balances: 0 })
+    }).pipe(Effect.provide(engineLayer().pipe(Layer.provide(layer))))
+  })
+})
+
+describe("a real SQLITE_FULL (max_page_count)", () => {
+  it.effect("fails the command with disk-full; nothing unrecorded is reported accepted; raising the cap heals", () => {
+    const file = tempDbFile()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(open("c-1"))
+      const before = yield* snapshot
+      yield* capDatabase(4)
+      const huge = "x".repeat(400_000)
+      const failed = yield* Effect.flip(engine.dispatchWithReceipt(open("c-2", "acc-2", huge)))
+      assert.instanceOf(failed, StorageFailure)
+      assert.strictEqual((failed as StorageFailure).reason, "disk-full")
+      assert.strictEqual((failed as StorageFailure).code, "SQLITE_FULL")
+      assert.deepStrictEqual(yield* snapshot, before)
+      assert.isTrue((yield* engine.receipt("c-2"))._tag === "None")
+      yield* uncap
+      const healed = yield* engine.dispatchWithReceipt(open("c-2", "acc-2", huge))
+      assert.strictEqual(healed.duplicate, false)
+      assert.strictEqual((yield* rowCounts).events, 2)
+    }).pipe(Effect.provide(engineLayer({ filename: file })))
+  })
+
+  it.effect("group commit: a good, a rejected and a storage-failing command in one batch each get their own answer", () => {
+    const file = tempDbFile()
+    const seed = Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(open("c-1"))
+    }).pipe(Effect.provide(engineLayer({ filename: file })))
+    const batch = Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* capDatabase(6)
+      // Parked: the three commands queue up and the processor takes them as one batch.
+      const good = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(deposit("d-1", 5))))
+      const rejected = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(withdraw("w-1", 1_000))))
+      const tooBig = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(open("c-2", "acc-2", "x".repeat(400_000)))))
+      yield* waitForQueueDepth(3)
+      yield* engine.activate
+      const [goodAnswer, rejectedAnswer, tooBigAnswer] = yield* Fiber.joinAll([good, rejected, tooBig])
+      const stats = yield* engine.stats
+      // One batch was tried and abandoned on the storage error, then re-run command by command.
+      assert.strictEqual(stats.abandonedBatches, 1)
+      assert.isTrue(goodAnswer!._tag === "Right" && goodAnswer!.right.events.length === 1)
+      assert.isTrue(rejectedAnswer!._tag === "Left" && rejectedAnswer!.left._tag === "CommandRejected")
+      assert.isTrue(tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure")
+      if (tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure") {
+        assert.strictEqual(tooBigAnswer!.left.reason, "disk-full")
+      }
+    }).pipe(Effect.provide(engineLayer({ filename: file, config: { activation: "manual" } })))
+    // Reopen the file: what was answered accepted is on disk, and only that.
+    const check = Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const sql = yield* SqlClient
+      const receipts = yield* sql<{ command_id: string; status: string }>`SELECT command_id, status FROM receipts ORDER BY command_id`
+      assert.deepStrictEqual(receipts.map((r) => [r.command_id, r.status]), [
+        ["c-1", "accepted"],
+        ["d-1", "accepted"],
+        ["w-1", "rejected"]
+      ])
+      const events = yield* sql<{ command_id: string }>`SELECT command_id FROM events ORDER BY sequence`
+      assert.deepStrictEqual(events.map((e) => e.command_id), ["c-1", "d-1"])
+      const retry = yield* engine.dispatchWithReceipt(deposit("d-1", 5))
+      assert.strictEqual(retry.duplicate, true)
+    }).pipe(Effect.provide(engineLayer({ filename: file })))
+    return Effect.all([seed, batch, check], { discard: true })
+  })
+})
