@@ -186,7 +186,9 @@ export const validateTranscript = (
   })
 
   if (options.allowTrailingOpenCalls !== true) closeOpenCalls()
-  return { valid: problems.length === 0, problems }
+  // Unanswered calls are found when their block closes; a stable sort restores transcript order.
+  const ordered = [...problems].sort((a, b) => a.index - b.index)
+  return { valid: ordered.length === 0, problems: ordered }
 }
 
 const isJson = (text: string): boolean => {

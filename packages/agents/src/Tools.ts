@@ -1,0 +1,193 @@
+/**
+ * The tools the model can call: their input schemas, their definitions as the provider sees them,
+ * and the one table of effect kinds with their policy after process loss, lane and timeout.
+ * Everything that performs or schedules a tool reads this module, so a tool is declared once.
+ */
+import { Duration, Schema } from "effect"
+
+/** Tool names match what OpenAI accepts: `^[a-zA-Z0-9_-]+$`. */
+export const ToolName = Schema.Literal("publish", "execute", "delegate", "trigger_edit", "mcp_call")
+export type ToolName = typeof ToolName.Type
+
+export const toolNames: ReadonlyArray<ToolName> = ToolName.literals
+
+export const isToolName = (name: string): name is ToolName => (toolNames as ReadonlyArray<string>).includes(name)
+
+const maxSegmentBytes = 255 - ".jsonl".length
+
+/** Why a world path is refused, or undefined when it is acceptable. */
+export const worldPathProblem = (path: string): string | undefined => {
+  if (path.length === 0) return "path is empty"
+  if (path.length > 256) return `path is ${path.length} characters long; at most 256 are allowed`
+  if (path.includes("\0")) return "path contains a NUL character"
+  if (path.includes("\\")) return "path contains a backslash; use / as the separator"
+  if (path.startsWith("/") || /^[A-Za-z]:/.test(path)) return "path must be relative"
+  // Segments, not substrings: `a..b.md` is a file name, `../x` escapes the world directory.
+  for (const segment of path.split("/")) {
+    if (segment === "..") return "path must not contain a .. segment"
+    if (segment === "." || segment === "") return "path must not contain empty or . segments"
+    // Versions live in `<segment>.jsonl`, and file systems cap a name at 255 bytes.
+    if (Buffer.byteLength(segment, "utf8") > maxSegmentBytes) {
+      return `a path segment is longer than ${maxSegmentBytes} bytes`
+    }
+  }
+  return undefined
+}
+
+/**
+ * A path inside the world directory: relative, no `..` segment, at most 256 characters, each
+ * segment at most 249 bytes (so its versions file name fits).
+ */
+export const WorldPath = Schema.String.pipe(
+  Schema.filter((path) => worldPathProblem(path) ?? true, {
+    jsonSchema: {
+      type: "string",
+      maxLength: 256,
+      description: "a relative path without .. segments, at most 256 characters"
+    },
+    description: "a relative path without .. segments, at most 256 characters"
+  })
+)
+
+/** Trigger ids become file names, so they are restricted to a safe alphabet. */
+export const TriggerId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/, {
+    description: "letters, digits, '_', '-', '.' (not first), at most 128 characters"
+  })
+)
+
+const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
+
+export const PublishInput = Schema.Struct({
+  path: WorldPath,
+  content: Schema.String
+})
+export type PublishInput = typeof PublishInput.Type
+
+/** Ten minutes, the kind's timeout: a longer simulated run could never settle. */
+export const maxExecuteSleepMs = 600_000
+
+export const ExecuteInput = Schema.Struct({
+  command: Schema.NonEmptyString,
+  sleepMs: Schema.optional(Schema.Int.pipe(Schema.between(0, maxExecuteSleepMs)))
+})
+export type ExecuteInput = typeof ExecuteInput.Type
+
+export const DelegateInput = Schema.Struct({
+  threadId: Schema.NonEmptyString,
+  text: Schema.String
+})
+export type DelegateInput = typeof DelegateInput.Type
+
+export const TriggerEditInput = Schema.Struct({
+  triggerId: TriggerId,
+  spec: JsonObject
+})
+export type TriggerEditInput = typeof TriggerEditInput.Type
+
+export const McpCallInput = Schema.Struct({
+  server: Schema.NonEmptyString,
+  tool: Schema.NonEmptyString,
+  arguments: JsonObject
+})
+export type McpCallInput = typeof McpCallInput.Type
+
+/** A tool as a provider sees it: name, what it does, and the schema of its arguments. */
+export interface ToolDefinition {
+  readonly name: string
+  readonly description: string
+  readonly input: Schema.Schema<any, any, never>
+}
+
+export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: ToolName }> = [
+  {
+    name: "publish",
+    description: "Publish content at a path in the world. Publishing the same content again changes nothing.",
+    input: PublishInput
+  },
+  {
+    name: "execute",
+    description: "Run a command in the sandbox and return its exit code and output.",
+    input: ExecuteInput
+  },
+  {
+    name: "delegate",
+    description: "Send a message to another thread, which works on it in its own turn.",
+    input: DelegateInput
+  },
+  {
+    name: "trigger_edit",
+    description: "Create or replace the trigger with this id.",
+    input: TriggerEditInput
+  },
+  {
+    name: "mcp_call",
+    description: "Call a tool on an MCP server.",
+    input: McpCallInput
+  }
+]
+
+/** What happens to a row cut off by process loss: run it again, or settle it as interrupted. */
+export type ProcessLossPolicy = "replay-safe" | "process-bound"
+
+export type ToolEffectKind = `tool.${ToolName}`
+export type EffectKind = "model.step" | "thread.cleanup" | ToolEffectKind
+
+export const toolKind = <N extends ToolName>(name: N): `tool.${N}` => `tool.${name}`
+
+export interface EffectPolicy {
+  readonly kind: EffectKind
+  /** The tool the model calls to cause this effect; absent for the domain's own effects. */
+  readonly tool?: ToolName
+  readonly onProcessLoss: ProcessLossPolicy
+  /** Every agents effect runs in its thread's lane, so a turn's steps never overlap. */
+  readonly lane: "thread"
+  readonly timeout: Duration.Duration
+}
+
+/** The one table of kinds (issue 4). Keep these names: effect ids and stored rows depend on them. */
+export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readonly kind: K } } = {
+  // The call is repeated; its response is recorded once, by outcome id.
+  "model.step": { kind: "model.step", onProcessLoss: "replay-safe", lane: "thread", timeout: Duration.seconds(120) },
+  // Content addressed: a second performance makes no second version.
+  "tool.publish": {
+    kind: "tool.publish",
+    tool: "publish",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
+    timeout: Duration.seconds(30)
+  },
+  // A sandbox run cannot be proven not to have happened, so it is never repeated blindly.
+  "tool.execute": {
+    kind: "tool.execute",
+    tool: "execute",
+    onProcessLoss: "process-bound",
+    lane: "thread",
+    timeout: Duration.minutes(10)
+  },
+  // Replay-safe through receipts: the dispatched command id derives from the effect id.
+  "tool.delegate": {
+    kind: "tool.delegate",
+    tool: "delegate",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
+    timeout: Duration.seconds(30)
+  },
+  // An idempotent put of the whole trigger.
+  "tool.trigger_edit": {
+    kind: "tool.trigger_edit",
+    tool: "trigger_edit",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
+    timeout: Duration.seconds(30)
+  },
+  // A remote server may have acted; we cannot ask it, so it is treated like execute.
+  "tool.mcp_call": {
+    kind: "tool.mcp_call",
+    tool: "mcp_call",
+    onProcessLoss: "process-bound",
+    lane: "thread",
+    timeout: Duration.seconds(60)
+  },
+  "thread.cleanup": { kind: "thread.cleanup", onProcessLoss: "replay-safe", lane: "thread", timeout: Duration.seconds(60) }
+}

@@ -1,0 +1,8 @@
+export * as OpenAiProvider from "./OpenAiProvider.js"
+export * as Provider from "./Provider.js"
+export { ModelProvider, ProviderError } from "./Provider.js"
+export * as ScriptedProvider from "./ScriptedProvider.js"
+export * as Tools from "./Tools.js"
+export * as Transcript from "./Transcript.js"
+export { validateTranscript } from "./Transcript.js"
+export * as World from "./World.js"

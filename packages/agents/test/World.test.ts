@@ -1,0 +1,185 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, TestClock } from "effect"
+import { existsSync } from "node:fs"
+import * as fs from "node:fs/promises"
+import * as path from "node:path"
+import * as World from "../src/World.js"
+import { tempDir } from "./fixtures/tempDir.js"
+
+const openWorld = Effect.flatMap(tempDir, (dir) => World.make({ dir }))
+
+describe("World", () => {
+  it.scoped("publishing the same content twice makes one version", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const first = yield* world.publish({ path: "docs/a.md", content: "hello" })
+      const second = yield* world.publish({ path: "docs/a.md", content: "hello" })
+      assert.isTrue(first.newVersion)
+      assert.isFalse(second.newVersion)
+      assert.strictEqual(second.cid, first.cid)
+      assert.deepStrictEqual(yield* world.readVersions("docs/a.md"), [{ cid: first.cid }])
+      assert.strictEqual(yield* world.readBlob(first.cid), "hello")
+    }))
+
+  it.scoped("new content makes a new version, and so does going back to older content", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const one = yield* world.publish({ path: "a.md", content: "one" })
+      const two = yield* world.publish({ path: "a.md", content: "two" })
+      const back = yield* world.publish({ path: "a.md", content: "one" })
+      assert.isTrue(back.newVersion)
+      assert.deepStrictEqual(yield* world.readVersions("a.md"), [{ cid: one.cid }, { cid: two.cid }, { cid: one.cid }])
+    }))
+
+  it.scoped("paths that are absolute, escape with .., or are too long are refused and write nothing", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const bad = [
+        "/etc/passwd",
+        "../outside.md",
+        "a/../../b.md",
+        "a\\b.md",
+        "",
+        "a//b.md",
+        "C:/x.md",
+        `${"d/".repeat(128)}x`, // 257 characters
+        "z".repeat(250) // one segment too long for a file name
+      ]
+      for (const badPath of bad) {
+        const error = yield* Effect.flip(world.publish({ path: badPath, content: "x" }))
+        assert.strictEqual(error._tag, "ToolInputError", badPath)
+      }
+      assert.isFalse(existsSync(path.join(world.dir, "blobs")))
+      assert.isFalse(existsSync(path.join(world.dir, "versions")))
+      // A name containing dots is not an escape, and 256 characters are allowed.
+      assert.isTrue((yield* world.publish({ path: "notes/v1..v2.md", content: "x" })).newVersion)
+      assert.isTrue((yield* world.publish({ path: `${"d/".repeat(4)}${"y".repeat(248)}`, content: "x" })).newVersion)
+    }))
+
+  it.scoped("perform appends the ledger line before the performance, with the Clock's time", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "publish", arguments: { path: "a.md", content: "x" } })
+      yield* TestClock.adjust("5 seconds")
+      const answer = yield* world.perform({ effectId: "tool:t1:call_1_1", attempt: 2, tool: "execute", arguments: { command: "make" } })
+      assert.deepStrictEqual(answer, { exitCode: 0, stdout: "ran: make" })
+      assert.deepStrictEqual(yield* world.readLedger, [
+        { effectId: "tool:t1:call_1_0", kind: "tool.publish", attempt: 1, at: "1970-01-01T00:00:00.000Z" },
+        { effectId: "tool:t1:call_1_1", kind: "tool.execute", attempt: 2, at: "1970-01-01T00:00:05.000Z" }
+      ])
+      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "tool:t1:call_1_1", command: "make" }])
+    }))
+
+  it.scoped("refused arguments never reach the ledger", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const error = yield* Effect.flip(
+        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "publish", arguments: { path: "../x", content: 1 } })
+      )
+      assert.strictEqual(error._tag, "ToolInputError")
+      assert.deepStrictEqual(yield* world.readLedger, [])
+    }))
+
+  it.scoped("a long execute waits on the Clock, after its run is recorded", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const fiber = yield* Effect.fork(world.execute({ command: "sleep", sleepMs: 60_000 }, { effectId: "e1" }))
+      yield* TestClock.adjust("59 seconds")
+      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "e1", command: "sleep" }])
+      assert.isTrue((yield* Fiber.poll(fiber))._tag === "None")
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(yield* Fiber.join(fiber), { exitCode: 0, stdout: "ran: sleep" })
+    }))
+
+  it.scoped("trigger_edit puts the whole trigger and refuses unsafe ids", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* world.triggerEdit({ triggerId: "nightly", spec: { cron: "0 3 * * *" } })
+      const answer = yield* world.triggerEdit({ triggerId: "nightly", spec: { cron: "0 4 * * *" } })
+      assert.deepStrictEqual(answer, { triggerId: "nightly", path: "triggers/nightly.json" })
+      assert.deepStrictEqual(yield* world.readTrigger("nightly"), { cron: "0 4 * * *" })
+      assert.deepStrictEqual(sorted(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "triggers")))), ["nightly.json"])
+      for (const triggerId of ["../escape", "a/b", ".hidden", ""]) {
+        const error = yield* Effect.flip(world.triggerEdit({ triggerId, spec: {} }))
+        assert.strictEqual(error._tag, "ToolInputError", triggerId)
+      }
+    }))
+
+  it.scoped("mcp_call is recorded with its effect id and answered by the simulation", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const answer = yield* world.perform({
+        effectId: "tool:t1:call_1_0",
+        attempt: 1,
+        tool: "mcp_call",
+        arguments: { server: "github", tool: "create_issue", arguments: { title: "x" } }
+      })
+      assert.deepStrictEqual(answer, { server: "github", tool: "create_issue", content: [{ type: "text", text: "simulated github/create_issue" }] })
+      assert.deepStrictEqual(yield* world.readMcpCalls, [
+        { effectId: "tool:t1:call_1_0", server: "github", tool: "create_issue", arguments: { title: "x" } }
+      ])
+    }))
+})
+
+describe("World write failures are typed, never swallowed", () => {
+  it.scoped("a world under a regular file cannot be opened", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      yield* Effect.promise(() => fs.writeFile(path.join(dir, "file"), ""))
+      const error = yield* Effect.flip(World.make({ dir: path.join(dir, "file", "world") }))
+      assert.strictEqual(error._tag, "WorldWriteError")
+      assert.strictEqual(error.code, "ENOTDIR")
+      assert.strictEqual(error.operation, "open world")
+    }))
+
+  it.scoped("a full disk refuses the ledger line, and nothing is performed", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      // /dev/full answers every write with ENOSPC: a real disk-full error, not a mock.
+      yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "ledger.jsonl")))
+      const error = yield* Effect.flip(
+        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "execute", arguments: { command: "deploy" } })
+      )
+      assert.strictEqual(error._tag, "WorldWriteError")
+      assert.strictEqual(error._tag === "WorldWriteError" && error.code, "ENOSPC")
+      assert.deepStrictEqual(yield* world.readExecutions, [])
+    }))
+
+  it.scoped("a ledger that cannot be appended to fails recordPerformance", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "ledger.jsonl")))
+      const error = yield* Effect.flip(world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 }))
+      assert.strictEqual(error.code, "EISDIR")
+      assert.strictEqual(error.operation, "record performance")
+    }))
+
+  it.scoped("a publish whose blob cannot be written fails and records no version", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* Effect.promise(() => fs.writeFile(path.join(world.dir, "blobs"), "in the way"))
+      const error = yield* Effect.flip(world.publish({ path: "a.md", content: "x" }))
+      assert.strictEqual(error._tag, "WorldWriteError")
+      assert.deepStrictEqual(yield* world.readVersions("a.md"), [])
+    }))
+
+  it.scoped("an execution log that cannot be appended to fails execute before it answers", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "executions.jsonl")))
+      const error = yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1" }))
+      assert.deepStrictEqual([error._tag, error._tag === "WorldWriteError" ? error.code : ""], ["WorldWriteError", "ENOSPC"])
+    }))
+
+  it.scoped("a malformed ledger line is reported, not skipped", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 })
+      yield* Effect.promise(() => fs.appendFile(path.join(world.dir, "ledger.jsonl"), "{\"effectId\":\n"))
+      const error = yield* Effect.flip(world.readLedger)
+      assert.strictEqual(error.code, "MALFORMED_LINE")
+      assert.include(error.message, "line 2")
+    }))
+})
+
+const sorted = (names: ReadonlyArray<string>) => [...names].sort()
