@@ -5,6 +5,7 @@
  * ids come from the DecideContext, so a replay under TestClock decides exactly the same.
  */
 import { Schema } from "effect"
+import type { EffectOutcome } from "./EffectOutcomes.js"
 
 /** An effect the domain wants performed after the commit. It becomes one outbox row. */
 export interface EffectIntent {
@@ -77,6 +78,12 @@ export interface AggregateDefinition<S, C extends { readonly type: string; reado
   readonly initialState: S
   readonly evolve: (state: S, event: E) => S
   readonly decide: (state: S, command: C, ctx: DecideContext) => Decision<E> | Rejection
+  /**
+   * One of this aggregate's effects changed state (performed, failed, requeued). Runs in the same
+   * transaction as the outbox row's update, so the domain records the result exactly once; it may
+   * decide follow-up events and effects. A rejection here records nothing in the domain.
+   */
+  readonly onOutcome: ((state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection) | undefined
   /** Version written with new events; bump it when the event shapes change and upcast old ones. */
   readonly eventSchemaVersion: number
   /** Turns a stored payload of an older schema version into the current encoded shape. */
@@ -101,11 +108,13 @@ export const make = <
   readonly initialState: S
   readonly evolve: (state: S, event: E) => S
   readonly decide: (state: S, command: CommandOf<Cmds>, ctx: DecideContext) => Decision<E> | Rejection
+  readonly onOutcome?: (state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection
   readonly eventSchemaVersion?: number
   readonly upcast?: (stored: { readonly type: string; readonly payload: unknown; readonly schemaVersion: number }) => unknown
 }): AggregateDefinition<S, CommandOf<Cmds> & { readonly type: string; readonly commandId: string }, E> => ({
   ...definition,
   commands: definition.commands as any,
+  onOutcome: definition.onOutcome,
   eventSchemaVersion: definition.eventSchemaVersion ?? 1,
   upcast: definition.upcast ?? ((stored) => stored.payload)
 })

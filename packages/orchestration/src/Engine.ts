@@ -19,7 +19,16 @@ import {
   type UndecodableEvent
 } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
-import { processBatch, type CommandResult, type DispatchAnswer, type QueuedCommand } from "./Processor.js"
+import { FaultPoints } from "./FaultPoints.js"
+import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
+import {
+  decideCommand,
+  decideSettlementCommand,
+  processBatch,
+  type CommandResult,
+  type DispatchAnswer,
+  type QueuedCommand
+} from "./Processor.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
 import { migrate } from "./storage/Migrations.js"
@@ -67,6 +76,19 @@ export interface ReadEventsOptions {
 export interface EngineShape {
   /** The only way in. Answers once the command's receipt committed (or was found). */
   readonly dispatchWithReceipt: (command: unknown, options?: DispatchOptions) => Effect.Effect<DispatchAnswer, DispatchError>
+  /**
+   * Runs one internal command right away, before activation (boot reconcile): the processor is still
+   * parked, so nothing else is admitted before it. Dies if the engine is already active.
+   */
+  readonly dispatchDuringBoot: (command: unknown) => Effect.Effect<DispatchAnswer, DispatchError>
+  /** Resolves when the engine is activated (reactors park on it). */
+  readonly awaitActivation: Effect.Effect<void>
+  readonly isActive: Effect.Effect<boolean>
+  /** First step of shutdown: clients are refused, internal settlements still run. */
+  readonly stopAdmitting: Effect.Effect<void>
+  /** A hint after every commit that added or settled outbox rows. */
+  readonly outboxChanges: PubSub.PubSub<void>
+  readonly aggregate: (name: string) => AnyAggregate | undefined
   readonly receipt: (commandId: string) => Effect.Effect<Option.Option<Receipts.Receipt>, StorageFailure>
   readonly readEvents: (options?: ReadEventsOptions) => Effect.Effect<ReadonlyArray<EventRecord>, StorageFailure>
   /** Catches up from the table, then follows new commits: every event once, in order. */
@@ -85,7 +107,8 @@ export interface EngineShape {
 
 export class Engine extends Context.Tag("orchestration/Engine")<Engine, EngineShape>() {}
 
-type Phase = "parked" | "open" | "closing" | "closed"
+/** parked: built, not activated; open; draining: refusing clients, finishing queued work; closed. */
+type Phase = "parked" | "open" | "draining" | "closed"
 
 interface InFlight {
   readonly identity: Receipts.CommandIdentity
@@ -101,6 +124,14 @@ const formatIssues = (error: ParseResult.ParseError) =>
     path: issue.path.map(String),
     message: issue.message
   }))
+
+const identityOf = (raw: Record<string, unknown>, aggregate: AnyAggregate, aggregateId: string): Receipts.CommandIdentity => ({
+  commandId: raw.commandId as string,
+  aggregateType: aggregate.name,
+  aggregateId,
+  commandType: raw.type as string,
+  fingerprint: fingerprint(raw)
+})
 
 const invalid = (message: string, commandId?: string, issues: InvalidCommand["issues"] = []) =>
   new InvalidCommand({ message, issues, ...(typeof commandId === "string" ? { commandId } : {}) })
@@ -130,9 +161,12 @@ export const make = (config: EngineConfig) =>
     const states = makeAggregateStates(config.cacheCapacity ?? 10_000)
     const queue = yield* Queue.dropping<Queued>(config.queueCapacity ?? 10_000)
     const commits = yield* PubSub.sliding<number>(1)
+    const outboxChanges = yield* PubSub.sliding<void>(1)
     const inFlight = new Map<string, InFlight>()
     const activated = yield* Deferred.make<void>()
     const drained = yield* Deferred.make<void>()
+    // The processor and boot-time dispatch both write; one at a time.
+    const writer = yield* Effect.makeSemaphore(1)
     let phase: Phase = "parked"
     let busy = false
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
@@ -142,23 +176,41 @@ export const make = (config: EngineConfig) =>
       return Deferred.done(item.done, result)
     }
 
+    /** Commits a batch and rings whoever waits on what it changed. */
+    const runBatch = (batch: ReadonlyArray<QueuedCommand>) =>
+      writer.withPermits(1)(
+        Effect.gen(function* () {
+          const before = head.value
+          const committedBefore = counters.committedCommands
+          counters.transactions++
+          const results = yield* processBatch({ states, projections, head }, batch, () => {
+            counters.abandonedBatches++
+          })
+          let outboxChanged = false
+          for (const [index, result] of results.entries()) {
+            if (Exit.isSuccess(result) && !result.value.duplicate) {
+              counters.committedCommands++
+              if (result.value.effectIds.length > 0 || batch[index]!.settles) outboxChanged = true
+            }
+          }
+          if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
+          if (head.value > before) yield* PubSub.publish(commits, head.value)
+          if (outboxChanged) yield* PubSub.publish(outboxChanges, undefined)
+          return results
+        })
+      ).pipe(Effect.provideService(SqlClient, sql))
+
     const processor = Effect.gen(function* () {
       yield* Deferred.await(activated)
       while (true) {
         const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, maxBatch))
         busy = true
-        const before = head.value
-        counters.transactions++
-        const results = yield* processBatch({ states, projections, head }, batch, () => {
-          counters.abandonedBatches++
-        })
-        for (const result of results) if (Exit.isSuccess(result) && !result.value.duplicate) counters.committedCommands++
-        if (head.value > before) yield* PubSub.publish(commits, head.value)
+        const results = yield* runBatch(batch)
         yield* Effect.forEach(batch, (item, index) => deliver(item, results[index]!), { discard: true })
         busy = false
-        if (phase === "closing" && (yield* Queue.size(queue)) <= 0) yield* Deferred.succeed(drained, undefined)
+        if (phase === "draining" && (yield* Queue.size(queue)) <= 0) yield* Deferred.succeed(drained, undefined)
       }
-    }).pipe(Effect.provideService(SqlClient, sql))
+    })
 
     yield* Effect.forkScoped(processor)
 
@@ -175,6 +227,18 @@ export const make = (config: EngineConfig) =>
         if (origin === "client" && isReservedType(raw.type)) {
           return yield* Effect.fail(invalid(`command type '${raw.type}' is internal to the engine`, commandId))
         }
+        const settlementSchema = (settlementSchemas as Record<string, Schema.Schema<any, any, never>>)[raw.type]
+        if (settlementSchema !== undefined) {
+          const settlement: SettlementCommand = yield* Schema.decodeUnknown(settlementSchema, { onExcessProperty: "error" })(raw).pipe(
+            Effect.mapError((error) => invalid(`invalid '${raw.type}' command`, commandId, formatIssues(error)))
+          )
+          const aggregate = aggregatesByName.get(settlement.aggregateType)
+          if (aggregate === undefined) {
+            return yield* Effect.fail(invalid(`no aggregate named '${settlement.aggregateType}'`, commandId))
+          }
+          const identity = identityOf(raw, aggregate, settlement.aggregateId)
+          return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true } satisfies QueuedCommand
+        }
         const route = routes.get(raw.type)
         if (route === undefined) return yield* Effect.fail(invalid(`unknown command type '${raw.type}'`, commandId))
         const decoded = yield* Schema.decodeUnknown(route.schema, { onExcessProperty: "error" })(raw).pipe(
@@ -186,29 +250,35 @@ export const make = (config: EngineConfig) =>
         } catch (error) {
           return yield* Effect.fail(invalid(`cannot tell the aggregate of this command: ${String(error)}`, commandId))
         }
-        const identity: Receipts.CommandIdentity = {
-          commandId: commandId!,
-          aggregateType: route.aggregate.name,
-          aggregateId,
-          commandType: raw.type,
-          fingerprint: fingerprint(raw)
-        }
-        return { identity, command: decoded, aggregate: route.aggregate } satisfies QueuedCommand
+        const identity = identityOf(raw, route.aggregate, aggregateId)
+        return {
+          identity,
+          aggregate: route.aggregate,
+          decide: decideCommand(route.aggregate, identity, decoded),
+          settles: false
+        } satisfies QueuedCommand
       })
 
-    const admit = Effect.suspend((): Effect.Effect<void, EngineUnavailable> => {
-      switch (phase) {
-        case "open":
-          return Effect.void
-        case "parked":
-          // `wait`: the command is queued now and runs when the processor is released.
-          return config.beforeActivation === "fail"
-            ? Effect.fail(new EngineUnavailable({ reason: "not-activated", message: "the engine is starting; retry shortly" }))
-            : Effect.void
-        default:
-          return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
-      }
-    })
+    /** Clients wait (or are refused) until activation and are refused once draining starts. */
+    const admit = (origin: Origin) =>
+      Effect.suspend((): Effect.Effect<void, EngineUnavailable> => {
+        switch (phase) {
+          case "open":
+            return Effect.void
+          case "parked":
+            // `wait`: the command is queued now and runs when the processor is released.
+            return origin === "client" && config.beforeActivation === "fail"
+              ? Effect.fail(new EngineUnavailable({ reason: "not-activated", message: "the engine is starting; retry shortly" }))
+              : Effect.void
+          case "draining":
+            // Settlements of effects still running are let through so running work can finish.
+            return origin === "internal"
+              ? Effect.void
+              : Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
+          case "closed":
+            return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
+        }
+      })
 
     const enqueue = (command: QueuedCommand): Effect.Effect<DispatchAnswer, DispatchError> =>
       Effect.gen(function* () {
@@ -249,10 +319,19 @@ export const make = (config: EngineConfig) =>
 
     const dispatchWithReceipt = (input: unknown, options?: DispatchOptions) =>
       Effect.gen(function* () {
-        const command = yield* prepare(input, options?.origin ?? "client")
-        yield* admit
+        const origin = options?.origin ?? "client"
+        const command = yield* prepare(input, origin)
+        yield* admit(origin)
         return yield* enqueue(command)
       }).pipe(Effect.withSpan("Engine.dispatchWithReceipt"))
+
+    const dispatchDuringBoot = (input: unknown) =>
+      Effect.gen(function* () {
+        if (phase !== "parked") return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
+        const command = yield* prepare(input, "internal")
+        const [result] = yield* runBatch([command])
+        return yield* result!
+      }).pipe(Effect.withSpan("Engine.dispatchDuringBoot"))
 
     const readEvents = (options: ReadEventsOptions = {}) =>
       EventLog.read({
@@ -314,10 +393,15 @@ export const make = (config: EngineConfig) =>
       return Deferred.succeed(activated, undefined)
     })
 
+    const stopAdmitting = Effect.suspend(() => {
+      if (phase === "open" || phase === "parked") phase = "draining"
+      return Effect.void
+    })
+
     const shutdown = Effect.gen(function* () {
-      if (phase === "closed" || phase === "closing") return yield* Deferred.await(drained)
+      if (phase === "closed") return
       const wasParked = phase === "parked"
-      phase = "closing"
+      phase = "draining"
       if (wasParked || (!busy && (yield* Queue.size(queue)) <= 0)) yield* Deferred.succeed(drained, undefined)
       yield* Deferred.await(drained)
       phase = "closed"
@@ -350,6 +434,12 @@ export const make = (config: EngineConfig) =>
 
     return Engine.of({
       dispatchWithReceipt,
+      dispatchDuringBoot,
+      awaitActivation: Deferred.await(activated),
+      isActive: Effect.sync(() => phase === "open"),
+      stopAdmitting,
+      outboxChanges,
+      aggregate: (name: string) => aggregatesByName.get(name),
       receipt,
       readEvents,
       followEvents,

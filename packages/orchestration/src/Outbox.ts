@@ -1,10 +1,12 @@
 /**
- * The outbox: one row per effect intent, written in the commit transaction of the command that
- * decided it. Post-commit work is taken from these committed rows, never from memory. Effect ids are
- * deterministic, so writing the same intent twice leaves one row.
+ * The outbox table family: effect rows, reactor cursors and worker heartbeats. Rows are written in
+ * the commit transaction of the command that decided them; everything after that (claim, lease
+ * renewal, hand-back) is a conditional UPDATE here, and settling goes through the front door. Effect
+ * ids are deterministic, so writing the same intent twice leaves one row.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
 
 export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
 
@@ -19,6 +21,69 @@ export interface NewOutboxRow {
   readonly availableAt: number
   readonly now: number
 }
+
+/** A row as reactors, operators and tests see it. */
+export interface OutboxRow {
+  readonly sequence: number
+  readonly effectId: string
+  readonly commandId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly kind: string
+  readonly payload: unknown
+  readonly lane: string
+  readonly status: OutboxStatus
+  readonly attempts: number
+  readonly availableAt: number
+  readonly leaseOwner: string | null
+  readonly leaseExpiresAt: number | null
+  readonly response: unknown
+  readonly error: unknown
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+interface Row {
+  readonly sequence: number
+  readonly effect_id: string
+  readonly command_id: string
+  readonly aggregate_type: string
+  readonly aggregate_id: string
+  readonly kind: string
+  readonly payload: string
+  readonly lane: string
+  readonly status: OutboxStatus
+  readonly attempts: number
+  readonly available_at: number
+  readonly lease_owner: string | null
+  readonly lease_expires_at: number | null
+  readonly response: string | null
+  readonly error: string | null
+  readonly created_at: number
+  readonly updated_at: number
+}
+
+const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
+
+const toRow = (r: Row): OutboxRow => ({
+  sequence: Number(r.sequence),
+  effectId: r.effect_id,
+  commandId: r.command_id,
+  aggregateType: r.aggregate_type,
+  aggregateId: r.aggregate_id,
+  kind: r.kind,
+  payload: JSON.parse(r.payload),
+  lane: r.lane,
+  status: r.status,
+  attempts: Number(r.attempts),
+  availableAt: Number(r.available_at),
+  leaseOwner: r.lease_owner,
+  leaseExpiresAt: r.lease_expires_at === null ? null : Number(r.lease_expires_at),
+  response: parse(r.response),
+  error: parse(r.error),
+  createdAt: Number(r.created_at),
+  updatedAt: Number(r.updated_at)
+})
 
 export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
   Effect.gen(function* () {
@@ -41,3 +106,161 @@ export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
       })))
     } ON CONFLICT (effect_id) DO NOTHING`
   })
+
+export const find = (effectId: string) =>
+  Effect.flatMap(SqlClient, (sql) => sql<Row>`SELECT * FROM outbox WHERE effect_id = ${effectId}`).pipe(
+    Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0])))
+  )
+
+export const toTarget = (row: OutboxRow): SettlementTarget => ({
+  effectId: row.effectId,
+  kind: row.kind,
+  aggregateType: row.aggregateType,
+  aggregateId: row.aggregateId,
+  status: row.status,
+  attempts: row.attempts,
+  payload: row.payload
+})
+
+/** Applies a settlement decided by EffectOutcomes.decideSettlement. Clears the lease. */
+export const applyChange = (effectId: string, attempt: number, change: RowChange, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`UPDATE outbox SET status = ${change.status},
+        available_at = COALESCE(${change.availableAt ?? null}, available_at),
+        response = CASE WHEN ${change.response === undefined ? 0 : 1} = 1 THEN ${change.response ?? null} ELSE response END,
+        error = CASE WHEN ${change.error === undefined ? 0 : 1} = 1 THEN ${change.error ?? null} ELSE error END,
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}`
+  )
+
+export interface ClaimRequest {
+  readonly kinds: ReadonlyArray<string>
+  readonly owner: string
+  readonly now: number
+  readonly leaseMs: number
+  readonly limit: number
+  /** Rows at or below this sequence are all settled for these kinds. */
+  readonly after: number
+}
+
+/**
+ * Claims due pending rows in one conditional UPDATE: running, attempts+1, leased to `owner`. A row
+ * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order.
+ */
+export const claim = (request: ClaimRequest) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
+        lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
+      WHERE sequence IN (
+        SELECT o.sequence FROM outbox o
+        WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
+          AND o.sequence > ${request.after}
+          AND NOT EXISTS (
+            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running')
+          )
+        ORDER BY o.sequence LIMIT ${request.limit}
+      )
+      RETURNING *`
+  ).pipe(Effect.map((rows) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)))
+
+/** Extends a lease this owner still holds. False when it was lost (reclaimed, settled, or stale). */
+export const renew = (effectId: string, attempt: number, owner: string, expiresAt: number, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET lease_expires_at = ${expiresAt}, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
+export const release = (effectId: string, attempt: number, owner: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+        available_at = ${now}, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** Running rows not held by a live owner: `liveOwners` keep theirs. */
+export const runningNotOwnedBy = (liveOwners: ReadonlyArray<string>, limit: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    liveOwners.length === 0
+      ? sql<Row>`SELECT * FROM outbox WHERE status = 'running' ORDER BY sequence LIMIT ${limit}`
+      : sql<Row>`SELECT * FROM outbox WHERE status = 'running' AND (lease_owner IS NULL OR NOT ${sql.in("lease_owner", liveOwners)})
+          ORDER BY sequence LIMIT ${limit}`
+  ).pipe(Effect.map((rows) => rows.map(toRow)))
+
+/** Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`. */
+export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<Row>`SELECT o.* FROM outbox o LEFT JOIN owners w ON w.owner_id = o.lease_owner
+      WHERE o.status = 'running' AND o.lease_expires_at < ${now} AND ${sql.in("o.kind", kinds)}
+        AND (w.owner_id IS NULL OR w.stopped_at IS NOT NULL OR w.heartbeat_at < ${deadBefore})
+      ORDER BY o.sequence LIMIT ${limit}`
+  ).pipe(Effect.map((rows) => rows.map(toRow)))
+
+/** The earliest time a pending row of these kinds becomes due, if any. */
+export const nextDue = (kinds: ReadonlyArray<string>, after: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ due: number | null }>`SELECT MIN(available_at) AS due FROM outbox
+      WHERE status = 'pending' AND ${sql.in("kind", kinds)} AND sequence > ${after}`
+  ).pipe(Effect.map((rows) => (rows[0]?.due === null || rows[0]?.due === undefined ? undefined : Number(rows[0].due))))
+
+export interface ListOptions {
+  readonly status?: OutboxStatus | undefined
+  readonly kind?: string | undefined
+  readonly aggregateId?: string | undefined
+  readonly limit?: number | undefined
+}
+
+export const list = (options: ListOptions = {}) =>
+  Effect.flatMap(SqlClient, (sql) => {
+    const conditions = [
+      options.status === undefined ? sql`1 = 1` : sql`status = ${options.status}`,
+      options.kind === undefined ? sql`1 = 1` : sql`kind = ${options.kind}`,
+      options.aggregateId === undefined ? sql`1 = 1` : sql`aggregate_id = ${options.aggregateId}`
+    ]
+    return sql<Row>`SELECT * FROM outbox WHERE ${sql.and(conditions)} ORDER BY sequence LIMIT ${options.limit ?? 100}`
+  }).pipe(Effect.map((rows) => rows.map(toRow)))
+
+export const countsByStatus = Effect.flatMap(SqlClient, (sql) =>
+  sql<{ status: OutboxStatus; n: number }>`SELECT status, COUNT(*) AS n FROM outbox GROUP BY status`
+).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Partial<Record<OutboxStatus, number>>))
+
+// ---- reactor cursors -------------------------------------------------------------------------
+
+export const cursor = (reactor: string) =>
+  Effect.flatMap(SqlClient, (sql) => sql<{ position: number }>`SELECT position FROM reactor_cursors WHERE reactor = ${reactor}`).pipe(
+    Effect.map((rows) => Number(rows[0]?.position ?? 0))
+  )
+
+/**
+ * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
+ * all are settled), so the claim scan never walks settled history.
+ */
+export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
+      SELECT ${reactor}, COALESCE(
+        (SELECT MIN(sequence) - 1 FROM outbox WHERE ${sql.in("kind", kinds)} AND status IN ('pending', 'running')),
+        (SELECT MAX(sequence) FROM outbox),
+        0), ${now}
+      ON CONFLICT (reactor) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
+      RETURNING position`
+  ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
+
+// ---- owners and heartbeats ----------------------------------------------------------------------
+
+export const heartbeat = (ownerId: string, nodeId: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`INSERT INTO owners (owner_id, node_id, started_at, heartbeat_at) VALUES (${ownerId}, ${nodeId}, ${now}, ${now})
+      ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL`
+  )
+
+export const markStopped = (ownerId: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) => sql`UPDATE owners SET stopped_at = ${now}, heartbeat_at = ${now} WHERE owner_id = ${ownerId}`)
+
+/** Owners whose heartbeat is fresher than `aliveAfter` and who have not stopped. */
+export const liveOwners = (aliveAfter: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ owner_id: string }>`SELECT owner_id FROM owners WHERE stopped_at IS NULL AND heartbeat_at >= ${aliveAfter}`
+  ).pipe(Effect.map((rows) => rows.map((r) => r.owner_id)))

@@ -8,7 +8,7 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Effect, Exit, Schema } from "effect"
-import type { AnyAggregate, Decision, EventRecord, Rejection } from "./Aggregate.js"
+import { Decision, type AnyAggregate, type DecideContext, type EventRecord, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
 import {
@@ -19,7 +19,9 @@ import {
   StorageFailure,
   type DispatchError
 } from "./Errors.js"
+import { decideSettlement, type SettlementCommand } from "./EffectOutcomes.js"
 import * as EventLog from "./EventLog.js"
+import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
@@ -39,12 +41,58 @@ export interface DispatchAnswer {
   readonly duplicate: boolean
 }
 
+/** How a queued command reaches its decision, given the aggregate's current state. */
+export type Decide = (
+  state: unknown,
+  ctx: DecideContext
+) => Effect.Effect<Decision<any> | Rejection, SqlError | CommandDefect, SqlClient>
+
 /** A decoded command waiting for the processor. */
 export interface QueuedCommand {
   readonly identity: Receipts.CommandIdentity
-  readonly command: { readonly type: string; readonly commandId: string }
   readonly aggregate: AnyAggregate
+  readonly decide: Decide
+  /** Settlements change outbox rows, so reactors are rung after their commit. */
+  readonly settles: boolean
 }
+
+/** A throw from domain code, as the typed failure of the command it was deciding. */
+export const commandDefect = (identity: Receipts.CommandIdentity, stage: CommandDefect["stage"], error: unknown) =>
+  new CommandDefect({
+    commandId: identity.commandId,
+    aggregateType: identity.aggregateType,
+    aggregateId: identity.aggregateId,
+    stage,
+    message: `${stage} threw for ${identity.aggregateType} '${identity.aggregateId}': ${
+      error instanceof Error ? error.message : String(error)
+    }`
+  })
+
+/** The decision of a domain command: the aggregate's pure decider. */
+export const decideCommand = (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: unknown): Decide => (state, ctx) =>
+  Effect.try({ try: () => aggregate.decide(state, command, ctx), catch: (error) => commandDefect(identity, "decide", error) })
+
+/**
+ * The decision of a settlement: check it against the row as it is now (a settle that lost its lease
+ * is stale and changes nothing), update the row, and let the owning aggregate record the outcome.
+ */
+export const decideSettlementCommand = (
+  aggregate: AnyAggregate,
+  identity: Receipts.CommandIdentity,
+  command: SettlementCommand
+): Decide => (state, ctx) =>
+  Effect.gen(function* () {
+    const row = yield* Outbox.find(command.effectId)
+    const verdict = decideSettlement(row && Outbox.toTarget(row), command, ctx.now)
+    if (verdict._tag === "Stale") return Decision.reject("stale-outcome", verdict.message)
+    yield* Outbox.applyChange(command.effectId, command.attempt, verdict.change, ctx.now)
+    if (aggregate.onOutcome === undefined) return Decision.none()
+    const decision = yield* Effect.try({
+      try: () => aggregate.onOutcome!(state, verdict.outcome, ctx),
+      catch: (error) => commandDefect(identity, "decide", error)
+    })
+    return decision._tag === "Rejection" ? Decision.none() : decision
+  })
 
 export type CommandResult = Exit.Exit<DispatchAnswer, DispatchError>
 
@@ -67,17 +115,6 @@ export interface ProcessorDeps {
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
-
-const defect = (item: QueuedCommand, stage: CommandDefect["stage"], error: unknown) =>
-  new CommandDefect({
-    commandId: item.identity.commandId,
-    aggregateType: item.identity.aggregateType,
-    aggregateId: item.identity.aggregateId,
-    stage,
-    message: `${stage} threw for ${item.identity.aggregateType} '${item.identity.aggregateId}': ${
-      error instanceof Error ? error.message : String(error)
-    }`
-  })
 
 /** Answers a command whose id already has a receipt: the stored answer, or a conflict. */
 const answerFromReceipt = (receipt: Receipts.Receipt, item: QueuedCommand) =>
@@ -128,18 +165,13 @@ const decideAndWrite = (
     const { aggregate, identity } = item
     const commandId = identity.commandId
     const now = yield* Clock.currentTimeMillis
-    const ctx = {
+    const ctx: DecideContext = {
       commandId,
       aggregateId: identity.aggregateId,
       now,
       deriveId: (key: string) => `${commandId}/${key}`
     }
-    let decision: Decision<any> | Rejection
-    try {
-      decision = aggregate.decide(current.state, item.command, ctx)
-    } catch (error) {
-      return yield* Effect.fail(defect(item, "decide", error))
-    }
+    const decision = yield* item.decide(current.state, ctx)
 
     if (decision._tag === "Rejection") {
       yield* faults.before("receipts", commandId)
@@ -170,7 +202,7 @@ const decideAndWrite = (
         encoded.push({ type: event.type, json: JSON.stringify(Schema.encodeSync(aggregate.events)(event)) })
       }
     } catch (error) {
-      return yield* Effect.fail(defect(item, "evolve", error))
+      return yield* Effect.fail(commandDefect(identity, "evolve", error))
     }
 
     yield* faults.before("events", commandId)
@@ -191,7 +223,7 @@ const decideAndWrite = (
         if (!handles(projection, record)) continue
         yield* faults.before("projections", commandId)
         yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
-          Effect.catchAllDefect((error) => Effect.fail(defect(item, "projection", error)))
+          Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
         )
       }
     }
@@ -272,6 +304,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =
           results.push(Exit.succeed(exit.value.answer))
         }
       }
+      yield* (yield* FaultPoints).hit("dispatch.before-commit")
       return { results, states, head } satisfies BatchOutcome
     })
   )

@@ -61,8 +61,26 @@ const init = Effect.gen(function* () {
   yield* sql`CREATE INDEX outbox_by_aggregate ON outbox (aggregate_id, sequence)`
 })
 
+const reactors = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  yield* sql`CREATE TABLE reactor_cursors (
+    reactor TEXT PRIMARY KEY,
+    position INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  )`
+  yield* sql`CREATE TABLE owners (
+    owner_id TEXT PRIMARY KEY,
+    node_id TEXT NOT NULL,
+    started_at INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL,
+    stopped_at INTEGER
+  )`
+  yield* sql`CREATE INDEX outbox_running_lease ON outbox (status, lease_expires_at)`
+})
+
 export const engineMigrations = Migrator.fromRecord({
-  "0001_init": init
+  "0001_init": init,
+  "0002_reactors": reactors
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */

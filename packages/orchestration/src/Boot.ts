@@ -1,0 +1,59 @@
+/**
+ * The boot sequence as one layer: over a parked engine, start the worker identity, reconcile what a
+ * dead owner left running, fork the reactors parked, then activate (or leave activation to the
+ * caller, e.g. the server once it listens). Nothing claims or is admitted before reconcile ends.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Context, Effect, Layer } from "effect"
+import { Engine } from "./Engine.js"
+import type { DispatchError, StorageFailure } from "./Errors.js"
+import * as Reactor from "./Reactor.js"
+import { reconcileAfterProcessLoss, type ReconcileReport } from "./Reconcile.js"
+import * as Retention from "./Retention.js"
+import * as Worker from "./Worker.js"
+
+export interface BootOptions<R> {
+  readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<R>>
+  readonly worker?: Worker.WorkerOptions
+  /** `on-boot` (default): activate once reactors are parked; `manual`: the caller activates. */
+  readonly activation?: "on-boot" | "manual"
+  readonly retention?: Retention.RetentionOptions | false
+}
+
+/** What boot did, for the start-up line and /health. */
+export class BootReport extends Context.Tag("orchestration/BootReport")<BootReport, {
+  readonly reconciled: ReconcileReport
+  readonly reactors: ReadonlyArray<Reactor.ReactorHandle>
+}>() {}
+
+export const policiesOf = (reactors: ReadonlyArray<Reactor.ReactorDefinition<any>>) => {
+  const policies = new Map<string, Reactor.ProcessLossPolicy>()
+  for (const reactor of reactors) {
+    for (const [kind, policy] of Object.entries(reactor.kinds)) {
+      if (policies.has(kind)) throw new Error(`effect kind '${kind}' is handled by two reactors`)
+      policies.set(kind, policy.onProcessLoss)
+    }
+  }
+  return policies
+}
+
+/** Requires an Engine built with `activation: "manual"`. */
+export const layer = <R>(
+  options: BootOptions<R>
+): Layer.Layer<BootReport | Worker.Worker, StorageFailure | DispatchError, Engine | SqlClient | R> => {
+  const boot = Layer.scoped(
+    BootReport,
+    Effect.gen(function* () {
+      const engine = yield* Engine
+      const policies = policiesOf(options.reactors)
+      // SQLite is held by this process alone, so every running row belongs to a dead owner.
+      const reconciled = yield* reconcileAfterProcessLoss({ policies })
+      const reactors: Array<Reactor.ReactorHandle> = []
+      for (const definition of options.reactors) reactors.push(yield* Reactor.run(definition))
+      if (options.activation !== "manual") yield* engine.activate
+      return { reconciled, reactors }
+    })
+  )
+  const withRetention = options.retention === false ? boot : Layer.merge(boot, Retention.layer(options.retention ?? {}))
+  return withRetention.pipe(Layer.provideMerge(Worker.layer(options.worker)))
+}

@@ -1,0 +1,109 @@
+/**
+ * Named instants where the process kills itself with SIGKILL, for crash tests and the chaos harness.
+ * Enabled only by configuration (the FAULT_POINTS environment variable, read once at start), never
+ * by a request; when it is unset every `hit` is a no-op.
+ *
+ *   FAULT_POINTS=reactor.after-perform:kind=tool.execute:nth=1,dispatch.after-commit:p=0.05:seed=7
+ *
+ * Filters: `kind=` (effect kind), `nth=` (fire on the nth matching hit), `p=` with `seed=` (fire with
+ * that probability, reproducibly).
+ */
+import { Context, Effect } from "effect"
+
+export const faultPointNames = [
+  "dispatch.before-commit",
+  "dispatch.after-commit",
+  "reactor.after-claim",
+  "reactor.after-perform",
+  "reactor.after-settle",
+  "reconcile.mid"
+] as const
+export type FaultPointName = (typeof faultPointNames)[number]
+
+export interface FaultPointsShape {
+  readonly enabled: boolean
+  readonly hit: (point: FaultPointName, attributes?: { readonly kind?: string }) => Effect.Effect<void>
+}
+
+interface Rule {
+  readonly point: FaultPointName
+  readonly kind: string | undefined
+  readonly nth: number | undefined
+  readonly probability: number | undefined
+  hits: number
+  random: () => number
+}
+
+/** A small seeded generator (mulberry32): the same seed fires at the same hits. */
+const seeded = (seed: number) => {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+export const parse = (spec: string): ReadonlyArray<Rule> =>
+  spec
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .map((entry) => {
+      const [point, ...filters] = entry.split(":")
+      if (!faultPointNames.includes(point as FaultPointName)) {
+        throw new Error(`FAULT_POINTS: unknown point '${point}' (known: ${faultPointNames.join(", ")})`)
+      }
+      const options = new Map(filters.map((f) => {
+        const [k, v] = f.split("=")
+        return [k!, v ?? ""] as const
+      }))
+      const number = (key: string) => {
+        const raw = options.get(key)
+        if (raw === undefined) return undefined
+        const n = Number(raw)
+        if (!Number.isFinite(n)) throw new Error(`FAULT_POINTS: '${key}=${raw}' is not a number in '${entry}'`)
+        return n
+      }
+      return {
+        point: point as FaultPointName,
+        kind: options.get("kind"),
+        nth: number("nth"),
+        probability: number("p"),
+        hits: 0,
+        random: seeded(number("seed") ?? 1)
+      }
+    })
+
+/** Whether a rule fires on this hit (and counts the hit). Pure apart from the rule's own counter. */
+export const fires = (rule: Rule, point: FaultPointName, kind: string | undefined): boolean => {
+  if (rule.point !== point) return false
+  if (rule.kind !== undefined && rule.kind !== kind) return false
+  rule.hits++
+  if (rule.nth !== undefined && rule.hits !== rule.nth) return false
+  if (rule.probability !== undefined && rule.random() >= rule.probability) return false
+  return true
+}
+
+export const fromSpec = (spec: string | undefined, onFire: (point: FaultPointName) => void): FaultPointsShape => {
+  if (spec === undefined || spec.trim() === "") return { enabled: false, hit: () => Effect.void }
+  const rules = parse(spec)
+  return {
+    enabled: true,
+    hit: (point, attributes) =>
+      Effect.sync(() => {
+        if (rules.some((rule) => fires(rule, point, attributes?.kind))) onFire(point)
+      })
+  }
+}
+
+const killSelf = (point: FaultPointName) => {
+  process.stderr.write(`fault point ${point} fired: SIGKILL\n`)
+  process.kill(process.pid, "SIGKILL")
+}
+
+export class FaultPoints extends Context.Reference<FaultPoints>()("orchestration/FaultPoints", {
+  defaultValue: (): FaultPointsShape => fromSpec(process.env.FAULT_POINTS, killSelf)
+}) {}

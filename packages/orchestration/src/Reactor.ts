@@ -1,0 +1,344 @@
+/**
+ * A reactor performs effects. It tails the committed outbox (never memory), claims due rows of its
+ * kinds with a lease, performs each OUTSIDE any transaction while renewing the lease, and settles it
+ * by dispatching an outcome command through the front door. A crash at any instant delays work and
+ * never loses it: the row stays committed, and boot reconcile or a live peer settles it by policy.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
+import { outcomeId, reconcileId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
+import { Engine } from "./Engine.js"
+import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
+import { FaultPoints } from "./FaultPoints.js"
+import { FreeSpace } from "./FreeSpace.js"
+import * as Outbox from "./Outbox.js"
+import { toStorageFailure } from "./storage/StorageErrors.js"
+import { Worker } from "./Worker.js"
+
+/** What may happen to a row whose owner died while performing it. */
+export type ProcessLossPolicy = "replay-safe" | "process-bound"
+
+export interface KindPolicy {
+  /** replay-safe: performed again; process-bound: failed with a stored reason, never repeated. */
+  readonly onProcessLoss: ProcessLossPolicy
+  /** A handler running longer is interrupted and its row settled by the policy. */
+  readonly timeout: Duration.DurationInput
+}
+
+export interface RetryPolicy {
+  readonly maxAttempts: number
+  readonly backoff: "exponential" | "fixed"
+  readonly base: Duration.DurationInput
+  readonly cap: Duration.DurationInput
+}
+
+/** How a handler says an effect failed. `retryable: false` makes the failure final at once. */
+export class EffectFailure extends Schema.TaggedError<EffectFailure>()("EffectFailure", {
+  message: Schema.String,
+  retryable: Schema.Boolean,
+  code: Schema.optional(Schema.String)
+}) {}
+
+export interface ReactorDefinition<R = never> {
+  readonly name: string
+  readonly kinds: { readonly [kind: string]: KindPolicy }
+  /** Rows performed at once, across lanes. Default 1. */
+  readonly concurrency?: number
+  /** Lease length; renewed every third of it. Default 30 seconds. */
+  readonly lease?: Duration.DurationInput
+  readonly retry?: Partial<RetryPolicy>
+  /** The liveness poll that covers missed doorbell rings. Default 1 second. */
+  readonly pollInterval?: Duration.DurationInput
+  /** At shutdown, how long in-flight handlers may take to finish and settle. Default 10 seconds. */
+  readonly shutdownGrace?: Duration.DurationInput
+  readonly handle: (row: Outbox.OutboxRow) => Effect.Effect<unknown, EffectFailure, R>
+}
+
+export const defaultRetry: RetryPolicy = { maxAttempts: 5, backoff: "exponential", base: "1 second", cap: "30 seconds" }
+
+/** Milliseconds to wait before attempt `attempt + 1`. Pure. */
+export const backoffMillis = (retry: RetryPolicy, attempt: number): number => {
+  const base = Duration.toMillis(retry.base)
+  const cap = Duration.toMillis(retry.cap)
+  const delay = retry.backoff === "fixed" ? base : base * 2 ** Math.max(0, attempt - 1)
+  return Math.min(delay, cap)
+}
+
+export const make = <R>(definition: ReactorDefinition<R>): ReactorDefinition<R> => definition
+
+/** The settlement a reactor dispatches after a performance ended, or `release` to hand it back. */
+type Verdict =
+  | { readonly type: "effect.succeed"; readonly response: unknown }
+  | { readonly type: "effect.fail"; readonly error: EffectError; readonly retryAt?: number }
+
+class TimedOut {
+  readonly _tag = "TimedOut"
+}
+
+/** Pure: what a finished performance means for the row, given its kind's policy and retry budget. */
+export const verdictFor = (
+  exit: Exit.Exit<unknown, EffectFailure | TimedOut>,
+  row: Outbox.OutboxRow,
+  policy: KindPolicy,
+  retry: RetryPolicy,
+  now: number
+): Verdict => {
+  if (Exit.isSuccess(exit)) return { type: "effect.succeed", response: exit.value ?? null }
+  const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+  const attemptsLeft = row.attempts < retry.maxAttempts
+  const retryAt = now + backoffMillis(retry, row.attempts)
+  if (failure instanceof TimedOut) {
+    const after = Duration.format(Duration.decode(policy.timeout))
+    if (policy.onProcessLoss === "process-bound") {
+      return { type: "effect.fail", error: { message: `timed out after ${after}; may or may not have taken effect`, code: "timeout" } }
+    }
+    const error = { message: `timed out after ${after}`, code: "timeout" }
+    return attemptsLeft ? { type: "effect.fail", error, retryAt } : { type: "effect.fail", error: exhausted(error, row) }
+  }
+  if (failure instanceof EffectFailure) {
+    const error: EffectError = failure.code === undefined ? { message: failure.message } : { message: failure.message, code: failure.code }
+    if (!failure.retryable) return { type: "effect.fail", error }
+    return attemptsLeft ? { type: "effect.fail", error, retryAt } : { type: "effect.fail", error: exhausted(error, row) }
+  }
+  // A defect or an unexpected interruption: stored with its text, never retried blindly.
+  return { type: "effect.fail", error: { message: `handler defect: ${Cause.pretty(exit.cause)}`, code: "defect" } }
+}
+
+const exhausted = (error: EffectError, row: Outbox.OutboxRow): EffectError => ({
+  ...error,
+  message: `${error.message} (gave up after ${row.attempts} attempts)`
+})
+
+export interface ReactorHandle {
+  readonly name: string
+  /** Rows being performed right now. */
+  readonly inFlight: Effect.Effect<number>
+}
+
+/**
+ * Runs one reactor in the current scope: parked until the engine is activated, then claiming and
+ * performing until the scope closes, when it stops claiming, gives in-flight handlers the grace
+ * period, hands replay-safe leftovers back to pending and leaves process-bound ones for reconcile.
+ */
+export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorHandle, never, Engine | Worker | SqlClient | Scope.Scope | R> =>
+  Effect.gen(function* () {
+    const engine = yield* Engine
+    const worker = yield* Worker
+    const context = yield* Effect.context<SqlClient | R>()
+    const kinds = Object.keys(definition.kinds)
+    const retry: RetryPolicy = { ...defaultRetry, ...definition.retry }
+    const concurrency = Math.max(1, definition.concurrency ?? 1)
+    const leaseMs = Duration.toMillis(definition.lease ?? "30 seconds")
+    const pollMs = Duration.toMillis(definition.pollInterval ?? "1 second")
+    const grace = definition.shutdownGrace ?? "10 seconds"
+    const log = Effect.annotateLogs({ reactor: definition.name })
+
+    const wake = yield* Queue.sliding<void>(1)
+    const ring = yield* PubSub.subscribe(engine.outboxChanges)
+    yield* Effect.forkScoped(Effect.forever(Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring)), Effect.zipRight(Queue.offer(wake, undefined)))))
+    const running = yield* FiberMap.make<string>()
+    let stopping = false
+    let settledSinceCursor = false
+
+    const dispatch = (command: Record<string, unknown>) => engine.dispatchWithReceipt(command, { origin: "internal" })
+
+    /**
+     * Dispatches a settlement until the store takes it. A refused write turns into the outcome
+     * (`storage: <code>`) under the same id, so the aggregate ends visibly failed, never stuck.
+     */
+    const settle = (row: Outbox.OutboxRow, verdict: Verdict, by: SettledBy, commandId: string) =>
+      Effect.gen(function* () {
+        const base = {
+          commandId,
+          effectId: row.effectId,
+          attempt: row.attempts,
+          aggregateType: row.aggregateType,
+          aggregateId: row.aggregateId,
+          by
+        }
+        let command: Record<string, unknown> = { ...base, ...verdict }
+        let pause = 100
+        while (true) {
+          const exit = yield* Effect.exit(dispatch(command))
+          if (Exit.isSuccess(exit)) return "settled" as const
+          const error = Option.getOrUndefined(Cause.failureOption(exit.cause))
+          if (error instanceof CommandRejected) {
+            yield* Effect.logInfo("settle was stale: the lease was lost before it landed", { effectId: row.effectId, reason: error.message })
+            return "stale" as const
+          }
+          // A conflict means an earlier try under this id committed after all (an ambiguous commit).
+          if (error instanceof CommandIdConflict) return "settled" as const
+          if (error instanceof EngineUnavailable && error.reason === "shutting-down") {
+            yield* Effect.logWarning("engine closed before the settle landed; boot reconcile will settle it", { effectId: row.effectId })
+            return "abandoned" as const
+          }
+          if (error instanceof StorageFailure) {
+            yield* Effect.logError("the store refused this effect's outcome; recording the refusal as the outcome", {
+              effectId: row.effectId,
+              attempt: row.attempts,
+              performed: verdict,
+              storage: error.code
+            })
+            command = { ...base, type: "effect.fail", error: { message: `storage: ${error.code}`, code: error.code } }
+          } else if (!(error instanceof EngineUnavailable)) {
+            // A defect recording the outcome: record that instead, once; the row must not stay running.
+            if (command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded") {
+              yield* Effect.logError("could not record the outcome at all", { effectId: row.effectId, cause: Cause.pretty(exit.cause) })
+              return "abandoned" as const
+            }
+            command = {
+              ...base,
+              type: "effect.fail",
+              error: { message: `outcome could not be recorded: ${error?.message ?? Cause.pretty(exit.cause)}`, code: "outcome-not-recorded" }
+            }
+            continue
+          }
+          yield* Effect.sleep(Duration.millis(pause))
+          pause = Math.min(pause * 2, 5_000)
+        }
+      }).pipe(log)
+
+    const perform = (row: Outbox.OutboxRow) =>
+      Effect.gen(function* () {
+        const faults = yield* FaultPoints
+        const policy = definition.kinds[row.kind]!
+        yield* faults.hit("reactor.after-claim", { kind: row.kind })
+        const lost = yield* Deferred.make<void>()
+        yield* Effect.forkScoped(
+          Effect.gen(function* () {
+            while (true) {
+              yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
+              const now = yield* Clock.currentTimeMillis
+              const kept = yield* Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now).pipe(
+                Effect.mapError(toStorageFailure("renew lease")),
+                Effect.tapError((failure) => Effect.logWarning("lease renewal failed; trying again", failure)),
+                Effect.orElseSucceed(() => true)
+              )
+              if (!kept) return yield* Deferred.succeed(lost, undefined)
+            }
+          }).pipe(Effect.provide(context))
+        )
+        const performed = yield* definition.handle(row).pipe(
+          Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
+          Effect.exit,
+          Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
+        )
+        if (performed === "lease-lost") {
+          return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", { effectId: row.effectId })
+        }
+        yield* faults.hit("reactor.after-perform", { kind: row.kind })
+        const now = yield* Clock.currentTimeMillis
+        yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        settledSinceCursor = true
+        yield* faults.hit("reactor.after-settle", { kind: row.kind })
+      }).pipe(
+        Effect.scoped,
+        Effect.onInterrupt(() =>
+          // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
+          // one stays running for boot reconcile, which fails it with its stored reason.
+          definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
+            ? Clock.currentTimeMillis.pipe(
+              Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
+              Effect.catchAll((error) => Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })),
+              Effect.provide(context)
+            )
+            : Effect.void
+        ),
+        Effect.ensuring(Queue.offer(wake, undefined)),
+        Effect.annotateLogs({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }),
+        log
+      )
+
+    /** Rows of dead owners (lease expired, heartbeat stopped) are settled by policy while running. */
+    const reclaimDead = (now: number) =>
+      Effect.gen(function* () {
+        const dead = yield* Outbox.reclaimable(now, now - Duration.toMillis(worker.deadAfter), 100, kinds)
+        for (const row of dead) {
+          const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
+          const command = {
+            type: replaySafe ? "effect.requeue" : "effect.fail",
+            commandId: reconcileId(row.effectId, row.attempts),
+            effectId: row.effectId,
+            attempt: row.attempts,
+            aggregateType: row.aggregateType,
+            aggregateId: row.aggregateId,
+            by: "reclaim",
+            ...(replaySafe
+              ? { reason: "requeued: its owner stopped before the effect completed" }
+              : { error: { message: "owner stopped before the effect completed", code: "owner-lost" } })
+          }
+          const exit = yield* Effect.exit(dispatch(command))
+          if (Exit.isSuccess(exit)) {
+            yield* Effect.logWarning("reclaimed a dead owner's effect", { effectId: row.effectId, owner: row.leaseOwner, replaySafe })
+          }
+        }
+        return dead.length
+      })
+
+    const loop = Effect.gen(function* () {
+      yield* engine.awaitActivation
+      let cursor = yield* Outbox.cursor(definition.name)
+      let coolOff = 100
+      let lastReclaim = -Infinity
+      while (!stopping) {
+        const step = Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          if (now - lastReclaim >= pollMs) {
+            lastReclaim = now
+            yield* reclaimDead(now)
+          }
+          if (settledSinceCursor) {
+            settledSinceCursor = false
+            cursor = yield* Outbox.advanceCursor(definition.name, kinds, now)
+          }
+          const free = concurrency - (yield* FiberMap.size(running))
+          let claimed: ReadonlyArray<Outbox.OutboxRow> = []
+          if (free > 0 && !stopping) {
+            const space = yield* (yield* FreeSpace).check
+            if (!space.belowFloor) {
+              claimed = yield* Outbox.claim({ kinds, owner: worker.ownerId, now, leaseMs, limit: free, after: cursor })
+            }
+          }
+          for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(row))
+          if (free > 0 && claimed.length === free) return 0
+          const due = yield* Outbox.nextDue(kinds, cursor)
+          return due !== undefined && due > now ? Math.min(pollMs, due - now) : pollMs
+        })
+        const waitMs = yield* step.pipe(
+          Effect.tap(() => Effect.sync(() => (coolOff = 100))),
+          Effect.catchAll((error) =>
+            Effect.gen(function* () {
+              // The store is failing: back off instead of spinning on it.
+              yield* Effect.logError("reactor step failed; cooling off", { coolOffMs: coolOff, error: toStorageFailure("reactor")(error) })
+              const wait = coolOff
+              coolOff = Math.min(coolOff * 2, 10_000)
+              return wait
+            })
+          )
+        )
+        if (waitMs > 0) yield* Effect.race(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
+      }
+    }).pipe(Effect.provide(context), log)
+
+    const loopFiber = yield* Effect.forkScoped(loop)
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        stopping = true
+        yield* engine.stopAdmitting
+        yield* loopFiber.interruptAsFork(loopFiber.id())
+        // Give in-flight handlers their grace to finish and settle; interrupt the rest.
+        yield* FiberMap.awaitEmpty(running).pipe(
+          Effect.timeout(grace),
+          Effect.catchAll(() => Effect.logWarning("shutdown grace ran out; interrupting in-flight effects")),
+          Effect.catchAllCause((cause) => Effect.logError("an in-flight effect ended with a defect at shutdown", Cause.pretty(cause)))
+        )
+        yield* FiberMap.clear(running)
+      }).pipe(log)
+    )
+
+    return { name: definition.name, inFlight: FiberMap.size(running) }
+  })
+
+/** The reactor as a scoped layer: it runs for as long as the layer is alive. */
+export const layer = <R>(definition: ReactorDefinition<R>) => Layer.scopedDiscard(run(definition))

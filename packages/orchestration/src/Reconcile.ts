@@ -1,0 +1,82 @@
+/**
+ * Retire a dead owner's effects before new work. At boot, every outbox row left `running` by an
+ * owner that is gone is settled by its kind's policy, through the front door so the owning aggregate
+ * and its read model show it: replay-safe rows go back to pending, process-bound rows fail with a
+ * stored reason. It runs before any reactor claims and before any client command is admitted.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import { reconcileId } from "./EffectOutcomes.js"
+import { Engine } from "./Engine.js"
+import type { DispatchError, StorageFailure } from "./Errors.js"
+import { FaultPoints } from "./FaultPoints.js"
+import * as Outbox from "./Outbox.js"
+import type { ProcessLossPolicy } from "./Reactor.js"
+import { toStorageFailure } from "./storage/StorageErrors.js"
+
+export const requeueReason = "requeued after the previous server process ended"
+export const processEndedReason = "server process ended before the effect completed"
+
+export interface ReconcileReport {
+  readonly requeued: number
+  readonly failed: number
+  /** Settlements that found the row already settled (a reconcile cut off and run again). */
+  readonly alreadySettled: number
+}
+
+export interface ReconcileOptions {
+  /** Policy per effect kind. A kind nobody declared is treated as process-bound: never repeated. */
+  readonly policies: ReadonlyMap<string, ProcessLossPolicy>
+  /** Owners that are alive and keep their rows (other processes on a shared store). */
+  readonly liveOwners?: ReadonlyArray<string>
+  /** Reports progress every this many rows. Default 1,000. */
+  readonly progressEvery?: number
+}
+
+export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Effect<ReconcileReport, StorageFailure | DispatchError, Engine | SqlClient> =>
+  Effect.gen(function* () {
+    const engine = yield* Engine
+    const faults = yield* FaultPoints
+    const dispatch = (command: unknown) =>
+      Effect.flatMap(engine.isActive, (active) =>
+        active ? engine.dispatchWithReceipt(command, { origin: "internal" }) : engine.dispatchDuringBoot(command)
+      )
+    const report = { requeued: 0, failed: 0, alreadySettled: 0 }
+    const progressEvery = options.progressEvery ?? 1_000
+    const skipped = new Set<string>()
+    while (true) {
+      const rows = (yield* Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500).pipe(
+        Effect.mapError(toStorageFailure("reconcile: read running rows"))
+      )).filter((row) => !skipped.has(row.effectId))
+      if (rows.length === 0) break
+      for (const row of rows) {
+        const policy = options.policies.get(row.kind) ?? "process-bound"
+        const base = {
+          commandId: reconcileId(row.effectId, row.attempts),
+          effectId: row.effectId,
+          attempt: row.attempts,
+          aggregateType: row.aggregateType,
+          aggregateId: row.aggregateId,
+          by: "reconcile"
+        }
+        const command = policy === "replay-safe"
+          ? { ...base, type: "effect.requeue", reason: requeueReason }
+          : { ...base, type: "effect.fail", error: { message: processEndedReason, code: "process-ended" } }
+        const answer = yield* dispatch(command).pipe(
+          Effect.map((a) => (a.duplicate ? "duplicate" : "settled")),
+          Effect.catchTag("CommandRejected", () => Effect.succeed("stale" as const))
+        )
+        if (answer !== "settled") {
+          // Settled by an earlier run of this reconcile; never loop on it.
+          skipped.add(row.effectId)
+          report.alreadySettled++
+        } else if (policy === "replay-safe") report.requeued++
+        else report.failed++
+        yield* faults.hit("reconcile.mid", { kind: row.kind })
+        const done = report.requeued + report.failed + report.alreadySettled
+        if (done % progressEvery === 0) yield* Effect.logInfo(`reconcile: ${done} rows settled so far`)
+      }
+    }
+    yield* Effect.logInfo("reconcile after process loss finished", report)
+    return report
+  }).pipe(Effect.withSpan("reconcileAfterProcessLoss"))

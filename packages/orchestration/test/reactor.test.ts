@@ -1,0 +1,172 @@
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Logger, TestClock } from "effect"
+import { EffectFailure, Engine } from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import { jobStatus, submit } from "./fixtures/Jobs.js"
+import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+
+describe("reactors: wake-up", () => {
+  it.effect("the doorbell wakes the reactor at once: performed and settled without the clock moving", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.sync(() => handler.performed.length === 1), "performed")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"), "settled")
+      const row = yield* Outbox.find("job:j1")
+      assert.deepStrictEqual([row?.status, row?.attempts, row?.response, row?.leaseOwner], ["succeeded", 1, { done: "job:j1" }, null])
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "succeeded", detail: JSON.stringify({ done: "job:j1" }) })
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+})
+
+describe("reactors: timing under TestClock", () => {
+  it.effect("the liveness poll finds a row whose ring was lost", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      // First let the reactor go idle (it has run a job and is waiting for its next poll).
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("warm-up", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:warm-up"), (row) => row?.status === "succeeded"), "warm-up settled")
+      yield* settle
+      // A row committed without a ring (as another process would write it).
+      yield* Outbox.insert([{
+        effectId: "silent-1",
+        commandId: "external",
+        aggregateType: "job",
+        aggregateId: "silent",
+        kind: "work.safe",
+        payloadJson: "{}",
+        lane: "job:silent",
+        availableAt: 0,
+        now: 0
+      }])
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:warm-up#1"])
+      yield* TestClock.adjust("999 millis")
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:warm-up#1"])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(Effect.sync(() => handler.performed.length === 2), "performed after the poll")
+      assert.deepStrictEqual(handler.performed, ["job:warm-up#1", "silent-1#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("backoff is honoured exactly: a retryable failure runs again at attempt 2 after 1 s, attempt 3 after 2 s more", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) => row.attempts < 3 ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true })) : Effect.succeed("ok"))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1), "first failure settled")
+      const row = yield* Outbox.find("job:j1")
+      assert.strictEqual(row!.availableAt, 1_000)
+      assert.deepStrictEqual(row!.error, { message: "flaky 1" })
+      yield* TestClock.adjust("999 millis")
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(Effect.sync(() => handler.performed.length === 2), "second attempt at 1 s")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"), "second failure settled")
+      assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 3_000)
+      yield* TestClock.adjust("1999 millis")
+      yield* settle
+      assert.strictEqual(handler.performed.length, 2)
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "third attempt succeeds")
+      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2", "job:j1#3"])
+      const sql = yield* SqlClient
+      const outcomes = yield* sql<{ payload: string }>`SELECT payload FROM events WHERE type = 'job.outcome' ORDER BY sequence`
+      assert.deepStrictEqual(outcomes.map((o) => JSON.parse(o.payload).status), ["retrying", "retrying", "succeeded"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("after max attempts the row is failed with its error and attempt count, and the aggregate knows", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) => Effect.fail(new EffectFailure({ message: `down ${row.attempts}`, retryable: true, code: "E_DOWN" })))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.sync(() => handler.performed.length === 1), "attempt 1")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "pending"), "attempt 1 settled")
+      yield* TestClock.adjust("1 second")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"), "attempt 2 settled")
+      yield* TestClock.adjust("2 seconds")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "dead letter")
+      const row = (yield* Outbox.find("job:j1"))!
+      assert.strictEqual(row.attempts, 3)
+      assert.deepStrictEqual(row.error, { message: "down 3 (gave up after 3 attempts)", code: "E_DOWN" })
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "down 3 (gave up after 3 attempts)" })
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      assert.strictEqual(handler.performed.length, 3)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("a failing store gives a cool-off, not a hot loop, and work resumes when it heals", () => {
+    const handler = scriptedHandler()
+    const failures: Array<string> = []
+    const logger = Logger.make(({ message }) => {
+      const text = Array.isArray(message) ? String(message[0]) : String(message)
+      if (text.includes("cooling off")) failures.push(text)
+    })
+    return Effect.gen(function* () {
+      const sql = yield* SqlClient
+      // Every write is refused (SQLITE_READONLY), as from a failing device.
+      yield* sql.unsafe("PRAGMA query_only = ON")
+      yield* TestClock.adjust("2 seconds")
+      yield* settle
+      // 100 ms, 200 ms, 400 ms, 800 ms ... : a handful of tries in 2 s, not thousands.
+      assert.isAtLeast(failures.length, 2)
+      assert.isAtMost(failures.length, 6)
+      yield* sql.unsafe("PRAGMA query_only = OFF")
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* TestClock.adjust("2 seconds")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "healed")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+  })
+})
+
+describe("reactors: lanes", () => {
+  it.effect("one lane runs strictly in sequence order", () => {
+    const handler = scriptedHandler()
+    const gates = [0, 1, 2].map(() => gated())
+    gates.forEach((g, i) => handler.behaviors.set(`job:j1:${i}`, g.behavior))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 3 }))
+      yield* eventually(Effect.sync(() => handler.performed.length === 1), "first of the lane")
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
+      for (const [i, g] of gates.entries()) {
+        yield* g.open
+        if (i < 2) yield* eventually(Effect.sync(() => handler.performed.length === i + 2), `lane item ${i + 1}`)
+      }
+      yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "lane done")
+      assert.deepStrictEqual(handler.performed, ["job:j1:0#1", "job:j1:1#1", "job:j1:2#1"])
+      assert.strictEqual(handler.maxRunning(), 1)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("several lanes run in parallel up to the reactor's concurrency", () => {
+    const handler = scriptedHandler()
+    const gates = [0, 1, 2].map(() => gated())
+    gates.forEach((g, i) => handler.behaviors.set(`job:j${i}`, g.behavior))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      for (const i of [0, 1, 2]) yield* engine.dispatchWithReceipt(submit(`j${i}`, "work.safe"))
+      yield* eventually(Effect.sync(() => handler.performed.length === 2), "two lanes at once")
+      yield* settle
+      assert.strictEqual(handler.running(), 2)
+      yield* gates[0]!.open
+      yield* eventually(Effect.sync(() => handler.performed.length === 3), "third lane gets the freed slot")
+      yield* gates[1]!.open
+      yield* gates[2]!.open
+      yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "all done")
+      assert.strictEqual(handler.maxRunning(), 2)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 2 })])))
+  })
+})
