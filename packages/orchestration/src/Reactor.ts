@@ -328,7 +328,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         yield* engine.stopAdmitting
         yield* loopFiber.interruptAsFork(loopFiber.id())
         // Give in-flight handlers their grace to finish and settle; interrupt the rest.
-        yield* FiberMap.awaitEmpty(running).pipe(
+        // Finalizers run uninterruptibly; the wait itself must be interruptible for the grace to apply.
+        yield* Effect.interruptible(FiberMap.awaitEmpty(running)).pipe(
           Effect.timeout(grace),
           Effect.catchAll(() => Effect.logWarning("shutdown grace ran out; interrupting in-flight effects")),
           Effect.catchAllCause((cause) => Effect.logError("an in-flight effect ended with a defect at shutdown", Cause.pretty(cause)))

@@ -1,5 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
-import { CanonicalJson, CommandId, Receipts, StorageErrors } from "../src/index.js"
+import { Effect, Exit } from "effect"
+import { CanonicalJson, CommandId, EffectFailure, FaultPoints, Reactor, Receipts, StorageErrors } from "../src/index.js"
+import type * as Outbox from "../src/Outbox.js"
 
 describe("canonical JSON and fingerprints", () => {
   it("sorts keys at every depth and drops undefined, so key order never changes a fingerprint", () => {
@@ -57,5 +59,56 @@ describe("storage error classification", () => {
       ["SOMETHING_ELSE", "unknown"]
     ]
     for (const [code, reason] of cases) assert.strictEqual(StorageErrors.reasonForCode(code), reason, code)
+  })
+})
+
+describe("fault points", () => {
+  it("fire only where configured: by point, kind, nth hit, or seeded probability", () => {
+    const fired: Array<string> = []
+    const points = FaultPoints.fromSpec("reactor.after-perform:kind=tool.execute:nth=2,reconcile.mid", (p) => fired.push(p))
+    assert.isTrue(points.enabled)
+    const hit = (point: FaultPoints.FaultPointName, kind?: string) => Effect.runSync(points.hit(point, kind === undefined ? {} : { kind }))
+    hit("reactor.after-perform", "tool.publish")
+    hit("reactor.after-perform", "tool.execute")
+    assert.deepStrictEqual(fired, [])
+    hit("reactor.after-perform", "tool.execute")
+    assert.deepStrictEqual(fired, ["reactor.after-perform"])
+    hit("reactor.after-perform", "tool.execute")
+    hit("reconcile.mid")
+    assert.deepStrictEqual(fired, ["reactor.after-perform", "reconcile.mid"])
+  })
+
+  it("are a no-op when unset, and a seed replays the same schedule", () => {
+    assert.isFalse(FaultPoints.fromSpec(undefined, () => assert.fail("fired")).enabled)
+    const schedule = () => {
+      const fired: Array<number> = []
+      const points = FaultPoints.fromSpec("dispatch.after-commit:p=0.3:seed=42", () => fired.push(i))
+      let i = 0
+      for (; i < 50; i++) Effect.runSync(points.hit("dispatch.after-commit"))
+      return fired
+    }
+    const first = schedule()
+    assert.isAbove(first.length, 5)
+    assert.isBelow(first.length, 30)
+    assert.deepStrictEqual(schedule(), first)
+    assert.throws(() => FaultPoints.parse("dispatch.sometime"), /unknown point/)
+  })
+})
+
+describe("reactor verdicts", () => {
+  const row = { attempts: 1 } as Outbox.OutboxRow
+  const retry = Reactor.defaultRetry
+  it("backoff doubles from the base up to the cap", () => {
+    assert.deepStrictEqual([1, 2, 3, 6, 10].map((a) => Reactor.backoffMillis(retry, a)), [1_000, 2_000, 4_000, 30_000, 30_000])
+    assert.strictEqual(Reactor.backoffMillis({ ...retry, backoff: "fixed" }, 4), 1_000)
+  })
+  it("a non-retryable failure is final at once; a retryable one is retried while attempts remain", () => {
+    const policy = { onProcessLoss: "replay-safe", timeout: "1 second" } as const
+    const final = Reactor.verdictFor(Exit.fail(new EffectFailure({ message: "bad input", retryable: false })), row, policy, retry, 0)
+    assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input" } })
+    const again = Reactor.verdictFor(Exit.fail(new EffectFailure({ message: "busy", retryable: true })), row, policy, retry, 0)
+    assert.deepStrictEqual(again, { type: "effect.fail", error: { message: "busy" }, retryAt: 1_000 })
+    const defect = Reactor.verdictFor(Exit.die(new Error("boom")), row, policy, retry, 0)
+    assert.isTrue(defect.type === "effect.fail" && defect.error.message.startsWith("handler defect:") && defect.error.message.includes("boom"))
   })
 })
