@@ -39,13 +39,23 @@ export const EffectFail = Schema.Struct({
 /** A replay-safe row whose owner is gone goes back to pending, with the reason stored. */
 export const EffectRequeue = Schema.Struct({ type: Schema.Literal("effect.requeue"), ...settlementFields, reason: Schema.String })
 
-export const SettlementCommand = Schema.Union(EffectSucceed, EffectFail, EffectRequeue)
+/** An operator sends a failed or cancelled row back to pending, to be performed again. */
+export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"), ...settlementFields, reason: Schema.optional(Schema.String) })
+/**
+ * An operator cancels a row. A pending row will not run; a running one is marked cancelled and its
+ * late outcome is stale (the performance itself may still finish: cancel cannot unsend a request).
+ */
+export const EffectCancel = Schema.Struct({ type: Schema.Literal("effect.cancel"), ...settlementFields, reason: Schema.optional(Schema.String) })
+
+export const SettlementCommand = Schema.Union(EffectSucceed, EffectFail, EffectRequeue, EffectRetry, EffectCancel)
 export type SettlementCommand = typeof SettlementCommand.Type
 
 export const settlementSchemas = {
   "effect.succeed": EffectSucceed,
   "effect.fail": EffectFail,
-  "effect.requeue": EffectRequeue
+  "effect.requeue": EffectRequeue,
+  "effect.retry": EffectRetry,
+  "effect.cancel": EffectCancel
 } as const
 
 /** What the owning aggregate is told when one of its effects changes state. */
@@ -55,7 +65,7 @@ export interface EffectOutcome {
   /** The intent's payload, as decided. */
   readonly payload: unknown
   readonly attempt: number
-  readonly status: "succeeded" | "failed" | "retrying" | "requeued"
+  readonly status: "succeeded" | "failed" | "retrying" | "requeued" | "cancelled"
   readonly response?: unknown
   readonly error?: EffectError
   readonly by: SettledBy
@@ -73,7 +83,7 @@ export interface SettlementTarget {
 }
 
 export interface RowChange {
-  readonly status: "pending" | "succeeded" | "failed"
+  readonly status: "pending" | "succeeded" | "failed" | "cancelled"
   readonly availableAt?: number
   readonly response?: string | null
   readonly error?: string | null
@@ -93,13 +103,38 @@ export const decideSettlement = (
   if (row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
     return { _tag: "Stale", message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'` }
   }
+  const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
+  if (command.type === "effect.retry" || command.type === "effect.cancel") {
+    // Operators act on what they saw: the attempt count guards against acting on a row that moved on.
+    if (row.attempts !== command.attempt) {
+      return { _tag: "Stale", message: `effect '${command.effectId}' is at attempt ${row.attempts}, not ${command.attempt}` }
+    }
+    const reason = command.reason ?? `${command.type === "effect.retry" ? "retried" : "cancelled"} by an operator`
+    if (command.type === "effect.retry") {
+      if (row.status !== "failed" && row.status !== "cancelled") {
+        return { _tag: "Stale", message: `effect '${command.effectId}' is ${row.status}; only failed or cancelled effects can be retried` }
+      }
+      return {
+        _tag: "Apply",
+        change: { status: "pending", availableAt: now },
+        outcome: { ...base, status: "retrying", error: { message: reason } }
+      }
+    }
+    if (row.status !== "pending" && row.status !== "running") {
+      return { _tag: "Stale", message: `effect '${command.effectId}' is already ${row.status}` }
+    }
+    return {
+      _tag: "Apply",
+      change: { status: "cancelled", error: JSON.stringify({ message: reason }) },
+      outcome: { ...base, status: "cancelled", error: { message: reason } }
+    }
+  }
   if (row.status !== "running" || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
       message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this settles attempt ${command.attempt}`
     }
   }
-  const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
   switch (command.type) {
     case "effect.succeed":
       return {
@@ -131,3 +166,4 @@ export const decideSettlement = (
 /** Deterministic ids: a retried settle of one attempt is always the same command. */
 export const outcomeId = (effectId: string, attempt: number) => `outcome:${effectId}#${attempt}`
 export const reconcileId = (effectId: string, attempt: number) => `reconcile:${effectId}#${attempt}`
+export const operatorId = (action: "retry" | "cancel", effectId: string, attempt: number) => `operator:${action}:${effectId}#${attempt}`

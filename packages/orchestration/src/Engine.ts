@@ -20,6 +20,7 @@ import {
 } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
 import { FaultPoints } from "./FaultPoints.js"
+import { FreeSpace } from "./FreeSpace.js"
 import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
 import {
   decideCommand,
@@ -48,6 +49,13 @@ export interface EngineConfig {
   readonly cacheCapacity?: number
   /** `wait` (default): a dispatch before activation is queued and runs once activated; `fail`: EngineUnavailable. */
   readonly beforeActivation?: "wait" | "fail"
+  /**
+   * Which client command types are new work, refused while the data volume is below its floor
+   * (EngineUnavailable, reason `storage-below-floor`). Default: every client command. Commands that
+   * let running work finish (interrupts, operator actions) should answer false. Internal commands
+   * (settlements, reconcile) are always admitted.
+   */
+  readonly isNewWork?: (commandType: string) => boolean
   /** `on-start` (default) opens the gate when the layer is built; `manual` waits for `activate`. */
   readonly activation?: "on-start" | "manual"
 }
@@ -139,6 +147,7 @@ const invalid = (message: string, commandId?: string, issues: InvalidCommand["is
 export const make = (config: EngineConfig) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
+    const freeSpace = yield* FreeSpace
     const projections = config.projections ?? []
     const maxBatch = Math.max(1, config.maxBatch ?? 64)
 
@@ -322,6 +331,17 @@ export const make = (config: EngineConfig) =>
         const origin = options?.origin ?? "client"
         const command = yield* prepare(input, origin)
         yield* admit(origin)
+        if (origin === "client" && (config.isNewWork?.(command.identity.commandType) ?? true)) {
+          const space = yield* freeSpace.check
+          if (space.belowFloor) {
+            return yield* Effect.fail(
+              new EngineUnavailable({
+                reason: "storage-below-floor",
+                message: `the data volume has ${space.freeBytes} bytes free, below the floor of ${space.floorBytes}; new work is refused until space returns`
+              })
+            )
+          }
+        }
         return yield* enqueue(command)
       }).pipe(Effect.withSpan("Engine.dispatchWithReceipt"))
 

@@ -3,7 +3,7 @@
  * new client work and reactors stop claiming, so queued work parks instead of starting turns it
  * cannot record. Replaceable, so tests can report a full disk without filling one.
  */
-import { Context, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { statfs } from "node:fs/promises"
 
 export interface SpaceReport {
@@ -23,15 +23,29 @@ export class FreeSpace extends Context.Reference<FreeSpace>()("orchestration/Fre
   })
 }) {}
 
-/** The real probe: statfs on the data directory. A failing probe reports 0 free (fail closed). */
-export const layer = (options: { readonly directory: string; readonly floorBytes: number }) =>
-  Layer.succeed(FreeSpace, {
-    check: Effect.tryPromise(() => statfs(options.directory)).pipe(
+/**
+ * The real probe: statfs on the data directory, re-read at most every `cacheFor` (default 250 ms) so
+ * admitting a command costs no syscall. A failing probe reports 0 free (fail closed).
+ */
+export const layer = (options: { readonly directory: string; readonly floorBytes: number; readonly cacheFor?: Duration.DurationInput }) =>
+  Layer.sync(FreeSpace, () => {
+    const cacheMs = Duration.toMillis(options.cacheFor ?? "250 millis")
+    let last: { at: number; report: SpaceReport } | undefined
+    const read = Effect.tryPromise(() => statfs(options.directory)).pipe(
       Effect.map((s) => s.bavail * s.bsize),
       Effect.tapError((error) => Effect.logError("free-space probe failed; treating the volume as full", error)),
       Effect.orElseSucceed(() => 0),
-      Effect.map((freeBytes) => ({ freeBytes, floorBytes: options.floorBytes, belowFloor: freeBytes < options.floorBytes }))
+      Effect.map((freeBytes): SpaceReport => ({ freeBytes, floorBytes: options.floorBytes, belowFloor: freeBytes < options.floorBytes }))
     )
+    return {
+      check: Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        if (last !== undefined && now - last.at < cacheMs) return last.report
+        const report = yield* read
+        last = { at: now, report }
+        return report
+      })
+    }
   })
 
 /** A probe a test controls: set `free` to move across the floor. */

@@ -122,16 +122,25 @@ export const toTarget = (row: OutboxRow): SettlementTarget => ({
   payload: row.payload
 })
 
-/** Applies a settlement decided by EffectOutcomes.decideSettlement. Clears the lease. */
+/**
+ * Applies a settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in
+ * this same transaction). Clears the lease.
+ */
 export const applyChange = (effectId: string, attempt: number, change: RowChange, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`UPDATE outbox SET status = ${change.status},
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    if (change.status === "pending") {
+      // A row that becomes pending again may sit below a reactor's cursor: move those cursors back.
+      yield* sql`UPDATE reactor_cursors SET position = (SELECT sequence - 1 FROM outbox WHERE effect_id = ${effectId})
+        WHERE position >= (SELECT sequence FROM outbox WHERE effect_id = ${effectId})`
+    }
+    yield* sql`UPDATE outbox SET status = ${change.status},
         available_at = COALESCE(${change.availableAt ?? null}, available_at),
         response = CASE WHEN ${change.response === undefined ? 0 : 1} = 1 THEN ${change.response ?? null} ELSE response END,
         error = CASE WHEN ${change.error === undefined ? 0 : 1} = 1 THEN ${change.error ?? null} ELSE error END,
         lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
-      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}`
-  )
+      WHERE effect_id = ${effectId} AND attempts = ${attempt}`
+  })
 
 export interface ClaimRequest {
   readonly kinds: ReadonlyArray<string>
