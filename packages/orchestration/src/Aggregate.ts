@@ -11,7 +11,11 @@ import type { EffectOutcome } from "./EffectOutcomes.js"
 export interface EffectIntent {
   readonly kind: string
   readonly payload: unknown
-  /** Deterministic id; when absent the engine derives `<commandId>/<key ?? index>`. */
+  /**
+   * Deterministic id; when absent the engine derives `<commandId>:<key ?? index>` (bounded by
+   * hashing). An explicit id must fit the command-id alphabet and `CommandId.EFFECT_ID_MAX`
+   * (build it with `CommandId.boundedId`), because outcome ids embed it.
+   */
   readonly id?: string
   /** Part of the derived id, so the same command always names the same effect. */
   readonly key?: string
@@ -25,6 +29,8 @@ export interface Decision<E> {
   readonly _tag: "Decision"
   readonly events: ReadonlyArray<E>
   readonly effects: ReadonlyArray<EffectIntent>
+  /** Pending effects of this aggregate to cancel in the same transaction (running ones finish). */
+  readonly cancel: ReadonlyArray<{ readonly effectId: string; readonly reason: string }>
 }
 
 export interface Rejection {
@@ -34,13 +40,18 @@ export interface Rejection {
 }
 
 export const Decision = {
-  of: <E>(decision: { readonly events?: ReadonlyArray<E>; readonly effects?: ReadonlyArray<EffectIntent> }): Decision<E> => ({
+  of: <E>(decision: {
+    readonly events?: ReadonlyArray<E>
+    readonly effects?: ReadonlyArray<EffectIntent>
+    readonly cancel?: ReadonlyArray<{ readonly effectId: string; readonly reason: string }>
+  }): Decision<E> => ({
     _tag: "Decision",
     events: decision.events ?? [],
-    effects: decision.effects ?? []
+    effects: decision.effects ?? [],
+    cancel: decision.cancel ?? []
   }),
   /** Accept the command without changing anything; it still gets an accepted receipt. */
-  none: <E = never>(): Decision<E> => ({ _tag: "Decision", events: [], effects: [] }),
+  none: <E = never>(): Decision<E> => ({ _tag: "Decision", events: [], effects: [], cancel: [] }),
   reject: (reason: string, message?: string): Rejection => ({ _tag: "Rejection", reason, message: message ?? reason })
 }
 

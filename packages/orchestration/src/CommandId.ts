@@ -7,6 +7,8 @@
 /** Who is dispatching: a client over the API, or the engine and its reactors. */
 export type Origin = "client" | "internal"
 
+import { createHash } from "node:crypto"
+
 const alphabet = /^[A-Za-z0-9:._\-#]+$/
 
 export const CLIENT_ID_MAX = 128
@@ -38,4 +40,17 @@ export const commandIdProblem = (id: unknown, origin: Origin): string | undefine
     if (prefix !== undefined) return `commandId prefix '${prefix}' is reserved for the engine`
   }
   return undefined
+}
+
+/** The longest effect id: its outcome id (`outcome:<effectId>#<attempt>`) must still fit. */
+export const EFFECT_ID_MAX = INTERNAL_ID_MAX - 32
+
+/**
+ * An id that fits the command-id alphabet and length. Short safe ids are kept as they are; a long or
+ * unsafe part is replaced by its hash, never truncated, so distinct inputs stay distinct.
+ */
+export const boundedId = (prefix: string, part: string, max: number = EFFECT_ID_MAX): string => {
+  const id = `${prefix}${part}`
+  if (id.length <= max && alphabet.test(id)) return id
+  return `${prefix}sha256-${createHash("sha256").update(part).digest("hex")}`
 }

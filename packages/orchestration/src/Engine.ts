@@ -196,10 +196,11 @@ export const make = (config: EngineConfig) =>
             counters.abandonedBatches++
           })
           let outboxChanged = false
-          for (const [index, result] of results.entries()) {
+          for (const result of results) {
             if (Exit.isSuccess(result) && !result.value.duplicate) {
               counters.committedCommands++
-              if (result.value.effectIds.length > 0 || batch[index]!.settles) outboxChanged = true
+              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
+              outboxChanged = true
             }
           }
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")

@@ -142,6 +142,13 @@ export const applyChange = (effectId: string, attempt: number, change: RowChange
       WHERE effect_id = ${effectId} AND attempts = ${attempt}`
   })
 
+/** Cancels a pending row of this aggregate (a decision's `cancel`); other statuses are left as they are. */
+export const cancelPending = (effectId: string, aggregateType: string, aggregateId: string, reason: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason })}, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'pending' AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId}`
+  )
+
 export interface ClaimRequest {
   readonly kinds: ReadonlyArray<string>
   readonly owner: string

@@ -11,6 +11,7 @@ import { Cause, Clock, Effect, Exit, Schema } from "effect"
 import { Decision, type AnyAggregate, type DecideContext, type EventRecord, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
+import { boundedId, commandIdProblem, EFFECT_ID_MAX } from "./CommandId.js"
 import {
   AggregateUnavailable,
   CommandDefect,
@@ -169,7 +170,7 @@ const decideAndWrite = (
       commandId,
       aggregateId: identity.aggregateId,
       now,
-      deriveId: (key: string) => `${commandId}/${key}`
+      deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
     }
     const decision = yield* item.decide(current.state, ctx)
 
@@ -228,8 +229,15 @@ const decideAndWrite = (
       }
     }
 
+    const effectIds = decision.effects.map((intent, index) =>
+      intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
+    )
+    const badId = effectIds.find((id) => id.length > EFFECT_ID_MAX || commandIdProblem(id, "internal") !== undefined)
+    if (badId !== undefined) {
+      return yield* Effect.fail(commandDefect(identity, "decide", new Error(`effect id '${badId.slice(0, 80)}…' does not fit the id rules; build it with CommandId.boundedId`)))
+    }
     const effectRows = decision.effects.map((intent, index): Outbox.NewOutboxRow => ({
-      effectId: intent.id ?? `${commandId}/${intent.key ?? `effect-${index}`}`,
+      effectId: effectIds[index]!,
       commandId,
       aggregateType: aggregate.name,
       aggregateId: identity.aggregateId,
@@ -244,8 +252,11 @@ const decideAndWrite = (
       yield* Outbox.insert(effectRows)
     }
 
+    for (const cancel of decision.cancel) {
+      yield* Outbox.cancelPending(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
+    }
+
     const lastSequence = records.at(-1)?.sequence ?? head
-    const effectIds = effectRows.map((r) => r.effectId)
     yield* faults.before("receipts", commandId)
     yield* Receipts.insert({
       ...identity,

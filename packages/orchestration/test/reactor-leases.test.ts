@@ -180,7 +180,10 @@ describe("the storage guard", () => {
       yield* engine.dispatchWithReceipt(submit("first", "work.safe"))
       yield* eventually(rowIs("job:first", (r) => r.status === "running"), "first claimed")
       probe.state.free = 10
-      yield* engine.dispatchWithReceipt(submit("second", "work.safe"))
+      // New client work is refused at the door; work that entered through the engine (a delegate) parks.
+      const refused = yield* Effect.flip(engine.dispatchWithReceipt(submit("second", "work.safe")))
+      assert.strictEqual(refused._tag, "EngineUnavailable")
+      yield* engine.dispatchWithReceipt(submit("second", "work.safe"), { origin: "internal" })
       yield* running.open
       yield* eventually(rowIs("job:first", (r) => r.status === "succeeded"), "running effect settled below the floor")
       for (let i = 0; i < 5; i++) {
