@@ -1,0 +1,114 @@
+/**
+ * The reactor that performs the agents domain's effects: model steps through the provider adapter,
+ * tools on the world directory, delegates through the engine's front door, thread cleanup. Each
+ * kind's policy, lane and timeout come from the one table in Tools.ts.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { CommandId, EffectFailure, Engine, type Outbox, type Reactor } from "@orchestration/engine"
+import { Effect, Schema } from "effect"
+import { createHash } from "node:crypto"
+import { ModelProvider } from "./Provider.js"
+import { transcriptOf } from "./ThreadReadModel.js"
+import { DelegateInput, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
+import { World, type WorldToolName } from "./World.js"
+
+interface ToolPayload {
+  readonly threadId: string
+  readonly turnId: string
+  readonly callId: string
+  readonly name: string
+  readonly arguments: unknown
+}
+
+const kinds = Object.fromEntries(
+  Object.values(toolPolicies).map((policy) => [policy.kind, { onProcessLoss: policy.onProcessLoss, timeout: policy.timeout }])
+) as Record<EffectKind, Reactor.KindPolicy>
+
+const isReplaySafe = (kind: string) => kinds[kind as EffectKind]?.onProcessLoss === "replay-safe"
+
+const failure = (message: string, retryable: boolean, code?: string) =>
+  new EffectFailure(code === undefined ? { message, retryable } : { message, retryable, code })
+
+const modelStep = (row: Outbox.OutboxRow) =>
+  Effect.gen(function* () {
+    const provider = yield* ModelProvider
+    const { threadId } = row.payload as { threadId: string }
+    const transcript = yield* transcriptOf(threadId).pipe(Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true)))
+    return yield* provider.step({ requestId: row.effectId, transcript, tools: toolDefinitions }).pipe(
+      Effect.mapError((e) => failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason))
+    )
+  })
+
+/** A delegate is a command to another thread, with an id derived from this effect: done once. */
+const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    const world = yield* World
+    const input = yield* Schema.decodeUnknown(DelegateInput)(payload.arguments).pipe(
+      Effect.mapError((e) => failure(`delegate: invalid arguments: ${e.message}`, false))
+    )
+    yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
+      Effect.mapError((e) => failure(e.message, true, e.code))
+    )
+    const commandId = CommandId.boundedId("delegate:", row.effectId)
+    const messageId = `d-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
+    const answer = yield* engine
+      .dispatchWithReceipt({ commandId, type: "message.send", threadId: input.threadId, messageId, text: input.text }, { origin: "internal" })
+      .pipe(
+        Effect.catchAll((error) =>
+          Effect.fail(
+            error._tag === "StorageFailure" || error._tag === "EngineUnavailable"
+              ? failure(`delegate not recorded: ${error.message}`, true, error._tag === "StorageFailure" ? error.code : undefined)
+              : failure(`delegate refused: ${error.message}`, false)
+          )
+        )
+      )
+    return { threadId: input.threadId, commandId, messageId, sequence: answer.sequence }
+  })
+
+const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+  Effect.gen(function* () {
+    const world = yield* World
+    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
+      Effect.mapError((error) =>
+        error._tag === "ToolInputError"
+          ? failure(error.message, false)
+          // A refused world write may be retried only where repeating is safe.
+          : failure(error.message, isReplaySafe(row.kind), "code" in error ? error.code : undefined)
+      )
+    )
+  })
+
+const cleanup = (row: Outbox.OutboxRow) =>
+  Effect.gen(function* () {
+    const world = yield* World
+    yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
+      Effect.mapError((e) => failure(e.message, true, e.code))
+    )
+    return { cleaned: (row.payload as { threadId: string }).threadId }
+  })
+
+export type AgentServices = ModelProvider | World | Engine.Engine | SqlClient
+
+export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFailure, AgentServices> => {
+  switch (row.kind) {
+    case "model.step":
+      return modelStep(row)
+    case "thread.cleanup":
+      return cleanup(row)
+    case "tool.delegate":
+      return delegate(row, row.payload as ToolPayload)
+    default:
+      return worldTool(row, row.payload as ToolPayload)
+  }
+}
+
+export const agentsReactor = (options: { readonly concurrency?: number } = {}): Reactor.ReactorDefinition<AgentServices> => ({
+  name: "agents",
+  kinds,
+  concurrency: options.concurrency ?? 8,
+  lease: "30 seconds",
+  retry: { maxAttempts: 5, backoff: "exponential", base: "1 second", cap: "30 seconds" },
+  // A defect in a handler is stored as the row's failure by the reactor, with its text.
+  handle
+})

@@ -1,0 +1,42 @@
+/**
+ * The agents domain as one value the server (or a test) plugs into the engine: the Thread aggregate,
+ * its read models, the reactor that performs its effects, which commands are new work for the disk
+ * floor, and the services its reactor needs (the world directory and a model provider).
+ */
+import { Layer } from "effect"
+import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
+import * as AgentReactor from "./AgentReactor.js"
+import { agentsReactor } from "./AgentReactor.js"
+import type { ModelProvider } from "./Provider.js"
+import * as ScriptedProvider from "./ScriptedProvider.js"
+import { makeThread } from "./Thread.js"
+import { ThreadViews } from "./ThreadReadModel.js"
+import * as World from "./World.js"
+
+export interface AgentsOptions {
+  /** Model steps per turn before the turn fails. Default 20. */
+  readonly stepLimit?: number
+  readonly concurrency?: number
+}
+
+/** What the agents reactor needs from its environment. */
+export type AgentServices = AgentReactor.AgentServices
+
+export interface AgentsDomain {
+  readonly aggregates: ReadonlyArray<Aggregate.AnyAggregate>
+  readonly projections: ReadonlyArray<Projection.Projection>
+  readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<AgentServices>>
+  readonly isNewWork: (commandType: string) => boolean
+}
+
+export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
+  aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit })],
+  projections: [ThreadViews],
+  reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })],
+  /** Refused below the disk floor; interrupts and deletes still go through so running work can stop. */
+  isNewWork: (commandType: string) => commandType === "thread.create" || commandType === "message.send"
+})
+
+/** The services the agents reactor needs: the world directory and a model provider (scripted by default). */
+export const services = (options: { readonly worldDir: string; readonly provider?: Layer.Layer<ModelProvider> }): Layer.Layer<World.World | ModelProvider, World.WorldWriteError> =>
+  Layer.merge(World.layer({ dir: options.worldDir }), options.provider ?? ScriptedProvider.layer)

@@ -1,0 +1,194 @@
+/**
+ * The thread read models, updated in the commit transaction of the events they show: threads, turns,
+ * tool calls, and the provider-ready transcript. The transcript is a projection of committed events
+ * only, so nothing is "already appended" before its write commits (the 2026-09-10 bug).
+ */
+import type { SqlClient as SqlClientService } from "@effect/sql/SqlClient"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Projection } from "@orchestration/engine"
+import { Effect } from "effect"
+import { Thread, type ResultRecord, type ThreadEvent } from "./Thread.js"
+import { validateTranscript, type TranscriptMessage, type TranscriptProblem } from "./Transcript.js"
+
+const run = <A>(f: (sql: SqlClientService) => Effect.Effect<A, any, any>) => Effect.flatMap(SqlClient, f).pipe(Effect.asVoid)
+
+const appendMessage = (threadId: string, message: TranscriptMessage) =>
+  run((sql) =>
+    sql`INSERT INTO agent_messages (thread_id, position, message)
+      SELECT ${threadId}, COALESCE(MAX(position), 0) + 1, ${JSON.stringify(message)} FROM agent_messages WHERE thread_id = ${threadId}`
+  )
+
+const toolMessage = (result: ResultRecord): TranscriptMessage => ({ role: "tool", tool_call_id: result.transcriptId, content: result.content })
+
+const recordResult = (result: ResultRecord) =>
+  run((sql) => sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome} WHERE effect_id = ${result.effectId}`)
+
+export const ThreadViews = Projection.make(Thread, {
+  name: "agent_threads",
+  setup: run((sql) =>
+    Effect.all([
+      sql`CREATE TABLE IF NOT EXISTS agent_threads (thread_id TEXT PRIMARY KEY, title TEXT, status TEXT NOT NULL, updated_seq INTEGER NOT NULL)`,
+      sql`CREATE TABLE IF NOT EXISTS agent_turns (
+        turn_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, ordinal INTEGER, message_id TEXT NOT NULL,
+        status TEXT NOT NULL, reason TEXT, steps INTEGER NOT NULL DEFAULT 0, queued_seq INTEGER NOT NULL, updated_seq INTEGER NOT NULL)`,
+      sql`CREATE INDEX IF NOT EXISTS agent_turns_by_thread ON agent_turns (thread_id, queued_seq)`,
+      sql`CREATE TABLE IF NOT EXISTS agent_tool_calls (
+        effect_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
+        transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT)`,
+      sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
+      sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
+    ], { discard: true })
+  ),
+  reset: run((sql) =>
+    Effect.all([sql`DELETE FROM agent_threads`, sql`DELETE FROM agent_turns`, sql`DELETE FROM agent_tool_calls`, sql`DELETE FROM agent_messages`], {
+      discard: true
+    })
+  ),
+  apply: (event: ThreadEvent, record) => {
+    const threadId = record.aggregateId
+    const seq = record.sequence
+    switch (event.type) {
+      case "thread.created":
+        return run((sql) => sql`INSERT INTO agent_threads ${sql.insert({ thread_id: threadId, title: event.title, status: "idle", updated_seq: seq })}`)
+      case "message.queued":
+        return run((sql) =>
+          sql`INSERT INTO agent_turns ${
+            sql.insert({ turn_id: event.turnId, thread_id: threadId, ordinal: null, message_id: event.messageId, status: "queued", reason: null, queued_seq: seq, updated_seq: seq })
+          }`
+        )
+      case "turn.started":
+        return Effect.all([
+          run((sql) =>
+            sql`INSERT INTO agent_turns ${
+              sql.insert({ turn_id: event.turnId, thread_id: threadId, ordinal: event.ordinal, message_id: event.messageId, status: "running", reason: null, steps: 0, queued_seq: seq, updated_seq: seq })
+            } ON CONFLICT (turn_id) DO UPDATE SET ordinal = excluded.ordinal, status = 'running', updated_seq = excluded.updated_seq`
+          ),
+          run((sql) => sql`UPDATE agent_threads SET status = 'running', updated_seq = ${seq} WHERE thread_id = ${threadId}`),
+          appendMessage(threadId, { role: "user", content: event.text })
+        ], { discard: true })
+      case "model.responded":
+        return Effect.all([
+          run((sql) => sql`UPDATE agent_turns SET steps = ${event.step}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
+          ...event.toolCalls.map((call) =>
+            run((sql) =>
+              sql`INSERT INTO agent_tool_calls ${
+                sql.insert({
+                  effect_id: call.effectId, thread_id: threadId, turn_id: event.turnId, step: event.step, call_id: call.callId,
+                  transcript_id: call.transcriptId, name: call.name, arguments: JSON.stringify(call.arguments ?? {})
+                })
+              }`
+            )
+          ),
+          appendMessage(threadId, {
+            role: "assistant",
+            content: event.text === "" ? null : event.text,
+            tool_calls: event.toolCalls.map((call) => ({
+              id: call.transcriptId,
+              type: "function" as const,
+              function: { name: call.name, arguments: JSON.stringify(call.arguments ?? {}) }
+            }))
+          })
+        ], { discard: true })
+      case "tool.result":
+        return Effect.all([recordResult(event.result), appendMessage(threadId, toolMessage(event.result))], { discard: true })
+      case "turn.completed":
+        return Effect.all([
+          run((sql) => sql`UPDATE agent_turns SET status = 'completed', steps = ${event.steps}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
+          run((sql) => sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`),
+          appendMessage(threadId, { role: "assistant", content: event.text })
+        ], { discard: true })
+      case "turn.ended":
+        return Effect.all([
+          run((sql) => sql`UPDATE agent_turns SET status = ${event.status}, reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
+          run((sql) => sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`),
+          ...event.synthetic.flatMap((result) => [recordResult(result), appendMessage(threadId, toolMessage(result))])
+        ], { discard: true })
+      case "effect.late":
+        return run((sql) => sql`UPDATE agent_tool_calls SET late_status = ${event.status} WHERE effect_id = ${event.effectId}`)
+      case "thread.deleted":
+        return Effect.all([
+          run((sql) => sql`UPDATE agent_threads SET status = 'deleted', updated_seq = ${seq} WHERE thread_id = ${threadId}`),
+          run((sql) => sql`UPDATE agent_turns SET status = 'interrupted', reason = 'thread deleted', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'queued'`)
+        ], { discard: true })
+      case "thread.cleaned":
+        return Effect.void
+    }
+  }
+})
+
+// ---- queries ----------------------------------------------------------------------------------
+
+export const transcriptOf = (threadId: string) =>
+  Effect.flatMap(SqlClient, (sql) => sql<{ message: string }>`SELECT message FROM agent_messages WHERE thread_id = ${threadId} ORDER BY position`).pipe(
+    Effect.map((rows) => rows.map((r) => JSON.parse(r.message) as TranscriptMessage))
+  )
+
+export interface ToolCallView {
+  readonly callId: string
+  readonly name: string
+  readonly effectId: string
+  /** The effect row's status: pending | running | succeeded | failed | cancelled. */
+  readonly status: string
+  readonly result?: string
+}
+
+export interface TurnView {
+  readonly turnId: string
+  readonly status: string
+  readonly reason?: string
+  readonly steps: number
+  readonly toolCalls: ReadonlyArray<ToolCallView>
+}
+
+export interface ThreadView {
+  readonly threadId: string
+  readonly title: string | null
+  readonly status: string
+  readonly turns: ReadonlyArray<TurnView>
+  readonly messages: ReadonlyArray<TranscriptMessage>
+}
+
+export const threadView = (threadId: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const [thread] = yield* sql<{ title: string | null; status: string }>`SELECT title, status FROM agent_threads WHERE thread_id = ${threadId}`
+    if (thread === undefined) return undefined
+    const turns = yield* sql<{ turn_id: string; status: string; reason: string | null; steps: number }>`
+      SELECT turn_id, status, reason, steps FROM agent_turns WHERE thread_id = ${threadId} ORDER BY queued_seq`
+    const calls = yield* sql<{ turn_id: string; call_id: string; name: string; effect_id: string; result: string | null; status: string | null }>`
+      SELECT c.turn_id, c.call_id, c.name, c.effect_id, c.result, o.status FROM agent_tool_calls c
+      LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId} ORDER BY c.step, c.rowid`
+    const view: ThreadView = {
+      threadId,
+      title: thread.title,
+      status: thread.status,
+      turns: turns.map((t): TurnView => ({
+        turnId: t.turn_id,
+        status: t.status,
+        ...(t.reason !== null ? { reason: t.reason } : {}),
+        steps: Number(t.steps),
+        toolCalls: calls
+          .filter((c) => c.turn_id === t.turn_id)
+          .map((c): ToolCallView => ({
+            callId: c.call_id,
+            name: c.name,
+            effectId: c.effect_id,
+            // An unknown tool never had an effect row: it failed at once.
+            status: c.status ?? "failed",
+            ...(c.result !== null ? { result: c.result } : {})
+          }))
+      })),
+      messages: yield* transcriptOf(threadId)
+    }
+    return view
+  })
+
+export const transcriptView = (threadId: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const [thread] = yield* sql<{ status: string }>`SELECT status FROM agent_threads WHERE thread_id = ${threadId}`
+    if (thread === undefined) return undefined
+    const messages = yield* transcriptOf(threadId)
+    const validation = validateTranscript(messages, { allowTrailingOpenCalls: thread.status === "running" })
+    return { messages, valid: validation.valid, problems: validation.problems as ReadonlyArray<TranscriptProblem> }
+  })

@@ -1,0 +1,139 @@
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Engine, Outbox } from "@orchestration/engine"
+import { Effect } from "effect"
+import { threadView, transcriptView } from "../src/ThreadReadModel.js"
+import { World } from "../src/World.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+
+describe("a turn through the outbox", () => {
+  it.effect("publish, execute and delegate: the turn completes, the transcript validates, each tool performed once", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const world = yield* World
+      const text = script(
+        { toolCalls: [{ name: "publish", arguments: { path: "docs/readme.md", content: "hello" } }] },
+        {
+          toolCalls: [
+            { name: "execute", arguments: { command: "make test" } },
+            { name: "delegate", arguments: { threadId: "helper", text: "summarise docs/readme.md" } }
+          ]
+        },
+        { text: "all done" }
+      )
+      const answer = yield* engine.dispatchWithReceipt(send("t1", "m1", text))
+      assert.deepStrictEqual(answer.effectIds, ["step:t1:m1#1"])
+      yield* eventually(allTurnsTerminal("t1", 1), "turn done")
+      const view = (yield* threadView("t1"))!
+      assert.strictEqual(view.status, "idle")
+      assert.deepStrictEqual(view.turns.map((t) => [t.status, t.steps]), [["completed", 3]])
+      assert.deepStrictEqual(view.turns[0]!.toolCalls.map((c) => [c.name, c.status, c.effectId]), [
+        ["publish", "succeeded", "tool:t1:m1:call_1_0"],
+        ["execute", "succeeded", "tool:t1:m1:call_2_0"],
+        ["delegate", "succeeded", "tool:t1:m1:call_2_1"]
+      ])
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.map((m) => m.role), ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"])
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "all done" })
+      // The delegate's thread ran its own turn (an echo).
+      yield* eventually(allTurnsTerminal("helper", 1), "delegated turn done")
+      const helper = (yield* transcriptView("helper"))!
+      assert.deepStrictEqual(helper.messages.map((m) => m.content), ["summarise docs/readme.md", "echo: summarise docs/readme.md"])
+      const ledger = yield* world.readLedger
+      const tools = ledger.filter((l) => l.kind.startsWith("tool."))
+      assert.deepStrictEqual(tools.map((l) => l.kind).sort(), ["tool.delegate", "tool.execute", "tool.publish"])
+      assert.deepStrictEqual((yield* world.readVersions("docs/readme.md")).length, 1)
+      assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["make test"])
+    }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("a queued message starts its turn after the current one, and enters the transcript only then", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "execute", arguments: { command: "slow", sleepMs: 5_000 } }] })))
+      yield* eventually(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "running"), "execute running")
+      yield* engine.dispatchWithReceipt(send("t1", "m2", "second"))
+      assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => t.status), ["running", "queued"])
+      // While the call is open, the queued message is not in the transcript.
+      const during = (yield* transcriptView("t1"))!.messages
+      assert.deepStrictEqual(during.map((m) => m.role), ["user", "assistant"])
+      yield* advanceUntil(allTurnsTerminal("t1", 2), "both turns done")
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid)
+      assert.deepStrictEqual(transcript.messages.map((m) => [m.role, m.content]), [
+        ["user", transcript.messages[0]!.content],
+        ["assistant", null],
+        ["tool", JSON.stringify({ exitCode: 0, stdout: "ran: slow" })],
+        ["assistant", "done"],
+        ["user", "second"],
+        ["assistant", "echo: second"]
+      ])
+    }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("interrupt mid-turn: pending effects are cancelled, the call gets a synthetic result, a late result never reaches the transcript", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({
+        toolCalls: [
+          { name: "execute", arguments: { command: "long", sleepMs: 10_000 } },
+          { name: "publish", arguments: { path: "after.md", content: "never" } }
+        ]
+      })))
+      yield* eventually(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "running"), "execute running")
+      yield* engine.dispatchWithReceipt(send("t1", "m2", "follow-up"))
+      yield* engine.dispatchWithReceipt({ commandId: "stop-1", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" })
+      const turns = yield* turnStatus("t1")
+      assert.deepStrictEqual(turns.map((t) => [t.status, t.reason]), [["interrupted", "interrupted by the user"], ["running", null]])
+      // The publish never ran: it was pending behind execute in the thread's lane.
+      assert.strictEqual((yield* Outbox.find("tool:t1:m1:call_1_1"))!.status, "cancelled")
+      // The running execute finishes later; its row settles but the transcript keeps the synthetic result.
+      yield* advanceUntil(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "succeeded"), "late execute settled")
+      yield* eventually(allTurnsTerminal("t1", 2), "follow-up done")
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      const toolMessages = transcript.messages.filter((m) => m.role === "tool")
+      assert.strictEqual(toolMessages.length, 2)
+      assert.isTrue(toolMessages.every((m) => String(m.content).startsWith("interrupted:")))
+      const sql = yield* SqlClient
+      const late = yield* sql<{ late_status: string }>`SELECT late_status FROM agent_tool_calls WHERE effect_id = 'tool:t1:m1:call_1_0'`
+      assert.strictEqual(late[0]!.late_status, "succeeded")
+      // A replayed interrupt finds its receipt; an interrupt of a finished turn changes nothing.
+      assert.strictEqual((yield* engine.dispatchWithReceipt({ commandId: "stop-1", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" })).duplicate, true)
+      assert.deepStrictEqual((yield* engine.dispatchWithReceipt({ commandId: "stop-2", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" })).events, [])
+    }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("the step limit fails the turn with a clear reason; the transcript stays valid", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const step = { toolCalls: [{ name: "publish", arguments: { path: "loop.md", content: "again" } }] }
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script(step, step, step, step)))
+      yield* eventually(allTurnsTerminal("t1", 1), "turn ended")
+      assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => [t.status, t.reason]), [["failed", "step limit of 3 model steps reached"]])
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.strictEqual(transcript.messages.filter((m) => m.role === "assistant").length, 3)
+    }).pipe(Effect.provide(agentsStack({ stepLimit: 3 }))))
+
+  it.effect("an unknown tool becomes an error result the model sees, not a crash", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "teleport", arguments: {} }] }, { text: "ok then" })))
+      yield* eventually(allTurnsTerminal("t1", 1), "turn done")
+      const view = (yield* threadView("t1"))!
+      assert.deepStrictEqual(view.turns.map((t) => t.status), ["completed"])
+      assert.deepStrictEqual(view.turns[0]!.toolCalls.map((c) => [c.name, c.status, c.result]), [["teleport", "failed", "error: unknown tool 'teleport'"]])
+      assert.isTrue((yield* transcriptView("t1"))!.valid)
+    }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("a deleted thread rejects new messages and runs its cleanup as an effect", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(send("t1", "m1", "hello"))
+      yield* eventually(allTurnsTerminal("t1", 1), "turn done")
+      yield* engine.dispatchWithReceipt({ commandId: "del-1", type: "thread.delete", threadId: "t1" })
+      const refused = yield* Effect.flip(engine.dispatchWithReceipt(send("t1", "m2", "again")))
+      assert.strictEqual(refused._tag, "CommandRejected")
+      yield* eventually(Effect.map(Outbox.find("cleanup:t1"), (r) => r?.status === "succeeded"), "cleanup ran")
+      assert.strictEqual((yield* threadView("t1"))!.status, "deleted")
+    }).pipe(Effect.provide(agentsStack())))
+})
