@@ -290,6 +290,9 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           if (settledSinceCursor) {
             settledSinceCursor = false
             cursor = yield* Outbox.advanceCursor(definition.name, kinds, now)
+          } else {
+            // Another writer (an operator retry, a peer's requeue) may have moved the cursor back.
+            cursor = yield* Outbox.cursor(definition.name)
           }
           const free = concurrency - (yield* FiberMap.size(running))
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []

@@ -5,20 +5,22 @@ import { Aggregate, CommandDefect, Decision, Engine, Projection, SqliteStore } f
 import { tempDbFile } from "./fixtures/harness.js"
 
 /** Version 1 of a counter stored `{ by }`; version 2 renamed it to `{ amount }`. */
+type Added = { readonly type: "counter.added"; readonly amount: number }
+const eventsV1 = Aggregate.event("counter.added", { by: Schema.Number }) as unknown as Schema.Schema<Added>
+const eventsV2: Schema.Schema<Added> = Aggregate.event("counter.added", { amount: Schema.Number })
+
 const counterV = (version: 1 | 2) =>
   Aggregate.make({
     name: "counter",
     commands: { "counter.add": Aggregate.command("counter.add", { counterId: Schema.String, n: Schema.Number }) },
-    events: version === 1
-      ? (Aggregate.event("counter.added", { by: Schema.Number }) as unknown as Schema.Schema<{ readonly type: "counter.added"; readonly amount: number }>)
-      : Aggregate.event("counter.added", { amount: Schema.Number }),
+    events: version === 1 ? eventsV1 : eventsV2,
     aggregateId: (c) => c.counterId,
     initialState: 0,
-    evolve: (total: number, e: { readonly amount: number }) => total + (e.amount ?? (e as unknown as { by: number }).by),
+    evolve: (total: number, e: Added) => total + (e.amount ?? (e as unknown as { by: number }).by),
     decide: (total, command) =>
       total + command.n > 10
         ? Decision.reject("too-big")
-        : Decision.of({ events: [version === 1 ? ({ type: "counter.added", by: command.n } as never) : { type: "counter.added", amount: command.n }] }),
+        : Decision.of<Added>({ events: [version === 1 ? ({ type: "counter.added", by: command.n } as never) : { type: "counter.added", amount: command.n }] }),
     eventSchemaVersion: version,
     upcast: (stored) => (stored.schemaVersion === 1 ? { type: stored.type, amount: (stored.payload as { by: number }).by } : stored.payload)
   })

@@ -1,0 +1,57 @@
+/**
+ * The agents domain as the server serves it (the main job): threads and turns from packages/agents,
+ * the agents reactor, the world directory under DATA_DIR (or WORLD_DIR), the scripted provider by
+ * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views.
+ */
+import { Agents, OpenAiProvider, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
+import { type Engine, StorageErrors } from "@orchestration/engine"
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect, Layer, Option } from "effect"
+import { join } from "node:path"
+import * as ServerDomain from "./ServerDomain.js"
+import { ThreadViews } from "./ThreadViews.js"
+
+const agents = Agents.domain()
+
+const threadViews = Layer.effect(
+  ThreadViews,
+  Effect.gen(function* () {
+    const context = yield* Effect.context<SqlClient>()
+    return {
+      getThread: (threadId: string) =>
+        ThreadReadModel.threadView(threadId).pipe(
+          Effect.map((view) => Option.fromNullable(view).pipe(Option.map((v) => ({ ...v, title: v.title ?? "" })))),
+          Effect.mapError(StorageErrors.toStorageFailure("read thread")),
+          Effect.provide(context)
+        ),
+      getTranscript: (threadId: string) =>
+        ThreadReadModel.transcriptView(threadId).pipe(
+          Effect.map(Option.fromNullable),
+          Effect.mapError(StorageErrors.toStorageFailure("read transcript")),
+          Effect.provide(context)
+        )
+    }
+  })
+)
+
+export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDomain.make<Agents.AgentServices>({
+  name: "agents",
+  aggregates: agents.aggregates,
+  projections: agents.projections,
+  reactors: agents.reactors,
+  isNewWork: agents.isNewWork,
+  // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
+  layer: ({ config, dataDir, env }) =>
+    Layer.merge(Layer.context<SqlClient | Engine.Engine>(), Agents.services({
+      worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+      provider: config.provider === "openai"
+        ? OpenAiProvider.layer({
+          apiUrl: config.openaiBaseUrl,
+          ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
+          model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
+        })
+        : ScriptedProvider.layer
+    })),
+  exampleCommand: { type: "message.send", threadId: "hello", messageId: "m1", text: "hi there" },
+  threads: () => threadViews
+})

@@ -1,0 +1,107 @@
+/**
+ * The errors the HTTP edge answers with, and the one place engine failures become them. On the wire
+ * every error is `{ "error": "<Tag>", "message": "...", ...fields }`: the classes are ordinary
+ * Schema.TaggedErrors and `onWire` renames `_tag` to `error` for the body, so handlers fail with
+ * typed values and the typed client decodes them back.
+ */
+import { HttpApiSchema } from "@effect/platform"
+import {
+  AggregateUnavailable,
+  CommandDefect,
+  CommandIdConflict,
+  CommandRejected,
+  InvalidCommand,
+  type DispatchError,
+  type StorageFailure
+} from "@orchestration/engine"
+import { Schema } from "effect"
+
+export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, InvalidCommand }
+
+const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
+
+/** A request (not a command) is malformed: a bad query parameter, path or operator body. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  message: Schema.String,
+  issues: Schema.Array(Issue)
+}) {}
+
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
+
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { message: Schema.String }) {}
+
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
+  message: Schema.String,
+  limitBytes: Schema.Number
+}) {}
+
+export class UnsupportedMediaType extends Schema.TaggedError<UnsupportedMediaType>()("UnsupportedMediaType", {
+  message: Schema.String
+}) {}
+
+/** The store refused the write, or the data volume is below its floor. Retry later. */
+export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()("StorageUnavailable", {
+  message: Schema.String,
+  reason: Schema.String
+}) {}
+
+/** The engine is not admitting: starting, shutting down, or its queue is full. Retry later. */
+export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("EngineUnavailable", {
+  message: Schema.String,
+  reason: Schema.Literal("not-activated", "shutting-down", "overloaded")
+}) {}
+
+type TaggedClass<Self> = Schema.Schema<Self, any, never> & { readonly fields: Schema.Struct.Fields; readonly _tag: string }
+
+/** The wire schema of an error class: `_tag` travels as `error`, with its HTTP status attached. */
+export const onWire = <Self>(cls: TaggedClass<Self>, status: number): Schema.Schema<Self, any, never> => {
+  const { _tag, ...fields } = cls.fields
+  return Schema.transform(Schema.Struct({ error: Schema.Literal(cls._tag), ...fields }), cls, {
+    strict: false,
+    decode: ({ error, ...rest }: any) => ({ _tag: error, ...rest }),
+    encode: ({ _tag, ...rest }: any) => ({ error: _tag, ...rest })
+  }).annotations(HttpApiSchema.annotations({ status })) as any
+}
+
+export const Wire = {
+  InvalidCommand: onWire(InvalidCommand, 400),
+  InvalidRequest: onWire(InvalidRequest, 400),
+  Unauthorized: onWire(Unauthorized, 401),
+  NotFound: onWire(NotFound, 404),
+  CommandIdConflict: onWire(CommandIdConflict, 409),
+  // A quarantined aggregate stays unavailable until an operator repairs its log: retrying (what
+  // clients do on 503) cannot help, so it is a 409 about that aggregate, not a server outage.
+  AggregateUnavailable: onWire(AggregateUnavailable, 409),
+  PayloadTooLarge: onWire(PayloadTooLarge, 413),
+  UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
+  CommandRejected: onWire(CommandRejected, 422),
+  CommandDefect: onWire(CommandDefect, 500),
+  StorageUnavailable: onWire(StorageUnavailable, 503),
+  EngineUnavailable: onWire(EngineUnavailable, 503)
+} as const
+
+export type ApiDispatchError =
+  | InvalidCommand
+  | CommandIdConflict
+  | CommandRejected
+  | StorageUnavailable
+  | EngineUnavailable
+  | AggregateUnavailable
+  | CommandDefect
+
+export const storageUnavailable = (failure: StorageFailure) =>
+  new StorageUnavailable({ reason: failure.reason, message: `the store refused the write (${failure.code}) during ${failure.operation}: ${failure.message}` })
+
+/** The one mapping from the engine's dispatch failures to what the edge answers. */
+export const fromDispatchError = (error: DispatchError): ApiDispatchError => {
+  switch (error._tag) {
+    case "StorageFailure":
+      return storageUnavailable(error)
+    case "EngineUnavailable":
+      return error.reason === "storage-below-floor"
+        ? new StorageUnavailable({ reason: "below-floor", message: error.message })
+        : new EngineUnavailable({ reason: error.reason, message: error.message })
+    default:
+      return error
+  }
+}

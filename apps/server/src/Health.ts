@@ -1,0 +1,68 @@
+/**
+ * The server's health: free space against the floor, whether the store is taking writes, each
+ * reactor's lag, and outbox depth. `unavailable` (503) when new work would be refused: engine not
+ * admitting, data volume below its floor, or the store refusing writes. `degraded` (200) when work
+ * is waiting too long or space is getting close to the floor.
+ */
+import { Engine, FreeSpace, Outbox, StorageErrors } from "@orchestration/engine"
+import { Clock, Effect } from "effect"
+import type { HealthReport } from "./http/Api.js"
+import { ServerMetrics } from "./Metrics.js"
+import * as OutboxStats from "./OutboxStats.js"
+import { ServerState } from "./ServerState.js"
+
+/** A due row waiting longer than this makes the server `degraded`. */
+export const stalledAfterMs = 60_000
+
+/** Pure: the status from the facts. */
+export const statusOf = (facts: {
+  readonly active: boolean
+  readonly belowFloor: boolean
+  readonly writable: boolean
+  readonly freeBytes: number
+  readonly floorBytes: number
+  readonly oldestPendingAgeMs: number
+}): HealthReport["status"] => {
+  if (!facts.active || facts.belowFloor || !facts.writable) return "unavailable"
+  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes) return "degraded"
+  return "ok"
+}
+
+export const report = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  const state = yield* ServerState
+  const metrics = yield* ServerMetrics
+  const space = yield* (yield* FreeSpace.FreeSpace).check
+  const now = yield* Clock.currentTimeMillis
+  const active = yield* engine.isActive
+  const stats = yield* engine.stats
+  const reads = Effect.all({
+    counts: Outbox.countsByStatus.pipe(Effect.mapError(StorageErrors.toStorageFailure("read outbox counts"))),
+    reactors: Effect.forEach(state.reactors, (r) => Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag })))
+  })
+  // A store that cannot even answer these reads is not writable either; the report says so
+  // instead of failing the health check itself. swallow-ok: a read, logged, and reported as
+  // `writable: false` / unavailable.
+  const read = yield* reads.pipe(
+    Effect.tapError((failure) => Effect.logError("health: the store did not answer", failure)),
+    Effect.option
+  )
+  const writable = read._tag === "Some" && !(yield* metrics.storageRefusing)
+  const reactors = read._tag === "Some" ? read.value.reactors : []
+  const counts = read._tag === "Some" ? read.value.counts : {}
+  const body: HealthReport = {
+    status: statusOf({
+      active,
+      belowFloor: space.belowFloor,
+      writable,
+      freeBytes: space.freeBytes,
+      floorBytes: space.floorBytes,
+      oldestPendingAgeMs: Math.max(0, ...reactors.map((r) => r.oldestPendingAgeMs))
+    }),
+    storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
+    engine: { active, head: stats.head, queueDepth: stats.queueDepth },
+    reactors,
+    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0 }
+  }
+  return body
+})

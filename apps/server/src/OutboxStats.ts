@@ -1,0 +1,41 @@
+/**
+ * Read-only aggregate queries over the engine's outbox and receipts tables, for /health and
+ * /metrics. They read the engine's schema directly because the engine offers no such aggregates
+ * yet (Outbox.countsByStatus has no kind); keep them in step with the engine's migrations.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { StorageErrors } from "@orchestration/engine"
+import { Effect } from "effect"
+
+export const rowsByStatusAndKind = Effect.flatMap(SqlClient, (sql) =>
+  sql<{ status: string; kind: string; n: number }>`SELECT status, kind, COUNT(*) AS n FROM outbox GROUP BY status, kind ORDER BY status, kind`
+).pipe(
+  Effect.map((rows) => rows.map((r) => ({ status: r.status, kind: r.kind, count: Number(r.n) }))),
+  Effect.mapError(StorageErrors.toStorageFailure("read outbox counts"))
+)
+
+/** Due rows of these kinds not yet settled, and how long the oldest due pending one has waited. */
+export const reactorLag = (kinds: ReadonlyArray<string>, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ lag: number; oldest: number | null }>`SELECT COUNT(*) AS lag,
+        MIN(CASE WHEN status = 'pending' THEN available_at END) AS oldest
+      FROM outbox WHERE status IN ('pending', 'running') AND available_at <= ${now} AND ${sql.in("kind", kinds)}`
+  ).pipe(
+    Effect.map(([row]) => ({
+      lag: Number(row?.lag ?? 0),
+      oldestPendingAgeMs: row?.oldest === null || row?.oldest === undefined ? 0 : Math.max(0, now - Number(row.oldest))
+    })),
+    Effect.mapError(StorageErrors.toStorageFailure("read reactor lag"))
+  )
+
+/**
+ * Settlements of dead owners' rows made after `since` (boot reconcile runs before it). Reclaims
+ * and boot reconcile share the `reconcile:` id prefix; the time separates them.
+ */
+export const leaseReclaimsSince = (since: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ n: number }>`SELECT COUNT(*) AS n FROM receipts WHERE command_id LIKE 'reconcile:%' AND accepted_at >= ${since}`
+  ).pipe(
+    Effect.map(([row]) => Number(row?.n ?? 0)),
+    Effect.mapError(StorageErrors.toStorageFailure("read lease reclaims"))
+  )

@@ -1,0 +1,113 @@
+/**
+ * The server assembled: store → engine (parked) → the domain's services → boot (reconcile, reactors
+ * parked) → HTTP. `start` builds it in the caller's scope, activates the engine once the listener is
+ * up, and registers the first step of shutdown (stop admitting, end event streams) so it runs before
+ * the listener, reactors and store close. main.ts and the tests both start the server this way.
+ */
+import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
+import { Boot, Engine, FreeSpace, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
+import { Clock, Context, Deferred, Duration, Effect, Layer, type Scope } from "effect"
+import type { ServerConfig } from "./Config.js"
+import * as Metrics from "./Metrics.js"
+import { ServerApi } from "./http/Api.js"
+import { CommandsLive } from "./http/CommandsHandlers.js"
+import { apiMiddleware } from "./http/Edge.js"
+import { EffectsLive } from "./http/EffectsHandlers.js"
+import { EventsLive } from "./http/EventsHandlers.js"
+import { OpsLive } from "./http/OpsHandlers.js"
+import { ThreadsLive } from "./http/ThreadsHandlers.js"
+import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
+import { ServerState, type ServerStateShape } from "./ServerState.js"
+
+export interface ServerOptions {
+  readonly config: ServerConfig
+  readonly domain: AnyServerDomain
+  readonly env?: Readonly<Record<string, string | undefined>>
+  /** Replaces the statfs probe on DATA_DIR (tests move a controllable one across the floor). */
+  readonly freeSpace?: Layer.Layer<FreeSpace.FreeSpace>
+  /** Makes the store refuse chosen writes (tests of the refused-write path). */
+  readonly storageFaults?: Layer.Layer<StorageFaults>
+  readonly worker?: Worker.WorkerOptions
+}
+
+/** Store, engine, domain services, boot and the server's own state: everything but HTTP. */
+export const coreLayer = (options: ServerOptions) => {
+  const { config, domain } = options
+  const context: DomainContext = { config, dataDir: config.dataDir, env: options.env ?? {} }
+  const freeSpace = options.freeSpace ?? FreeSpace.layer({ directory: config.dataDir, floorBytes: config.diskFloorBytes })
+  const engine = Engine.layer({
+    aggregates: domain.aggregates,
+    projections: domain.projections ?? [],
+    ...(domain.isNewWork === undefined ? {} : { isNewWork: domain.isNewWork }),
+    activation: "manual"
+  }).pipe(
+    Layer.provideMerge(SqliteStore.layer({ filename: config.databaseFile })),
+    Layer.provideMerge(freeSpace),
+    Layer.provide(options.storageFaults ?? Layer.empty)
+  )
+  const withDomain = domain.layer(context).pipe(Layer.provideMerge(engine))
+  // Reactors read the free-space probe from their context: it must be the engine's, not the default.
+  const reactors = domain.reactors.map((reactor) => ({ ...reactor, shutdownGrace: Duration.millis(config.shutdownGraceMs) }))
+  const booted = Boot.layer({ reactors, activation: "manual", worker: { nodeId: config.nodeId, ...options.worker } }).pipe(
+    Layer.provideMerge(withDomain)
+  )
+  const withThreads = domain.threads === undefined ? booted : domain.threads(context).pipe(Layer.provideMerge(booted))
+  const state = Layer.effect(
+    ServerState,
+    Effect.gen(function* () {
+      const report = yield* Boot.BootReport
+      return {
+        config,
+        reactors: domain.reactors.map((r) => ({ name: r.name, kinds: Object.keys(r.kinds) })),
+        reconciled: report.reconciled,
+        bootedAt: yield* Clock.currentTimeMillis,
+        draining: yield* Deferred.make<void>()
+      }
+    })
+  )
+  return Layer.mergeAll(state, Metrics.layer).pipe(Layer.provideMerge(withThreads))
+}
+
+const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
+  Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OpsLive]),
+  Layer.provide(apiMiddleware)
+)
+
+/** The routes, OpenAPI at /openapi.json and the docs UI at /docs, served on the given listener. */
+export const httpLayer = HttpApiBuilder.serve().pipe(
+  Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
+  Layer.provide(ApiLive)
+)
+
+export const serverLayer = <E, R>(options: ServerOptions, listener: Layer.Layer<HttpServer.HttpServer, E, R>) =>
+  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(listener))
+
+export interface Started {
+  readonly url: string
+  readonly engine: Engine.EngineShape
+  readonly state: ServerStateShape
+}
+
+/** Builds the server in the current scope, then activates: nothing is admitted before it listens. */
+export const start = <E, R>(
+  options: ServerOptions,
+  listener: Layer.Layer<HttpServer.HttpServer, E, R>
+): Effect.Effect<Started, unknown, Scope.Scope | R> =>
+  Effect.gen(function* () {
+    const context = yield* Layer.build(serverLayer(options, listener))
+    const engine = Context.get(context, Engine.Engine)
+    const state = Context.get(context, ServerState)
+    const address = Context.get(context, HttpServer.HttpServer).address
+    const url = address._tag === "TcpAddress" ? `http://${address.hostname}:${address.port}` : `unix:${address.path}`
+    // Runs first at scope close: refuse clients (503) and end event streams, then the layers
+    // close in reverse: listener, reactors (in-flight effects get their grace), engine, store.
+    yield* Effect.addFinalizer(() =>
+      Effect.logInfo("shutting down: refusing new commands, draining reactors").pipe(
+        Effect.zipRight(engine.stopAdmitting),
+        Effect.zipRight(Deferred.succeed(state.draining, undefined))
+      )
+    )
+    yield* engine.activate
+    return { url, engine, state }
+  })

@@ -1,0 +1,41 @@
+/**
+ * A domain as the server runs it. The server is domain-agnostic: it takes the aggregates and
+ * projections for the engine, the reactors for boot, the rule that says which client commands are
+ * new work (refused below the disk floor), the services the reactors need, and optionally the
+ * thread views. `src/domain.ts` names the domain `main.ts` serves.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { Aggregate, Engine, Projection, Reactor } from "@orchestration/engine"
+import type { Layer } from "effect"
+import type { ServerConfig } from "./Config.js"
+import type { ThreadViews } from "./ThreadViews.js"
+
+/** What a domain's layers may read when they are built. */
+export interface DomainContext {
+  readonly config: ServerConfig
+  /** Where the domain may keep files of its own (e.g. the agents' world directory). */
+  readonly dataDir: string
+  /** The process environment, for a domain's own variables (read them here, once). */
+  readonly env: Readonly<Record<string, string | undefined>>
+}
+
+export interface ServerDomain<R = never> {
+  readonly name: string
+  readonly aggregates: ReadonlyArray<Aggregate.AnyAggregate>
+  readonly projections?: ReadonlyArray<Projection.Projection>
+  readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<R>>
+  /** Which client command types the disk floor refuses. Default: every client command. */
+  readonly isNewWork?: (commandType: string) => boolean
+  /** The services the reactors (and the thread views) need. Built once, before boot reconciles. */
+  readonly layer: (context: DomainContext) => Layer.Layer<R, unknown, SqlClient | Engine.Engine>
+  /** A command to show in the start-up line's curl example (its commandId is made unique). */
+  readonly exampleCommand?: Readonly<Record<string, unknown>>
+  /** The thread views; without them the thread routes answer 404. */
+  readonly threads?: (context: DomainContext) => Layer.Layer<ThreadViews, unknown, R | SqlClient | Engine.Engine>
+}
+
+/** Declares a domain, keeping its reactors' requirement type. */
+export const make = <R>(domain: ServerDomain<R>): ServerDomain<R> => domain
+
+/** Any domain, whatever its reactors need. */
+export type AnyServerDomain = ServerDomain<any>

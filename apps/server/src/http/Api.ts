@@ -1,0 +1,200 @@
+/**
+ * The HTTP contract (issue 5) as one HttpApi: every route, its parameters, success shape and the
+ * errors it may answer with. OpenAPI at /openapi.json and the docs UI at /docs are generated from it,
+ * and tests call it through a typed HttpApiClient. Handlers live next door, one module per group.
+ */
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import { Schema } from "effect"
+import { Wire } from "../ApiErrors.js"
+import { ThreadView, TranscriptView } from "../ThreadViews.js"
+
+/** What a dispatch may answer besides success; each member carries its own status. */
+const DispatchErrors = Schema.Union(
+  Wire.InvalidCommand,
+  Wire.CommandIdConflict,
+  Wire.CommandRejected,
+  Wire.PayloadTooLarge,
+  Wire.UnsupportedMediaType,
+  Wire.StorageUnavailable,
+  Wire.EngineUnavailable,
+  Wire.AggregateUnavailable,
+  Wire.CommandDefect
+)
+
+/** A sequence number in a query string. */
+const Sequence = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+
+export const EventView = Schema.Struct({
+  sequence: Schema.Number,
+  eventId: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  version: Schema.Number,
+  type: Schema.String,
+  payload: Schema.Unknown,
+  commandId: Schema.String,
+  occurredAt: Schema.Number
+})
+
+export const DispatchAnswer = Schema.Struct({
+  commandId: Schema.String,
+  status: Schema.Literal("accepted"),
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  sequence: Schema.Number,
+  events: Schema.Array(EventView),
+  effectIds: Schema.Array(Schema.String),
+  duplicate: Schema.Boolean
+})
+
+/** `{ commandId, type, ...fields of that command }`, checked by the engine against the type's schema. */
+export const CommandBody = Schema.Struct(
+  { commandId: Schema.String, type: Schema.String },
+  Schema.Record({ key: Schema.String, value: Schema.Unknown })
+)
+
+export const ReceiptView = Schema.Struct({
+  commandId: Schema.String,
+  status: Schema.Literal("accepted", "rejected"),
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  commandType: Schema.String,
+  /** The last event's sequence (the log head it saw when it decided no events). */
+  sequence: Schema.Number,
+  effectIds: Schema.Array(Schema.String),
+  rejection: Schema.optional(Schema.Struct({ reason: Schema.String, message: Schema.String })),
+  acceptedAt: Schema.Number
+})
+
+export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled")
+
+export const EffectView = Schema.Struct({
+  sequence: Schema.Number,
+  effectId: Schema.String,
+  commandId: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  kind: Schema.String,
+  payload: Schema.Unknown,
+  lane: Schema.String,
+  status: EffectStatus,
+  attempts: Schema.Number,
+  availableAt: Schema.Number,
+  leaseOwner: Schema.NullOr(Schema.String),
+  leaseExpiresAt: Schema.NullOr(Schema.Number),
+  response: Schema.Unknown,
+  error: Schema.Unknown,
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number
+})
+
+export const HealthReport = Schema.Struct({
+  status: Schema.Literal("ok", "degraded", "unavailable"),
+  storage: Schema.Struct({ freeBytes: Schema.Number, floorBytes: Schema.Number, writable: Schema.Boolean }),
+  engine: Schema.Struct({ active: Schema.Boolean, head: Schema.Number, queueDepth: Schema.Number }),
+  reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
+  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number })
+})
+export type HealthReport = typeof HealthReport.Type
+
+/** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>`). */
+export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.String) })
+
+const commandId = HttpApiSchema.param("commandId", Schema.String)
+const threadId = HttpApiSchema.param("threadId", Schema.String)
+const effectId = HttpApiSchema.param("effectId", Schema.String)
+
+export class CommandsGroup extends HttpApiGroup.make("commands")
+  .add(
+    HttpApiEndpoint.post("dispatch", "/commands")
+      .setPayload(CommandBody)
+      .addSuccess(DispatchAnswer)
+      .addError(DispatchErrors)
+      .annotate(OpenApi.Description, "Dispatch a command; the answer means its intent committed. Retry with the same commandId.")
+  )
+  .add(HttpApiEndpoint.get("receipt")`/commands/${commandId}`.addSuccess(ReceiptView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
+  .prefix("/v1")
+{}
+
+export class EventsGroup extends HttpApiGroup.make("events")
+  .add(
+    HttpApiEndpoint.get("list", "/events")
+      .setUrlParams(Schema.Struct({
+        after: Schema.optional(Sequence),
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000))),
+        aggregateId: Schema.optional(Schema.String)
+      }))
+      .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
+      .addError(Wire.StorageUnavailable)
+  )
+  .add(
+    HttpApiEndpoint.get("stream", "/events/stream")
+      .setUrlParams(Schema.Struct({ after: Schema.optional(Sequence), access_token: Schema.optional(Schema.String) }))
+      .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
+      .addError(Wire.StorageUnavailable)
+      .annotate(OpenApi.Description, "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID.")
+  )
+  .prefix("/v1")
+{}
+
+export class ThreadsGroup extends HttpApiGroup.make("threads")
+  .add(HttpApiEndpoint.get("thread")`/threads/${threadId}`.addSuccess(ThreadView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
+  .add(
+    HttpApiEndpoint.get("transcript")`/threads/${threadId}/transcript`
+      .addSuccess(TranscriptView)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+  )
+  .prefix("/v1")
+{}
+
+export class EffectsGroup extends HttpApiGroup.make("effects")
+  .add(
+    HttpApiEndpoint.get("list", "/effects")
+      .setUrlParams(Schema.Struct({
+        status: Schema.optional(EffectStatus),
+        kind: Schema.optional(Schema.String),
+        aggregateId: Schema.optional(Schema.String),
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)))
+      }))
+      .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
+      .addError(Wire.StorageUnavailable)
+  )
+  .add(HttpApiEndpoint.get("get")`/effects/${effectId}`.addSuccess(EffectView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
+  .add(
+    HttpApiEndpoint.post("retry")`/effects/${effectId}/retry`
+      .setPayload(OperatorBody)
+      .addSuccess(DispatchAnswer)
+      .addError(Wire.NotFound)
+      .addError(DispatchErrors)
+  )
+  .add(
+    HttpApiEndpoint.post("cancel")`/effects/${effectId}/cancel`
+      .setPayload(OperatorBody)
+      .addSuccess(DispatchAnswer)
+      .addError(Wire.NotFound)
+      .addError(DispatchErrors)
+  )
+  .prefix("/v1")
+{}
+
+export class OpsGroup extends HttpApiGroup.make("ops")
+  .add(
+    HttpApiEndpoint.get("health", "/health")
+      .addSuccess(HealthReport)
+      .annotate(OpenApi.Description, "200 when ok or degraded, 503 (same body) when unavailable.")
+  )
+  .add(HttpApiEndpoint.get("metrics", "/metrics").addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain; version=0.0.4" }))))
+{}
+
+export class ServerApi extends HttpApi.make("orchestration")
+  .add(CommandsGroup)
+  .add(EventsGroup)
+  .add(ThreadsGroup)
+  .add(EffectsGroup)
+  .add(OpsGroup)
+  .addError(Wire.InvalidRequest)
+  .addError(Wire.Unauthorized)
+  .addError(Wire.NotFound)
+  .annotate(OpenApi.Title, "Durable orchestration server")
+{}

@@ -1,0 +1,42 @@
+/**
+ * Dispatch as the HTTP edge does it, for client commands and operator actions alike: the engine's
+ * failures mapped once (ApiErrors.fromDispatchError), latency and outcome counted, and a log line
+ * carrying the command id.
+ */
+import { Engine } from "@orchestration/engine"
+import { Clock, Effect } from "effect"
+import { fromDispatchError } from "../ApiErrors.js"
+import { ServerMetrics } from "../Metrics.js"
+
+export const make = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  const metrics = yield* ServerMetrics
+  return Effect.fn("EdgeDispatch.dispatch")(
+    function* (command: unknown, origin: "client" | "internal") {
+      const started = yield* Clock.currentTimeMillis
+      const elapsed = Effect.map(Clock.currentTimeMillis, (now) => (now - started) / 1000)
+      const commandId = typeof (command as { commandId?: unknown })?.commandId === "string" ? (command as { commandId: string }).commandId : undefined
+      return yield* engine.dispatchWithReceipt(command, { origin }).pipe(
+        Effect.mapError(fromDispatchError),
+        Effect.tap((answer) =>
+          Effect.zipRight(
+            Effect.flatMap(elapsed, (s) => metrics.observeDispatch(answer.duplicate ? "duplicate" : "accepted", s, false)),
+            Effect.logDebug("command accepted").pipe(
+              Effect.annotateLogs({ sequence: answer.sequence, duplicate: answer.duplicate, effectIds: answer.effectIds })
+            )
+          )
+        ),
+        Effect.tapError((error) =>
+          Effect.zipRight(
+            Effect.flatMap(elapsed, (s) =>
+              metrics.observeDispatch(error._tag, s, error._tag === "StorageUnavailable" && error.reason !== "below-floor")),
+            (error._tag === "CommandDefect" || (error._tag === "StorageUnavailable" && error.reason !== "below-floor")
+              ? Effect.logError("command failed")
+              : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: error.message }))
+          )
+        ),
+        Effect.annotateLogs({ commandId: commandId ?? "(none)", origin })
+      )
+    }
+  )
+})

@@ -1,0 +1,51 @@
+/** GET /v1/events (a page of the log) and GET /v1/events/stream (Server-Sent Events). */
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Engine } from "@orchestration/engine"
+import { Deferred, Effect, Stream } from "effect"
+import { InvalidRequest, storageUnavailable } from "../ApiErrors.js"
+import { ServerState } from "../ServerState.js"
+import { ServerApi } from "./Api.js"
+import { eventJson, eventStream, parseLastEventId } from "./Sse.js"
+
+/** Idle connections get a comment line this often (issue 5: every 15 s). */
+export const heartbeatEvery = "15 seconds"
+
+export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    const state = yield* ServerState
+    return handlers
+      .handle("list", ({ urlParams }) =>
+        engine.readEvents({
+          after: urlParams.after ?? 0,
+          limit: urlParams.limit ?? 100,
+          ...(urlParams.aggregateId === undefined ? {} : { aggregateId: urlParams.aggregateId })
+        }).pipe(
+          Effect.mapError(storageUnavailable),
+          Effect.map((events) => ({ events: events.map(eventJson), next: events.at(-1)?.sequence ?? urlParams.after ?? 0 }))
+        ))
+      .handleRaw("stream", ({ request, urlParams }) =>
+        Effect.gen(function* () {
+          // A reconnecting EventSource sends Last-Event-ID; it wins over ?after= from the first URL.
+          const last = parseLastEventId(request.headers["last-event-id"])
+          if (typeof last === "object") {
+            return yield* new InvalidRequest({ message: last.problem, issues: [{ path: ["Last-Event-ID"], message: last.problem }] })
+          }
+          const after = last ?? urlParams.after ?? 0
+          const body = eventStream(engine.followEvents({ after }), heartbeatEvery).pipe(
+            // A failing read ends this response loudly (logged, and told to the client as an
+            // `error` event); the client reconnects with Last-Event-ID and loses nothing.
+            Stream.catchAll((failure) =>
+              Stream.fromEffect(Effect.logError("event stream ended by a storage failure", failure)).pipe(
+                Stream.as(`event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`)
+              )),
+            // Shutdown ends open streams, so the HTTP server can close.
+            Stream.interruptWhen(Deferred.await(state.draining)),
+            Stream.encodeText
+          )
+          return HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        }))
+  }))

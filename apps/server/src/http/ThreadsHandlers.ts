@@ -1,0 +1,25 @@
+/** The thread routes: served by the domain's ThreadViews, 404 when the domain has none. */
+import { HttpApiBuilder } from "@effect/platform"
+import type { StorageFailure } from "@orchestration/engine"
+import { Effect, Option } from "effect"
+import { NotFound, storageUnavailable } from "../ApiErrors.js"
+import { ThreadViews, type ThreadViewsShape } from "../ThreadViews.js"
+import { ServerApi } from "./Api.js"
+
+export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers) =>
+  Effect.gen(function* () {
+    const views = yield* Effect.serviceOption(ThreadViews)
+    const missing = (threadId: string) => new NotFound({ message: `no thread '${threadId}'` })
+    const find = <A>(threadId: string, read: (v: ThreadViewsShape) => Effect.Effect<Option.Option<A>, StorageFailure>) =>
+      Option.match(views, {
+        onNone: () => Effect.fail(new NotFound({ message: "this server's domain has no threads" })),
+        onSome: (v) =>
+          read(v).pipe(
+            Effect.mapError(storageUnavailable),
+            Effect.flatMap(Option.match({ onNone: () => Effect.fail(missing(threadId)), onSome: Effect.succeed }))
+          )
+      })
+    return handlers
+      .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
+      .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))
+  }))

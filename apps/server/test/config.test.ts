@@ -1,0 +1,78 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Either, LogLevel, Redacted } from "effect"
+import { defaults, parseConfig } from "../src/Config.js"
+
+const fails = (env: Record<string, string>) => {
+  const parsed = parseConfig(env, "/srv")
+  assert.isTrue(Either.isLeft(parsed), JSON.stringify(env))
+  return Either.getLeft(parsed).pipe((o) => (o._tag === "Some" ? o.value : assert.fail("expected a failure")))
+}
+
+describe("configuration from the environment", () => {
+  it("defaults: port 8787 on 127.0.0.1, ./data resolved, SQLite inside it, 64 MiB floor, scripted provider", () => {
+    const config = Either.getOrThrow(parseConfig({ NODE_ID: "n1" }, "/srv"))
+    assert.strictEqual(config.port, 8787)
+    assert.strictEqual(config.host, "127.0.0.1")
+    assert.strictEqual(config.dataDir, "/srv/data")
+    assert.strictEqual(config.databaseFile, "/srv/data/engine.db")
+    assert.strictEqual(config.diskFloorBytes, 64 * 1024 * 1024)
+    assert.strictEqual(config.provider, "scripted")
+    assert.strictEqual(config.openaiBaseUrl, defaults.openaiBaseUrl)
+    assert.strictEqual(config.apiToken, undefined)
+    assert.strictEqual(config.logLevel, LogLevel.Info)
+    assert.strictEqual(config.shutdownGraceMs, 10_000)
+    assert.strictEqual(config.nodeId, "n1")
+  })
+
+  it("reads every variable; blank counts as unset", () => {
+    const config = Either.getOrThrow(parseConfig({
+      PORT: "9000",
+      HOST: "0.0.0.0",
+      DATA_DIR: "/var/lib/orch",
+      DISK_FLOOR_BYTES: "1024",
+      PROVIDER: "openai",
+      OPENAI_BASE_URL: "http://127.0.0.1:4010/v1",
+      OPENAI_API_KEY: "sk-test",
+      API_TOKEN: "0123456789",
+      LOG_LEVEL: "DEBUG",
+      SHUTDOWN_GRACE_MS: "500",
+      NODE_ID: "node-7",
+      DATABASE_URL: " "
+    }))
+    assert.strictEqual(config.port, 9000)
+    assert.strictEqual(config.host, "0.0.0.0")
+    assert.strictEqual(config.databaseFile, "/var/lib/orch/engine.db")
+    assert.strictEqual(config.diskFloorBytes, 1024)
+    assert.strictEqual(config.provider, "openai")
+    assert.strictEqual(Redacted.value(config.openaiApiKey!), "sk-test")
+    assert.strictEqual(Redacted.value(config.apiToken!), "0123456789")
+    assert.strictEqual(config.logLevel, LogLevel.Debug)
+    assert.strictEqual(config.shutdownGraceMs, 500)
+  })
+
+  it("a bad value names its variable", () => {
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ PORT: "80a" }, "PORT"],
+      [{ PORT: "70000" }, "PORT"],
+      [{ DISK_FLOOR_BYTES: "-1" }, "DISK_FLOOR_BYTES"],
+      [{ PROVIDER: "claude" }, "PROVIDER"],
+      [{ OPENAI_BASE_URL: "ftp://x" }, "OPENAI_BASE_URL"],
+      [{ PROVIDER: "openai" }, "OPENAI_API_KEY"],
+      [{ API_TOKEN: "short" }, "API_TOKEN"],
+      [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
+      [{ SHUTDOWN_GRACE_MS: "soon" }, "SHUTDOWN_GRACE_MS"],
+      [{ NODE_ID: "a b" }, "NODE_ID"]
+    ]
+    for (const [env, variable] of cases) {
+      const error = fails(env)
+      assert.strictEqual(error.variable, variable)
+      assert.include(error.message, variable)
+    }
+  })
+
+  it("DATABASE_URL is refused until the PostgreSQL backend exists", () => {
+    const error = fails({ DATABASE_URL: "postgres://db/orch" })
+    assert.strictEqual(error.variable, "DATABASE_URL")
+    assert.include(error.message, "PostgreSQL backend is not available yet")
+  })
+})

@@ -1,0 +1,99 @@
+import { assert, describe, it } from "@effect/vitest"
+import type { EventRecord } from "@orchestration/engine"
+import { Chunk, Effect, Fiber, Stream, TestClock } from "effect"
+import { statusOf } from "../src/Health.js"
+import { formatEvent, eventStream, heartbeatLine, parseLastEventId } from "../src/http/Sse.js"
+import * as Metrics from "../src/Metrics.js"
+import { fromDispatchError } from "../src/ApiErrors.js"
+import { EngineUnavailable, StorageFailure } from "@orchestration/engine"
+
+const record = (sequence: number): EventRecord => ({
+  sequence,
+  eventId: `e-${sequence}`,
+  aggregateType: "account",
+  aggregateId: "a",
+  version: sequence,
+  type: "account.deposited",
+  payload: { type: "account.deposited", amount: 1 },
+  commandId: `c-${sequence}`,
+  occurredAt: 0,
+  schemaVersion: 1
+})
+
+describe("Server-Sent Events framing", () => {
+  it("an event is id, event and one data line of JSON", () => {
+    assert.strictEqual(
+      formatEvent(record(7)),
+      'id: 7\nevent: account.deposited\ndata: {"sequence":7,"eventId":"e-7","aggregateType":"account","aggregateId":"a","version":7,"type":"account.deposited","payload":{"type":"account.deposited","amount":1},"commandId":"c-7","occurredAt":0}\n\n'
+    )
+  })
+
+  it.effect("an idle stream sends a comment line every 15 seconds, and nothing before", () =>
+    Effect.gen(function* () {
+      const idle = Stream.concat(Stream.make(record(1)), Stream.never)
+      const fiber = yield* Effect.fork(Stream.runCollect(Stream.take(eventStream(idle, "15 seconds"), 4)))
+      yield* TestClock.adjust("14 seconds")
+      assert.isNull(fiber.unsafePoll())
+      yield* TestClock.adjust("16 seconds")
+      const out = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+      assert.deepStrictEqual(out, [": connected\n\n", formatEvent(record(1)), heartbeatLine, heartbeatLine])
+    }))
+
+  it("Last-Event-ID: absent, a sequence, or a problem", () => {
+    assert.strictEqual(parseLastEventId(undefined), undefined)
+    assert.strictEqual(parseLastEventId(" 42 "), 42)
+    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence, got '4x'" })
+  })
+})
+
+describe("health status", () => {
+  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0 }
+  it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
+    assert.strictEqual(statusOf(facts), "ok")
+    assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, freeBytes: 150 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
+    assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")
+    assert.strictEqual(statusOf({ ...facts, active: false }), "unavailable")
+  })
+})
+
+describe("engine failures at the edge", () => {
+  it("storage failures and the floor become StorageUnavailable; other unavailability stays EngineUnavailable", () => {
+    const disk = fromDispatchError(new StorageFailure({ reason: "disk-full", code: "SQLITE_FULL", message: "full", operation: "commit" }))
+    assert.strictEqual(disk._tag, "StorageUnavailable")
+    assert.strictEqual((disk as { reason: string }).reason, "disk-full")
+    const floor = fromDispatchError(new EngineUnavailable({ reason: "storage-below-floor", message: "low" }))
+    assert.deepStrictEqual([floor._tag, (floor as { reason: string }).reason], ["StorageUnavailable", "below-floor"])
+    const overloaded = fromDispatchError(new EngineUnavailable({ reason: "overloaded", message: "full queue" }))
+    assert.deepStrictEqual([overloaded._tag, (overloaded as { reason: string }).reason], ["EngineUnavailable", "overloaded"])
+  })
+})
+
+describe("metrics", () => {
+  it.effect("the histogram is cumulative and a storage refusal marks the store not writable until a commit", () =>
+    Effect.gen(function* () {
+      const metrics = Metrics.make()
+      yield* metrics.observeDispatch("accepted", 0.002, false)
+      yield* metrics.observeDispatch("StorageUnavailable", 0.2, true)
+      assert.isTrue(yield* metrics.storageRefusing)
+      const text = Metrics.render(yield* metrics.snapshot, {
+        outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
+        reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
+        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0 },
+        leaseReclaims: 4,
+        head: 9,
+        queueDepth: 0
+      })
+      assert.include(text, 'orchestration_dispatch_seconds_bucket{le="0.0025"} 1')
+      assert.include(text, 'orchestration_dispatch_seconds_bucket{le="0.25"} 2')
+      assert.include(text, 'orchestration_dispatch_seconds_bucket{le="+Inf"} 2')
+      assert.include(text, 'orchestration_commands_total{outcome="StorageUnavailable"} 1')
+      assert.include(text, 'orchestration_outbox_rows{status="pending",kind="email.send"} 3')
+      assert.include(text, 'orchestration_reactor_oldest_pending_age_seconds{reactor="email"} 1.5')
+      assert.include(text, "orchestration_lease_reclaims_total 4")
+      assert.include(text, 'orchestration_reconciled_at_boot{result="failed"} 2')
+      yield* metrics.observeDispatch("accepted", 0.001, false)
+      assert.isFalse(yield* metrics.storageRefusing)
+    }))
+})

@@ -1,0 +1,48 @@
+/** What the numbers were measured on: they mean little without the machine, the versions and the date. */
+import Database from "better-sqlite3"
+import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
+import { availableParallelism, tmpdir } from "node:os"
+
+const versionOf = (name: string) => {
+  // dist/src/Machine.js → the bench package's own node_modules.
+  const file = new URL(`../../node_modules/${name}/package.json`, import.meta.url)
+  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version
+}
+
+const packages = [
+  "effect",
+  "@effect/sql",
+  "@effect/sql-sqlite-node",
+  "better-sqlite3",
+  "@effect/cluster",
+  "@effect/workflow",
+  "@event-driven-io/emmett",
+  "@event-driven-io/emmett-sqlite"
+]
+
+export interface Machine {
+  readonly date: string
+  readonly cpus: number
+  readonly memory: string
+  readonly node: string
+  readonly sqlite: string
+  readonly dataDir: string
+  readonly versions: ReadonlyArray<readonly [string, string]>
+}
+
+export const describeMachine = (): Machine => {
+  const db = new Database(":memory:")
+  const sqlite = (db.prepare("SELECT sqlite_version() AS v").get() as { v: string }).v
+  db.close()
+  const free = execFileSync("free", ["-m"], { encoding: "utf8" }).split("\n").find((line) => line.startsWith("Mem:")) ?? "free: n/a"
+  return {
+    date: new Date().toISOString(),
+    cpus: availableParallelism(),
+    memory: free.replace(/\s+/g, " ").trim(),
+    node: process.version,
+    sqlite,
+    dataDir: process.env.BENCH_TMPDIR ?? tmpdir(),
+    versions: packages.map((name) => [name, versionOf(name)] as const)
+  }
+}

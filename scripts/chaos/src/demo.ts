@@ -1,0 +1,97 @@
+/**
+ * `pnpm demo`: the story the engine exists for, told by a real server on a temporary data directory.
+ * A turn publishes a document and starts a long `execute`; the server is killed with SIGKILL while
+ * the execute runs; on restart, reconcile settles the cut-off execute as "interrupted" (never run
+ * twice), the model is told what to verify, the turn finishes, and the transcript is valid.
+ * Exits non-zero if any of that does not hold.
+ */
+import { existsSync, mkdtempSync, readFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { json } from "./Client.js"
+import { quiesce } from "./Invariants.js"
+import { kill, sleep, start, stop } from "./ServerProcess.js"
+
+const say = (line = "") => console.log(line)
+const lines = (file: string): Array<any> => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : [])
+const post = (base: string, body: unknown) =>
+  json(`${base}/v1/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+
+const main = async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "demo-"))
+  const problems: Array<string> = []
+  say(`demo: data directory ${dataDir}`)
+  let server = await start(dataDir)
+  say(`demo: server up at ${server.url}`)
+  await post(server.url, { commandId: "demo-create", type: "thread.create", threadId: "demo", title: "Release notes" })
+  const script = {
+    script: [
+      { toolCalls: [{ name: "publish", arguments: { path: "docs/release.md", content: "# Release 1.0\nShipped." } }] },
+      { toolCalls: [{ name: "execute", arguments: { command: "deploy --prod", sleepMs: 60_000 } }] },
+      { text: "Released: the notes are published; I checked the deploy before doing anything else." }
+    ]
+  }
+  const sent = await post(server.url, { commandId: "demo-send", type: "message.send", threadId: "demo", messageId: "m1", text: JSON.stringify(script) })
+  say(`demo: message accepted at sequence ${sent.body.sequence} (the intent is durable; the work has not happened yet)`)
+
+  const executeId = "tool:demo:m1:call_2_0"
+  const world = join(dataDir, "world")
+  const deadline = Date.now() + 30_000
+  // Wait until the deploy has really started in the (simulated) sandbox, not merely been claimed.
+  while (Date.now() < deadline && !lines(join(world, "executions.jsonl")).some((l) => l.effectId === executeId)) await sleep(20)
+  say(`demo: ${executeId} is running (a 60 s deploy); the document is published`)
+  await kill(server)
+  say("demo: server killed with SIGKILL in the middle of the deploy")
+
+  server = await start(dataDir, { LOG_LEVEL: "Info" })
+  const restarted = server
+  const startupLine = async () => {
+    for (let i = 0; i < 100; i++) {
+      const match = /reconcile settled [^)"]*/.exec(restarted.output())
+      if (match !== null) return match[0]
+      await sleep(20)
+    }
+    return undefined
+  }
+  const startup = await startupLine()
+  say(`demo: restarted; ${startup ?? "(no reconcile line in the start-up output)"}`)
+  if (startup === undefined || !/1 failed/.test(startup)) problems.push("reconcile did not report settling the cut-off execute")
+  await quiesce(server.url, ["demo"], 60_000)
+
+  const thread = await json(`${server.url}/v1/threads/demo`)
+  const turn = thread.body.turns?.[0]
+  say(`demo: turn ${turn?.turnId} is ${turn?.status} after ${turn?.steps} model steps`)
+  for (const call of turn?.toolCalls ?? []) say(`demo:   ${call.name} (${call.effectId}): ${call.status} → ${String(call.result).slice(0, 140)}`)
+  if (turn?.status !== "completed") problems.push(`the turn is ${turn?.status}, not completed`)
+  const execute = (turn?.toolCalls ?? []).find((c: any) => c.name === "execute")
+  if (!String(execute?.result).startsWith("interrupted: tool.execute")) problems.push("the cut-off execute was not answered as interrupted")
+
+  const transcript = await json(`${server.url}/v1/threads/demo/transcript`)
+  say(`demo: transcript (${transcript.body.messages.length} messages, valid=${transcript.body.valid}):`)
+  for (const m of transcript.body.messages) {
+    const text = m.tool_calls ? `calls ${m.tool_calls.map((c: any) => `${c.function.name}#${c.id}`).join(", ")}` : String(m.content).slice(0, 110)
+    say(`demo:   ${m.role.padEnd(9)} ${text}`)
+  }
+  if (transcript.body.valid !== true) problems.push(`the transcript is invalid: ${JSON.stringify(transcript.body.problems)}`)
+
+  const ledger = lines(join(world, "ledger.jsonl"))
+  const executes = ledger.filter((l) => l.kind === "tool.execute")
+  const versions = lines(join(world, "versions", "docs", "release.md.jsonl"))
+  say(`demo: ledger: ${ledger.map((l) => `${l.kind}#${l.attempt}`).join(", ")}`)
+  say(`demo: execute performed ${executes.length} time(s); docs/release.md has ${versions.length} version(s)`)
+  if (executes.length !== 1) problems.push(`execute was performed ${executes.length} times`)
+  if (versions.length !== 1) problems.push(`publish left ${versions.length} versions`)
+  const exit = await stop(server)
+  if (exit.code !== 0) problems.push(`SIGTERM exit code ${exit.code}`)
+  for (const problem of problems) say(`demo: PROBLEM: ${problem}`)
+  say(problems.length === 0 ? "demo: ok" : "demo: FAILED")
+  return problems.length === 0 ? 0 : 1
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error)
+    process.exit(1)
+  }
+)

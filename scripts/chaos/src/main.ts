@@ -1,0 +1,61 @@
+/**
+ * The chaos harness: `pnpm chaos [--quick] [--seed N] [--cycles N] [--disk-full] [--fuzz] [--allow-skip]`.
+ * Without a mode flag it runs the crash mode; `--quick` runs all three (the CI profile) and prints the
+ * three summary lines, the `chaos:` line last. Exits 1 on any violation.
+ */
+import { runCrash } from "./CrashMode.js"
+
+const args = process.argv.slice(2)
+const flag = (name: string) => args.includes(`--${name}`)
+const value = (name: string, fallback: number) => {
+  const index = args.indexOf(`--${name}`)
+  if (index < 0) return fallback
+  const parsed = Number(args[index + 1])
+  if (!Number.isInteger(parsed)) throw new Error(`--${name} needs a whole number`)
+  return parsed
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+const main = async () => {
+  if (flag("postgres")) {
+    console.log("chaos: --postgres needs the PostgreSQL backend, which is not built yet")
+    return 1
+  }
+  const quick = flag("quick")
+  const seed = value("seed", 1)
+  let failed = false
+  if (flag("fuzz") || quick) {
+    const { runFuzz } = await import("./FuzzMode.js")
+    const fuzz = await runFuzz({ requests: value("requests", quick ? 500 : 5_000), seed, log })
+    console.log(fuzz.line)
+    failed ||= !fuzz.ok
+    if (!quick) return failed ? 1 : 0
+  }
+  if (flag("disk-full") || quick) {
+    const { runDiskFull } = await import("./DiskFullMode.js")
+    const disk = await runDiskFull({ seed, allowSkip: flag("allow-skip"), log })
+    console.log(disk.line)
+    failed ||= !disk.ok
+    if (!quick) return failed ? 1 : 0
+  }
+  const cycles = value("cycles", quick ? 24 : 100)
+  log(`chaos: seed=${seed} cycles=${cycles}`)
+  const result = await runCrash({ cycles, seed, threads: value("threads", quick ? 4 : 8), log })
+  for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
+  const r = result.report
+  console.log(
+    `chaos: cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} duplicate_effects=${r.duplicateEffects} ` +
+      `transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled}`
+  )
+  const ok = r.lost === 0 && r.duplicateEffects === 0 && r.transcriptViolations === 0 && r.unsettled === 0 && result.report.details.length === 0
+  return failed || !ok ? 1 : 0
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error) => {
+    console.error(error)
+    process.exit(1)
+  }
+)
