@@ -89,6 +89,8 @@ export interface EngineShape {
    * parked, so nothing else is admitted before it. Dies if the engine is already active.
    */
   readonly dispatchDuringBoot: (command: unknown) => Effect.Effect<DispatchAnswer, DispatchError>
+  /** The same for many commands, group-committed; one answer per command, in order. */
+  readonly dispatchManyDuringBoot: (commands: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Exit.Exit<DispatchAnswer, DispatchError>>>
   /** Resolves when the engine is activated (reactors park on it). */
   readonly awaitActivation: Effect.Effect<void>
   readonly isActive: Effect.Effect<boolean>
@@ -347,12 +349,26 @@ export const make = (config: EngineConfig) =>
       }).pipe(Effect.withSpan("Engine.dispatchWithReceipt"))
 
     const dispatchDuringBoot = (input: unknown) =>
+      Effect.flatMap(dispatchManyDuringBoot([input]), (results) => results[0]!)
+
+    /** Boot-time commands in group-committed batches (reconcile settles thousands of rows this way). */
+    const dispatchManyDuringBoot = (inputs: ReadonlyArray<unknown>) =>
       Effect.gen(function* () {
         if (phase !== "parked") return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
-        const command = yield* prepare(input, "internal")
-        const [result] = yield* runBatch([command])
-        return yield* result!
-      }).pipe(Effect.withSpan("Engine.dispatchDuringBoot"))
+        const results: Array<CommandResult> = []
+        const prepared: Array<{ readonly index: number; readonly command: QueuedCommand }> = []
+        for (const [index, input] of inputs.entries()) {
+          const exit = yield* Effect.exit(prepare(input, "internal"))
+          if (Exit.isSuccess(exit)) prepared.push({ index, command: exit.value })
+          else results[index] = Exit.failCause(exit.cause)
+        }
+        for (let start = 0; start < prepared.length; start += maxBatch) {
+          const chunk = prepared.slice(start, start + maxBatch)
+          const answers = yield* runBatch(chunk.map((p) => p.command))
+          chunk.forEach((p, i) => (results[p.index] = answers[i]!))
+        }
+        return results
+      }).pipe(Effect.withSpan("Engine.dispatchManyDuringBoot"))
 
     const readEvents = (options: ReadEventsOptions = {}) =>
       EventLog.read({
@@ -456,6 +472,7 @@ export const make = (config: EngineConfig) =>
     return Engine.of({
       dispatchWithReceipt,
       dispatchDuringBoot,
+      dispatchManyDuringBoot,
       awaitActivation: Deferred.await(activated),
       isActive: Effect.sync(() => phase === "open"),
       stopAdmitting,

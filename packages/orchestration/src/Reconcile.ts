@@ -5,7 +5,7 @@
  * stored reason. It runs before any reactor claims and before any client command is admitted.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import { reconcileId } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import type { DispatchError, StorageFailure } from "./Errors.js"
@@ -37,9 +37,12 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
   Effect.gen(function* () {
     const engine = yield* Engine
     const faults = yield* FaultPoints
-    const dispatch = (command: unknown) =>
+    // Before activation (boot), settlements are group-committed; afterwards they go one by one.
+    const dispatchAll = (commands: ReadonlyArray<unknown>) =>
       Effect.flatMap(engine.isActive, (active) =>
-        active ? engine.dispatchWithReceipt(command, { origin: "internal" }) : engine.dispatchDuringBoot(command)
+        active
+          ? Effect.forEach(commands, (command) => Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" })))
+          : engine.dispatchManyDuringBoot(commands)
       )
     const report = { requeued: 0, failed: 0, alreadySettled: 0 }
     const progressEvery = options.progressEvery ?? 1_000
@@ -49,7 +52,7 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
         Effect.mapError(toStorageFailure("reconcile: read running rows"))
       )).filter((row) => !skipped.has(row.effectId))
       if (rows.length === 0) break
-      for (const row of rows) {
+      const planned = rows.map((row) => {
         const policy = options.policies.get(row.kind) ?? "process-bound"
         const base = {
           commandId: reconcileId(row.effectId, row.attempts),
@@ -62,12 +65,18 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
         const command = policy === "replay-safe"
           ? { ...base, type: "effect.requeue", reason: requeueReason }
           : { ...base, type: "effect.fail", error: { message: processEndedReason, code: "process-ended" } }
-        const answer = yield* dispatch(command).pipe(
-          Effect.map((a) => (a.duplicate ? "duplicate" : "settled")),
-          Effect.catchTag("CommandRejected", () => Effect.succeed("stale" as const))
-        )
-        if (answer !== "settled") {
-          // Settled by an earlier run of this reconcile; never loop on it.
+        return { row, policy, command }
+      })
+      const answers = yield* dispatchAll(planned.map((p) => p.command))
+      for (const [index, { row, policy }] of planned.entries()) {
+        const answer = answers[index]!
+        if (Exit.isFailure(answer)) {
+          const error = Cause.failureOption(answer.cause)
+          // Stale: settled by an earlier, cut-off run of this reconcile. Anything else is a real failure.
+          if (!(Option.isSome(error) && error.value._tag === "CommandRejected")) return yield* Effect.failCause(answer.cause)
+        }
+        if (Exit.isFailure(answer) || answer.value.duplicate) {
+          // Never loop on a row that an earlier run settled.
           skipped.add(row.effectId)
           report.alreadySettled++
         } else if (policy === "replay-safe") report.requeued++

@@ -17,7 +17,7 @@ interface Probe {
   readonly body?: string
 }
 
-const weirdIds = ["", " ", "../../etc/passwd", "%00", "a".repeat(129), "a".repeat(5_000), "😀", "caf\u00e9", "outcome:x#1", "reconcile:x#1", "a/b", "a?b", "#", "..", "null"]
+const weirdIds = ["", " ", "../../etc/passwd", "%00", "a".repeat(129), "a".repeat(5_000), "😀", "caf\u00e9", "outcome:x#1", "reconcile:x#1", "a/b", "a?b", "#x y", "../.."]
 const values = [null, true, 42, -1, 1e308, "", "x".repeat(300), [], {}, { nested: { deep: [1, 2] } }]
 
 const badCommand = (random: Random): Probe => {
@@ -28,7 +28,8 @@ const badCommand = (random: Random): Probe => {
     case 0:
       return { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: random.pick(["{", "[1,", "nul", "{\"a\":}", "\u0000", "{}}"]) }
     case 1:
-      body = { ...base, commandId: random.pick(weirdIds) }
+      // Only ids a client may not use, so every request here must be refused.
+      body = { ...base, commandId: random.pick(weirdIds.filter((id) => !/^[A-Za-z0-9:._\-#]{1,128}$/.test(id) || /^(outcome|reconcile):/.test(id))) }
       break
     case 2:
       body = { ...base, type: random.pick(["effect.succeed", "effect.fail", "engine.x", "thread.teleport", "", 7]) }
@@ -112,8 +113,13 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
     }
     if (i % 250 === 249) options.log(`fuzz: ${i + 1}/${options.requests} requests`)
   }
-  const after = JSON.stringify(await allEvents(server.url))
+  const afterEvents = await allEvents(server.url)
+  const after = JSON.stringify(afterEvents)
   const stateChanged = before === after ? 0 : 1
+  if (stateChanged) {
+    const known = (JSON.parse(before) as Array<{ sequence: number }>).length
+    for (const event of afterEvents.slice(known).slice(0, 5)) samples.push(`new event ${event.sequence} ${event.type} from ${event.commandId}`)
+  }
   await stop(server)
   for (const sample of samples.slice(0, 10)) options.log(`fuzz: problem: ${sample}`)
   return {
