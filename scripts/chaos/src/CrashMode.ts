@@ -3,6 +3,7 @@
  * SIGKILL at random instants and through fault points, restarted, N times; then it quiesces and the
  * invariants are checked. The same seed replays the same schedule.
  */
+import { FaultPoints } from "@orchestration/engine"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -20,14 +21,7 @@ export interface CrashOptions {
   readonly log: (line: string) => void
 }
 
-const faultPoints = [
-  "dispatch.before-commit",
-  "dispatch.after-commit",
-  "reactor.after-claim",
-  "reactor.after-perform",
-  "reactor.after-settle",
-  "reconcile.mid"
-] as const
+const faultPoints = FaultPoints.faultPointNames
 const kinds = ["tool.execute", "tool.publish", "tool.delegate", "model.step"] as const
 
 export const runCrash = async (options: CrashOptions) => {
