@@ -18,6 +18,8 @@ export interface CrashOptions {
   readonly cycles: number
   readonly seed: number
   readonly threads: number
+  /** New messages every this many cycles (long runs keep the backlog bounded). Default 1. */
+  readonly workEvery?: number
   readonly log: (line: string) => void
 }
 
@@ -49,8 +51,10 @@ export const runCrash = async (options: CrashOptions) => {
       options.log(`chaos: cycle ${cycle}/${options.cycles} died while starting (${fault ?? "no fault"})`)
       continue
     }
-    for (const threadId of threads) client.submit(message(random, threadId, next))
-    next++
+    if ((cycle - 1) % (options.workEvery ?? 1) === 0) {
+      for (const threadId of threads) client.submit(message(random, threadId, next))
+      next++
+    }
     const sample = [...client.acked.keys()].filter(() => random.chance(0.1)).slice(0, 5)
     const running = server
     const work = (async () => {
@@ -69,13 +73,13 @@ export const runCrash = async (options: CrashOptions) => {
   server = await start(dataDir)
   const final = server
   while (!(await client.flush(final.url))) await sleep(100)
-  const quiet = await quiesce(final.url, threads, 180_000)
+  const quiet = await quiesce(final.url, threads, 600_000)
   const total = (await allEvents(final.url)).length
   const deadline = Date.now() + 10_000
   while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
   await follower.stop()
   const report = await check(final.url, dataDir, client, threads, follower.seen)
-  if (!quiet) report.details.push("the system did not quiesce within 180 s")
+  if (!quiet) report.details.push("the system did not quiesce within 600 s")
   const exit = await stop(final)
   if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
   return { cycles: options.cycles, kills, faultKills, acked: client.stats.acked, retries: client.stats.retriesAfterAck, report, dataDir, quiet }

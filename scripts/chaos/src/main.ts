@@ -41,7 +41,7 @@ const main = async () => {
   }
   const cycles = value("cycles", quick ? 24 : 100)
   log(`chaos: seed=${seed} cycles=${cycles}`)
-  const result = await runCrash({ cycles, seed, threads: value("threads", quick ? 4 : 8), log })
+  const result = await runCrash({ cycles, seed, threads: value("threads", quick ? 4 : 8), workEvery: value("work-every", 1), log })
   for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
   const r = result.report
   console.log(
