@@ -61,7 +61,7 @@ export const runCrash = async (options: CrashOptions) => {
       await client.replay(running.url, sample)
       await client.flush(running.url)
     })().catch(() => undefined) // swallow-ok: the server is killed under the client on purpose; unanswered commands stay queued
-    const fired = await Promise.race([running.exited.then(() => true), sleep(fault === undefined ? random.int(50, 600) : 2_500).then(() => false)])
+    const fired = await Promise.race([running.exited.then(() => true), sleep(fault === undefined ? random.int(50, 600) : 1_200).then(() => false)])
     if (fired) faultKills++
     await kill(running)
     kills++
