@@ -5,6 +5,7 @@
  * clear message. `main.ts` runs it with the domain of `domain.ts`.
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { storageFaultsFromSpec } from "@orchestration/engine"
 import { Cause, Effect, Either, Layer, Logger } from "effect"
 import { createServer } from "node:http"
 import { parseConfig, type ServerConfig } from "./Config.js"
@@ -14,8 +15,10 @@ import type { AnyServerDomain } from "./ServerDomain.js"
 /** Serves until interrupted (a signal), after one start-up line with a curl example. */
 export const program = (config: ServerConfig, domain: AnyServerDomain, env: Readonly<Record<string, string | undefined>>) =>
   Effect.gen(function* () {
+    // STORAGE_FAULTS (environment only) makes the store refuse chosen writes: the chaos harness's I/O-error mode.
+    const faults = env.STORAGE_FAULTS === undefined || env.STORAGE_FAULTS === "" ? {} : { storageFaults: storageFaultsFromSpec(env.STORAGE_FAULTS) }
     const started = yield* Server.start(
-      { config, domain, env },
+      { config, domain, env, ...faults },
       NodeHttpServer.layer(createServer, { port: config.port, host: config.host })
     )
     const { reconciled } = started.state

@@ -28,7 +28,58 @@ const fill = (file: string) => {
   }
 }
 
+/**
+ * The I/O-error mode: the store refuses the Nth event write with SQLITE_IOERR (a fault layer from
+ * STORAGE_FAULTS). Whatever that write belonged to must fail visibly: a client command with a 503,
+ * an effect's outcome as a failed turn with reason `storage: …`. Retrying the command then works.
+ */
+const ioErrors = async (log: (line: string) => void) => {
+  const counts = { ackedLost: 0, silentFailures: 0, stuck: 0, transcriptViolations: 0, recovered: true }
+  const dataDir = mkdtempSync(join(tmpdir(), "chaos-ioerr-"))
+  const server = await start(dataDir, { STORAGE_FAULTS: "events:nth=5:code=SQLITE_IOERR_WRITE,events:nth=9:code=SQLITE_IOERR_FSYNC" })
+  const threads = ["io-a", "io-b", "io-c", "io-d"]
+  const acked = new Map<string, unknown>()
+  try {
+    const script = JSON.stringify({ script: [{ toolCalls: [{ name: "publish", arguments: { path: "io.md", content: "io" } }] }, { text: "ok" }] })
+    for (const threadId of threads) {
+      const command = { commandId: `io-${threadId}`, type: "message.send", threadId, messageId: "m1", text: script }
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const answer = await post(server.url, command)
+        if (answer.status === 200) {
+          acked.set(command.commandId, answer.body.sequence)
+          break
+        }
+        if (answer.status !== 503 || answer.body?.error !== "StorageUnavailable") {
+          counts.silentFailures++
+          log(`io-error: ${command.commandId} answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`)
+          break
+        }
+        log(`io-error: ${command.commandId} refused visibly (503 ${answer.body.reason ?? answer.body.message}); retrying with the same id`)
+      }
+    }
+    if (!(await quiesce(server.url, threads, 60_000))) counts.stuck++
+    for (const threadId of threads) {
+      const thread = await json(`${server.url}/v1/threads/${threadId}`)
+      for (const turn of thread.body?.turns ?? []) {
+        if (!["completed", "failed", "interrupted"].includes(turn.status)) counts.stuck++
+        if (turn.status === "failed" && !String(turn.reason).startsWith("storage")) log(`io-error: ${threadId} failed for another reason: ${turn.reason}`)
+      }
+      const transcript = await json(`${server.url}/v1/threads/${threadId}/transcript`)
+      if (transcript.status === 200 && transcript.body.valid !== true) counts.transcriptViolations++
+    }
+    for (const [commandId, sequence] of acked) {
+      const receipt = await json(`${server.url}/v1/commands/${encodeURIComponent(commandId)}`)
+      if (receipt.status !== 200 || receipt.body.sequence !== sequence) counts.ackedLost++
+    }
+    counts.recovered = acked.size === threads.length
+  } finally {
+    await stop(server)
+  }
+  return counts
+}
+
 export const runDiskFull = async (options: { readonly seed: number; readonly allowSkip: boolean; readonly log: (line: string) => void }) => {
+  const io = await ioErrors(options.log)
   const mountPoint = mkdtempSync(join(tmpdir(), "chaos-disk-"))
   const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint], { encoding: "utf8" })
   if (mounted.status !== 0) {
@@ -112,6 +163,11 @@ export const runDiskFull = async (options: { readonly seed: number; readonly all
     await stop(server)
     spawnSync("umount", [mountPoint])
   }
+  ackedLost += io.ackedLost
+  silentFailures += io.silentFailures
+  stuck += io.stuck
+  transcriptViolations += io.transcriptViolations
+  recovered &&= io.recovered
   const ok = ackedLost === 0 && silentFailures === 0 && stuck === 0 && transcriptViolations === 0 && recovered
   return {
     ok,
