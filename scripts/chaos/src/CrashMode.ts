@@ -48,7 +48,8 @@ export const runCrash = async (options: CrashOptions) => {
       kills++
       faultKills++
       server = undefined
-      options.log(`chaos: cycle ${cycle}/${options.cycles} died while starting (${fault ?? "no fault"})`)
+      const why = String(error instanceof Error ? error.message : error).split("\n").find((l) => /fault point|StoreLocked|Error|did not/.test(l)) ?? ""
+      options.log(`chaos: cycle ${cycle}/${options.cycles} died while starting (${fault ?? "no fault"}) ${why.slice(0, 160)}`)
       continue
     }
     if ((cycle - 1) % (options.workEvery ?? 1) === 0) {
