@@ -96,6 +96,8 @@ export const makeAggregateStates = (capacity: number) => {
 
   return {
     load,
+    /** The committed state when it is cached (and the aggregate is not quarantined), without replaying. */
+    cached: (key: string): AggregateState | undefined => (quarantined.has(key) ? undefined : get(key)),
     set,
     drop: (key: string) => entries.delete(key),
     size: () => entries.size,

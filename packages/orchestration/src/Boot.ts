@@ -6,10 +6,11 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Context, Effect, Layer } from "effect"
 import { Engine } from "./Engine.js"
-import type { DispatchError, StorageFailure } from "./Errors.js"
+import type { DispatchError, NodeIdInUse, StorageFailure } from "./Errors.js"
 import * as Reactor from "./Reactor.js"
 import { reconcileAfterProcessLoss, type ReconcileReport } from "./Reconcile.js"
 import * as Retention from "./Retention.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 import * as Worker from "./Worker.js"
 
 export interface BootOptions<R> {
@@ -40,14 +41,20 @@ export const policiesOf = (reactors: ReadonlyArray<Reactor.ReactorDefinition<any
 /** Requires an Engine built with `activation: "manual"`. */
 export const layer = <R>(
   options: BootOptions<R>
-): Layer.Layer<BootReport | Worker.Worker, StorageFailure | DispatchError, Engine | SqlClient | R> => {
+): Layer.Layer<BootReport | Worker.Worker, StorageFailure | DispatchError | NodeIdInUse, Engine | SqlClient | R> => {
   const boot = Layer.scoped(
     BootReport,
     Effect.gen(function* () {
       const engine = yield* Engine
       const policies = policiesOf(options.reactors)
-      // SQLite is held by this process alone, so every running row belongs to a dead owner.
-      const reconciled = yield* reconcileAfterProcessLoss({ policies })
+      // SQLite is held by this process alone, so every running row belongs to a dead owner. On a
+      // shared store only this node's earlier incarnations are known dead (the node id is held).
+      const backend = yield* StoreBackend
+      const worker = yield* Worker.Worker
+      const reconciled = yield* reconcileAfterProcessLoss({
+        policies,
+        ...(backend.shared ? { earlierIncarnationsOf: { nodeId: worker.nodeId, currentOwner: worker.ownerId } } : {})
+      })
       const reactors: Array<Reactor.ReactorHandle> = []
       for (const definition of options.reactors) reactors.push(yield* Reactor.run(definition))
       if (options.activation !== "manual") yield* engine.activate

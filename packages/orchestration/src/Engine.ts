@@ -4,7 +4,7 @@
  * the single processor fiber; see Processor.ts for what one commit holds.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Chunk, Context, Deferred, Effect, Exit, Layer, Option, ParseResult, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schema, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { decodeEvent, makeAggregateStates } from "./AggregateStates.js"
 import { fingerprint } from "./CanonicalJson.js"
@@ -32,8 +32,10 @@ import {
 } from "./Processor.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
+import * as CommitWriter from "./storage/CommitWriter.js"
 import { migrate } from "./storage/Migrations.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 import { writeTransaction } from "./storage/Transactions.js"
 
 export type { DispatchAnswer } from "./Processor.js"
@@ -146,6 +148,12 @@ const identityOf = (raw: Record<string, unknown>, aggregate: AnyAggregate, aggre
 const invalid = (message: string, commandId?: string, issues: InvalidCommand["issues"] = []) =>
   new InvalidCommand({ message, issues, ...(typeof commandId === "string" ? { commandId } : {}) })
 
+/**
+ * Boot-time commands per transaction. Nothing else runs at boot, so a long transaction delays nobody,
+ * and each COMMIT saved is an fsync saved (reconcile settles its rows 500 at a time).
+ */
+const BOOT_BATCH = 512
+
 export const make = (config: EngineConfig) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
@@ -153,23 +161,36 @@ export const make = (config: EngineConfig) =>
     const projections = config.projections ?? []
     const maxBatch = Math.max(1, config.maxBatch ?? 64)
 
-    yield* migrate.pipe(Effect.mapError(toStorageFailure("migrate")))
-    for (const projection of projections) {
-      yield* projection.setup.pipe(Effect.mapError(toStorageFailure(`setup projection ${projection.name}`)))
-    }
+    const backend = yield* StoreBackend
+    // On a shared store several processes may boot at once; one migrates and sets up at a time.
+    yield* backend.exclusively(
+      "migrate",
+      Effect.gen(function* () {
+        yield* migrate.pipe(Effect.mapError(toStorageFailure("migrate")))
+        for (const projection of projections) {
+          yield* projection.setup.pipe(Effect.mapError(toStorageFailure(`setup projection ${projection.name}`)))
+        }
+      })
+    ).pipe(Effect.mapError(toStorageFailure("migrate")))
 
-    const routes = new Map<string, { aggregate: AnyAggregate; schema: Schema.Schema<any, any, never> }>()
+    type Decoder = (raw: unknown) => Either.Either<any, ParseResult.ParseError>
+    const decoderOf = (schema: Schema.Schema<any, any, never>): Decoder => Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+    const routes = new Map<string, { aggregate: AnyAggregate; decode: Decoder }>()
+    const settlementDecoders = new Map<string, Decoder>(
+      Object.entries(settlementSchemas as Record<string, Schema.Schema<any, any, never>>).map(([type, schema]) => [type, decoderOf(schema)])
+    )
     const aggregatesByName = new Map<string, AnyAggregate>()
     for (const aggregate of config.aggregates) {
       aggregatesByName.set(aggregate.name, aggregate)
       for (const [type, schema] of Object.entries(aggregate.commands)) {
         if (routes.has(type)) return yield* Effect.dieMessage(`command type '${type}' is declared by two aggregates`)
-        routes.set(type, { aggregate, schema })
+        routes.set(type, { aggregate, decode: decoderOf(schema) })
       }
     }
 
     const head = { value: yield* EventLog.head.pipe(Effect.mapError(toStorageFailure("read log head"))) }
     const states = makeAggregateStates(config.cacheCapacity ?? 10_000)
+    const commitWriter = yield* CommitWriter.forStore
     const queue = yield* Queue.dropping<Queued>(config.queueCapacity ?? 10_000)
     const commits = yield* PubSub.sliding<number>(1)
     const outboxChanges = yield* PubSub.sliding<void>(1)
@@ -182,10 +203,12 @@ export const make = (config: EngineConfig) =>
     let busy = false
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
 
-    const deliver = (item: Queued, result: CommandResult) => {
+    /** Answers one queued command (synchronously: this runs for every command of every batch). */
+    const answer = (item: Queued, result: CommandResult) => {
       if (inFlight.get(item.identity.commandId)?.done === item.done) inFlight.delete(item.identity.commandId)
-      return Deferred.done(item.done, result)
+      Deferred.unsafeDone(item.done, result)
     }
+    const deliver = (item: Queued, result: CommandResult) => Effect.sync(() => answer(item, result))
 
     /** Commits a batch and rings whoever waits on what it changed. */
     const runBatch = (batch: ReadonlyArray<QueuedCommand>) =>
@@ -194,7 +217,7 @@ export const make = (config: EngineConfig) =>
           const before = head.value
           const committedBefore = counters.committedCommands
           counters.transactions++
-          const results = yield* processBatch({ states, projections, head }, batch, () => {
+          const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
             counters.abandonedBatches++
           })
           let outboxChanged = false
@@ -210,7 +233,10 @@ export const make = (config: EngineConfig) =>
           if (outboxChanged) yield* PubSub.publish(outboxChanges, undefined)
           return results
         })
-      ).pipe(Effect.provideService(SqlClient, sql))
+      ).pipe(
+        Effect.provideService(SqlClient, sql),
+        Effect.withSpan("Engine.commitBatch", { attributes: { commands: batch.length }, captureStackTrace: false })
+      )
 
     const processor = Effect.gen(function* () {
       yield* Deferred.await(activated)
@@ -218,7 +244,10 @@ export const make = (config: EngineConfig) =>
         const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, maxBatch))
         busy = true
         const results = yield* runBatch(batch)
-        yield* Effect.forEach(batch, (item, index) => deliver(item, results[index]!), { discard: true })
+        yield* Effect.sync(() => batch.forEach((item, index) => answer(item, results[index]!)))
+        // Let the clients just answered run (and send their next command) before the next take, so a
+        // batch gathers every waiting client instead of the first one scheduled (group commit).
+        yield* Effect.yieldNow()
         busy = false
         if (phase === "draining" && (yield* Queue.size(queue)) <= 0) yield* Deferred.succeed(drained, undefined)
       }
@@ -226,127 +255,143 @@ export const make = (config: EngineConfig) =>
 
     yield* Effect.forkScoped(processor)
 
-    const prepare = (input: unknown, origin: Origin) =>
-      Effect.gen(function* () {
-        if (typeof input !== "object" || input === null || Array.isArray(input)) {
-          return yield* Effect.fail(invalid("a command is a JSON object with commandId and type"))
-        }
-        const raw = input as Record<string, unknown>
-        const idProblem = commandIdProblem(raw.commandId, origin)
-        const commandId = typeof raw.commandId === "string" ? raw.commandId : undefined
-        if (idProblem !== undefined) return yield* Effect.fail(invalid(idProblem, commandId))
-        if (typeof raw.type !== "string") return yield* Effect.fail(invalid("type must be a string", commandId))
-        if (origin === "client" && isReservedType(raw.type)) {
-          return yield* Effect.fail(invalid(`command type '${raw.type}' is internal to the engine`, commandId))
-        }
-        const settlementSchema = (settlementSchemas as Record<string, Schema.Schema<any, any, never>>)[raw.type]
-        if (settlementSchema !== undefined) {
-          const settlement: SettlementCommand = yield* Schema.decodeUnknown(settlementSchema, { onExcessProperty: "error" })(raw).pipe(
-            Effect.mapError((error) => invalid(`invalid '${raw.type}' command`, commandId, formatIssues(error)))
-          )
-          const aggregate = aggregatesByName.get(settlement.aggregateType)
-          if (aggregate === undefined) {
-            return yield* Effect.fail(invalid(`no aggregate named '${settlement.aggregateType}'`, commandId))
-          }
-          const identity = identityOf(raw, aggregate, settlement.aggregateId)
-          return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true } satisfies QueuedCommand
-        }
-        const route = routes.get(raw.type)
-        if (route === undefined) return yield* Effect.fail(invalid(`unknown command type '${raw.type}'`, commandId))
-        const decoded = yield* Schema.decodeUnknown(route.schema, { onExcessProperty: "error" })(raw).pipe(
-          Effect.mapError((error) => invalid(`invalid '${raw.type}' command`, commandId, formatIssues(error)))
-        )
-        let aggregateId: string
-        try {
-          aggregateId = route.aggregate.aggregateId(decoded)
-        } catch (error) {
-          return yield* Effect.fail(invalid(`cannot tell the aggregate of this command: ${String(error)}`, commandId))
-        }
-        const identity = identityOf(raw, route.aggregate, aggregateId)
-        return {
-          identity,
-          aggregate: route.aggregate,
-          decide: decideCommand(route.aggregate, identity, decoded),
-          settles: false
-        } satisfies QueuedCommand
-      })
+    // Other processes' commits (shared store): wake followers and reactors here as our own commits do.
+    // The hint is only a wake-up; readers re-read the table, and reactors also poll for liveness.
+    // Only a shared store has other processes (an empty stream here would loop once per second of
+    // clock, which a TestClock jump of days turns into millions of turns).
+    if (backend.shared) yield* Effect.forkScoped(
+      backend.foreignCommitHints.pipe(
+        Stream.runForEach(() => PubSub.publish(commits, head.value).pipe(Effect.zipRight(PubSub.publish(outboxChanges, undefined)))),
+        Effect.catchAll((error) => Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)),
+        Effect.zipRight(Effect.sleep("1 second")),
+        Effect.forever,
+        Effect.provideService(SqlClient, sql)
+      )
+    )
+
+    /** Validates and routes a command, synchronously: the typed refusal, or the command to queue. */
+    const prepare = (input: unknown, origin: Origin): QueuedCommand | InvalidCommand => {
+      if (typeof input !== "object" || input === null || Array.isArray(input)) {
+        return invalid("a command is a JSON object with commandId and type")
+      }
+      const raw = input as Record<string, unknown>
+      const idProblem = commandIdProblem(raw.commandId, origin)
+      const commandId = typeof raw.commandId === "string" ? raw.commandId : undefined
+      if (idProblem !== undefined) return invalid(idProblem, commandId)
+      if (typeof raw.type !== "string") return invalid("type must be a string", commandId)
+      if (origin === "client" && isReservedType(raw.type)) {
+        return invalid(`command type '${raw.type}' is internal to the engine`, commandId)
+      }
+      const decodeSettlement = settlementDecoders.get(raw.type)
+      if (decodeSettlement !== undefined) {
+        const decoded = decodeSettlement(raw)
+        if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+        const settlement: SettlementCommand = decoded.right
+        const aggregate = aggregatesByName.get(settlement.aggregateType)
+        if (aggregate === undefined) return invalid(`no aggregate named '${settlement.aggregateType}'`, commandId)
+        const identity = identityOf(raw, aggregate, settlement.aggregateId)
+        return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true } satisfies QueuedCommand
+      }
+      const route = routes.get(raw.type)
+      if (route === undefined) return invalid(`unknown command type '${raw.type}'`, commandId)
+      const decoded = route.decode(raw)
+      if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+      let aggregateId: string
+      try {
+        aggregateId = route.aggregate.aggregateId(decoded.right)
+      } catch (error) {
+        return invalid(`cannot tell the aggregate of this command: ${String(error)}`, commandId)
+      }
+      const identity = identityOf(raw, route.aggregate, aggregateId)
+      return {
+        identity,
+        aggregate: route.aggregate,
+        decide: decideCommand(route.aggregate, identity, decoded.right),
+        settles: false
+      } satisfies QueuedCommand
+    }
 
     /** Clients wait (or are refused) until activation and are refused once draining starts. */
-    const admit = (origin: Origin) =>
-      Effect.suspend((): Effect.Effect<void, EngineUnavailable> => {
-        switch (phase) {
-          case "open":
-            return Effect.void
-          case "parked":
-            // `wait`: the command is queued now and runs when the processor is released.
-            return origin === "client" && config.beforeActivation === "fail"
-              ? Effect.fail(new EngineUnavailable({ reason: "not-activated", message: "the engine is starting; retry shortly" }))
-              : Effect.void
-          case "draining":
-            // Settlements of effects still running are let through so running work can finish.
-            return origin === "internal"
-              ? Effect.void
-              : Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
-          case "closed":
-            return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
-        }
-      })
+    const admission = (origin: Origin): EngineUnavailable | undefined => {
+      switch (phase) {
+        case "open":
+          return undefined
+        case "parked":
+          // `wait`: the command is queued now and runs when the processor is released.
+          return origin === "client" && config.beforeActivation === "fail"
+            ? new EngineUnavailable({ reason: "not-activated", message: "the engine is starting; retry shortly" })
+            : undefined
+        case "draining":
+          // Settlements of effects still running are let through so running work can finish.
+          return origin === "internal"
+            ? undefined
+            : new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" })
+        case "closed":
+          return new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" })
+      }
+    }
 
-    const enqueue = (command: QueuedCommand): Effect.Effect<DispatchAnswer, DispatchError> =>
+    /** Same id in flight: coalesce onto the first instead of racing it to the receipt. */
+    const coalesce = (command: QueuedCommand, running: InFlight): Effect.Effect<DispatchAnswer, DispatchError> =>
       Effect.gen(function* () {
         const id = command.identity.commandId
-        const running = inFlight.get(id)
-        if (running !== undefined) {
-          // Same id in flight: coalesce onto the first instead of racing it to the receipt.
-          const conflict = Receipts.conflictWith(running.identity, command.identity)
-          if (conflict !== undefined) return yield* Effect.fail(new CommandIdConflict({ commandId: id, message: conflict }))
-          const first = yield* Effect.exit(Deferred.await(running.done))
-          if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
-          const error = Option.getOrUndefined(Cause.failureOption(first.cause))
-          if (error instanceof CommandRejected) {
-            return yield* Effect.fail(
-              new CommandRejected({
-                commandId: error.commandId,
-                aggregateType: error.aggregateType,
-                aggregateId: error.aggregateId,
-                reason: error.reason,
-                message: error.message,
-                duplicate: true
-              })
-            )
-          }
-          if (!(error instanceof StorageFailure)) return yield* first
-          // The first attempt never committed; this one tries for itself.
-          return yield* enqueue(command)
+        const conflict = Receipts.conflictWith(running.identity, command.identity)
+        if (conflict !== undefined) return yield* Effect.fail(new CommandIdConflict({ commandId: id, message: conflict }))
+        const first = yield* Effect.exit(Deferred.await(running.done))
+        if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
+        const error = Option.getOrUndefined(Cause.failureOption(first.cause))
+        if (error instanceof CommandRejected) {
+          return yield* Effect.fail(
+            new CommandRejected({
+              commandId: error.commandId,
+              aggregateType: error.aggregateType,
+              aggregateId: error.aggregateId,
+              reason: error.reason,
+              message: error.message,
+              duplicate: true
+            })
+          )
         }
-        const done = yield* Deferred.make<DispatchAnswer, DispatchError>()
-        inFlight.set(id, { identity: command.identity, done })
-        const offered = yield* Queue.offer(queue, { ...command, done })
-        if (!offered) {
-          inFlight.delete(id)
-          return yield* Effect.fail(new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" }))
-        }
-        return yield* Deferred.await(done)
+        if (!(error instanceof StorageFailure)) return yield* first
+        // The first attempt never committed; this one tries for itself.
+        return yield* enqueue(command)
       })
 
-    const dispatchWithReceipt = (input: unknown, options?: DispatchOptions) =>
-      Effect.gen(function* () {
-        const origin = options?.origin ?? "client"
-        const command = yield* prepare(input, origin)
-        yield* admit(origin)
-        if (origin === "client" && (config.isNewWork?.(command.identity.commandType) ?? true)) {
-          const space = yield* freeSpace.check
-          if (space.belowFloor) {
-            return yield* Effect.fail(
-              new EngineUnavailable({
-                reason: "storage-below-floor",
-                message: `the data volume has ${space.freeBytes} bytes free, below the floor of ${space.floorBytes}; new work is refused until space returns`
-              })
-            )
-          }
+    // Synchronous queueing (unsafeMake/unsafeOffer): a handful of Effect steps less per command.
+    const enqueue = (command: QueuedCommand): Effect.Effect<DispatchAnswer, DispatchError> =>
+      Effect.suspend(() => {
+        const id = command.identity.commandId
+        const running = inFlight.get(id)
+        if (running !== undefined) return coalesce(command, running)
+        const done = Deferred.unsafeMake<DispatchAnswer, DispatchError>(FiberId.none)
+        inFlight.set(id, { identity: command.identity, done })
+        if (!queue.unsafeOffer({ ...command, done })) {
+          inFlight.delete(id)
+          return Effect.fail(new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" }))
         }
-        return yield* enqueue(command)
-      }).pipe(Effect.withSpan("Engine.dispatchWithReceipt"))
+        return Deferred.await(done)
+      })
+
+    const belowFloor = (space: { readonly freeBytes: number; readonly floorBytes: number }) =>
+      new EngineUnavailable({
+        reason: "storage-below-floor",
+        message: `the data volume has ${space.freeBytes} bytes free, below the floor of ${space.floorBytes}; new work is refused until space returns`
+      })
+
+    // Few Effect steps and no span on purpose: this runs once per command, and a span alone cost
+    // ≈ 10 µs of it (docs/benchmarks.md). The HTTP edge traces each request; batches have a span.
+    const dispatchWithReceipt = (input: unknown, options?: DispatchOptions) =>
+      Effect.suspend((): Effect.Effect<DispatchAnswer, DispatchError> => {
+        const origin = options?.origin ?? "client"
+        const command = prepare(input, origin)
+        if (command instanceof InvalidCommand) return Effect.fail(command)
+        const refused = admission(origin)
+        if (refused !== undefined) return Effect.fail(refused)
+        if (origin === "client" && (config.isNewWork?.(command.identity.commandType) ?? true)) {
+          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? Effect.fail(belowFloor(space)) : enqueue(command)))
+        }
+        return enqueue(command)
+      })
 
     const dispatchDuringBoot = (input: unknown) =>
       Effect.flatMap(dispatchManyDuringBoot([input]), (results) => results[0]!)
@@ -358,12 +403,19 @@ export const make = (config: EngineConfig) =>
         const results: Array<CommandResult> = []
         const prepared: Array<{ readonly index: number; readonly command: QueuedCommand }> = []
         for (const [index, input] of inputs.entries()) {
-          const exit = yield* Effect.exit(prepare(input, "internal"))
-          if (Exit.isSuccess(exit)) prepared.push({ index, command: exit.value })
-          else results[index] = Exit.failCause(exit.cause)
+          // A throw while preparing one command (a defect) is that command's answer, not the batch's.
+          let command: QueuedCommand | InvalidCommand
+          try {
+            command = prepare(input, "internal")
+          } catch (error) {
+            results[index] = Exit.die(error)
+            continue
+          }
+          if (command instanceof InvalidCommand) results[index] = Exit.fail(command)
+          else prepared.push({ index, command })
         }
-        for (let start = 0; start < prepared.length; start += maxBatch) {
-          const chunk = prepared.slice(start, start + maxBatch)
+        for (let start = 0; start < prepared.length; start += BOOT_BATCH) {
+          const chunk = prepared.slice(start, start + BOOT_BATCH)
           const answers = yield* runBatch(chunk.map((p) => p.command))
           chunk.forEach((p, i) => (results[p.index] = answers[i]!))
         }

@@ -93,3 +93,9 @@ export type DispatchError =
   | EngineUnavailable
   | AggregateUnavailable
   | CommandDefect
+
+/** Another live process on the shared store already runs with this node id (NODE_ID). */
+export class NodeIdInUse extends Schema.TaggedError<NodeIdInUse>()("NodeIdInUse", {
+  nodeId: Schema.String,
+  message: Schema.String
+}) {}

@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 
 export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
 
@@ -164,7 +165,7 @@ export interface ClaimRequest {
  * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order.
  */
 export const claim = (request: ClaimRequest) =>
-  Effect.flatMap(SqlClient, (sql) =>
+  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
     sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
         lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
       WHERE sequence IN (
@@ -174,7 +175,7 @@ export const claim = (request: ClaimRequest) =>
           AND NOT EXISTS (
             SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running')
           )
-        ORDER BY o.sequence LIMIT ${request.limit}
+        ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
       )
       RETURNING *`
   ).pipe(Effect.map((rows) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)))
@@ -203,6 +204,17 @@ export const runningNotOwnedBy = (liveOwners: ReadonlyArray<string>, limit: numb
       ? sql<Row>`SELECT * FROM outbox WHERE status = 'running' ORDER BY sequence LIMIT ${limit}`
       : sql<Row>`SELECT * FROM outbox WHERE status = 'running' AND (lease_owner IS NULL OR NOT ${sql.in("lease_owner", liveOwners)})
           ORDER BY sequence LIMIT ${limit}`
+  ).pipe(Effect.map((rows) => rows.map(toRow)))
+
+/**
+ * Running rows leased by earlier incarnations of this node (shared store): the node id is held by
+ * this process alone (StoreBackend.holdNodeId), so those owners are dead.
+ */
+export const runningOfEarlierIncarnations = (nodeId: string, currentOwner: string, limit: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<Row>`SELECT o.* FROM outbox o JOIN owners w ON w.owner_id = o.lease_owner
+      WHERE o.status = 'running' AND w.node_id = ${nodeId} AND o.lease_owner <> ${currentOwner}
+      ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
 
 /** Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`. */

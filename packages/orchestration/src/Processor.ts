@@ -7,7 +7,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Effect, Exit, Schema } from "effect"
+import { Cause, type Clock, Context, Effect, Exit, Schema } from "effect"
 import { Decision, type AnyAggregate, type DecideContext, type EventRecord, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
@@ -26,8 +26,10 @@ import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
-import { StorageFaults } from "./storage/StorageFaults.js"
-import { hasSqlError, savepoint, writeTransaction } from "./storage/Transactions.js"
+import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
+import type { CommitWriter } from "./storage/CommitWriter.js"
+import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
 
 /** A command accepted: what the client is told, first time and on every retry. */
 export interface DispatchAnswer {
@@ -113,6 +115,8 @@ export interface ProcessorDeps {
   readonly projections: ReadonlyArray<Projection>
   /** The committed log head; the processor advances it after each commit. */
   readonly head: { value: number }
+  /** The batch's own writes: the SQLite store's raw-connection writer, or the generic one. */
+  readonly writer: CommitWriter
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -155,17 +159,36 @@ export const storedAnswer = (receipt: Receipts.Receipt) =>
     })
   })
 
+/** What every command of a batch shares, looked up once per batch. */
+interface BatchEnv {
+  /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
+  readonly faults: StorageFaultsShape | undefined
+  readonly clock: Clock.Clock
+}
+
+// One encoder per aggregate, built once: Schema.encodeSync(schema) rebuilds it on every call.
+const encoders = new WeakMap<AnyAggregate, (event: unknown) => unknown>()
+const encoderOf = (aggregate: AnyAggregate) => {
+  let encode = encoders.get(aggregate)
+  if (encode === undefined) {
+    encode = Schema.encodeSync(aggregate.events)
+    encoders.set(aggregate, encode)
+  }
+  return encode
+}
+
 const decideAndWrite = (
   deps: ProcessorDeps,
+  env: BatchEnv,
   item: QueuedCommand,
   current: AggregateState,
   head: number
 ): Effect.Effect<Written | CommandRejected, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
-    const faults = yield* StorageFaults
+    const faults = env.faults
     const { aggregate, identity } = item
     const commandId = identity.commandId
-    const now = yield* Clock.currentTimeMillis
+    const now = env.clock.unsafeCurrentTimeMillis()
     const ctx: DecideContext = {
       commandId,
       aggregateId: identity.aggregateId,
@@ -175,8 +198,8 @@ const decideAndWrite = (
     const decision = yield* item.decide(current.state, ctx)
 
     if (decision._tag === "Rejection") {
-      yield* faults.before("receipts", commandId)
-      yield* Receipts.insert({
+      if (faults) yield* faults.before("receipts", commandId)
+      yield* deps.writer.insertReceipt({
         ...identity,
         status: "rejected",
         firstSequence: null,
@@ -200,14 +223,14 @@ const decideAndWrite = (
     try {
       for (const event of decision.events) {
         state = aggregate.evolve(state, event)
-        encoded.push({ type: event.type, json: JSON.stringify(Schema.encodeSync(aggregate.events)(event)) })
+        encoded.push({ type: event.type, json: JSON.stringify(encoderOf(aggregate)(event)) })
       }
     } catch (error) {
       return yield* Effect.fail(commandDefect(identity, "evolve", error))
     }
 
-    yield* faults.before("events", commandId)
-    const records = yield* EventLog.append(encoded.map((e, index) => ({
+    if (faults) yield* faults.before("events", commandId)
+    const records = yield* deps.writer.appendEvents(encoded.map((e, index) => ({
       eventId: `${commandId}/event-${index}`,
       aggregateType: aggregate.name,
       aggregateId: identity.aggregateId,
@@ -222,7 +245,7 @@ const decideAndWrite = (
     for (const [index, record] of records.entries()) {
       for (const projection of deps.projections) {
         if (!handles(projection, record)) continue
-        yield* faults.before("projections", commandId)
+        if (faults) yield* faults.before("projections", commandId)
         yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
           Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
         )
@@ -248,8 +271,8 @@ const decideAndWrite = (
       now
     }))
     if (effectRows.length > 0) {
-      yield* faults.before("outbox", commandId)
-      yield* Outbox.insert(effectRows)
+      if (faults) yield* faults.before("outbox", commandId)
+      yield* deps.writer.insertOutbox(effectRows)
     }
 
     for (const cancel of decision.cancel) {
@@ -257,8 +280,8 @@ const decideAndWrite = (
     }
 
     const lastSequence = records.at(-1)?.sequence ?? head
-    yield* faults.before("receipts", commandId)
-    yield* Receipts.insert({
+    if (faults) yield* faults.before("receipts", commandId)
+    yield* deps.writer.insertReceipt({
       ...identity,
       status: "accepted",
       firstSequence: records[0]?.sequence ?? null,
@@ -287,7 +310,19 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =
   writeTransaction(
     "dispatch",
     Effect.gen(function* () {
-      const receipts = yield* Receipts.find(items.map((i) => i.identity.commandId))
+      // Shared store (PostgreSQL): take the append lock, then forget cached state another process
+      // made stale. After this, receipts and versions read below cannot change under the batch.
+      const foreign = yield* (yield* StoreBackend).beginBatch(deps.head.value)
+      if (foreign !== undefined) {
+        for (const a of foreign.aggregates) deps.states.drop(keyOf(a.aggregateType, a.aggregateId))
+        deps.head.value = Math.max(deps.head.value, foreign.head)
+      }
+      const receipts = yield* deps.writer.findReceipts(items.map((i) => i.identity.commandId))
+      const context = yield* Effect.context<never>()
+      const env: BatchEnv = {
+        faults: context.unsafeMap.has(StorageFaults.key) ? Context.get(context, StorageFaults) : undefined,
+        clock: yield* Effect.clock
+      }
       const states = new Map<string, AggregateState>()
       let head = deps.head.value
       const results: Array<CommandResult> = []
@@ -298,10 +333,14 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =
           continue
         }
         const key = keyOf(item.identity.aggregateType, item.identity.aggregateId)
-        const exit = yield* savepoint(
-          Effect.gen(function* () {
-            const current = states.get(key) ?? (yield* deps.states.load(item.aggregate, item.identity.aggregateId))
-            return yield* decideAndWrite(deps, item, current, head)
+        const exit = yield* deps.writer.savepoint(
+          Effect.suspend(() => {
+            // The batch's own newer state first, then the committed cache, then a replay.
+            const current = states.get(key) ?? deps.states.cached(key)
+            return current !== undefined
+              ? decideAndWrite(deps, env, item, current, head)
+              : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
+                decideAndWrite(deps, env, item, loaded, head))
           }),
           isStorageCause
         )

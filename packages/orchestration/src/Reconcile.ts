@@ -29,6 +29,11 @@ export interface ReconcileOptions {
   readonly policies: ReadonlyMap<string, ProcessLossPolicy>
   /** Owners that are alive and keep their rows (other processes on a shared store). */
   readonly liveOwners?: ReadonlyArray<string>
+  /**
+   * Shared store: settle only the rows of this node's earlier incarnations. Rows of other nodes are
+   * left to their owners, or to the reactors' dead-owner reclaim once lease and heartbeat expired.
+   */
+  readonly earlierIncarnationsOf?: { readonly nodeId: string; readonly currentOwner: string }
   /** Reports progress every this many rows. Default 1,000. */
   readonly progressEvery?: number
 }
@@ -48,7 +53,11 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
     const progressEvery = options.progressEvery ?? 1_000
     const skipped = new Set<string>()
     while (true) {
-      const rows = (yield* Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500).pipe(
+      const own = options.earlierIncarnationsOf
+      const running = own === undefined
+        ? Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500)
+        : Outbox.runningOfEarlierIncarnations(own.nodeId, own.currentOwner, 500)
+      const rows = (yield* running.pipe(
         Effect.mapError(toStorageFailure("reconcile: read running rows"))
       )).filter((row) => !skipped.has(row.effectId))
       if (rows.length === 0) break

@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Outbox from "./Outbox.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export interface WorkerShape {
@@ -50,6 +51,9 @@ export const layer = (options: WorkerOptions = {}) =>
         const now = yield* Clock.currentTimeMillis
         yield* Outbox.heartbeat(identity.ownerId, nodeId, now)
       }).pipe(Effect.mapError(toStorageFailure("heartbeat")), Effect.provideService(SqlClient, sql))
+      yield* (yield* StoreBackend).holdNodeId(nodeId).pipe(
+        Effect.catchTag("SqlError", (error) => Effect.fail(toStorageFailure("hold node id")(error)))
+      )
       yield* beat
       yield* Effect.forkScoped(
         Effect.forever(

@@ -1,7 +1,8 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer, Scope, TestClock } from "effect"
-import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FreeSpace, SqliteStore } from "../src/index.js"
+import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FreeSpace } from "../src/index.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
@@ -228,6 +229,6 @@ describe("graceful shutdown", () => {
         // Left for boot reconcile, which fails it with its stored reason.
         "job:bound": ["running", "owner-A"]
       })
-    }).pipe(Effect.provide(SqliteStore.layer({ filename: ":memory:" })))
+    }).pipe(Effect.provide(TestStore.layer({ filename: ":memory:" })))
   })
 })

@@ -4,7 +4,7 @@ import { Effect, Logger, TestClock } from "effect"
 import { EffectFailure, Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
-import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 describe("reactors: wake-up", () => {
   it.effect("the doorbell wakes the reactor at once: performed and settled without the clock moving", () => {
@@ -113,15 +113,17 @@ describe("reactors: timing under TestClock", () => {
       if (text.includes("cooling off")) failures.push(text)
     })
     return Effect.gen(function* () {
-      const sql = yield* SqlClient
-      // Every write is refused (SQLITE_READONLY), as from a failing device.
-      yield* sql.unsafe("PRAGMA query_only = ON")
-      yield* TestClock.adjust("2 seconds")
-      yield* settle
+      // Every write is refused (SQLITE_READONLY, or PostgreSQL's read-only error), as from a failing device.
+      yield* refuseWrites(true)
+      // 2 s in 100 ms steps: each retry's next sleep is registered before the clock moves past it.
+      for (let step = 0; step < 20; step++) {
+        yield* TestClock.adjust("100 millis")
+        yield* settle
+      }
       // 100 ms, 200 ms, 400 ms, 800 ms ... : a handful of tries in 2 s, not thousands.
       assert.isAtLeast(failures.length, 2)
       assert.isAtMost(failures.length, 6)
-      yield* sql.unsafe("PRAGMA query_only = OFF")
+      yield* refuseWrites(false)
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
       yield* TestClock.adjust("2 seconds")

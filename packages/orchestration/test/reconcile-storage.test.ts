@@ -5,7 +5,7 @@ import { Engine, Ingestion, Retention } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
-import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import { eventually, scriptedHandler, stack, testReactor } from "./fixtures/reactors.js"
 
 describe("reconcileAfterProcessLoss", () => {
   it.effect("stores reasons, tells the aggregate, and completes before any claim or admitted command", () => {
@@ -16,6 +16,8 @@ describe("reconcileAfterProcessLoss", () => {
       yield* engine.activate
       yield* engine.dispatchWithReceipt(submit("safe", "work.safe"))
       yield* engine.dispatchWithReceipt(submit("bound", "work.bound"))
+      // An earlier incarnation of this node (node-A): its heartbeat row names the node.
+      yield* Outbox.heartbeat("dead-process", "node-A", 0)
       yield* Outbox.claim({ kinds: ["work.safe", "work.bound"], owner: "dead-process", now: 0, leaseMs: 30_000, limit: 10, after: 0 })
     }).pipe(Effect.provide(jobsEngine(file)))
 
@@ -42,39 +44,6 @@ describe("reconcileAfterProcessLoss", () => {
       assert.deepStrictEqual(JSON.parse(requeued[0]!.payload).error, { message: "requeued after the previous server process ended" })
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
     return Effect.zipRight(previous, next)
-  })
-})
-
-describe("a settle refused by the store", () => {
-  it.effect("a real SQLITE_FULL on the outcome ends with the row and the aggregate failed with the storage reason", () => {
-    const handler = scriptedHandler()
-    const performing = gated("x".repeat(300_000))
-    handler.behaviors.set("job:j1", performing.behavior)
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "running"), "claimed")
-      const [pages] = yield* sql<{ page_count: number }>`PRAGMA page_count`
-      yield* sql.unsafe(`PRAGMA max_page_count = ${Number(pages!.page_count)}`)
-      // The effect answers 300 kB: recording it needs pages the store will not give.
-      yield* performing.open
-      for (let i = 0; i < 5; i++) {
-        yield* TestClock.adjust("1 second")
-        yield* settle
-        // Never "succeeded" with a missing result: the row is still running, or failed with the refusal.
-        assert.notStrictEqual((yield* Outbox.find("job:j1"))!.status, "succeeded")
-      }
-      yield* sql.unsafe("PRAGMA max_page_count = 1073741823")
-      yield* TestClock.adjust("10 seconds")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "the refusal became the outcome")
-      const row = (yield* Outbox.find("job:j1"))!
-      assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL" })
-      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "storage: SQLITE_FULL" })
-      // The job is terminal, never "succeeded" with a missing result, and the store takes new work.
-      yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j2"), (r) => r?.status === "succeeded"), "next job")
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 })
 

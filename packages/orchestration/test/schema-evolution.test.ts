@@ -1,7 +1,8 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
-import { Aggregate, CommandDefect, Decision, Engine, Projection, SqliteStore } from "../src/index.js"
+import { Aggregate, CommandDefect, Decision, Engine, Projection } from "../src/index.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import { tempDbFile } from "./fixtures/harness.js"
 
 /** Version 1 of a counter stored `{ by }`; version 2 renamed it to `{ amount }`. */
@@ -26,7 +27,7 @@ const counterV = (version: 1 | 2) =>
   })
 
 const engineOver = (file: string, aggregate: Aggregate.AnyAggregate, projections: ReadonlyArray<Projection.Projection> = []) =>
-  Engine.layer({ aggregates: [aggregate], projections }).pipe(Layer.provideMerge(SqliteStore.layer({ filename: file })))
+  Engine.layer({ aggregates: [aggregate], projections }).pipe(Layer.provideMerge(TestStore.layer({ filename: file })))
 
 describe("schema versions", () => {
   it.effect("events of an older schema version are upcast on replay", () => {

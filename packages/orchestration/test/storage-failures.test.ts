@@ -1,8 +1,11 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Effect, Fiber, Layer, TestClock } from "effect"
 import { CommandRejected, Engine, StorageFailure, StorageFaults, driverError, type WritePoint } from "../src/index.js"
 import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
+import * as Outbox from "../src/Outbox.js"
+import { jobStatus, submit } from "./fixtures/Jobs.js"
+import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({ commandId, type: "account.open", accountId, owner })
 const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.deposit", accountId, amount })
@@ -142,5 +145,40 @@ describe("a real SQLITE_FULL (max_page_count)", () => {
       assert.strictEqual(retry.duplicate, true)
     }).pipe(Effect.provide(engineLayer({ filename: file })))
     return Effect.all([seed, batch, check], { discard: true })
+  })
+})
+
+// SQLite-only (a real SQLITE_FULL via max_page_count); moved here from reconcile-storage so the
+// PostgreSQL conformance run can include that file.
+describe("a settle refused by the store", () => {
+  it.effect("a real SQLITE_FULL on the outcome ends with the row and the aggregate failed with the storage reason", () => {
+    const handler = scriptedHandler()
+    const performing = gated("x".repeat(300_000))
+    handler.behaviors.set("job:j1", performing.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const sql = yield* SqlClient
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "running"), "claimed")
+      const [pages] = yield* sql<{ page_count: number }>`PRAGMA page_count`
+      yield* sql.unsafe(`PRAGMA max_page_count = ${Number(pages!.page_count)}`)
+      // The effect answers 300 kB: recording it needs pages the store will not give.
+      yield* performing.open
+      for (let i = 0; i < 5; i++) {
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        // Never "succeeded" with a missing result: the row is still running, or failed with the refusal.
+        assert.notStrictEqual((yield* Outbox.find("job:j1"))!.status, "succeeded")
+      }
+      yield* sql.unsafe("PRAGMA max_page_count = 1073741823")
+      yield* TestClock.adjust("10 seconds")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "the refusal became the outcome")
+      const row = (yield* Outbox.find("job:j1"))!
+      assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL" })
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "storage: SQLITE_FULL" })
+      // The job is terminal, never "succeeded" with a missing result, and the store takes new work.
+      yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j2"), (r) => r?.status === "succeeded"), "next job")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 })

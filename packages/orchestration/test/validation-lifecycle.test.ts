@@ -6,9 +6,9 @@ import {
   CommandDefect,
   Engine,
   EngineUnavailable,
-  InvalidCommand,
-  SqliteStore
+  InvalidCommand
 } from "../src/index.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import { accountsConfig, engineLayer, rowCounts, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 
 const open = (commandId: string, accountId = "acc-1") => ({ commandId, type: "account.open", accountId, owner: "ada" })
@@ -148,7 +148,7 @@ describe("lifecycle", () => {
     Effect.gen(function* () {
       const exit = yield* Effect.exit(
         Effect.provide(Engine.Engine, Engine.layer({ aggregates: [...accountsConfig.aggregates, ...accountsConfig.aggregates] }).pipe(
-          Layer.provide(SqliteStore.layer({ filename: ":memory:" }))
+          Layer.provide(TestStore.layer({ filename: ":memory:" }))
         ))
       )
       assert.strictEqual(exit._tag, "Failure")

@@ -6,39 +6,50 @@ import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 
+/**
+ * One logical schema, two dialects: SQLite's INTEGER is 64-bit, PostgreSQL's is not, so counters,
+ * sequences and epoch milliseconds are BIGINT there, and sequences come from BIGSERIAL.
+ */
+const columnTypes = (sql: SqlClient) =>
+  sql.onDialectOrElse({
+    pg: () => ({ serial: "BIGSERIAL PRIMARY KEY", int: "BIGINT" }),
+    orElse: () => ({ serial: "INTEGER PRIMARY KEY AUTOINCREMENT", int: "INTEGER" })
+  })
+
 const init = Effect.gen(function* () {
   const sql = yield* SqlClient
-  yield* sql`CREATE TABLE events (
-    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+  const t = columnTypes(sql)
+  yield* sql.unsafe(`CREATE TABLE events (
+    sequence ${t.serial},
     event_id TEXT NOT NULL UNIQUE,
     aggregate_type TEXT NOT NULL,
     aggregate_id TEXT NOT NULL,
-    version INTEGER NOT NULL,
+    version ${t.int} NOT NULL,
     type TEXT NOT NULL,
-    schema_version INTEGER NOT NULL,
+    schema_version ${t.int} NOT NULL,
     payload TEXT NOT NULL,
     command_id TEXT NOT NULL,
-    occurred_at INTEGER NOT NULL,
+    occurred_at ${t.int} NOT NULL,
     UNIQUE (aggregate_type, aggregate_id, version)
-  )`
+  )`)
   yield* sql`CREATE INDEX events_by_aggregate_id ON events (aggregate_id, sequence)`
   yield* sql`CREATE INDEX events_by_command ON events (command_id)`
-  yield* sql`CREATE TABLE receipts (
+  yield* sql.unsafe(`CREATE TABLE receipts (
     command_id TEXT PRIMARY KEY,
     aggregate_type TEXT NOT NULL,
     aggregate_id TEXT NOT NULL,
     command_type TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('accepted', 'rejected')),
-    first_sequence INTEGER,
-    last_sequence INTEGER NOT NULL,
+    first_sequence ${t.int},
+    last_sequence ${t.int} NOT NULL,
     effect_ids TEXT NOT NULL,
     rejection TEXT,
-    accepted_at INTEGER NOT NULL
-  )`
+    accepted_at ${t.int} NOT NULL
+  )`)
   yield* sql`CREATE INDEX receipts_by_time ON receipts (accepted_at)`
-  yield* sql`CREATE TABLE outbox (
-    sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+  yield* sql.unsafe(`CREATE TABLE outbox (
+    sequence ${t.serial},
     effect_id TEXT NOT NULL UNIQUE,
     command_id TEXT NOT NULL,
     aggregate_type TEXT NOT NULL,
@@ -47,15 +58,15 @@ const init = Effect.gen(function* () {
     payload TEXT NOT NULL,
     lane TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'cancelled')),
-    attempts INTEGER NOT NULL DEFAULT 0,
-    available_at INTEGER NOT NULL,
+    attempts ${t.int} NOT NULL DEFAULT 0,
+    available_at ${t.int} NOT NULL,
     lease_owner TEXT,
-    lease_expires_at INTEGER,
+    lease_expires_at ${t.int},
     response TEXT,
     error TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-  )`
+    created_at ${t.int} NOT NULL,
+    updated_at ${t.int} NOT NULL
+  )`)
   yield* sql`CREATE INDEX outbox_by_status_kind ON outbox (status, kind, sequence)`
   yield* sql`CREATE INDEX outbox_by_lane ON outbox (lane, sequence)`
   yield* sql`CREATE INDEX outbox_by_aggregate ON outbox (aggregate_id, sequence)`
@@ -63,18 +74,19 @@ const init = Effect.gen(function* () {
 
 const reactors = Effect.gen(function* () {
   const sql = yield* SqlClient
-  yield* sql`CREATE TABLE reactor_cursors (
+  const t = columnTypes(sql)
+  yield* sql.unsafe(`CREATE TABLE reactor_cursors (
     reactor TEXT PRIMARY KEY,
-    position INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
-  )`
-  yield* sql`CREATE TABLE owners (
+    position ${t.int} NOT NULL,
+    updated_at ${t.int} NOT NULL
+  )`)
+  yield* sql.unsafe(`CREATE TABLE owners (
     owner_id TEXT PRIMARY KEY,
     node_id TEXT NOT NULL,
-    started_at INTEGER NOT NULL,
-    heartbeat_at INTEGER NOT NULL,
-    stopped_at INTEGER
-  )`
+    started_at ${t.int} NOT NULL,
+    heartbeat_at ${t.int} NOT NULL,
+    stopped_at ${t.int}
+  )`)
   yield* sql`CREATE INDEX outbox_running_lease ON outbox (status, lease_expires_at)`
 })
 

@@ -4,11 +4,12 @@
  * design has one writer per store, and the lock is the kernel's, so it dies with a crashed process.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Effect, Layer } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { StoreLocked, type StorageFailure } from "../Errors.js"
+import * as SqliteClient from "./SqliteClient.js"
+import { SqliteConnection } from "./SqliteClient.js"
 import { codeOf, toStorageFailure } from "./StorageErrors.js"
 
 export interface SqliteStoreOptions {
@@ -50,12 +51,21 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
     yield* pragma(`PRAGMA synchronous = ${options.synchronous ?? "FULL"}`)
     yield* pragma(`PRAGMA busy_timeout = ${options.busyTimeoutMs ?? 5000}`)
     yield* pragma("PRAGMA foreign_keys = ON")
+    // Each command of a batch runs under a savepoint, and SQLite copies every page a savepoint first
+    // touches into a statement journal. In a temp file that cost 25–35% more CPU per command than in
+    // memory (measured on the floor's statements); the journal lives only until the savepoint ends.
+    yield* pragma("PRAGMA temp_store = MEMORY")
   })
 
-/** SqlClient (and SqliteClient) for one SQLite store, locked for this process and configured. */
-export const layer = (options: SqliteStoreOptions) => {
+/**
+ * SqlClient for one SQLite store, locked for this process and configured, plus the raw connection
+ * (SqliteConnection) that the processor's commit path uses when it is there.
+ */
+export { SqliteConnection }
+
+export const layer = (options: SqliteStoreOptions): Layer.Layer<SqlClient | SqliteConnection, StoreLocked | StorageFailure> => {
   if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
   return Layer.effectDiscard(lockAndConfigure(options)).pipe(
-    Layer.provideMerge(SqliteClient.layer({ filename: options.filename, disableWAL: true }))
+    Layer.provideMerge(SqliteClient.layer({ filename: options.filename }))
   )
 }

@@ -9,6 +9,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import { Cause, Effect, Exit, Option } from "effect"
 import type { StorageFailure } from "../Errors.js"
+import { StoreBackend } from "./StoreBackend.js"
 import { toStorageFailure } from "./StorageErrors.js"
 
 /** ROLLBACK that tolerates "no transaction is active": SQLite may have rolled back already. */
@@ -33,7 +34,7 @@ export const writeTransaction = <A, E, R>(
         Effect.gen(function* () {
           const conn = yield* sql.reserve.pipe(Effect.mapError(toStorageFailure(`${operation}: connect`)))
           yield* conn
-            .executeUnprepared(options.begin ?? "BEGIN IMMEDIATE", [], undefined)
+            .executeUnprepared(options.begin ?? (yield* StoreBackend).beginWrite, [], undefined)
             .pipe(Effect.mapError(toStorageFailure(`${operation}: begin`)))
           const exit = yield* restore(body).pipe(
             Effect.provideService(TransactionConnection, [conn, 0] as const),
@@ -66,24 +67,28 @@ const SAVEPOINT = "engine_command"
  * Runs `body` under a savepoint of the current transaction. A non-storage failure or a defect rolls
  * back to the savepoint and is returned as the Exit; a storage failure is re-raised, because after a
  * storage error SQLite may have ended the whole transaction and a savepoint can no longer be trusted.
+ * `execute` runs one statement of the savepoint's own (the generic path uses `sql.unsafe`).
  */
-export const savepoint = <A, E, R>(
+export const savepointWith = (execute: (sql: SqlClient, statement: string) => Effect.Effect<unknown, SqlError>) =>
+<A, E, R>(
   body: Effect.Effect<A, E, R>,
   isStorageFailure: (cause: Cause.Cause<E>) => boolean
 ): Effect.Effect<Exit.Exit<A, E>, E | SqlError, R | SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient
-    const name = SAVEPOINT
-    yield* sql.unsafe(`SAVEPOINT ${name}`)
-    const exit = yield* Effect.exit(body)
-    if (Exit.isSuccess(exit)) {
-      yield* sql.unsafe(`RELEASE ${name}`)
-      return exit
-    }
-    if (isStorageFailure(exit.cause)) return yield* Effect.failCause(exit.cause)
-    yield* sql.unsafe(`ROLLBACK TO ${name}`).pipe(Effect.zipRight(sql.unsafe(`RELEASE ${name}`)))
-    return exit
-  })
+  Effect.flatMap(SqlClient, (sql) =>
+    execute(sql, SAVEPOINT_BEGIN).pipe(
+      Effect.zipRight(Effect.exit(body)),
+      Effect.flatMap((exit): Effect.Effect<Exit.Exit<A, E>, E | SqlError> => {
+        if (Exit.isSuccess(exit)) return Effect.as(execute(sql, SAVEPOINT_RELEASE), exit)
+        if (isStorageFailure(exit.cause)) return Effect.failCause(exit.cause)
+        return execute(sql, SAVEPOINT_ROLLBACK).pipe(Effect.zipRight(execute(sql, SAVEPOINT_RELEASE)), Effect.as(exit))
+      })
+    ))
+
+export const SAVEPOINT_BEGIN = `SAVEPOINT ${SAVEPOINT}`
+export const SAVEPOINT_RELEASE = `RELEASE ${SAVEPOINT}`
+export const SAVEPOINT_ROLLBACK = `ROLLBACK TO ${SAVEPOINT}`
+
+export const savepoint = savepointWith((sql, statement) => sql.unsafe(statement))
 
 export const hasSqlError = <E>(cause: Cause.Cause<E>): boolean =>
   Option.isSome(Cause.find(cause, (reason) =>

@@ -27,3 +27,4 @@ export const runChild = (script: string, args: ReadonlyArray<string>, env: Recor
 /** The JSON objects a child printed, one per line. */
 export const jsonLines = (stdout: string): Array<Record<string, any>> =>
   stdout.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+export * as TestStore from "./TestStore.js"

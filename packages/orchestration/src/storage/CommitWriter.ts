@@ -1,0 +1,55 @@
+/**
+ * The writes of one dispatch batch, as the processor needs them: the batch's receipt lookup, then
+ * per command a savepoint, events, outbox rows and the receipt. The generic writer goes through each
+ * table's own module over any SqlClient (SQLite or PostgreSQL); the SQLite store offers a faster one
+ * over its raw connection (SqliteCommitWriter.ts). Both run inside the transaction the processor holds
+ * and produce the same rows and answers; the processor picks the SQLite one when the store provides
+ * SqliteConnection.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { type Cause, Effect, type Exit, Option } from "effect"
+import type { EventRecord } from "../Aggregate.js"
+import * as EventLog from "../EventLog.js"
+import * as Outbox from "../Outbox.js"
+import * as Receipts from "../Receipts.js"
+import { SqliteConnection } from "./SqliteClient.js"
+import { pgCommitWriter } from "./PgCommitWriter.js"
+import { sqliteCommitWriter } from "./SqliteCommitWriter.js"
+import { StoreBackend } from "./StoreBackend.js"
+import { savepoint } from "./Transactions.js"
+
+export interface CommitWriter {
+  readonly findReceipts: (commandIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Receipts.Receipt>, SqlError, SqlClient>
+  /** Appends in order; the records carry the sequences the store assigned. */
+  readonly appendEvents: (events: ReadonlyArray<EventLog.NewEvent>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
+  /** New pending rows; a row whose effect id exists is left as it is. */
+  readonly insertOutbox: (rows: ReadonlyArray<Outbox.NewOutboxRow>) => Effect.Effect<void, SqlError, SqlClient>
+  readonly insertReceipt: (receipt: Receipts.Receipt) => Effect.Effect<void, SqlError, SqlClient>
+  /** See Transactions.savepoint: a non-storage failure rolls back to the savepoint and is returned. */
+  readonly savepoint: <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    isStorageFailure: (cause: Cause.Cause<E>) => boolean
+  ) => Effect.Effect<Exit.Exit<A, E>, E | SqlError, R | SqlClient>
+}
+
+/** Over any SqlClient, through the table modules (the path PostgreSQL takes). */
+export const genericCommitWriter: CommitWriter = {
+  findReceipts: Receipts.find,
+  appendEvents: EventLog.append,
+  insertOutbox: Outbox.insert,
+  insertReceipt: (receipt) => Effect.asVoid(Receipts.insert(receipt)),
+  savepoint
+}
+
+/**
+ * The SQLite writer when the store offers its raw connection, the PostgreSQL writer (named statements
+ * on the transaction's client) on PostgreSQL, else the generic one.
+ */
+export const forStore: Effect.Effect<CommitWriter> = Effect.flatMap(
+  Effect.serviceOption(SqliteConnection),
+  Option.match({
+    onSome: (conn) => Effect.succeed(sqliteCommitWriter(conn)),
+    onNone: () => Effect.map(StoreBackend, (backend) => (backend.dialect === "postgres" ? pgCommitWriter : genericCommitWriter))
+  })
+)

@@ -1,0 +1,136 @@
+/**
+ * Opening the shared store: PostgreSQL through @effect/sql-pg, for several server processes on one
+ * database. The engine's SQL is the same as on SQLite; what differs lives in the StoreBackend this
+ * layer provides (see StoreBackend.ts): the append lock, LISTEN/NOTIFY hints, SKIP LOCKED claims,
+ * node-id locks and cross-process migrations.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import pg from "pg"
+import { NodeIdInUse, type StorageFailure } from "../Errors.js"
+import { StoreBackend, type ForeignCommits, type StoreBackendShape } from "./StoreBackend.js"
+import { toStorageFailure } from "./StorageErrors.js"
+
+export interface PostgresStoreOptions {
+  /** `postgres://user@host:port/database` (DATABASE_URL). */
+  readonly url: string
+  /**
+   * The schema the engine's tables live in (default `public`). One engine per schema: the append
+   * lock, node ids and commit hints are all scoped to it, so tests can share one database.
+   */
+  readonly schema?: string
+  readonly maxConnections?: number
+  readonly applicationName?: string
+}
+
+// int8 (COUNT, BIGINT columns, BIGSERIAL sequences) and numeric (SUM) arrive as strings from
+// node-postgres; every such value the engine stores (sequences, epoch milliseconds, counts) is far
+// below 2^53, so numbers are exact and the rows look the same as SQLite's.
+const INT8_OID = 20
+const NUMERIC_OID = 1700
+const types = {
+  getTypeParser: ((oid: number, format?: "text" | "binary") =>
+    oid === INT8_OID || oid === NUMERIC_OID
+      ? (value: string) => (value === null ? null : Number(value))
+      : pg.types.getTypeParser(oid, format as "text")) as any
+}
+
+const IDENTIFIER = /^[a-z_][a-z0-9_]{0,40}$/
+
+/** The URL with the schema as the connection's search_path. */
+const withSearchPath = (url: string, schema: string) => {
+  const parsed = new URL(url)
+  parsed.searchParams.set("options", `-c search_path=${schema}`)
+  return parsed.toString()
+}
+
+const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendShape => {
+  const channel = `orchestration_${schema}`
+  // Our own notifications come back to us too; our commits already rang locally, so they are skipped.
+  const self = randomUUID()
+  const lockKey = (name: string) => `orchestration:${schema}:${name}`
+  return {
+    dialect: "postgres",
+    beginWrite: "BEGIN",
+    shared: true,
+    beginBatch: (knownHead) =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient
+        // The append lock, held to COMMIT, and the hint to other processes, delivered at COMMIT (a
+        // rolled-back batch notifies nobody).
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")})), pg_notify(${channel}, ${self})`
+        const rows = yield* sql<{ aggregate_type: string; aggregate_id: string; last: number }>`
+          SELECT aggregate_type, aggregate_id, MAX(sequence) AS last FROM events WHERE sequence > ${knownHead}
+          GROUP BY aggregate_type, aggregate_id`
+        if (rows.length === 0) return undefined
+        return {
+          head: rows.reduce((max, row) => Math.max(max, Number(row.last)), knownHead),
+          aggregates: rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }))
+        } satisfies ForeignCommits
+      }),
+    exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient
+          // A session lock on a connection reserved for the duration; the body runs on others.
+          const conn = yield* sql.reserve
+          yield* conn.executeUnprepared("SELECT pg_advisory_lock(hashtext($1))", [lockKey(name)], undefined)
+          return yield* body.pipe(
+            Effect.ensuring(
+              conn.executeUnprepared("SELECT pg_advisory_unlock(hashtext($1))", [lockKey(name)], undefined).pipe(
+                // swallow-ok: a failed unlock means the connection broke, and a broken connection's session
+                // (and its lock) ends with it; the body's own result is what the caller needs.
+                Effect.ignore
+              )
+            )
+          )
+        })
+      ),
+    foreignCommitHints: client.listen(channel).pipe(Stream.filter((from) => from !== self), Stream.map(() => undefined)),
+    skipLocked: "FOR UPDATE SKIP LOCKED",
+    holdNodeId: (nodeId) =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient
+        // Held by a connection kept for the process's lifetime: a crashed process's connection closes
+        // and PostgreSQL releases the lock, so a restart under the same id gets it at once.
+        const conn = yield* sql.reserve
+        const rows = yield* conn.executeUnprepared(
+          "SELECT pg_try_advisory_lock(hashtext($1)) AS held",
+          [lockKey(`node:${nodeId}`)],
+          undefined
+        ) as Effect.Effect<ReadonlyArray<{ held: boolean }>, SqlError>
+        if (rows[0]?.held !== true) {
+          return yield* Effect.fail(
+            new NodeIdInUse({
+              nodeId,
+              message: `node id '${nodeId}' is held by another live process on this database; give each process its own NODE_ID`
+            })
+          )
+        }
+      })
+  }
+}
+
+/** SqlClient (and PgClient) for one PostgreSQL schema, with the PostgreSQL StoreBackend. */
+export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | PgClient.PgClient, StorageFailure> => {
+  const schema = options.schema ?? "public"
+  if (!IDENTIFIER.test(schema)) throw new Error(`schema '${schema}' must be a lower-case SQL identifier`)
+  const url = schema === "public" ? options.url : withSearchPath(options.url, schema)
+  const client = PgClient.layer({
+    url: Redacted.make(url),
+    types,
+    maxConnections: options.maxConnections ?? 10,
+    applicationName: options.applicationName ?? "orchestration-engine"
+  })
+  const ensureSchema = Layer.effectDiscard(
+    Effect.flatMap(SqlClient, (sql) => (schema === "public" ? Effect.void : sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`)))
+  )
+  const backend = Layer.effect(StoreBackend, Effect.map(PgClient.PgClient, (pgClient) => makeBackend(pgClient, schema)))
+  return Layer.mergeAll(backend, ensureSchema).pipe(
+    Layer.provideMerge(client),
+    Layer.mapError(toStorageFailure("open: postgres"))
+  ) as Layer.Layer<SqlClient | PgClient.PgClient, StorageFailure>
+}

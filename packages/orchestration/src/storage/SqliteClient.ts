@@ -1,0 +1,186 @@
+/**
+ * Our SqlClient over one better-sqlite3 connection, in place of @effect/sql-sqlite-node's. It is the
+ * same shape (`SqlClient.make` from @effect/sql, one connection behind a one-permit semaphore, the
+ * SQLite compiler), so Migrator, `sql.insert/in/returning`, `sql.reserve` and our Transactions work
+ * unchanged. What differs, and why:
+ *
+ * - A prepare that fails is not cached. The upstream client caches the *failed* lookup for ten
+ *   minutes, so a statement refused once (a table not created yet, a transient error) kept failing.
+ * - The prepared-statement cache is a plain LRU `Map`; the upstream `Cache` (hashing, fibers, TTL
+ *   clock reads) cost several percent of a dispatch run (docs/benchmarks.md).
+ * - Inside a transaction, a statement runs on the driver in one Effect step instead of ≈ 60 (see
+ *   `withDirectStatementsInTransactions`): projections and settlements run several per command.
+ * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
+ *   run its own statements synchronously inside the transaction it already holds (see
+ *   SqliteCommitWriter.ts). Only the SQLite store provides it; other stores go the generic way.
+ */
+import * as Reactivity from "@effect/experimental/Reactivity"
+import * as Client from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import * as Statement from "@effect/sql/Statement"
+import Database from "better-sqlite3"
+import { Context, Effect, Layer, Scope, Stream } from "effect"
+
+export interface SqliteClientOptions {
+  readonly filename: string
+  readonly readonly?: boolean
+  /** Prepared statements kept (least recently used are finalized first). Default 500. */
+  readonly prepareCacheSize?: number
+}
+
+export interface SqliteConnectionShape {
+  /** The one connection. Use it only while holding the client's permit (inside a transaction). */
+  readonly db: Database.Database
+  /** A cached prepared statement for `sql`; throws the driver's error if it does not prepare. */
+  readonly prepare: (sql: string) => Database.Statement
+}
+
+/** The raw SQLite connection behind the SqlClient, provided only by the SQLite store. */
+export class SqliteConnection extends Context.Tag("orchestration/SqliteConnection")<SqliteConnection, SqliteConnectionShape>() {}
+
+/** A least-recently-used cache of prepared statements. Failed prepares throw and are never stored. */
+export const makePrepareCache = (db: Database.Database, capacity: number) => {
+  const statements = new Map<string, Database.Statement>()
+  return (sql: string): Database.Statement => {
+    const hit = statements.get(sql)
+    if (hit !== undefined) {
+      // Re-insert to mark it most recently used.
+      statements.delete(sql)
+      statements.set(sql, hit)
+      return hit
+    }
+    const statement = db.prepare(sql)
+    statements.set(sql, statement)
+    if (statements.size > capacity) {
+      const oldest = statements.keys().next().value
+      if (oldest !== undefined) statements.delete(oldest)
+    }
+    return statement
+  }
+}
+
+const executeFailure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
+const prepareFailure = (cause: unknown) => new SqlError({ cause, message: "Failed to prepare statement" })
+
+type Rows = ReadonlyArray<any>
+
+export const make = (options: SqliteClientOptions) =>
+  Effect.gen(function* () {
+    const db = new Database(options.filename, { readonly: options.readonly ?? false })
+    yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+    const prepare = makePrepareCache(db, options.prepareCacheSize ?? 500)
+
+    /** One step per statement: prepare (cached), bind, run, all synchronously. */
+    const run = (sql: string, params: ReadonlyArray<unknown>, mode: "rows" | "raw" | "values") =>
+      Effect.withFiberRuntime<Rows, SqlError>((fiber) => {
+        let statement: Database.Statement
+        try {
+          statement = prepare(sql)
+        } catch (cause) {
+          return Effect.fail(prepareFailure(cause))
+        }
+        const safe = Context.get(fiber.currentContext, Client.SafeIntegers)
+        try {
+          if (safe) statement.safeIntegers(true)
+          if (!statement.reader) {
+            const result = statement.run(...params)
+            return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
+          }
+          if (mode === "values") {
+            statement.raw(true)
+            try {
+              return Effect.succeed(statement.all(...params))
+            } finally {
+              statement.raw(false)
+            }
+          }
+          return Effect.succeed(statement.all(...params))
+        } catch (cause) {
+          return Effect.fail(executeFailure(cause))
+        } finally {
+          if (safe) statement.safeIntegers(false)
+        }
+      })
+
+    const connection: Connection = {
+      execute: (sql, params, transformRows) =>
+        transformRows ? Effect.map(run(sql, params, "rows"), transformRows) : run(sql, params, "rows"),
+      executeRaw: (sql, params) => run(sql, params, "raw"),
+      executeValues: (sql, params) => run(sql, params, "values") as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>,
+      // Cached too: BEGIN, COMMIT and ROLLBACK run once per transaction, and preparing them each
+      // time cost more than running them. The result is the same as a fresh prepare.
+      executeUnprepared: (sql, params, transformRows) =>
+        transformRows ? Effect.map(run(sql, params ?? [], "rows"), transformRows) : run(sql, params ?? [], "rows"),
+      executeStream: () => Stream.dieMessage("executeStream is not implemented for SQLite; page with LIMIT instead")
+    }
+
+    const semaphore = yield* Effect.makeSemaphore(1)
+    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    // A transaction holds the permit until its scope closes.
+    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+      Effect.as(
+        Effect.zipRight(
+          restore(semaphore.take(1)),
+          Effect.tap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        ),
+        connection
+      )
+    )
+    const client = yield* Client.make({
+      acquirer,
+      transactionAcquirer,
+      compiler: Statement.makeCompilerSqlite(),
+      spanAttributes: [["db.system.name", "sqlite"]]
+    })
+    return { client: withDirectStatementsInTransactions(client, connection, run), connection: SqliteConnection.of({ db, prepare }) }
+  })
+
+/**
+ * Statements run inside a transaction on this connection go straight to the driver: compile, then
+ * one synchronous step. Through @effect/sql's own path each costs ≈ 60 Effect steps (a span, a scope,
+ * the connection lookup) and 15–20 µs, about ten times the statement itself; projections and
+ * settlements run several per command (docs/benchmarks.md). The result, the error (SqlError), safe
+ * integers and the connection are the same; what is left out is the per-statement span (the
+ * transaction's batch has one). Outside a transaction, or under a statement transformer, the
+ * statement takes @effect/sql's path unchanged, which also takes the connection's permit.
+ */
+const withDirectStatementsInTransactions = (
+  client: Client.SqlClient,
+  connection: Connection,
+  run: (sql: string, params: ReadonlyArray<unknown>, mode: "rows") => Effect.Effect<ReadonlyArray<any>, SqlError>
+): Client.SqlClient => {
+  const probe = client.unsafe("SELECT 1")
+  const primitive = Object.getPrototypeOf(probe) as { commit: (this: Statement.Statement<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError> }
+  const genericCommit = primitive.commit
+  function directCommit(this: Statement.Statement<unknown>) {
+    return Effect.withFiberRuntime<ReadonlyArray<unknown>, SqlError>((fiber) => {
+      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+      if (transaction._tag === "None" || transaction.value[0] !== connection || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
+        return genericCommit.call(this)
+      }
+      const [sql, params] = this.compile()
+      return run(sql, params, "rows")
+    })
+  }
+  const direct = <S>(statement: S): S => {
+    if (Object.getPrototypeOf(statement) === primitive) (statement as { commit: unknown }).commit = directCommit
+    return statement
+  }
+  const constructor = Object.assign(
+    function sql(this: unknown, ...args: Array<unknown>) {
+      return direct((client as unknown as (...args: Array<unknown>) => unknown)(...args))
+    },
+    client,
+    { unsafe: (sql: string, params?: ReadonlyArray<unknown>) => direct(client.unsafe(sql, params)) }
+  ) as unknown as Client.SqlClient
+  ;(constructor as { safe: unknown }).safe = constructor
+  return constructor
+}
+
+/** SqlClient and SqliteConnection over one SQLite file (or ":memory:"). Sets no pragmas. */
+export const layer = (options: SqliteClientOptions): Layer.Layer<Client.SqlClient | SqliteConnection> =>
+  Layer.scopedContext(
+    Effect.map(make(options), ({ client, connection }) =>
+      Context.make(Client.SqlClient, client).pipe(Context.add(SqliteConnection, connection)))
+  ).pipe(Layer.provide(Reactivity.layer))

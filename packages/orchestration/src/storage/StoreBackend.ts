@@ -1,0 +1,67 @@
+/**
+ * What differs between the two stores, in one place. The engine's SQL is one logical schema over
+ * `SqlClient`; this service holds the few behaviours that are not SQL text:
+ *
+ * - SQLite is held by one process (an EXCLUSIVE file lock), so every write is already serialized and
+ *   every committed row is visible in sequence order.
+ * - PostgreSQL is shared by several server processes. Each dispatch transaction first takes one
+ *   transaction-scoped advisory lock (the *append lock*): sequences are handed out and committed one
+ *   transaction at a time, so a reader of "rows after N" can never see N+1 before N (gaps from
+ *   rollbacks are allowed, skips never), receipts stay unique under duplicates from two processes,
+ *   and the in-memory aggregate cache is re-validated against what other processes committed.
+ *
+ * The default value is SQLite's, so an engine over `SqliteStore.layer` needs nothing else.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Context, Effect, type Scope, Stream } from "effect"
+import type { NodeIdInUse } from "../Errors.js"
+
+/** What other processes committed since this one last looked (PostgreSQL only). */
+export interface ForeignCommits {
+  /** The log head after them. */
+  readonly head: number
+  /** Aggregates they wrote events for: their cached state is stale. */
+  readonly aggregates: ReadonlyArray<{ readonly aggregateType: string; readonly aggregateId: string }>
+}
+
+export interface StoreBackendShape {
+  readonly dialect: "sqlite" | "postgres"
+  /** Opens a write transaction. SQLite takes its write lock up front so a batch never upgrades. */
+  readonly beginWrite: string
+  /** Whether running rows of a dead previous incarnation may belong to live peers (shared store). */
+  readonly shared: boolean
+  /**
+   * First step of every dispatch transaction, given the head this process knows. PostgreSQL takes
+   * the append lock and reports what other processes committed; SQLite has nothing to do.
+   */
+  readonly beginBatch: (knownHead: number) => Effect.Effect<ForeignCommits | undefined, SqlError, SqlClient>
+  /** Runs `body` while no other process runs it (migrations and projection setup at boot). */
+  readonly exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
+  /** Hints that another process committed (LISTEN/NOTIFY); never data. Empty for SQLite. */
+  readonly foreignCommitHints: Stream.Stream<void, SqlError>
+  /** `FOR UPDATE SKIP LOCKED` where the store has it: concurrent claimers skip each other's rows. */
+  readonly skipLocked: string
+  /**
+   * Holds this node id for the scope's lifetime, failing when a live process already holds it. On a
+   * shared store this is what lets boot settle its own previous incarnation's rows at once: no live
+   * process can be running under the same node id.
+   */
+  readonly holdNodeId: (nodeId: string) => Effect.Effect<void, NodeIdInUse | SqlError, SqlClient | Scope.Scope>
+}
+
+export const sqliteBackend: StoreBackendShape = {
+  dialect: "sqlite",
+  beginWrite: "BEGIN IMMEDIATE",
+  shared: false,
+  beginBatch: () => Effect.succeed(undefined),
+  exclusively: (_name, body) => body,
+  foreignCommitHints: Stream.empty,
+  skipLocked: "",
+  // The file lock already makes this process the only one on the store.
+  holdNodeId: () => Effect.void
+}
+
+export class StoreBackend extends Context.Reference<StoreBackend>()("orchestration/StoreBackend", {
+  defaultValue: () => sqliteBackend
+}) {}
