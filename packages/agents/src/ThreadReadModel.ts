@@ -32,9 +32,22 @@ export const ThreadViews = Projection.make(Thread, {
         turn_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, ordinal INTEGER, message_id TEXT NOT NULL,
         status TEXT NOT NULL, reason TEXT, steps INTEGER NOT NULL DEFAULT 0, queued_seq INTEGER NOT NULL, updated_seq INTEGER NOT NULL)`,
       sql`CREATE INDEX IF NOT EXISTS agent_turns_by_thread ON agent_turns (thread_id, queued_seq)`,
+      // The operator's thread list pages by recency, optionally within one status.
+      sql`CREATE INDEX IF NOT EXISTS agent_threads_by_update ON agent_threads (updated_seq)`,
+      sql`CREATE INDEX IF NOT EXISTS agent_threads_by_status ON agent_threads (status, updated_seq)`,
       sql`CREATE TABLE IF NOT EXISTS agent_tool_calls (
         effect_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
-        transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT)`,
+        transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT,
+        position INTEGER NOT NULL DEFAULT 0)`,
+      // Stores made before \`position\` existed get the column (their rows keep SQLite's rowid order).
+      sql.onDialectOrElse({
+        pg: () => Effect.asVoid(sql`ALTER TABLE agent_tool_calls ADD COLUMN IF NOT EXISTS position INTEGER NOT NULL DEFAULT 0`),
+        orElse: () =>
+          Effect.flatMap(
+            sql<{ n: number }>`SELECT COUNT(*) AS n FROM pragma_table_info('agent_tool_calls') WHERE name = 'position'`,
+            (rows) => Number(rows[0]?.n ?? 0) > 0 ? Effect.void : Effect.asVoid(sql`ALTER TABLE agent_tool_calls ADD COLUMN position INTEGER NOT NULL DEFAULT 0`)
+          )
+      }),
       sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
       sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
     ], { discard: true })
@@ -69,12 +82,12 @@ export const ThreadViews = Projection.make(Thread, {
       case "model.responded":
         return Effect.all([
           run((sql) => sql`UPDATE agent_turns SET steps = ${event.step}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
-          ...event.toolCalls.map((call) =>
+          ...event.toolCalls.map((call, position) =>
             run((sql) =>
               sql`INSERT INTO agent_tool_calls ${
                 sql.insert({
                   effect_id: call.effectId, thread_id: threadId, turn_id: event.turnId, step: event.step, call_id: call.callId,
-                  transcript_id: call.transcriptId, name: call.name, arguments: JSON.stringify(call.arguments ?? {})
+                  transcript_id: call.transcriptId, name: call.name, arguments: JSON.stringify(call.arguments ?? {}), position
                 })
               }`
             )
@@ -125,6 +138,8 @@ export const transcriptOf = (threadId: string) =>
 
 export interface ToolCallView {
   readonly callId: string
+  /** The id the transcript's assistant message uses for this call (differs from callId on reuse). */
+  readonly transcriptId: string
   readonly name: string
   readonly effectId: string
   /** The effect row's status: pending | running | succeeded | failed | cancelled. */
@@ -155,9 +170,10 @@ export const threadView = (threadId: string) =>
     if (thread === undefined) return undefined
     const turns = yield* sql<{ turn_id: string; status: string; reason: string | null; steps: number }>`
       SELECT turn_id, status, reason, steps FROM agent_turns WHERE thread_id = ${threadId} ORDER BY queued_seq`
-    const calls = yield* sql<{ turn_id: string; call_id: string; name: string; effect_id: string; result: string | null; status: string | null }>`
-      SELECT c.turn_id, c.call_id, c.name, c.effect_id, c.result, o.status FROM agent_tool_calls c
-      LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId} ORDER BY c.step, c.rowid`
+    const calls = yield* sql<{ turn_id: string; call_id: string; transcript_id: string; name: string; effect_id: string; result: string | null; status: string | null }>`
+      SELECT c.turn_id, c.call_id, c.transcript_id, c.name, c.effect_id, c.result, o.status FROM agent_tool_calls c
+      LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId}
+      ORDER BY c.step, c.position, ${sql.onDialectOrElse({ pg: () => sql.literal("c.effect_id"), orElse: () => sql.literal("c.rowid") })}`
     const view: ThreadView = {
       threadId,
       title: thread.title,
@@ -171,6 +187,7 @@ export const threadView = (threadId: string) =>
           .filter((c) => c.turn_id === t.turn_id)
           .map((c): ToolCallView => ({
             callId: c.call_id,
+            transcriptId: c.transcript_id,
             name: c.name,
             effectId: c.effect_id,
             // An unknown tool never had an effect row: it failed at once.
@@ -192,3 +209,113 @@ export const transcriptView = (threadId: string) =>
     const validation = validateTranscript(messages, { allowTrailingOpenCalls: thread.status === "running" })
     return { messages, valid: validation.valid, problems: validation.problems as ReadonlyArray<TranscriptProblem> }
   })
+
+/** One row of the operator's thread list: the thread, its latest turn, and when it last moved. */
+export interface ThreadSummary {
+  readonly threadId: string
+  readonly title: string | null
+  readonly status: string
+  /** The list's order and cursor: the sequence of the thread's last status change. */
+  readonly updatedSequence: number
+  readonly turnCount: number
+  readonly queuedTurns: number
+  /** Sequence and time of the thread's newest event: its last progress of any kind. */
+  readonly lastSequence: number
+  readonly lastEventAt: number
+  /** The running turn, else the newest one; null for a thread that never had a message. */
+  readonly latestTurn: {
+    readonly turnId: string
+    readonly status: string
+    readonly reason: string | null
+    readonly steps: number
+    readonly queuedAt: number
+    readonly updatedAt: number
+  } | null
+}
+
+export interface ThreadListOptions {
+  readonly limit: number
+  /** A cursor: the `updatedSequence` the previous page ended at (the next page continues past it). */
+  readonly after?: number | undefined
+  readonly status?: string | undefined
+  /** `newest` (default) or `oldest` first: oldest running threads are the likeliest to be stuck. */
+  readonly order?: "newest" | "oldest" | undefined
+}
+
+/**
+ * A page of threads, most recently changed first (or least, with `order: "oldest"`), with the cursor
+ * of the next page (undefined on the last one). Reads a bounded number of rows whatever the number of threads: the list is keyed on
+ * `updated_seq`, unique per thread since each event belongs to one thread.
+ */
+export const listThreads = (options: ThreadListOptions) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const oldest = options.order === "oldest"
+    const conditions = [
+      options.status === undefined ? sql`1 = 1` : sql`t.status = ${options.status}`,
+      options.after === undefined ? sql`1 = 1` : oldest ? sql`t.updated_seq > ${options.after}` : sql`t.updated_seq < ${options.after}`
+    ]
+    const rows = yield* sql<{
+      thread_id: string
+      title: string | null
+      status: string
+      updated_seq: number
+      turn_count: number
+      queued_turns: number
+      last_sequence: number | null
+    }>`SELECT t.thread_id, t.title, t.status, t.updated_seq,
+        (SELECT COUNT(*) FROM agent_turns u WHERE u.thread_id = t.thread_id) AS turn_count,
+        (SELECT COUNT(*) FROM agent_turns u WHERE u.thread_id = t.thread_id AND u.status = 'queued') AS queued_turns,
+        (SELECT MAX(e.sequence) FROM events e WHERE e.aggregate_id = t.thread_id AND e.aggregate_type = 'thread') AS last_sequence
+      FROM agent_threads t WHERE ${sql.and(conditions)} ORDER BY t.updated_seq ${sql.unsafe(oldest ? "ASC" : "DESC")} LIMIT ${options.limit + 1}`
+    const page = rows.slice(0, options.limit)
+    const ids = page.map((r) => r.thread_id)
+    const sequences = page.map((r) => Number(r.last_sequence ?? r.updated_seq))
+    const turns = yield* sql<{
+      thread_id: string
+      turn_id: string
+      status: string
+      reason: string | null
+      steps: number
+      queued_at: number | null
+      updated_at: number | null
+    }>`SELECT u.thread_id, u.turn_id, u.status, u.reason, u.steps, q.occurred_at AS queued_at, w.occurred_at AS updated_at
+      FROM agent_turns u
+      LEFT JOIN events q ON q.sequence = u.queued_seq
+      LEFT JOIN events w ON w.sequence = u.updated_seq
+      WHERE ${sql.in("u.thread_id", ids)} AND u.turn_id = (
+        SELECT x.turn_id FROM agent_turns x WHERE x.thread_id = u.thread_id
+        ORDER BY CASE WHEN x.status = 'running' THEN 0 ELSE 1 END, x.queued_seq DESC LIMIT 1)`
+    const times = yield* sql<{ sequence: number; occurred_at: number }>`SELECT sequence, occurred_at FROM events WHERE ${sql.in("sequence", sequences)}`
+    const timeOf = new Map(times.map((r) => [Number(r.sequence), Number(r.occurred_at)]))
+    const turnOf = new Map(turns.map((u) => [u.thread_id, u]))
+    const threads = page.map((r, index): ThreadSummary => {
+      const turn = turnOf.get(r.thread_id)
+      const lastSequence = sequences[index]!
+      return {
+        threadId: r.thread_id,
+        title: r.title,
+        status: r.status,
+        updatedSequence: Number(r.updated_seq),
+        turnCount: Number(r.turn_count),
+        queuedTurns: Number(r.queued_turns),
+        lastSequence,
+        lastEventAt: timeOf.get(lastSequence) ?? 0,
+        latestTurn: turn === undefined ? null : {
+          turnId: turn.turn_id,
+          status: turn.status,
+          reason: turn.reason,
+          steps: Number(turn.steps),
+          queuedAt: Number(turn.queued_at ?? 0),
+          updatedAt: Number(turn.updated_at ?? 0)
+        }
+      }
+    })
+    const last = page.at(-1)
+    return { threads, next: rows.length > options.limit && last !== undefined ? Number(last.updated_seq) : undefined }
+  })
+
+/** How many threads are in each status (idle, running, deleted). */
+export const threadCountsByStatus = Effect.flatMap(SqlClient, (sql) =>
+  sql<{ status: string; n: number }>`SELECT status, COUNT(*) AS n FROM agent_threads GROUP BY status`
+).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Record<string, number>))

@@ -84,6 +84,13 @@ describe("World", () => {
     Effect.gen(function*() {
       const world = yield* openWorld
       const fiber = yield* Effect.fork(world.execute({ command: "sleep", sleepMs: 60_000 }, { effectId: "e1" }))
+      // The run is recorded with real file I/O before the sleep starts: move the clock only once the
+      // record is there and the fiber had turns to reach its sleep (else the sleep starts after the
+      // adjustment and the test hangs on a loaded machine).
+      for (let i = 0; i < 10_000 && (yield* world.readExecutions).length === 0; i++) {
+        yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      }
+      for (let i = 0; i < 20; i++) yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
       yield* TestClock.adjust("59 seconds")
       assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "e1", command: "sleep" }])
       assert.isTrue((yield* Fiber.poll(fiber))._tag === "None")
