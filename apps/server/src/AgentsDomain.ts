@@ -1,7 +1,7 @@
 /**
  * The agents domain as the server serves it (the main job): threads and turns from packages/agents,
  * the agents reactor, the world directory under DATA_DIR (or WORLD_DIR), the scripted provider by
- * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views.
+ * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views (list, thread, transcript).
  */
 import { Agents, OpenAiProvider, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
 import { type Engine, StorageErrors } from "@orchestration/engine"
@@ -9,7 +9,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
 import { join } from "node:path"
 import * as ServerDomain from "./ServerDomain.js"
-import { ThreadViews } from "./ThreadViews.js"
+import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
 
 const agents = Agents.domain()
 
@@ -18,6 +18,12 @@ const threadViews = Layer.effect(
   Effect.gen(function* () {
     const context = yield* Effect.context<SqlClient>()
     return {
+      listThreads: (request: ThreadListRequest) =>
+        Effect.all({ page: ThreadReadModel.listThreads(request), counts: ThreadReadModel.threadCountsByStatus }).pipe(
+          Effect.map(({ counts, page }) => ({ threads: page.threads, next: page.next ?? null, counts })),
+          Effect.mapError(StorageErrors.toStorageFailure("list threads")),
+          Effect.provide(context)
+        ),
       getThread: (threadId: string) =>
         ThreadReadModel.threadView(threadId).pipe(
           Effect.map((view) => Option.fromNullable(view).pipe(Option.map((v) => ({ ...v, title: v.title ?? "" })))),

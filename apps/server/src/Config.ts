@@ -17,6 +17,10 @@ export interface ServerConfig {
   /** Absolute: the database file and the domain's world directory live here. */
   readonly dataDir: string
   readonly databaseFile: string
+  /** DATABASE_URL: PostgreSQL shared by several server processes; unset: SQLite in `databaseFile`. */
+  readonly databaseUrl: Redacted.Redacted<string> | undefined
+  /** DATABASE_SCHEMA: the PostgreSQL schema of this deployment (default `public`). */
+  readonly databaseSchema: string
   readonly diskFloorBytes: number
   readonly provider: "scripted" | "openai"
   readonly openaiBaseUrl: string
@@ -25,6 +29,8 @@ export interface ServerConfig {
   readonly logLevel: LogLevel.LogLevel
   readonly shutdownGraceMs: number
   readonly nodeId: string
+  /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
+  readonly dashboardDir?: string
 }
 
 export const defaults = {
@@ -73,11 +79,21 @@ const integer = (env: Env, name: string, fallback: number, min: number, max: num
 
 export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Either<ServerConfig, ConfigInvalid> => {
   try {
-    if (read(env, "DATABASE_URL") !== undefined) {
-      throw new Bad(
-        "DATABASE_URL",
-        "DATABASE_URL is set, but the PostgreSQL backend is not available yet; unset it to use embedded SQLite in DATA_DIR"
-      )
+    const databaseUrl = read(env, "DATABASE_URL")
+    if (databaseUrl !== undefined) {
+      let parsed: URL | undefined
+      try {
+        parsed = new URL(databaseUrl)
+      } catch {
+        parsed = undefined
+      }
+      if (parsed === undefined || (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")) {
+        throw new Bad("DATABASE_URL", "DATABASE_URL must be a postgres://user@host:port/database URL (unset it to use embedded SQLite in DATA_DIR)")
+      }
+    }
+    const databaseSchema = read(env, "DATABASE_SCHEMA") ?? "public"
+    if (!/^[a-z_][a-z0-9_]{0,40}$/.test(databaseSchema)) {
+      throw new Bad("DATABASE_SCHEMA", `DATABASE_SCHEMA must be a lower-case SQL identifier, got '${databaseSchema}'`)
     }
     const port = integer(env, "PORT", defaults.port, 0, 65_535)
     const host = read(env, "HOST") ?? defaults.host
@@ -111,11 +127,15 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const shutdownGraceMs = integer(env, "SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs, 0, 10 * 60_000)
     const nodeId = read(env, "NODE_ID") ?? (hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64) || "node")
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
+    const dashboardDir = read(env, "DASHBOARD_DIR")
     return Either.right({
+      ...(dashboardDir === undefined ? {} : { dashboardDir: resolve(cwd, dashboardDir) }),
       port,
       host,
       dataDir,
       databaseFile: join(dataDir, "engine.db"),
+      databaseUrl: databaseUrl === undefined ? undefined : Redacted.make(databaseUrl),
+      databaseSchema,
       diskFloorBytes,
       provider,
       openaiBaseUrl,

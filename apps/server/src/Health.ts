@@ -4,8 +4,9 @@
  * admitting, data volume below its floor, or the store refusing writes. `degraded` (200) when work
  * is waiting too long or space is getting close to the floor.
  */
-import { Engine, FreeSpace, Outbox, StorageErrors } from "@orchestration/engine"
-import { Clock, Effect } from "effect"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Engine, FreeSpace, Outbox, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
+import { Clock, Duration, Effect } from "effect"
 import type { HealthReport } from "./http/Api.js"
 import { ServerMetrics } from "./Metrics.js"
 import * as OutboxStats from "./OutboxStats.js"
@@ -28,6 +29,41 @@ export const statusOf = (facts: {
   return "ok"
 }
 
+/**
+ * The store's own checks, independent of replication: it answers, how fast, whether it takes writes
+ * (a PostgreSQL standby or read-only server does not), and which worker processes are live on it.
+ */
+const databaseReport = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const backend = yield* StoreBackend
+  const worker = yield* Worker.Worker
+  const started = yield* Clock.currentTimeMillis
+  const probe = backend.dialect === "postgres"
+    ? Effect.map(
+      sql<{ recovery: boolean; read_only: string }>`SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only`,
+      (rows) => rows[0]?.recovery === false && rows[0]?.read_only === "off"
+    )
+    : Effect.as(sql`SELECT 1`, true)
+  // swallow-ok: a failed probe is the report (connected: false), logged; health must answer.
+  const acceptsWrites = yield* probe.pipe(
+    Effect.tapError((error) => Effect.logError("health: the database did not answer", error)),
+    Effect.option
+  )
+  const latencyMs = (yield* Clock.currentTimeMillis) - started
+  const now = yield* Clock.currentTimeMillis
+  const liveOwners = acceptsWrites._tag === "Some"
+    ? yield* Outbox.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(Effect.orElseSucceed(() => [worker.ownerId]))
+    : []
+  return {
+    backend: backend.dialect,
+    nodeId: worker.nodeId,
+    connected: acceptsWrites._tag === "Some",
+    latencyMs,
+    acceptsWrites: acceptsWrites._tag === "Some" && acceptsWrites.value,
+    liveOwners
+  }
+})
+
 export const report = Effect.gen(function* () {
   const engine = yield* Engine.Engine
   const state = yield* ServerState
@@ -47,7 +83,8 @@ export const report = Effect.gen(function* () {
     Effect.tapError((failure) => Effect.logError("health: the store did not answer", failure)),
     Effect.option
   )
-  const writable = read._tag === "Some" && !(yield* metrics.storageRefusing)
+  const database = yield* databaseReport
+  const writable = read._tag === "Some" && database.acceptsWrites && !(yield* metrics.storageRefusing)
   const reactors = read._tag === "Some" ? read.value.reactors : []
   const counts = read._tag === "Some" ? read.value.counts : {}
   const body: HealthReport = {
@@ -62,7 +99,8 @@ export const report = Effect.gen(function* () {
     storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
     engine: { active, head: stats.head, queueDepth: stats.queueDepth },
     reactors,
-    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0 }
+    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0 },
+    database
   }
   return body
 })

@@ -1,7 +1,8 @@
 /**
- * Read-only aggregate queries over the engine's outbox and receipts tables, for /health and
- * /metrics. They read the engine's schema directly because the engine offers no such aggregates
- * yet (Outbox.countsByStatus has no kind); keep them in step with the engine's migrations.
+ * Read-only aggregate queries over the engine's outbox and receipts tables, for /health, /metrics
+ * and the dashboard's /v1/outbox/summary. They read the engine's schema directly because the engine
+ * offers no such aggregates yet (Outbox.countsByStatus has no kind); keep them in step with the
+ * engine's migrations.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { StorageErrors } from "@orchestration/engine"
@@ -38,4 +39,22 @@ export const leaseReclaimsSince = (since: number) =>
   ).pipe(
     Effect.map(([row]) => Number(row?.n ?? 0)),
     Effect.mapError(StorageErrors.toStorageFailure("read lease reclaims"))
+  )
+
+/** When the oldest due pending row (any kind) became due, or null when none waits. */
+export const oldestDuePendingAt = (now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ oldest: number | null }>`SELECT MIN(available_at) AS oldest FROM outbox WHERE status = 'pending' AND available_at <= ${now}`
+  ).pipe(
+    Effect.map(([row]) => (row?.oldest === null || row?.oldest === undefined ? null : Number(row.oldest))),
+    Effect.mapError(StorageErrors.toStorageFailure("read oldest pending"))
+  )
+
+/** The ids of the newest failed rows, newest first. */
+export const newestFailedIds = (limit: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`SELECT effect_id FROM outbox WHERE status = 'failed' ORDER BY sequence DESC LIMIT ${limit}`
+  ).pipe(
+    Effect.map((rows) => rows.map((r) => r.effect_id)),
+    Effect.mapError(StorageErrors.toStorageFailure("read failed effects"))
   )

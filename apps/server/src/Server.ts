@@ -5,16 +5,18 @@
  * the listener, reactors and store close. main.ts and the tests both start the server this way.
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
-import { Boot, Engine, FreeSpace, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
-import { Clock, Context, Deferred, Duration, Effect, Layer, type Scope } from "effect"
+import { Boot, Engine, FreeSpace, PostgresStore, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { ServerConfig } from "./Config.js"
 import * as Metrics from "./Metrics.js"
 import { ServerApi } from "./http/Api.js"
 import { CommandsLive } from "./http/CommandsHandlers.js"
+import * as DashboardAssets from "./http/DashboardAssets.js"
 import { apiMiddleware } from "./http/Edge.js"
 import { EffectsLive } from "./http/EffectsHandlers.js"
 import { EventsLive } from "./http/EventsHandlers.js"
 import { OpsLive } from "./http/OpsHandlers.js"
+import { OutboxLive } from "./http/OutboxHandlers.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
 import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
@@ -30,6 +32,12 @@ export interface ServerOptions {
   readonly worker?: Worker.WorkerOptions
 }
 
+/** SQLite in DATA_DIR, or the PostgreSQL database of DATABASE_URL shared with other server processes. */
+export const storeLayer = (config: ServerConfig) =>
+  config.databaseUrl === undefined
+    ? SqliteStore.layer({ filename: config.databaseFile })
+    : PostgresStore.layer({ url: Redacted.value(config.databaseUrl), schema: config.databaseSchema, applicationName: `orchestration-server:${config.nodeId}` })
+
 /** Store, engine, domain services, boot and the server's own state: everything but HTTP. */
 export const coreLayer = (options: ServerOptions) => {
   const { config, domain } = options
@@ -41,7 +49,7 @@ export const coreLayer = (options: ServerOptions) => {
     ...(domain.isNewWork === undefined ? {} : { isNewWork: domain.isNewWork }),
     activation: "manual"
   }).pipe(
-    Layer.provideMerge(SqliteStore.layer({ filename: config.databaseFile })),
+    Layer.provideMerge(storeLayer(config)),
     Layer.provideMerge(freeSpace),
     Layer.provide(options.storageFaults ?? Layer.empty)
   )
@@ -69,13 +77,17 @@ export const coreLayer = (options: ServerOptions) => {
 }
 
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
-  Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OpsLive]),
+  Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OutboxLive, OpsLive]),
   Layer.provide(apiMiddleware)
 )
 
-/** The routes, OpenAPI at /openapi.json and the docs UI at /docs, served on the given listener. */
+/**
+ * The routes, OpenAPI at /openapi.json, the docs UI at /docs and the dashboard at /, served on the
+ * given listener.
+ */
 export const httpLayer = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
+  Layer.provide(DashboardAssets.layer),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(ApiLive)
 )

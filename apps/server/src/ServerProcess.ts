@@ -22,14 +22,15 @@ export const program = (config: ServerConfig, domain: AnyServerDomain, env: Read
       NodeHttpServer.layer(createServer, { port: config.port, host: config.host })
     )
     const { reconciled } = started.state
+    const database = config.databaseUrl === undefined ? config.databaseFile : `postgres (schema ${config.databaseSchema})`
     const token = config.apiToken === undefined ? "" : ` -H "authorization: Bearer $API_TOKEN"`
     const example = JSON.stringify({ commandId: `example-${Date.now()}`, ...(domain.exampleCommand ?? { type: "<type>" }) })
     yield* Effect.logInfo(
-      `serving ${started.url} (domain: ${domain.name}; database ${config.databaseFile}; reconcile settled ` +
+      `serving ${started.url} (domain: ${domain.name}; database ${database}; node ${config.nodeId}; reconcile settled ` +
         `${reconciled.requeued} requeued, ${reconciled.failed} failed, ${reconciled.alreadySettled} already settled)`
     ).pipe(Effect.annotateLogs({
       url: started.url,
-      database: config.databaseFile,
+      database,
       reconciled,
       try: `curl -s${token} -X POST ${started.url}/v1/commands -H 'content-type: application/json' -d '${example}'`,
       docs: `${started.url}/docs`

@@ -1,6 +1,6 @@
 /**
- * What the server needs from a domain that has threads: the read views behind
- * `GET /v1/threads/:threadId` and `/transcript`. The server owns the routes and their shapes; the
+ * What the server needs from a domain that has threads: the read views behind `GET /v1/threads`
+ * (a page of threads), `GET /v1/threads/:threadId` and `/transcript`. The server owns the routes and their shapes; the
  * domain (packages/agents) owns how they are computed from its projections and the log.
  */
 import type { StorageFailure } from "@orchestration/engine"
@@ -8,6 +8,8 @@ import { Context, type Effect, type Option, Schema } from "effect"
 
 export const ToolCallView = Schema.Struct({
   callId: Schema.String,
+  /** The id the transcript's assistant message gives this call (links a transcript entry to its effect). */
+  transcriptId: Schema.optional(Schema.String),
   name: Schema.String,
   effectId: Schema.String,
   status: Schema.String,
@@ -42,7 +44,55 @@ export const TranscriptView = Schema.Struct({
 })
 export type TranscriptView = typeof TranscriptView.Type
 
+/** One thread in the list: its latest turn and when it last made progress (its newest event). */
+export const ThreadSummary = Schema.Struct({
+  threadId: Schema.String,
+  title: Schema.NullOr(Schema.String),
+  status: Schema.String,
+  /** The list's order and its cursor: the sequence of the thread's last status change. */
+  updatedSequence: Schema.Number,
+  turnCount: Schema.Number,
+  queuedTurns: Schema.Number,
+  lastSequence: Schema.Number,
+  /** Epoch ms of the thread's newest event. */
+  lastEventAt: Schema.Number,
+  /** The running turn, else the newest; null before the first message. */
+  latestTurn: Schema.NullOr(Schema.Struct({
+    turnId: Schema.String,
+    status: Schema.String,
+    reason: Schema.NullOr(Schema.String),
+    steps: Schema.Number,
+    queuedAt: Schema.Number,
+    updatedAt: Schema.Number
+  }))
+})
+export type ThreadSummary = typeof ThreadSummary.Type
+
+/** The statuses a thread list may be filtered by. */
+export const ThreadStatus = Schema.Literal("idle", "running", "deleted")
+
+/** `GET /v1/threads`: newest (or oldest) first; `next` is the `after` of the following page, null on the last. */
+export const ThreadPage = Schema.Struct({
+  threads: Schema.Array(ThreadSummary),
+  next: Schema.NullOr(Schema.Number),
+  /** Threads in each status, over all threads (not just this page). */
+  counts: Schema.Record({ key: Schema.String, value: Schema.Number })
+})
+export type ThreadPage = typeof ThreadPage.Type
+
+/** Newest first (default), or oldest first: the longest-running threads, likeliest to be stuck. */
+export const ThreadOrder = Schema.Literal("newest", "oldest")
+
+export interface ThreadListRequest {
+  readonly limit: number
+  readonly after?: number | undefined
+  readonly status?: typeof ThreadStatus.Type | undefined
+  readonly order?: typeof ThreadOrder.Type | undefined
+}
+
 export interface ThreadViewsShape {
+  /** A page of threads, bounded by `limit` whatever their number. Absent: the list route answers 404. */
+  readonly listThreads?: (request: ThreadListRequest) => Effect.Effect<ThreadPage, StorageFailure>
   /** None when no thread has that id (404). */
   readonly getThread: (threadId: string) => Effect.Effect<Option.Option<ThreadView>, StorageFailure>
   /** None when no thread has that id (404). */

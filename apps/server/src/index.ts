@@ -4,8 +4,13 @@ export * as Health from "./Health.js"
 export * as Metrics from "./Metrics.js"
 export * as Server from "./Server.js"
 export * as ServerDomain from "./ServerDomain.js"
+import type { AnyServerDomain } from "./ServerDomain.js"
 export type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
 export { ServerState } from "./ServerState.js"
 export { ThreadViews, ThreadView, TranscriptView, type ThreadViewsShape } from "./ThreadViews.js"
 export { ServerApi } from "./http/Api.js"
+/** The route schemas (HealthReport, EffectView, …), for clients such as apps/cli. */
+export * as Api from "./http/Api.js"
+/** The domain `main.ts` serves, loaded on demand (it pulls in the agents domain): `orchestrator serve` runs the same server. */
+export const loadDomain = (): Promise<AnyServerDomain> => import("./domain.js").then((m) => m.domain)
 export * as ServerProcess from "./ServerProcess.js"

@@ -70,9 +70,15 @@ describe("configuration from the environment", () => {
     }
   })
 
-  it("DATABASE_URL is refused until the PostgreSQL backend exists", () => {
-    const error = fails({ DATABASE_URL: "postgres://db/orch" })
+  it("DATABASE_URL selects PostgreSQL; anything but a postgres:// URL, or a bad schema, is refused by name", () => {
+    const error = fails({ DATABASE_URL: "mysql://db/orch" })
     assert.strictEqual(error.variable, "DATABASE_URL")
-    assert.include(error.message, "PostgreSQL backend is not available yet")
+    assert.include(error.message, "postgres://")
+    assert.strictEqual(fails({ DATABASE_URL: "not a url" }).variable, "DATABASE_URL")
+    assert.strictEqual(fails({ DATABASE_URL: "postgres://db/orch", DATABASE_SCHEMA: "Robert'); DROP" }).variable, "DATABASE_SCHEMA")
+    const config = Either.getOrThrow(parseConfig({ DATABASE_URL: "postgres://app@db:5432/orch", DATABASE_SCHEMA: "tenant_1" }, "/srv"))
+    assert.strictEqual(Redacted.value(config.databaseUrl!), "postgres://app@db:5432/orch")
+    assert.strictEqual(config.databaseSchema, "tenant_1")
+    assert.strictEqual(Either.getOrThrow(parseConfig({}, "/srv")).databaseUrl, undefined)
   })
 })

@@ -6,7 +6,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
-import { ThreadView, TranscriptView } from "../ThreadViews.js"
+import { ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
 
 /** What a dispatch may answer besides success; each member carries its own status. */
 const DispatchErrors = Schema.Union(
@@ -93,7 +93,18 @@ export const HealthReport = Schema.Struct({
   storage: Schema.Struct({ freeBytes: Schema.Number, floorBytes: Schema.Number, writable: Schema.Boolean }),
   engine: Schema.Struct({ active: Schema.Boolean, head: Schema.Number, queueDepth: Schema.Number }),
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
-  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number })
+  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number }),
+  /** Which store, whether it answers, and (PostgreSQL) whether it takes writes and who else is live. */
+  database: Schema.Struct({
+    backend: Schema.Literal("sqlite", "postgres"),
+    nodeId: Schema.String,
+    connected: Schema.Boolean,
+    latencyMs: Schema.Number,
+    /** PostgreSQL: false on a read-only or recovering (standby) server. */
+    acceptsWrites: Schema.Boolean,
+    /** Live worker processes on this store (their owner ids), this one included. */
+    liveOwners: Schema.Array(Schema.String)
+  })
 })
 export type HealthReport = typeof HealthReport.Type
 
@@ -138,6 +149,20 @@ export class EventsGroup extends HttpApiGroup.make("events")
 {}
 
 export class ThreadsGroup extends HttpApiGroup.make("threads")
+  .add(
+    HttpApiEndpoint.get("list", "/threads")
+      .setUrlParams(Schema.Struct({
+        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
+        /** The `next` of the previous page. */
+        after: Schema.optional(Sequence),
+        status: Schema.optional(ThreadStatus),
+        order: Schema.optional(ThreadOrder)
+      }))
+      .addSuccess(ThreadPage)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+      .annotate(OpenApi.Description, "A page of threads, most recently changed first, or least with order=oldest (default 50, at most 500). Page on with after=<next>.")
+  )
   .add(HttpApiEndpoint.get("thread")`/threads/${threadId}`.addSuccess(ThreadView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
   .add(
     HttpApiEndpoint.get("transcript")`/threads/${threadId}/transcript`
@@ -178,6 +203,33 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
   .prefix("/v1")
 {}
 
+/** `GET /v1/outbox/summary`: what the dashboard samples every few seconds. */
+export const OutboxSummary = Schema.Struct({
+  /** Server time of the reading (epoch ms), so clients chart against it. */
+  at: Schema.Number,
+  /** The last committed event sequence: its change over time is the log's throughput. */
+  head: Schema.Number,
+  rows: Schema.Array(Schema.Struct({ status: Schema.String, kind: Schema.String, count: Schema.Number })),
+  /** Rows settled so far (succeeded, failed, cancelled, still kept): its change is settlement throughput. */
+  settled: Schema.Number,
+  /** How long the oldest due pending row has waited (0 when none waits). */
+  oldestPendingAgeMs: Schema.Number,
+  reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
+  /** The newest failed rows (at most 20), with their error and attempts. */
+  recentFailures: Schema.Array(EffectView)
+})
+export type OutboxSummary = typeof OutboxSummary.Type
+
+export class OutboxGroup extends HttpApiGroup.make("outbox")
+  .add(
+    HttpApiEndpoint.get("summary", "/outbox/summary")
+      .addSuccess(OutboxSummary)
+      .addError(Wire.StorageUnavailable)
+      .annotate(OpenApi.Description, "Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures.")
+  )
+  .prefix("/v1")
+{}
+
 export class OpsGroup extends HttpApiGroup.make("ops")
   .add(
     HttpApiEndpoint.get("health", "/health")
@@ -192,6 +244,7 @@ export class ServerApi extends HttpApi.make("orchestration")
   .add(EventsGroup)
   .add(ThreadsGroup)
   .add(EffectsGroup)
+  .add(OutboxGroup)
   .add(OpsGroup)
   .addError(Wire.InvalidRequest)
   .addError(Wire.Unauthorized)

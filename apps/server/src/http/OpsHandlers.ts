@@ -1,7 +1,7 @@
 /** GET /health and GET /metrics: outside /v1 and without the token, for probes and scrapers. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Engine } from "@orchestration/engine"
+import { Engine, type Worker } from "@orchestration/engine"
 import * as Health from "../Health.js"
 import { render, ServerMetrics } from "../Metrics.js"
 import * as OutboxStats from "../OutboxStats.js"
@@ -11,7 +11,7 @@ import { Clock, Effect, Schema } from "effect"
 
 export const OpsLive = HttpApiBuilder.group(ServerApi, "ops", (handlers) =>
   Effect.gen(function* () {
-    const context = yield* Effect.context<Engine.Engine | ServerState | ServerMetrics | SqlClient>()
+    const context = yield* Effect.context<Engine.Engine | ServerState | ServerMetrics | SqlClient | Worker.Worker>()
     const encodeHealth = Schema.encode(HealthReport)
     return handlers
       .handleRaw("health", () =>

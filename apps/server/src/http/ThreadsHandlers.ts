@@ -6,13 +6,17 @@ import { NotFound, storageUnavailable } from "../ApiErrors.js"
 import { ThreadViews, type ThreadViewsShape } from "../ThreadViews.js"
 import { ServerApi } from "./Api.js"
 
+/** The thread list's page size when the client names none. */
+export const defaultThreadPage = 50
+
 export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers) =>
   Effect.gen(function* () {
     const views = yield* Effect.serviceOption(ThreadViews)
+    const noThreads = () => new NotFound({ message: "this server's domain has no threads" })
     const missing = (threadId: string) => new NotFound({ message: `no thread '${threadId}'` })
     const find = <A>(threadId: string, read: (v: ThreadViewsShape) => Effect.Effect<Option.Option<A>, StorageFailure>) =>
       Option.match(views, {
-        onNone: () => Effect.fail(new NotFound({ message: "this server's domain has no threads" })),
+        onNone: () => Effect.fail(noThreads()),
         onSome: (v) =>
           read(v).pipe(
             Effect.mapError(storageUnavailable),
@@ -20,6 +24,12 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
           )
       })
     return handlers
+      .handle("list", ({ urlParams }) => {
+        const list = Option.getOrUndefined(views)?.listThreads
+        return list === undefined
+          ? Effect.fail(noThreads())
+          : list({ limit: urlParams.limit ?? defaultThreadPage, after: urlParams.after, status: urlParams.status, order: urlParams.order }).pipe(Effect.mapError(storageUnavailable))
+      })
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
       .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))
   }))
