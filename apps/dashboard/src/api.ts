@@ -1,0 +1,157 @@
+/**
+ * The server's HTTP API as the page uses it: the shapes it reads (mirroring apps/server's
+ * src/http/Api.ts and ThreadViews.ts) and one `request` that adds the bearer token and turns a 401
+ * into `Unauthorized`, so the page can ask for the token in one place.
+ */
+import { readToken } from "./token.js"
+
+export type EffectStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
+
+export interface EffectRow {
+  readonly sequence: number
+  readonly effectId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly kind: string
+  readonly payload: unknown
+  readonly status: EffectStatus
+  readonly attempts: number
+  readonly availableAt: number
+  readonly leaseOwner: string | null
+  readonly leaseExpiresAt: number | null
+  readonly response: unknown
+  readonly error: unknown
+  readonly createdAt: number
+  readonly updatedAt: number
+}
+
+export interface OutboxSummary {
+  readonly at: number
+  readonly head: number
+  readonly rows: ReadonlyArray<{ readonly status: string; readonly kind: string; readonly count: number }>
+  readonly settled: number
+  readonly oldestPendingAgeMs: number
+  readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
+  readonly recentFailures: ReadonlyArray<EffectRow>
+}
+
+export interface ThreadSummary {
+  readonly threadId: string
+  readonly title: string | null
+  readonly status: string
+  readonly updatedSequence: number
+  readonly turnCount: number
+  readonly queuedTurns: number
+  readonly lastSequence: number
+  readonly lastEventAt: number
+  readonly latestTurn: {
+    readonly turnId: string
+    readonly status: string
+    readonly reason: string | null
+    readonly steps: number
+    readonly queuedAt: number
+    readonly updatedAt: number
+  } | null
+}
+
+export interface ThreadPage {
+  readonly threads: ReadonlyArray<ThreadSummary>
+  readonly next: number | null
+  readonly counts: Readonly<Record<string, number>>
+}
+
+export interface ToolCall {
+  readonly callId: string
+  readonly transcriptId?: string
+  readonly name: string
+  readonly effectId: string
+  readonly status: string
+  readonly result?: unknown
+}
+
+export interface ThreadDetail {
+  readonly threadId: string
+  readonly title: string
+  readonly status: string
+  readonly turns: ReadonlyArray<{
+    readonly turnId: string
+    readonly status: string
+    readonly reason?: string
+    readonly steps: number
+    readonly toolCalls: ReadonlyArray<ToolCall>
+  }>
+  readonly messages: ReadonlyArray<TranscriptMessage>
+}
+
+export type TranscriptMessage =
+  | { readonly role: "user"; readonly content: string }
+  | {
+    readonly role: "assistant"
+    readonly content: string | null
+    readonly tool_calls?: ReadonlyArray<{ readonly id: string; readonly function: { readonly name: string; readonly arguments: string } }>
+  }
+  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string }
+  | { readonly role: "system"; readonly content: string }
+
+/** The server answered 401 to a request sent with `token` (undefined: sent without one). */
+export class Unauthorized extends Error {
+  constructor(readonly token: string | undefined) {
+    super(token === undefined ? "the server wants an API token" : "the server refused the API token")
+  }
+}
+
+/** Any other non-2xx answer, with the server's `{ error, message }` body when it sent one. */
+export class ApiError extends Error {
+  constructor(readonly status: number, readonly error: string, message: string) {
+    super(message)
+  }
+}
+
+export const request = async <A>(path: string, init: RequestInit = {}): Promise<A> => {
+  const headers = new Headers(init.headers)
+  const token = readToken()
+  if (token !== undefined) headers.set("authorization", `Bearer ${token}`)
+  const response = await fetch(path, { ...init, headers })
+  if (response.status === 401) throw new Unauthorized(token)
+  const text = await response.text()
+  let body: unknown = undefined
+  try {
+    body = text === "" ? undefined : JSON.parse(text)
+  } catch {
+    // not JSON: reported below as the status alone
+  }
+  if (!response.ok) {
+    const named = (body ?? {}) as { error?: string; message?: string }
+    throw new ApiError(response.status, named.error ?? `HTTP ${response.status}`, named.message ?? text.slice(0, 200))
+  }
+  return body as A
+}
+
+export const getSummary = () => request<OutboxSummary>("/v1/outbox/summary")
+
+export const getThreads = (options: {
+  readonly limit: number
+  readonly after?: number | undefined
+  readonly status?: string | undefined
+  readonly order?: "newest" | "oldest" | undefined
+}) => {
+  const query = new URLSearchParams({ limit: String(options.limit) })
+  if (options.after !== undefined) query.set("after", String(options.after))
+  if (options.status !== undefined) query.set("status", options.status)
+  if (options.order !== undefined) query.set("order", options.order)
+  return request<ThreadPage>(`/v1/threads?${query}`)
+}
+
+export const getThread = (threadId: string) => request<ThreadDetail>(`/v1/threads/${encodeURIComponent(threadId)}`)
+
+/** One thread's effect rows (GET /v1/effects?aggregateId=), oldest first. */
+export const getThreadEffects = (threadId: string) =>
+  request<{ effects: ReadonlyArray<EffectRow> }>(`/v1/effects?aggregateId=${encodeURIComponent(threadId)}&limit=1000`).then((r) => r.effects)
+
+/** Retry (failed or cancelled) or cancel (pending or running): operator commands with receipts. */
+export const operate = (action: "retry" | "cancel", effectId: string) =>
+  request<{ commandId: string; duplicate: boolean }>(`/v1/effects/${encodeURIComponent(effectId)}/${action}`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: "{}"
+  })

@@ -1,0 +1,37 @@
+/** Retry (failed, cancelled) and cancel (pending, running) for one effect row, through the API. */
+import { useState } from "preact/hooks"
+import { ApiError, type EffectRow, operate } from "../api.js"
+
+export interface EffectActionsProps {
+  readonly effect: Pick<EffectRow, "effectId" | "status">
+  /** Called after the server accepted the command, to re-read what changed. */
+  readonly onDone: () => void
+  readonly onError: (error: unknown) => void
+}
+
+export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) => {
+  const [busy, setBusy] = useState(false)
+  const run = (action: "retry" | "cancel") => {
+    if (action === "cancel" && !window.confirm(`Cancel effect ${effect.effectId}?`)) return
+    setBusy(true)
+    operate(action, effect.effectId)
+      .then(onDone, (error: unknown) => {
+        // A stale click (the row moved on) is a 422 naming why: show it, then re-read.
+        onError(error instanceof ApiError ? new Error(`${action} refused: ${error.message}`) : error)
+        onDone()
+      })
+      .finally(() => setBusy(false))
+  }
+  const canRetry = effect.status === "failed" || effect.status === "cancelled"
+  const canCancel = effect.status === "pending" || effect.status === "running"
+  return (
+    <span class="actions">
+      {canRetry
+        ? <button type="button" data-testid="retry" disabled={busy} onClick={() => run("retry")}>Retry</button>
+        : null}
+      {canCancel
+        ? <button type="button" class="danger" data-testid="cancel" disabled={busy} onClick={() => run("cancel")}>Cancel</button>
+        : null}
+    </span>
+  )
+}

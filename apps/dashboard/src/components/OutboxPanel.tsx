@@ -1,0 +1,108 @@
+/**
+ * The outbox at a glance: rows by status × kind, how long the oldest due row has waited, each
+ * reactor's lag, and the newest failures with their reason, attempts and a retry button.
+ */
+import type { EffectRow, OutboxSummary } from "../api.js"
+import { errorReason, formatAge, formatCount } from "../format.js"
+import { StatusBadge } from "./Badges.js"
+import { EffectActions } from "./EffectActions.js"
+
+const statuses = ["pending", "running", "succeeded", "failed", "cancelled"] as const
+
+export interface OutboxPanelProps {
+  readonly summary: OutboxSummary | undefined
+  readonly onOpenThread: (threadId: string) => void
+  readonly onChanged: () => void
+  readonly onError: (error: unknown) => void
+}
+
+export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: OutboxPanelProps) => {
+  const kinds = [...new Set((summary?.rows ?? []).map((r) => r.kind))].sort()
+  const count = (status: string, kind?: string) =>
+    (summary?.rows ?? []).filter((r) => r.status === status && (kind === undefined || r.kind === kind)).reduce((a, r) => a + r.count, 0)
+  return (
+    <section class="panel" data-testid="outbox">
+      <header class="panel-head">
+        <h2>Outbox</h2>
+        <span class="muted" data-testid="oldest-pending">
+          oldest due pending: <strong>{summary === undefined ? "–" : summary.oldestPendingAgeMs === 0 ? "none waiting" : formatAge(summary.oldestPendingAgeMs)}</strong>
+        </span>
+      </header>
+      <table class="table compact">
+        <thead>
+          <tr>
+            <th>Kind</th>
+            {statuses.map((s) => <th class="num">{s}</th>)}
+          </tr>
+        </thead>
+        <tbody>
+          {kinds.length === 0
+            ? <tr><td colSpan={6} class="empty">no effects yet</td></tr>
+            : kinds.map((kind) => (
+              <tr data-testid="outbox-kind" data-kind={kind}>
+                <td class="mono">{kind}</td>
+                {statuses.map((s) => {
+                  const n = count(s, kind)
+                  return <td class={n > 0 && s === "failed" ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>{formatCount(n)}</td>
+                })}
+              </tr>
+            ))}
+          {kinds.length > 1
+            ? (
+              <tr class="total">
+                <td>all kinds</td>
+                {statuses.map((s) => <td class="num">{formatCount(count(s))}</td>)}
+              </tr>
+            )
+            : null}
+        </tbody>
+      </table>
+      <h3>Reactors</h3>
+      <table class="table compact">
+        <thead>
+          <tr>
+            <th>Reactor</th>
+            <th class="num">Lag (due, unsettled)</th>
+            <th class="num">Oldest due pending</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(summary?.reactors ?? []).map((r) => (
+            <tr data-testid="reactor">
+              <td class="mono">{r.name}</td>
+              <td class="num">{formatCount(r.lag)}</td>
+              <td class="num">{r.oldestPendingAgeMs === 0 ? "–" : formatAge(r.oldestPendingAgeMs)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <h3>
+        Failed effects <span class="muted small">(newest {summary?.recentFailures.length ?? 0} of {formatCount(count("failed"))})</span>
+      </h3>
+      {summary === undefined || summary.recentFailures.length === 0
+        ? <p class="empty" data-testid="no-failures">no failed effects</p>
+        : (
+          <ul class="failures">
+            {summary.recentFailures.map((effect: EffectRow) => (
+              <li data-testid="failure" data-effect-id={effect.effectId} key={effect.effectId}>
+                <div class="failure-head">
+                  <StatusBadge status={effect.status} />
+                  <span class="mono">{effect.kind}</span>
+                  <a href={`#/threads/${encodeURIComponent(effect.aggregateId)}`} class="mono" onClick={(e) => {
+                    e.preventDefault()
+                    onOpenThread(effect.aggregateId)
+                  }}>
+                    {effect.aggregateId}
+                  </a>
+                  <span class="muted small">attempts {effect.attempts}</span>
+                  <EffectActions effect={effect} onDone={onChanged} onError={onError} />
+                </div>
+                <div class="mono small effect-id">{effect.effectId}</div>
+                <div class="reason" data-testid="failure-reason">{errorReason(effect.error)}</div>
+              </li>
+            ))}
+          </ul>
+        )}
+    </section>
+  )
+}
