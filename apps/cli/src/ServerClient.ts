@@ -1,0 +1,190 @@
+/**
+ * Talking to a running server: the typed HttpApiClient of the server's own HttpApi (so requests and
+ * answers are checked against the same schemas the server serves), the health report (which answers
+ * 503 with the same body when unavailable), and the event stream. Every HTTP failure becomes a
+ * CliError in `fromHttpFailure`, the one mapping from what the server said to what the CLI says.
+ */
+import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Api } from "@orchestration/server"
+import { Effect, Option, ParseResult, Schema, Stream } from "effect"
+import { Conflict, isCliError, NotFound, Refused, ServerFailed, ServerUnreachable, Unauthorized, UsageError, type CliError } from "./CliErrors.js"
+import type { Connection } from "./Connection.js"
+
+type ServerApi = typeof Api.ServerApi
+export type ApiGroups = ServerApi extends HttpApi.HttpApi<any, infer G, any, any> ? G : never
+export type ApiErrors = ServerApi extends HttpApi.HttpApi<any, any, infer E, any> ? E : never
+/** The typed client of the server's HttpApi. */
+export type ApiClient = HttpApiClient.Client<ApiGroups, ApiErrors, never>
+
+/** Every request carries the token, when there is one. */
+const authorize = (connection: Connection) => (client: HttpClient.HttpClient) =>
+  connection.token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(connection.token))
+
+const makeClient = (connection: Connection): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
+  HttpApiClient.make(Api.ServerApi, { baseUrl: connection.url, transformClient: authorize(connection) })
+
+const statusOfTag: Record<string, number> = {
+  InvalidCommand: 400,
+  InvalidRequest: 400,
+  Unauthorized: 401,
+  NotFound: 404,
+  CommandIdConflict: 409,
+  AggregateUnavailable: 409,
+  PayloadTooLarge: 413,
+  UnsupportedMediaType: 415,
+  CommandRejected: 422,
+  CommandDefect: 500,
+  StorageUnavailable: 503,
+  EngineUnavailable: 503
+}
+
+const transportCode = (cause: unknown): string | undefined => {
+  // fetch wraps the socket error: TypeError("fetch failed") with `cause.code` (ECONNREFUSED, …).
+  let current: unknown = cause
+  for (let depth = 0; depth < 4 && typeof current === "object" && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string") return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/** A server answer by its HTTP status and the `error` tag of its body. */
+export const fromStatus = (connection: Connection, status: number, error: string, message: string): CliError => {
+  if (status === 401) {
+    return new Unauthorized({
+      url: connection.url,
+      tokenSent: connection.token !== undefined,
+      message: connection.token === undefined
+        ? `the server at ${connection.url} requires a token (401): pass --token or set API_TOKEN`
+        : `the server at ${connection.url} refused the token (401): check --token / API_TOKEN`
+    })
+  }
+  if (status === 404) return new NotFound({ message })
+  if (status === 409) return new Conflict({ error, message: `${error}: ${message}` })
+  if (status === 400 || status === 413 || status === 415 || status === 422) {
+    return new Refused({ status, error, message: `${error} (${status}): ${message}` })
+  }
+  return new ServerFailed({ status, error, message: `the server answered ${status} ${error}: ${message}` })
+}
+
+/** The one mapping of an HTTP failure (transport, status, decoded error body, bad answer) to a CliError. */
+export const fromHttpFailure = (connection: Connection) => (failure: unknown): CliError => {
+  const tagged = failure as { readonly _tag?: unknown; readonly message?: unknown }
+  const tag = typeof tagged._tag === "string" ? tagged._tag : ""
+  const message = typeof tagged.message === "string" ? tagged.message : String(failure)
+  if (tag === "RequestError") {
+    const { reason, cause } = failure as { reason: string; cause: unknown }
+    if (reason === "InvalidUrl") return new UsageError({ message: `--url '${connection.url}' is not a valid URL` })
+    const code = transportCode(cause)
+    return new ServerUnreachable({
+      url: connection.url,
+      ...(code === undefined ? {} : { code }),
+      message: `cannot reach the server at ${connection.url}: is it running?${code === undefined ? "" : ` (${code})`}`
+    })
+  }
+  if (tag === "ResponseError") {
+    const { response, reason } = failure as { response: { status: number }; reason: string }
+    return fromStatus(connection, response.status, reason === "StatusCode" ? `HTTP ${response.status}` : reason, message)
+  }
+  if (tag === "ParseError") {
+    return new ServerFailed({ status: 0, error: "UnexpectedAnswer", message: `the server's answer is not what this CLI expects: ${message}` })
+  }
+  const status = statusOfTag[tag]
+  if (status !== undefined) return fromStatus(connection, status, tag, message)
+  return new ServerFailed({ status: 0, error: tag || "Unknown", message })
+}
+
+/** Runs `f` with the typed client; every failure comes out as a CliError. */
+export const call = <A, E>(connection: Connection, f: (api: ApiClient) => Effect.Effect<A, E>): Effect.Effect<A, CliError> =>
+  Effect.flatMap(makeClient(connection), f).pipe(
+    Effect.mapError(fromHttpFailure(connection)),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+/** Path segments are sent as given by the typed client: ids with `:` or `#` must be encoded. */
+export const segment = (id: string) => encodeURIComponent(id)
+
+const httpClient = (connection: Connection) => Effect.map(HttpClient.HttpClient, authorize(connection))
+
+/** GET /health: 200 (ok, degraded) and 503 (unavailable) both carry the report. */
+export const health = (connection: Connection): Effect.Effect<Api.HealthReport, CliError> =>
+  Effect.gen(function* () {
+    const client = yield* httpClient(connection)
+    const response = yield* client.get(`${connection.url}/health`)
+    const body = yield* response.json
+    if (response.status === 200 || response.status === 503) {
+      const report = Schema.decodeUnknownOption(Api.HealthReport)(body)
+      if (Option.isSome(report)) return report.value
+    }
+    const error = body as { error?: unknown; message?: unknown }
+    return yield* Effect.fail(
+      fromStatus(connection, response.status, String(error?.error ?? `HTTP ${response.status}`), String(error?.message ?? JSON.stringify(body)))
+    )
+  }).pipe(
+    Effect.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+export type EventView = typeof Api.EventView.Type
+
+/** One message of the event stream: an event, or the server telling why it ended the stream. */
+export type StreamMessage =
+  | { readonly _tag: "Event"; readonly event: EventView }
+  | { readonly _tag: "StreamError"; readonly error: string; readonly message: string }
+
+const decodeEvent = Schema.decodeUnknown(Schema.parseJson(Api.EventView))
+
+/**
+ * Parses Server-Sent Events text into messages: fields until a blank line; comment lines (`:`)
+ * are heartbeats. Pure over lines, so it is tested without a server.
+ */
+export const sseMessages = <E, R>(lines: Stream.Stream<string, E, R>): Stream.Stream<StreamMessage, E | ParseResult.ParseError, R> =>
+  lines.pipe(
+    Stream.mapAccum({ event: "message", data: [] as Array<string> }, (frame, line) => {
+      if (line === "") {
+        const done = frame.data.length > 0 ? [{ event: frame.event, data: frame.data.join("\n") }] : []
+        return [{ event: "message", data: [] }, done]
+      }
+      if (line.startsWith(":")) return [frame, []]
+      const colon = line.indexOf(":")
+      const field = colon === -1 ? line : line.slice(0, colon)
+      const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "")
+      if (field === "event") return [{ ...frame, event: value }, []]
+      if (field === "data") return [{ ...frame, data: [...frame.data, value] }, []]
+      return [frame, []]
+    }),
+    Stream.flattenIterables,
+    Stream.mapEffect((frame): Effect.Effect<StreamMessage, ParseResult.ParseError> => {
+      if (frame.event === "error") {
+        const body = JSON.parse(frame.data) as { error?: string; message?: string }
+        return Effect.succeed({ _tag: "StreamError", error: body.error ?? "error", message: body.message ?? frame.data })
+      }
+      return Effect.map(decodeEvent(frame.data), (event) => ({ _tag: "Event", event }))
+    })
+  )
+
+/**
+ * One connection to GET /v1/events/stream, continuing after `after` (sent as Last-Event-ID, which
+ * the server prefers over ?after=). Ends when the server ends the response.
+ */
+export const eventStream = (connection: Connection, after: number): Stream.Stream<StreamMessage, CliError> =>
+  Stream.unwrapScoped(
+    Effect.gen(function* () {
+      const client = yield* httpClient(connection)
+      const response = yield* client.execute(
+        HttpClientRequest.get(`${connection.url}/v1/events/stream`).pipe(
+          HttpClientRequest.setHeader("last-event-id", String(after)),
+          HttpClientRequest.setHeader("accept", "text/event-stream")
+        )
+      )
+      if (response.status !== 200) {
+        const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
+        return yield* Effect.fail(fromStatus(connection, response.status, String(body.error ?? `HTTP ${response.status}`), String(body.message ?? "")))
+      }
+      return sseMessages(response.stream.pipe(Stream.decodeText(), Stream.splitLines))
+    })
+  ).pipe(
+    Stream.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
+    Stream.provideLayer(FetchHttpClient.layer)
+  )

@@ -1,0 +1,111 @@
+/**
+ * `orchestrator effects list|show|retry|cancel`: the outbox through the server's operator routes.
+ * Retry and cancel are commands with receipts: the answer names the command id, and repeating the
+ * same action on the same attempt is answered from its receipt (duplicate), never done twice.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import type { Api } from "@orchestration/server"
+import { Effect, Option } from "effect"
+import * as Connection from "../Connection.js"
+import * as Render from "../Render.js"
+import * as ServerClient from "../ServerClient.js"
+
+type EffectView = typeof Api.EffectView.Type
+type DispatchAnswer = typeof Api.DispatchAnswer.Type
+
+const statuses = ["pending", "running", "succeeded", "failed", "cancelled"] as const
+
+export const renderEffects = (effects: ReadonlyArray<EffectView>): string =>
+  effects.length === 0
+    ? "no effects"
+    : Render.table(
+      ["EFFECT", "KIND", "STATUS", "ATTEMPTS", "AGGREGATE", "UPDATED"],
+      effects.map((e) => [e.effectId, e.kind, e.status, String(e.attempts), `${e.aggregateType}/${e.aggregateId}`, Render.time(e.updatedAt)])
+    )
+
+export const renderEffect = (e: EffectView): string =>
+  Render.fields([
+    ["effect", e.effectId],
+    ["kind", e.kind],
+    ["status", e.status],
+    ["attempts", String(e.attempts)],
+    ["aggregate", `${e.aggregateType}/${e.aggregateId}`],
+    ["decided by", e.commandId],
+    ["lane", e.lane],
+    ["available at", Render.time(e.availableAt)],
+    ["lease", e.leaseOwner === null ? "-" : `${e.leaseOwner} until ${Render.time(e.leaseExpiresAt)}`],
+    ["created", Render.time(e.createdAt)],
+    ["updated", Render.time(e.updatedAt)],
+    ["payload", Render.compact(e.payload, 400)],
+    ["response", Render.compact(e.response, 400)],
+    ["error", Render.compact(e.error, 400)]
+  ])
+
+export const renderAnswer = (action: string, answer: DispatchAnswer): string =>
+  [
+    Render.fields([
+      [action, answer.duplicate ? "already done: answered from its receipt (duplicate)" : "accepted"],
+      ["command", answer.commandId],
+      ["aggregate", `${answer.aggregateType}/${answer.aggregateId}`],
+      ["sequence", String(answer.sequence)],
+      ["events", answer.events.map((e) => `${e.sequence} ${e.type}`).join(", ") || "-"]
+    ]),
+    `receipt: orchestrator receipts show '${answer.commandId}'`
+  ].join("\n")
+
+const list = Command.make(
+  "list",
+  {
+    ...Connection.connectionOptions,
+    status: Options.choice("status", statuses).pipe(Options.withDescription("Only effects in this status."), Options.optional),
+    kind: Options.text("kind").pipe(Options.withDescription("Only effects of this kind (e.g. tool.execute, model.step)."), Options.optional),
+    thread: Options.text("thread").pipe(Options.withDescription("Only effects owned by this thread (its aggregate id)."), Options.optional),
+    limit: Options.integer("limit").pipe(Options.withDescription("At most this many rows, oldest first (1-1000)."), Options.withDefault(100))
+  },
+  (options) =>
+    Effect.gen(function* () {
+      const connection = yield* Connection.resolve(options)
+      const urlParams = {
+        ...Option.match(options.status, { onNone: () => ({}), onSome: (status) => ({ status }) }),
+        ...Option.match(options.kind, { onNone: () => ({}), onSome: (kind) => ({ kind }) }),
+        ...Option.match(options.thread, { onNone: () => ({}), onSome: (aggregateId) => ({ aggregateId }) }),
+        limit: options.limit
+      }
+      const answer = yield* ServerClient.call(connection, (api) => api.effects.list({ urlParams }))
+      yield* Render.output(connection.json, answer, (a) => renderEffects(a.effects))
+    })
+).pipe(Command.withDescription("List outbox effects, oldest first (GET /v1/effects)."))
+
+const effectId = Args.text({ name: "effectId" }).pipe(Args.withDescription("The effect's id, as `effects list` shows it."))
+
+const show = Command.make("show", { ...Connection.connectionOptions, effectId }, (options) =>
+  Effect.gen(function* () {
+    const connection = yield* Connection.resolve(options)
+    const effect = yield* ServerClient.call(connection, (api) => api.effects.get({ path: { effectId: ServerClient.segment(options.effectId) } }))
+    yield* Render.output(connection.json, effect, renderEffect)
+  })).pipe(Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id)."))
+
+const commandIdOption = Options.text("command-id").pipe(
+  Options.withDescription("The operator command's id. Default: operator:<action>:<effectId>#<attempt>, so repeating it is a duplicate."),
+  Options.optional
+)
+
+const operate = (action: "retry" | "cancel", description: string) =>
+  Command.make(action, { ...Connection.connectionOptions, effectId, commandId: commandIdOption }, (options) =>
+    Effect.gen(function* () {
+      const connection = yield* Connection.resolve(options)
+      const payload = Option.match(options.commandId, { onNone: () => ({}), onSome: (commandId) => ({ commandId }) })
+      const request = { path: { effectId: ServerClient.segment(options.effectId) }, payload }
+      const answer = yield* ServerClient.call(connection, (api) => (action === "retry" ? api.effects.retry(request) : api.effects.cancel(request)))
+      yield* Render.output(connection.json, answer, (a) => renderAnswer(action, a))
+    })).pipe(Command.withDescription(description))
+
+export const effects = Command.make("effects").pipe(
+  Command.withDescription("Outbox effects: list, show, retry, cancel."),
+  Command.withSubcommands([
+    list,
+    show,
+    operate("retry", "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 8 when it is not failed or cancelled."),
+    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 8 when it is already settled.")
+  ])
+)

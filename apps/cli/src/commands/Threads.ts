@@ -1,0 +1,79 @@
+/**
+ * `orchestrator threads show <threadId>`: the thread's turns, each tool call with its effect's
+ * status and attempts, and whether the transcript validates (GET /v1/threads/:id, its transcript,
+ * and the thread's effects).
+ */
+import { Args, Command } from "@effect/cli"
+import type { Api, ThreadView, TranscriptView } from "@orchestration/server"
+import { Effect } from "effect"
+import * as Connection from "../Connection.js"
+import * as Render from "../Render.js"
+import * as ServerClient from "../ServerClient.js"
+
+type EffectView = typeof Api.EffectView.Type
+
+export interface ThreadReport {
+  readonly thread: typeof ThreadView.Type
+  readonly transcript: typeof TranscriptView.Type
+  readonly effects: ReadonlyArray<EffectView>
+}
+
+export const renderThread = ({ thread, transcript, effects }: ThreadReport): string => {
+  const byId = new Map(effects.map((e) => [e.effectId, e]))
+  const problems = transcript.problems as ReadonlyArray<{ code?: string; message?: string }>
+  const head = Render.fields([
+    ["thread", thread.threadId],
+    ["title", thread.title || "-"],
+    ["status", thread.status],
+    [
+      "transcript",
+      transcript.valid
+        ? `valid (${transcript.messages.length} messages)`
+        : `INVALID (${transcript.messages.length} messages): ${problems.map((p) => `${p.code}: ${p.message}`).join("; ")}`
+    ]
+  ])
+  const turns = thread.turns.length === 0
+    ? "no turns"
+    : Render.table(
+      ["TURN", "STATUS", "STEPS", "TOOL CALLS", "REASON"],
+      thread.turns.map((t) => [t.turnId, t.status, String(t.steps), String(t.toolCalls.length), t.reason ?? "-"])
+    )
+  const calls = thread.turns.flatMap((t) => t.toolCalls.map((c) => ({ turn: t.turnId, call: c, effect: byId.get(c.effectId) })))
+  const callTable = calls.length === 0
+    ? "no tool calls"
+    : Render.table(
+      ["TURN", "CALL", "TOOL", "EFFECT", "STATUS", "ATTEMPTS", "RESULT"],
+      calls.map(({ turn, call, effect }) => [
+        turn,
+        call.callId,
+        call.name,
+        call.effectId,
+        effect?.status ?? call.status,
+        effect === undefined ? "-" : String(effect.attempts),
+        Render.compact(call.result, 60)
+      ])
+    )
+  return [head, "", turns, "", callTable].join("\n")
+}
+
+const show = Command.make(
+  "show",
+  { ...Connection.connectionOptions, threadId: Args.text({ name: "threadId" }).pipe(Args.withDescription("The thread's id.")) },
+  (options) =>
+    Effect.gen(function* () {
+      const connection = yield* Connection.resolve(options)
+      const path = { threadId: ServerClient.segment(options.threadId) }
+      const report: ThreadReport = yield* ServerClient.call(connection, (api) =>
+        Effect.all({
+          thread: api.threads.thread({ path }),
+          transcript: api.threads.transcript({ path }),
+          effects: Effect.map(api.effects.list({ urlParams: { aggregateId: options.threadId, limit: 1000 } }), (a) => a.effects)
+        }))
+      yield* Render.output(connection.json, report, renderThread)
+    })
+).pipe(Command.withDescription("Show a thread: its turns, each tool call with its effect's status and attempts, and whether its transcript is valid."))
+
+export const threads = Command.make("threads").pipe(
+  Command.withDescription("Agent threads."),
+  Command.withSubcommands([show])
+)

@@ -1,0 +1,96 @@
+import { ValidationError } from "@effect/cli"
+import * as HelpDoc from "@effect/cli/HelpDoc"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
+import * as CliErrors from "../src/CliErrors.js"
+import * as Check from "../src/db/Check.js"
+import { sseMessages } from "../src/ServerClient.js"
+
+describe("exit codes, mapped in one place", () => {
+  it("each error has its documented code; interruption and help are 0; a usage error from the parser is 2", () => {
+    const code = (error: unknown) => CliErrors.outcomeOf(Exit.fail(error)).code
+    assert.strictEqual(CliErrors.outcomeOf(Exit.void).code, 0)
+    assert.strictEqual(CliErrors.outcomeOf(Exit.failCause(Cause.interrupt(FiberId.none))).code, 0)
+    assert.strictEqual(code(new CliErrors.ProblemsFound({ count: 2, message: "2" })), 1)
+    assert.strictEqual(code(new CliErrors.UsageError({ message: "bad" })), 2)
+    assert.strictEqual(code(ValidationError.missingValue(HelpDoc.p("x"))), 2)
+    assert.strictEqual(code(new CliErrors.ServerUnreachable({ url: "u", message: "m" })), 3)
+    assert.strictEqual(code(new CliErrors.Unauthorized({ url: "u", tokenSent: false, message: "m" })), 4)
+    assert.strictEqual(code(new CliErrors.NotFound({ message: "m" })), 5)
+    assert.strictEqual(code(new CliErrors.StoreBusy({ file: "f", message: "m" })), 6)
+    assert.strictEqual(code(new CliErrors.Conflict({ error: "CommandIdConflict", message: "m" })), 7)
+    assert.strictEqual(code(new CliErrors.Refused({ status: 422, error: "CommandRejected", message: "m" })), 8)
+    assert.strictEqual(code(new CliErrors.ServerFailed({ status: 503, error: "StorageUnavailable", message: "m" })), 1)
+    // The report was printed already: no second line on stderr.
+    assert.isUndefined(CliErrors.outcomeOf(Exit.fail(new CliErrors.ProblemsFound({ count: 1, message: "1" }))).message)
+    assert.strictEqual(CliErrors.outcomeOf(Exit.fail(new CliErrors.NotFound({ message: "no effect 'x'" }))).message, "error: no effect 'x'")
+    assert.strictEqual(CliErrors.outcomeOf(Exit.die(new Error("boom"))).code, 1)
+  })
+})
+
+describe("db check rules", () => {
+  it("sequence holes are reported as ranges, across pages", () => {
+    assert.deepStrictEqual(Check.sequenceGaps(0, [1, 2, 3]), [])
+    assert.deepStrictEqual(Check.sequenceGaps(0, [2, 3, 7]).map((p) => p.subject), ["event 1", "events 4..6"])
+    assert.deepStrictEqual(Check.sequenceGaps(10, [12]).map((p) => p.subject), ["event 11"])
+  })
+
+  it("a settled row without evidence is unheard; a pruned-age row is not counted; a pending one never", () => {
+    const now = 100 * 24 * 3_600_000
+    const horizons = Check.horizonsAt(now)
+    const row = {
+      effect_id: "e1",
+      command_id: "c1",
+      status: "succeeded",
+      attempts: 2,
+      aggregate_type: "thread",
+      aggregate_id: "t1",
+      created_at: now - 1_000,
+      updated_at: now - 500,
+      decided: "accepted",
+      heard: 0
+    }
+    const unheard = Check.outboxProblems(row, horizons)
+    assert.deepStrictEqual(unheard.map((p) => p.check), ["settlement-unheard"])
+    assert.include(unheard[0]!.message, "outcome:e1#2 or reconcile:e1#2")
+    assert.deepStrictEqual(Check.outboxProblems({ ...row, heard: 1 }, horizons), [])
+    assert.deepStrictEqual(Check.outboxProblems({ ...row, status: "pending" }, horizons), [])
+    const old = now - 40 * 24 * 3_600_000
+    assert.deepStrictEqual(Check.outboxProblems({ ...row, created_at: old, updated_at: old, decided: null }, horizons), [])
+    assert.deepStrictEqual(Check.outboxProblems({ ...row, decided: null, heard: 1 }, horizons).map((p) => p.check), ["effect-without-receipt"])
+  })
+
+  it("a receipt's events must be exactly its sequences, under its aggregate", () => {
+    const receipt = {
+      command_id: "c1",
+      status: "accepted" as const,
+      aggregate_type: "thread",
+      aggregate_id: "t1",
+      first_sequence: 4,
+      last_sequence: 6,
+      effect_ids: "[]",
+      accepted_at: 0,
+      n: 3,
+      lo: 4,
+      hi: 6,
+      foreign_n: 0
+    }
+    assert.deepStrictEqual(Check.receiptProblems(receipt, []), [])
+    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, n: 2, hi: 5 }, []).map((p) => p.check), ["receipt-events-missing"])
+    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, status: "rejected", first_sequence: null }, []).map((p) => p.check), ["event-receipt-mismatch"])
+    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, foreign_n: 1 }, ["e9"]).map((p) => p.check), ["event-receipt-mismatch", "receipt-effect-missing"])
+  })
+})
+
+describe("the event stream's framing", () => {
+  it.effect("events become messages; heartbeats are skipped; the server's error event is told apart", () =>
+    Effect.gen(function* () {
+      const event = { sequence: 7, eventId: "c/event-0", aggregateType: "thread", aggregateId: "t1", version: 1, type: "thread.created", payload: {}, commandId: "c", occurredAt: 1 }
+      const lines = [": connected", "", "id: 7", "event: thread.created", `data: ${JSON.stringify(event)}`, "", ": keep-alive", "", "event: error", 'data: {"error":"StorageUnavailable","message":"disk full"}', ""]
+      const messages = Chunk.toReadonlyArray(yield* Stream.runCollect(sseMessages(Stream.fromIterable(lines))))
+      assert.deepStrictEqual(messages, [
+        { _tag: "Event", event },
+        { _tag: "StreamError", error: "StorageUnavailable", message: "disk full" }
+      ])
+    }))
+})
