@@ -13,16 +13,20 @@ for (const group of ["packages", "apps"]) {
     if (!existsSync(join(dir, "package.json"))) continue
     const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8"))
     if (manifest.scripts?.test === undefined) continue
-    const report = join(dir, "test-results", "vitest.json")
-    if (!existsSync(report)) {
+    const results = join(dir, "test-results")
+    if (!existsSync(join(results, "vitest.json"))) {
       missing.push(dir)
       continue
     }
-    const json = JSON.parse(readFileSync(report, "utf8"))
-    passed += json.numPassedTests
-    failed += json.numFailedTests
-    skipped += json.numPendingTests + json.numTodoTests
-    console.log(`${dir}: ${json.numPassedTests} passed, ${json.numFailedTests} failed`)
+    // vitest.json (the default run) and any further runs of the package (vitest.postgres.json: the
+    // conformance suite on PostgreSQL; others as packages add them).
+    for (const file of readdirSync(results).filter((f) => /^vitest.*\.json$/.test(f)).sort()) {
+      const json = JSON.parse(readFileSync(join(results, file), "utf8"))
+      passed += json.numPassedTests
+      failed += json.numFailedTests
+      skipped += json.numPendingTests + json.numTodoTests
+      console.log(`${dir} (${file}): ${json.numPassedTests} passed, ${json.numFailedTests} failed`)
+    }
   }
 }
 if (missing.length > 0) console.log(`no test report from: ${missing.join(", ")}`)

@@ -45,7 +45,7 @@ export const Counters = Projection.make(Counter, {
   apply: (_event, record) =>
     Effect.flatMap(SqlClient, (sql) =>
       sql`INSERT INTO bench_counters (counter_id, total, updated_seq) VALUES (${record.aggregateId}, 1, ${record.sequence})
-        ON CONFLICT (counter_id) DO UPDATE SET total = total + 1, updated_seq = excluded.updated_seq`.pipe(Effect.asVoid))
+        ON CONFLICT (counter_id) DO UPDATE SET total = bench_counters.total + 1, updated_seq = excluded.updated_seq`.pipe(Effect.asVoid))
 })
 
 /** Client `client` sends to its own counter, so the state cache serves every command after the first. */

@@ -114,7 +114,7 @@ for (const [clients, errors] of Object.entries(emmettErrors)) {
   results.setNote(`Emmett CommandHandler, ${clients} clients`, stored + (text === "" ? "no errors" : `errors (not counted as throughput): ${text}`))
 }
 results.setNote("floor, 64 per tx", "rate only")
-results.setNote("floor through @effect/sql, 64 per tx", "same statements via SqliteClient; rate only")
+results.setNote("floor through @effect/sql, 64 per tx", "same statements via @effect/sql-sqlite-node; rate only")
 results.setNote("pickup (commit → claim), 1 client", "value = p50")
 results.notes.push(
   "Engine dispatch: each client sends to its own aggregate (state served from the cache); every command writes one event, one projection upsert, one outbox row and its receipt, the same writes as the floor.",

@@ -1,5 +1,6 @@
 /**
- * The chaos harness: `pnpm chaos [--quick] [--seed N] [--cycles N] [--disk-full] [--fuzz] [--allow-skip]`.
+ * The chaos harness: `pnpm chaos [--quick] [--seed N] [--cycles N] [--disk-full] [--fuzz] [--allow-skip]`,
+ * and `pnpm chaos --postgres [--nodes 3] [--quick]` for several server processes on one PostgreSQL.
  * Without a mode flag it runs the crash mode; `--quick` runs all three (the CI profile) and prints the
  * three summary lines, the `chaos:` line last. Exits 1 on any violation.
  */
@@ -18,12 +19,24 @@ const value = (name: string, fallback: number) => {
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
 const main = async () => {
-  if (flag("postgres")) {
-    console.log("chaos: --postgres needs the PostgreSQL backend, which is not built yet")
-    return 1
-  }
   const quick = flag("quick")
   const seed = value("seed", 1)
+  if (flag("postgres")) {
+    // Several server processes on one PostgreSQL database; the quick profile runs it too (below).
+    const { runMultiNode } = await import("./MultiNodeMode.js")
+    const nodes = value("nodes", 3)
+    const cycles = value("cycles", quick ? 12 : 60)
+    log(`chaos: postgres nodes=${nodes} seed=${seed} cycles=${cycles}`)
+    const result = await runMultiNode({ cycles, seed, nodes, threads: value("threads", 4), log })
+    for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
+    const r = result.report
+    console.log(
+      `chaos: postgres nodes=${nodes} cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} ` +
+        `duplicate_effects=${r.duplicateEffects} transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled}`
+    )
+    const ok = r.lost === 0 && r.duplicateEffects === 0 && r.transcriptViolations === 0 && r.unsettled === 0 && r.details.length === 0
+    return ok ? 0 : 1
+  }
   let failed = false
   if (flag("fuzz") || quick) {
     const { runFuzz } = await import("./FuzzMode.js")

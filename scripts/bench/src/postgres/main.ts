@@ -1,0 +1,151 @@
+/**
+ * `pnpm bench:postgres [--quick]`: the engine on PostgreSQL (issue 8). On a fresh database of the
+ * machine's PostgreSQL server, in the same run: dispatch throughput with one process and with three
+ * processes on one schema (16 clients each); end to end (command → effect → outcome) with one
+ * process; and the peer on the same database and workload, DBOS Transact (a workflow per command with
+ * one step per effect). Each figure is the median of its rounds; results go to
+ * docs/benchmarks-postgres.md and a last summary line.
+ */
+import { TestStore } from "@orchestration/engine/testing"
+import { spawn } from "node:child_process"
+import { readFileSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
+import { fileURLToPath } from "node:url"
+import { fmt } from "../Stats.js"
+
+const quick = process.argv.includes("--quick")
+const rounds = quick ? 1 : 3
+const ops = quick ? 600 : 3_000
+const clients = 16
+const child = fileURLToPath(new URL("./Child.js", import.meta.url))
+const log = (line: string) => process.stderr.write(`${line}\n`)
+
+interface ChildResult {
+  readonly ops: number
+  readonly seconds: number
+  readonly startedAt: number
+  readonly endedAt: number
+  readonly p50: number
+  readonly p99: number
+}
+
+/** Starts `count` processes, waits until all are warm, starts them together, collects their results. */
+const runProcesses = async (mode: string, count: number, url: string, schema: string, opsEach: number): Promise<Array<ChildResult>> => {
+  const procs = Array.from({ length: count }, (_, i) => {
+    const p = spawn(process.execPath, [child, mode, JSON.stringify({ url, schema, clients, ops: opsEach, tag: `p${i}` })], {
+      stdio: ["pipe", "pipe", "inherit"]
+    })
+    let out = ""
+    const ready = new Promise<void>((resolve, reject) => {
+      p.stdout.on("data", (chunk: Buffer) => {
+        out += chunk.toString()
+        if (out.includes("ready\n")) resolve()
+      })
+      p.on("exit", (code) => reject(new Error(`${mode} process exited with ${code} before it was ready`)))
+    })
+    const done = new Promise<ChildResult>((resolve, reject) =>
+      p.on("exit", (code) => {
+        const line = out.split("\n").find((l) => l.startsWith("{"))
+        if (code !== 0 || line === undefined) reject(new Error(`${mode} process exited with ${code}: ${out.slice(-500)}`))
+        else resolve(JSON.parse(line) as ChildResult)
+      }))
+    return { p, ready, done }
+  })
+  await Promise.all(procs.map((x) => x.ready))
+  for (const x of procs) x.p.stdin.write("go\n")
+  return Promise.all(procs.map((x) => x.done))
+}
+
+/** Aggregate rate: all operations over the span from the first start to the last end. */
+const rateOf = (results: ReadonlyArray<ChildResult>) => {
+  const total = results.reduce((n, r) => n + r.ops, 0)
+  const span = (Math.max(...results.map((r) => r.endedAt)) - Math.min(...results.map((r) => r.startedAt))) / 1000
+  return total / span
+}
+
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)]!
+}
+
+const main = async () => {
+  const database = await TestStore.createRunDatabase("orch_bench")
+  const rates: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
+  const p50s: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
+  try {
+    for (let round = 1; round <= rounds; round++) {
+      // Interleaved, each on a fresh schema: ours, then the peer, in every round.
+      const one = await runProcesses("dispatch", 1, database.url, TestStore.freshSchema(), ops)
+      rates.dispatch1!.push(rateOf(one))
+      p50s.dispatch1!.push(one[0]!.p50)
+      const three = await runProcesses("dispatch", 3, database.url, TestStore.freshSchema(), ops)
+      rates.dispatch3!.push(rateOf(three))
+      p50s.dispatch3!.push(median(three.map((r) => r.p50)))
+      const e2e = await runProcesses("e2e", 1, database.url, TestStore.freshSchema(), Math.floor(ops / 2))
+      rates.e2e!.push(rateOf(e2e))
+      p50s.e2e!.push(e2e[0]!.p50)
+      const dbos = await runProcesses("dbos", 1, database.url, TestStore.freshSchema(), Math.floor(ops / 2))
+      rates.dbos!.push(rateOf(dbos))
+      p50s.dbos!.push(dbos[0]!.p50)
+      log(`bench-postgres: round ${round}/${rounds}: dispatch 1p ${fmt(rates.dispatch1!.at(-1)!)} /s, 3p ${fmt(rates.dispatch3!.at(-1)!)} /s, end to end ${fmt(rates.e2e!.at(-1)!)} /s, DBOS ${fmt(rates.dbos!.at(-1)!)} /s`)
+    }
+  } finally {
+    await TestStore.dropRunDatabase(database.name)
+  }
+  const m = (k: string) => median(rates[k]!)
+  const spreadOf = (k: string) => `${fmt(Math.min(...rates[k]!))} / ${fmt(m(k))} / ${fmt(Math.max(...rates[k]!))}`
+  const scaleout = m("dispatch3") / m("dispatch1")
+  const vsDbos = m("e2e") / m("dbos")
+  const pgVersion = await (async () => {
+    const pg = (await import("pg")).default
+    const c = new pg.Client({ connectionString: TestStore.adminUrl() })
+    await c.connect()
+    const v = (await c.query("SHOW server_version")).rows[0].server_version as string
+    await c.end()
+    return v
+  })()
+  const dbosVersion = JSON.parse(readFileSync(fileURLToPath(new URL("../../../package.json", import.meta.url)), "utf8")).dependencies["@dbos-inc/dbos-sdk"]
+  const lines = [
+    `<!-- bench-postgres:${quick ? "quick" : "full"} -->`,
+    `### ${quick ? "Quick" : "Full"} run (\`pnpm bench:postgres${quick ? " --quick" : ""}\`), ${new Date().toISOString()}`,
+    "",
+    `${cpus().length} CPUs, PostgreSQL ${pgVersion} on 127.0.0.1 (same machine), node ${process.version}, @dbos-inc/dbos-sdk ${dbosVersion}; ` +
+      `${clients} clients per process, ${ops} operations per process per round (end to end and DBOS: ${Math.floor(ops / 2)}), ${rounds} round(s).`,
+    "",
+    "| measurement | unit | min / median / max | p50 ms (median) |",
+    "|---|---|---:|---:|",
+    `| engine dispatch, 1 process | cmd/s | ${spreadOf("dispatch1")} | ${fmt(median(p50s.dispatch1!), 2)} |`,
+    `| engine dispatch, 3 processes on one schema (sum) | cmd/s | ${spreadOf("dispatch3")} | ${fmt(median(p50s.dispatch3!), 2)} |`,
+    `| engine end to end (command → effect → outcome), 1 process | /s | ${spreadOf("e2e")} | ${fmt(median(p50s.e2e!), 2)} |`,
+    `| DBOS Transact: workflow per command, one step | workflows/s | ${spreadOf("dbos")} | ${fmt(median(p50s.dbos!), 2)} |`,
+    "",
+    `Ratios: three processes ÷ one = **${fmt(scaleout, 2)}**; our end to end ÷ DBOS = **${fmt(vsDbos, 2)}**.`,
+    ""
+  ]
+  const file = fileURLToPath(new URL("../../../../../docs/benchmarks-postgres.md", import.meta.url))
+  const marker = `<!-- bench-postgres:${quick ? "quick" : "full"} -->`
+  let doc: string
+  try {
+    doc = readFileSync(file, "utf8")
+  } catch {
+    doc = "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres` (issue 8). See docs/benchmarks.md for the SQLite figures.\n\n"
+  }
+  const start = doc.indexOf(marker)
+  const end = start < 0 ? -1 : doc.indexOf("<!-- bench-postgres:end -->", start)
+  const section = `${lines.join("\n")}\n<!-- bench-postgres:end -->`
+  doc = start < 0 ? `${doc.trimEnd()}\n\n${section}\n` : `${doc.slice(0, start)}${section}${doc.slice(end + "<!-- bench-postgres:end -->".length)}`
+  writeFileSync(file, doc)
+  for (const line of lines.slice(5, 11)) console.log(line)
+  console.log(
+    `bench-postgres: dispatch_1p=${fmt(m("dispatch1"))} dispatch_3p=${fmt(m("dispatch3"))} scaleout=${fmt(scaleout, 2)} ` +
+      `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} vs_dbos=${fmt(vsDbos, 2)}`
+  )
+}
+
+main().then(
+  () => process.exit(0),
+  (error) => {
+    console.error(error)
+    process.exit(1)
+  }
+)

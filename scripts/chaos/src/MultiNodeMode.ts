@@ -1,0 +1,118 @@
+/**
+ * `pnpm chaos --postgres [--nodes 3]`: several real server processes on one PostgreSQL database (a
+ * fresh one, dropped afterwards) and one shared world directory. Each cycle SIGKILLs one node at a
+ * random instant or through a fault point while commands flow through any live node, then restarts
+ * it under the same NODE_ID. The same invariants as the single-node run are checked at the end,
+ * except that the log may have gaps (rolled-back sequences); it must never skip or reorder.
+ */
+import { FaultPoints } from "@orchestration/engine"
+import { TestStore } from "@orchestration/engine/testing"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { makeClient } from "./Client.js"
+import { allEvents, check, quiesce } from "./Invariants.js"
+import { seeded } from "./Random.js"
+import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
+import { follow } from "./SseFollower.js"
+import { message, threadIds } from "./Workload.js"
+
+export interface MultiNodeOptions {
+  readonly cycles: number
+  readonly seed: number
+  readonly threads: number
+  readonly nodes: number
+  readonly log: (line: string) => void
+}
+
+const faultPoints = FaultPoints.faultPointNames
+
+export const runMultiNode = async (options: MultiNodeOptions) => {
+  const random = seeded(options.seed)
+  const database = await TestStore.createRunDatabase("orch_chaos")
+  const dataDir = mkdtempSync(join(tmpdir(), "chaos-pg-"))
+  const client = makeClient()
+  const threads = threadIds(options.threads)
+  const nodes: Array<Server | undefined> = Array.from({ length: options.nodes }, () => undefined)
+  const envOf = (index: number, fault?: string) => ({
+    DATABASE_URL: database.url,
+    NODE_ID: `node-${index + 1}`,
+    ...(fault === undefined ? {} : { FAULT_POINTS: fault })
+  })
+  const live = () => nodes.filter((n): n is Server => n !== undefined && n.process.exitCode === null && n.process.signalCode === null)
+  const anyUrl = () => {
+    const up = live()
+    return up.length === 0 ? undefined : up[0]!.url
+  }
+  const follower = follow(anyUrl)
+  let kills = 0
+  let next = 0
+
+  const startNode = async (index: number, fault?: string) => {
+    try {
+      nodes[index] = await start(dataDir, envOf(index, fault))
+      return true
+    } catch (error) {
+      nodes[index] = undefined
+      const why = String(error instanceof Error ? error.message : error).split("\n").find((l) => /fault point|NodeIdInUse|Error|did not/.test(l)) ?? ""
+      options.log(`chaos: node-${index + 1} died while starting (${fault ?? "no fault"}) ${why.slice(0, 160)}`)
+      return false
+    }
+  }
+
+  try {
+    for (let i = 0; i < options.nodes; i++) await startNode(i)
+    for (let cycle = 1; cycle <= options.cycles; cycle++) {
+      // Nodes a fault point killed come back (fault-free) before the cycle's work.
+      for (let i = 0; i < options.nodes; i++) if (nodes[i] === undefined || !live().includes(nodes[i]!)) await startNode(i)
+      const up = live()
+      if (up.length === 0) continue
+      const victimIndex = random.int(0, options.nodes - 1)
+      if ((cycle - 1) % 1 === 0) {
+        for (const threadId of threads) client.submit(message(random, threadId, next))
+        next++
+      }
+      const sample = [...client.acked.keys()].filter(() => random.chance(0.1)).slice(0, 5)
+      const via = random.pick(up)
+      const work = (async () => {
+        await client.replay(via.url, sample)
+        await client.flush(via.url)
+      })().catch(() => undefined) // swallow-ok: a node is killed under the client on purpose; unanswered commands stay queued
+      await sleep(random.int(50, 600))
+      const victim = nodes[victimIndex]
+      if (victim !== undefined) {
+        await kill(victim)
+        kills++
+      }
+      await work
+      // Restart the victim, sometimes armed with a fault point that kills it again at a chosen step.
+      const point = random.chance(0.5) ? random.pick(faultPoints) : undefined
+      const fault = point === undefined ? undefined : `${point}:nth=${random.int(1, 3)}`
+      await startNode(victimIndex, fault)
+      options.log(`chaos: cycle ${cycle}/${options.cycles} killed node-${victimIndex + 1} (kill ${kills}; restarted ${fault === undefined ? "clean" : `with ${fault}`}) acked=${client.stats.acked} queued=${client.pending.size}`)
+    }
+
+    // Every node back without faults; finish the queued work through node 1; quiesce; check.
+    for (let i = 0; i < options.nodes; i++) {
+      if (nodes[i] !== undefined) await kill(nodes[i]!)
+      await startNode(i)
+    }
+    const base = nodes[0]!.url
+    while (!(await client.flush(base))) await sleep(100)
+    const quiet = await quiesce(base, threads, 600_000)
+    const total = (await allEvents(base)).length
+    const deadline = Date.now() + 10_000
+    while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
+    await follower.stop()
+    const report = await check(base, dataDir, client, threads, follower.seen, { gapsAllowed: true })
+    if (!quiet) report.details.push("the system did not quiesce within 600 s")
+    for (const node of live()) {
+      const exit = await stop(node)
+      if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
+    }
+    return { cycles: options.cycles, kills, acked: client.stats.acked, report, dataDir, quiet }
+  } finally {
+    for (const node of nodes) if (node !== undefined) await kill(node)
+    await TestStore.dropRunDatabase(database.name)
+  }
+}
