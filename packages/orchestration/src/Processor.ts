@@ -305,8 +305,23 @@ const decideAndWrite = (
     } satisfies Written
   })
 
-/** One transaction for the whole batch. Fails only with a StorageFailure. */
-const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =>
+/**
+ * A command of an optimistic batch failed (a defect, a quarantined aggregate) after the batch ran
+ * without savepoints: whatever it wrote must go, so the whole transaction is rolled back and the
+ * batch runs again with a savepoint per command.
+ */
+class NeedsIsolation {
+  readonly _tag = "NeedsIsolation"
+  constructor(readonly cause: Cause.Cause<CommandDefect | AggregateUnavailable>) {}
+}
+
+/**
+ * One transaction for the whole batch. Fails only with a StorageFailure, or (optimistic mode) with
+ * NeedsIsolation. Optimistic mode runs the commands without savepoints: two statements (two round
+ * trips on PostgreSQL) fewer per command; correct because a batch in which every command succeeds
+ * or is rejected (a rejection writes only its receipt) commits exactly what isolated commands would.
+ */
+const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, isolate: boolean) =>
   writeTransaction(
     "dispatch",
     Effect.gen(function* () {
@@ -333,17 +348,19 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =
           continue
         }
         const key = keyOf(item.identity.aggregateType, item.identity.aggregateId)
-        const exit = yield* deps.writer.savepoint(
-          Effect.suspend(() => {
-            // The batch's own newer state first, then the committed cache, then a replay.
-            const current = states.get(key) ?? deps.states.cached(key)
-            return current !== undefined
-              ? decideAndWrite(deps, env, item, current, head)
-              : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
-                decideAndWrite(deps, env, item, loaded, head))
-          }),
-          isStorageCause
-        )
+        const body = Effect.suspend(() => {
+          // The batch's own newer state first, then the committed cache, then a replay.
+          const current = states.get(key) ?? deps.states.cached(key)
+          return current !== undefined
+            ? decideAndWrite(deps, env, item, current, head)
+            : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
+              decideAndWrite(deps, env, item, loaded, head))
+        })
+        const exit = isolate ? yield* deps.writer.savepoint(body, isStorageCause) : yield* Effect.exit(body)
+        if (!isolate && Exit.isFailure(exit)) {
+          if (isStorageCause(exit.cause)) return yield* Effect.failCause(exit.cause)
+          return yield* Effect.fail(new NeedsIsolation(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
+        }
         if (Exit.isFailure(exit)) {
           results.push(Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
         } else if (exit.value instanceof CommandRejected) {
@@ -366,16 +383,22 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>) =
 export const processBatch = (
   deps: ProcessorDeps,
   items: ReadonlyArray<QueuedCommand>,
-  onAbandoned: () => void
+  onAbandoned: () => void,
+  isolate = false
 ): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> =>
-  commitBatch(deps, items).pipe(
+  commitBatch(deps, items, isolate).pipe(
     Effect.map((outcome) => {
       for (const [key, state] of outcome.states) deps.states.set(key, state)
       deps.head.value = outcome.head
       return outcome.results
     }),
-    Effect.catchAll((failure) => {
+    Effect.catchAll((failure): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {
       for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
+      if (failure instanceof NeedsIsolation) {
+        // Alone, the rollback already isolated it: its failure is its answer and nothing was written.
+        if (items.length === 1) return Effect.succeed([Exit.failCause(failure.cause)])
+        return processBatch(deps, items, onAbandoned, true)
+      }
       if (items.length === 1) return Effect.succeed([Exit.fail(failure)])
       onAbandoned()
       return Effect.forEach(items, (item) => processBatch(deps, [item], onAbandoned).pipe(Effect.map((r) => r[0]!)))
