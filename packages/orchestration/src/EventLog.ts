@@ -66,19 +66,22 @@ export const append = (events: ReadonlyArray<NewEvent>): Effect.Effect<ReadonlyA
       }))).returning("sequence, event_id")
     }`
     const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
-    return events.map((e): EventRecord => ({
-      sequence: sequenceById.get(e.eventId)!,
-      eventId: e.eventId,
-      aggregateType: e.aggregateType,
-      aggregateId: e.aggregateId,
-      version: e.version,
-      type: e.type,
-      payload: JSON.parse(e.payloadJson),
-      commandId: e.commandId,
-      occurredAt: e.occurredAt,
-      schemaVersion: e.schemaVersion
-    }))
+    return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
   })
+
+/** The record of an event just appended, with the sequence the store assigned (the commit writers use it too). */
+export const recordOf = (e: NewEvent, sequence: number): EventRecord => ({
+  sequence,
+  eventId: e.eventId,
+  aggregateType: e.aggregateType,
+  aggregateId: e.aggregateId,
+  version: e.version,
+  type: e.type,
+  payload: JSON.parse(e.payloadJson),
+  commandId: e.commandId,
+  occurredAt: e.occurredAt,
+  schemaVersion: e.schemaVersion
+})
 
 export const forAggregate = (aggregateType: string, aggregateId: string) =>
   Effect.flatMap(SqlClient, (sql) =>

@@ -49,7 +49,8 @@ export const conflictWith = (receipt: CommandIdentity, incoming: CommandIdentity
   return undefined
 }
 
-interface ReceiptRow {
+/** A receipts row as every driver returns it (the commit writers read it too). */
+export interface ReceiptRow {
   readonly command_id: string
   readonly aggregate_type: string
   readonly aggregate_id: string
@@ -63,7 +64,7 @@ interface ReceiptRow {
   readonly accepted_at: number
 }
 
-const toReceipt = (row: ReceiptRow): Receipt => ({
+export const toReceipt = (row: ReceiptRow): Receipt => ({
   commandId: row.command_id,
   aggregateType: row.aggregate_type,
   aggregateId: row.aggregate_id,

@@ -13,8 +13,8 @@ import { TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
 import type pg from "pg"
-import type { EventRecord } from "../Aggregate.js"
-import type { Receipt } from "../Receipts.js"
+import { recordOf } from "../EventLog.js"
+import { type ReceiptRow, toReceipt } from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
 
@@ -31,34 +31,6 @@ const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type
 const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
   last_sequence, effect_ids, rejection, accepted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
-interface ReceiptRow {
-  readonly command_id: string
-  readonly aggregate_type: string
-  readonly aggregate_id: string
-  readonly command_type: string
-  readonly fingerprint: string
-  readonly status: "accepted" | "rejected"
-  readonly first_sequence: number | null
-  readonly last_sequence: number
-  readonly effect_ids: string
-  readonly rejection: string | null
-  readonly accepted_at: number
-}
-
-/** The same mapping as Receipts.ts. */
-const toReceipt = (row: ReceiptRow): Receipt => ({
-  commandId: row.command_id,
-  aggregateType: row.aggregate_type,
-  aggregateId: row.aggregate_id,
-  commandType: row.command_type,
-  fingerprint: row.fingerprint,
-  status: row.status,
-  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
-  lastSequence: Number(row.last_sequence),
-  effectIds: JSON.parse(row.effect_ids),
-  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
-  acceptedAt: Number(row.accepted_at)
-})
 
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
@@ -102,18 +74,7 @@ export const pgCommitWriter: CommitWriter = {
         ]),
         (rows) => {
           const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
-          return events.map((e): EventRecord => ({
-            sequence: sequenceById.get(e.eventId)!,
-            eventId: e.eventId,
-            aggregateType: e.aggregateType,
-            aggregateId: e.aggregateId,
-            version: e.version,
-            type: e.type,
-            payload: JSON.parse(e.payloadJson),
-            commandId: e.commandId,
-            occurredAt: e.occurredAt,
-            schemaVersion: e.schemaVersion
-          }))
+          return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
         }
       ),
   insertOutbox: (rows) =>

@@ -12,9 +12,9 @@
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
-import type { EventRecord } from "../Aggregate.js"
+import { recordOf } from "../EventLog.js"
 import type { NewOutboxRow } from "../Outbox.js"
-import type { Receipt } from "../Receipts.js"
+import { type Receipt, type ReceiptRow, toReceipt } from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
 import type { SqliteConnectionShape } from "./SqliteClient.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
@@ -27,34 +27,6 @@ const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type
 const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
   last_sequence, effect_ids, rejection, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-interface ReceiptRow {
-  readonly command_id: string
-  readonly aggregate_type: string
-  readonly aggregate_id: string
-  readonly command_type: string
-  readonly fingerprint: string
-  readonly status: "accepted" | "rejected"
-  readonly first_sequence: number | null
-  readonly last_sequence: number
-  readonly effect_ids: string
-  readonly rejection: string | null
-  readonly accepted_at: number
-}
-
-/** The same mapping as Receipts.ts. */
-const toReceipt = (row: ReceiptRow): Receipt => ({
-  commandId: row.command_id,
-  aggregateType: row.aggregate_type,
-  aggregateId: row.aggregate_id,
-  commandType: row.command_type,
-  fingerprint: row.fingerprint,
-  status: row.status,
-  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
-  lastSequence: Number(row.last_sequence),
-  effectIds: JSON.parse(row.effect_ids),
-  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
-  acceptedAt: Number(row.accepted_at)
-})
 
 /** A driver error, shaped as the SqlClient would raise it. */
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
@@ -75,7 +47,7 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
     run(() => {
       if (events.length === 0) return []
       const statement = conn.prepare(INSERT_EVENT)
-      return events.map((e): EventRecord => {
+      return events.map((e) => {
         const { sequence } = statement.get(
           e.eventId,
           e.aggregateType,
@@ -87,18 +59,7 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
           e.commandId,
           e.occurredAt
         ) as { sequence: number }
-        return {
-          sequence: Number(sequence),
-          eventId: e.eventId,
-          aggregateType: e.aggregateType,
-          aggregateId: e.aggregateId,
-          version: e.version,
-          type: e.type,
-          payload: JSON.parse(e.payloadJson),
-          commandId: e.commandId,
-          occurredAt: e.occurredAt,
-          schemaVersion: e.schemaVersion
-        }
+        return recordOf(e, Number(sequence))
       })
     }),
   insertOutbox: (rows: ReadonlyArray<NewOutboxRow>) =>
