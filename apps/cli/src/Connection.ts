@@ -39,6 +39,7 @@ export interface Connection {
 const env = (name: string) =>
   Config.option(Config.string(name)).pipe(
     Effect.map(Option.filter((value) => value.trim() !== "")),
+    // swallow-ok: an unreadable environment variable is treated as unset; the default applies.
     Effect.orElseSucceed(() => Option.none<string>())
   )
 

@@ -179,6 +179,7 @@ export const eventStream = (connection: Connection, after: number): Stream.Strea
         )
       )
       if (response.status !== 200) {
+        // swallow-ok: an error body that is not JSON still gives its status, which is what is reported.
         const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
         return yield* Effect.fail(fromStatus(connection, response.status, String(body.error ?? `HTTP ${response.status}`), String(body.message ?? "")))
       }

@@ -118,7 +118,7 @@ export const request = async <A>(path: string, init: RequestInit = {}): Promise<
   try {
     body = text === "" ? undefined : JSON.parse(text)
   } catch {
-    // not JSON: reported below as the status alone
+    // swallow-ok: not JSON; reported below as the status alone
   }
   if (!response.ok) {
     const named = (body ?? {}) as { error?: string; message?: string }

@@ -128,6 +128,7 @@ const main = async () => {
   try {
     doc = readFileSync(file, "utf8")
   } catch {
+    // swallow-ok: no results file yet; this run starts it.
     doc = "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres` (issue 8). See docs/benchmarks.md for the SQLite figures.\n\n"
   }
   const start = doc.indexOf(marker)
