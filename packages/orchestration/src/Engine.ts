@@ -4,7 +4,7 @@
  * the single processor fiber; see Processor.ts for what one commit holds.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schedule, Schema, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { decodeEvent, makeAggregateStates } from "./AggregateStates.js"
 import { fingerprint } from "./CanonicalJson.js"
@@ -256,15 +256,13 @@ export const make = (config: EngineConfig) =>
     yield* Effect.forkScoped(processor)
 
     // Other processes' commits (shared store): wake followers and reactors here as our own commits do.
-    // The hint is only a wake-up; readers re-read the table, and reactors also poll for liveness.
-    // Only a shared store has other processes (an empty stream here would loop once per second of
-    // clock, which a TestClock jump of days turns into millions of turns).
-    if (backend.shared) yield* Effect.forkScoped(
+    // The hint is only a wake-up; readers re-read the table, and reactors also poll for liveness. A
+    // failed LISTEN is re-opened; a store without other processes gives an empty stream, which ends here.
+    yield* Effect.forkScoped(
       backend.foreignCommitHints.pipe(
+        Stream.tapError((error) => Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)),
+        Stream.retry(Schedule.spaced("1 second")),
         Stream.runForEach(() => PubSub.publish(commits, head.value).pipe(Effect.zipRight(PubSub.publish(outboxChanges, undefined)))),
-        Effect.catchAll((error) => Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)),
-        Effect.zipRight(Effect.sleep("1 second")),
-        Effect.forever,
         Effect.provideService(SqlClient, sql)
       )
     )

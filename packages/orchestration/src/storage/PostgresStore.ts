@@ -5,7 +5,7 @@
  * node-id locks and cross-process migrations.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import { randomUUID } from "node:crypto"
@@ -80,16 +80,21 @@ const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendSha
           yield* conn.executeUnprepared("SELECT pg_advisory_lock(hashtext($1))", [lockKey(name)], undefined)
           return yield* body.pipe(
             Effect.ensuring(
+              // A failed unlock means the connection broke, and a broken connection's session (and its
+              // lock) ends with it; it is logged, and the body's own result is what the caller needs.
               conn.executeUnprepared("SELECT pg_advisory_unlock(hashtext($1))", [lockKey(name)], undefined).pipe(
-                // swallow-ok: a failed unlock means the connection broke, and a broken connection's session
-                // (and its lock) ends with it; the body's own result is what the caller needs.
-                Effect.ignore
+                Effect.catchAll((error) => Effect.logWarning(`could not release the ${name} lock; it ends with its connection`, error)) // swallow-ok: logged; the lock dies with the broken session
               )
             )
           )
         })
       ),
-    foreignCommitHints: client.listen(channel).pipe(Stream.filter((from) => from !== self), Stream.map(() => undefined)),
+    foreignCommitHints: client.listen(channel).pipe(
+      Stream.filter((from) => from !== self),
+      Stream.map(() => undefined),
+      // LISTEN never ends while the process lives: an end is a lost connection, re-opened by the engine.
+      Stream.concat(Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" })))
+    ),
     skipLocked: "FOR UPDATE SKIP LOCKED",
     holdNodeId: (nodeId) =>
       Effect.gen(function* () {
