@@ -78,6 +78,21 @@ export const toReceipt = (row: ReceiptRow): Receipt => ({
   acceptedAt: Number(row.accepted_at)
 })
 
+/** A receipt's values in the commit writers' INSERT column order (command_id … accepted_at). */
+export const insertValues = (receipt: Receipt): ReadonlyArray<string | number | null> => [
+  receipt.commandId,
+  receipt.aggregateType,
+  receipt.aggregateId,
+  receipt.commandType,
+  receipt.fingerprint,
+  receipt.status,
+  receipt.firstSequence,
+  receipt.lastSequence,
+  JSON.stringify(receipt.effectIds),
+  receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
+  receipt.acceptedAt
+]
+
 export const find = (commandIds: ReadonlyArray<string>) =>
   Effect.flatMap(SqlClient, (sql) => sql<ReceiptRow>`SELECT * FROM receipts WHERE ${sql.in("command_id", commandIds)}`).pipe(
     Effect.map((rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)])))

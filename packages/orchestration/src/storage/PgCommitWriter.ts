@@ -14,7 +14,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
 import type pg from "pg"
 import { recordOf } from "../EventLog.js"
-import { type ReceiptRow, toReceipt } from "../Receipts.js"
+import { insertValues, type ReceiptRow, toReceipt } from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
 
@@ -92,19 +92,7 @@ export const pgCommitWriter: CommitWriter = {
         rows.map((r) => r.now)
       ])),
   insertReceipt: (receipt) =>
-    Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT, [
-      receipt.commandId,
-      receipt.aggregateType,
-      receipt.aggregateId,
-      receipt.commandType,
-      receipt.fingerprint,
-      receipt.status,
-      receipt.firstSequence,
-      receipt.lastSequence,
-      JSON.stringify(receipt.effectIds),
-      receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
-      receipt.acceptedAt
-    ])),
+    Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT, insertValues(receipt))),
   // The same rules as Transactions.savepoint.
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
     simple(SAVEPOINT_BEGIN).pipe(

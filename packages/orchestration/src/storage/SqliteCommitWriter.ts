@@ -14,7 +14,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
 import { recordOf } from "../EventLog.js"
 import type { NewOutboxRow } from "../Outbox.js"
-import { type Receipt, type ReceiptRow, toReceipt } from "../Receipts.js"
+import { insertValues, type Receipt, type ReceiptRow, toReceipt } from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
 import type { SqliteConnectionShape } from "./SqliteClient.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
@@ -72,19 +72,7 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
     }),
   insertReceipt: (receipt) =>
     run(() => {
-      conn.prepare(INSERT_RECEIPT).run(
-        receipt.commandId,
-        receipt.aggregateType,
-        receipt.aggregateId,
-        receipt.commandType,
-        receipt.fingerprint,
-        receipt.status,
-        receipt.firstSequence,
-        receipt.lastSequence,
-        JSON.stringify(receipt.effectIds),
-        receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
-        receipt.acceptedAt
-      )
+      conn.prepare(INSERT_RECEIPT).run(...insertValues(receipt))
     }),
   // The same rules as Transactions.savepoint, with its statements run inline (fewer Effect steps).
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
