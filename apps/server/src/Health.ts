@@ -49,8 +49,8 @@ const databaseReport = Effect.gen(function* () {
     Effect.tapError((error) => Effect.logError("health: the database did not answer", error)),
     Effect.option
   )
-  const latencyMs = (yield* Clock.currentTimeMillis) - started
   const now = yield* Clock.currentTimeMillis
+  const latencyMs = now - started
   const liveOwners = acceptsWrites._tag === "Some"
     // swallow-ok: a read for the report; if it fails right after the probe answered, this process is the one live owner it knows.
     ? yield* Outbox.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(Effect.orElseSucceed(() => [worker.ownerId]))

@@ -68,10 +68,8 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       const up = live()
       if (up.length === 0) continue
       const victimIndex = random.int(0, options.nodes - 1)
-      if ((cycle - 1) % 1 === 0) {
-        for (const threadId of threads) client.submit(message(random, threadId, next))
-        next++
-      }
+      for (const threadId of threads) client.submit(message(random, threadId, next))
+      next++
       const sample = [...client.acked.keys()].filter(() => random.chance(0.1)).slice(0, 5)
       const via = random.pick(up)
       const work = (async () => {
