@@ -1,7 +1,8 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox } from "@orchestration/engine"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
+import { ModelProvider, type ModelStepResponse } from "../src/Provider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
 import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
@@ -136,4 +137,41 @@ describe("a turn through the outbox", () => {
       yield* eventually(Effect.map(Outbox.find("cleanup:t1"), (r) => r?.status === "succeeded"), "cleanup ran")
       assert.strictEqual((yield* threadView("t1"))!.status, "deleted")
     }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("a provider that reuses a tool-call id, within a step and across steps, still gets a completed turn and a valid transcript", () => {
+    // Answers the n-th step of the turn (counted as in the scripted provider) with fixed responses.
+    const publish = (id: string, path: string) => ({ id, name: "publish", arguments: { path, content: path } })
+    const steps: ReadonlyArray<ModelStepResponse> = [
+      { text: "", toolCalls: [publish("dup", "a.md"), publish("dup", "b.md")] },
+      { text: "", toolCalls: [publish("dup", "c.md")] },
+      { text: "all three published", toolCalls: [] }
+    ]
+    const provider = Layer.succeed(ModelProvider, {
+      step: (request) => {
+        const user = request.transcript.map((m) => m.role).lastIndexOf("user")
+        const step = request.transcript.slice(user + 1).filter((m) => m.role === "assistant").length
+        return Effect.succeed(steps[step] ?? { text: "done", toolCalls: [] })
+      }
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const world = yield* World
+      yield* engine.dispatchWithReceipt(send("t1", "m1", "publish three files"))
+      yield* advanceUntil(allTurnsTerminal("t1", 1), "turn done")
+      const view = (yield* threadView("t1"))!
+      assert.deepStrictEqual(view.turns.map((t) => [t.status, t.reason, t.steps]), [["completed", undefined, 3]])
+      const calls = view.turns[0]!.toolCalls
+      assert.deepStrictEqual(calls.map((c) => [c.callId, c.status]), [["dup", "succeeded"], ["dup", "succeeded"], ["dup", "succeeded"]])
+      // Each call has its own transcript id, and its effect id is built from it.
+      assert.deepStrictEqual(calls.map((c) => [c.transcriptId, c.effectId]), [
+        ["dup", "tool:t1:m1:dup"],
+        ["dup_t1", "tool:t1:m1:dup_t1"],
+        ["dup_t1_2", "tool:t1:m1:dup_t1_2"]
+      ])
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "all three published" })
+      for (const path of ["a.md", "b.md", "c.md"]) assert.strictEqual((yield* world.readVersions(path)).length, 1, path)
+    }).pipe(Effect.provide(agentsStack({ provider })))
+  })
 })
