@@ -12,8 +12,11 @@ export const ToolCallView = Schema.Struct({
   transcriptId: Schema.optional(Schema.String),
   name: Schema.String,
   effectId: Schema.String,
+  /** pending | running while the effect is unsettled; then its final succeeded | failed | cancelled, kept after retention. */
   status: Schema.String,
-  result: Schema.optional(Schema.Unknown)
+  result: Schema.optional(Schema.Unknown),
+  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage. */
+  outcome: Schema.optional(Schema.String)
 })
 
 export const TurnView = Schema.Struct({

@@ -2,7 +2,7 @@
  * The Thread aggregate: messages and turns, where a turn is a loop run entirely through the outbox.
  *
  *   message.send → turn.started + effect model.step (step:<turnId>#1)
- *   model.step settles → model.responded + one effect per tool call (tool:<turnId>:<callId>)
+ *   model.step settles → model.responded + one effect per tool call (tool:<turnId>:<transcriptId>)
  *   each tool settles → tool.result; when the step's results are all in → the next model.step
  *   a response without tool calls → turn.completed; the next queued message starts its turn
  *
@@ -25,7 +25,10 @@ export const DEFAULT_STEP_LIMIT = 20
 
 const CallRecord = Schema.Struct({
   callId: Schema.String,
-  /** The id the transcript uses: the provider's, unless an earlier turn of the thread used it. */
+  /**
+   * The call's own id, unique in the thread: the provider's, unless an earlier call of the thread
+   * (this step's, an earlier step's or turn's) used it. Effect ids and answers are keyed by it.
+   */
   transcriptId: Schema.String,
   effectId: Schema.String,
   name: Schema.String,
@@ -70,7 +73,7 @@ export interface ActiveTurn {
   readonly ordinal: number
   readonly step: number
   readonly stepEffectId: string
-  /** Calls of the current step, and which of them have their result. */
+  /** Calls of the current step, and which of them have their result (by transcript id). */
   readonly calls: ReadonlyArray<CallRecord>
   readonly answered: ReadonlyArray<string>
 }
@@ -125,8 +128,8 @@ const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
     case "tool.result": {
       const active = state.active
       if (active === null) return state
-      const answered = [...active.answered, event.result.callId]
-      const allIn = active.calls.every((c) => answered.includes(c.callId))
+      const answered = [...active.answered, event.result.transcriptId]
+      const allIn = active.calls.every((c) => answered.includes(c.transcriptId))
       // All results in: the next step begins (its effect was decided with this event).
       return allIn
         ? { ...state, active: { ...active, step: active.step + 1, stepEffectId: stepEffectId(active.turnId, active.step + 1), calls: [], answered: [] } }
@@ -176,7 +179,7 @@ const endTurn = (
 ): Decision<ThreadEvent> => {
   const active = state.active!
   const answered = [...active.answered, ...(extra.answered ?? [])]
-  const unanswered = active.calls.filter((c) => !answered.includes(c.callId))
+  const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
   const synthetic = unanswered.map((c): ResultRecord => ({
     callId: c.callId,
     transcriptId: c.transcriptId,
@@ -201,13 +204,27 @@ const continueTurn = (state: ThreadState, threadId: string, results: ReadonlyArr
   if (next > stepLimit) {
     return endTurn(state, threadId, "failed", `step limit of ${stepLimit} model steps reached`, {
       events: results,
-      answered: active.calls.map((c) => c.callId)
+      answered: active.calls.map((c) => c.transcriptId)
     })
   }
   return Decision.of<ThreadEvent>({ events: results, effects: [modelStep(threadId, active.turnId, next)] })
 }
 
 const safeCallId = (id: string) => (/^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : CommandId.boundedId("c-", id, 0))
+
+/**
+ * An id for a call that no earlier call of the thread has: providers reuse ids (within one response,
+ * across steps, across turns), and the transcript, the effect id and the read model's key must not.
+ * Deterministic: the same response in the same state always gets the same ids.
+ */
+export const uniqueCallId = (callId: string, ordinal: number, used: ReadonlySet<string>): string => {
+  if (!used.has(callId)) return callId
+  const inTurn = `${callId}_t${ordinal}`
+  if (!used.has(inTurn)) return inTurn
+  let n = 2
+  while (used.has(`${inTurn}_${n}`)) n++
+  return `${inTurn}_${n}`
+}
 
 /** What to tell the model about a failed tool, and whether the turn itself must fail. */
 export const describeFailure = (outcome: EffectOutcome, call: CallRecord): { readonly content: string; readonly outcome: ResultRecord["outcome"]; readonly failsTurn: boolean } => {
@@ -259,9 +276,9 @@ const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcom
   const used = new Set(state.transcriptIds)
   const calls = toolCalls.map((call, index): CallRecord => {
     const callId = safeCallId(call.id || `call_${active.step}_${index}`)
-    const transcriptId = used.has(callId) ? `${callId}_t${active.ordinal}` : callId
+    const transcriptId = uniqueCallId(callId, active.ordinal, used)
     used.add(transcriptId)
-    return { callId, transcriptId, effectId: toolEffectId(active.turnId, callId), name: call.name, arguments: call.arguments ?? {} }
+    return { callId, transcriptId, effectId: toolEffectId(active.turnId, transcriptId), name: call.name, arguments: call.arguments ?? {} }
   })
   const responded: ThreadEvent = { type: "model.responded", turnId: active.turnId, step: active.step, text, toolCalls: calls }
   // An unknown tool is an error result the model sees, never a crash and never an effect.
@@ -280,7 +297,7 @@ const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcom
     }))
   if (effects.length === 0) {
     const afterResponse = evolve(state, responded)
-    return continueTurn({ ...afterResponse, active: { ...afterResponse.active!, answered: calls.map((c) => c.callId) } }, threadId, [responded, ...unknownResults], stepLimit)
+    return continueTurn({ ...afterResponse, active: { ...afterResponse.active!, answered: calls.map((c) => c.transcriptId) } }, threadId, [responded, ...unknownResults], stepLimit)
   }
   return Decision.of<ThreadEvent>({ events: [responded, ...unknownResults], effects })
 }
@@ -300,12 +317,12 @@ const onToolOutcome = (state: ThreadState, threadId: string, outcome: EffectOutc
     if (failure.failsTurn) {
       // The failure to record is the call's one result, and the turn ends failed with its reason.
       const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-      return endTurn(state, threadId, "failed", outcome.error?.message ?? "storage failure", { events: [resultEvent], answered: [call.callId] })
+      return endTurn(state, threadId, "failed", outcome.error?.message ?? "storage failure", { events: [resultEvent], answered: [call.transcriptId] })
     }
   }
   const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-  const answered = [...active.answered, call.callId]
-  if (!active.calls.every((c) => answered.includes(c.callId))) return Decision.of<ThreadEvent>({ events: [resultEvent] })
+  const answered = [...active.answered, call.transcriptId]
+  if (!active.calls.every((c) => answered.includes(c.transcriptId))) return Decision.of<ThreadEvent>({ events: [resultEvent] })
   return continueTurn({ ...state, active: { ...active, answered } }, threadId, [resultEvent], stepLimit)
 }
 
@@ -375,7 +392,7 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
       const current = active !== null && active.turnId === turnId &&
         (outcome.kind === "model.step"
           ? outcome.effectId === active.stepEffectId
-          : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.callId)))
+          : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.transcriptId)))
       if (!current) {
         // Its turn closed already (interrupt, failure, delete): the row and read model move on,
         // the transcript, which holds this call's synthetic result, does not.

@@ -20,8 +20,31 @@ const appendMessage = (threadId: string, message: TranscriptMessage) =>
 
 const toolMessage = (result: ResultRecord): TranscriptMessage => ({ role: "tool", tool_call_id: result.transcriptId, content: result.content })
 
-const recordResult = (result: ResultRecord) =>
-  run((sql) => sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome} WHERE effect_id = ${result.effectId}`)
+/**
+ * The call's final status as its effect row had it when it settled. The read model keeps it because
+ * retention deletes settled outbox rows: the view must not infer a status from a row that is gone.
+ * A result from the call's outcome settles with it; an unknown tool never had a row and failed at once.
+ */
+const settledStatus = (outcome: ResultRecord["outcome"]): "succeeded" | "failed" | "cancelled" =>
+  outcome === "succeeded" || outcome === "cancelled" ? outcome : "failed"
+
+const recordResult = (result: ResultRecord, status: "succeeded" | "failed" | "cancelled") =>
+  run((sql) =>
+    sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome}, status = ${status} WHERE effect_id = ${result.effectId}`
+  )
+
+/** Adds a column that stores made by an older version lack; answers whether it was added. */
+const addColumnIfMissing = (sql: SqlClientService, table: string, column: string, definition: string) =>
+  Effect.gen(function* () {
+    const [row] = yield* sql.onDialectOrElse({
+      pg: () => sql<{ n: number }>`SELECT COUNT(*) AS n FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = ${table} AND column_name = ${column}`,
+      orElse: () => sql<{ n: number }>`SELECT COUNT(*) AS n FROM pragma_table_info(${table}) WHERE name = ${column}`
+    })
+    if (Number(row?.n ?? 0) > 0) return false
+    yield* sql.unsafe(`ALTER TABLE ${table} ADD COLUMN ${column} ${definition}`)
+    return true
+  })
 
 export const ThreadViews = Projection.make(Thread, {
   name: "agent_threads",
@@ -38,16 +61,18 @@ export const ThreadViews = Projection.make(Thread, {
       sql`CREATE TABLE IF NOT EXISTS agent_tool_calls (
         effect_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
         transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT,
-        position INTEGER NOT NULL DEFAULT 0)`,
+        position INTEGER NOT NULL DEFAULT 0, status TEXT)`,
       // Stores made before \`position\` existed get the column (their rows keep SQLite's rowid order).
-      sql.onDialectOrElse({
-        pg: () => Effect.asVoid(sql`ALTER TABLE agent_tool_calls ADD COLUMN IF NOT EXISTS position INTEGER NOT NULL DEFAULT 0`),
-        orElse: () =>
-          Effect.flatMap(
-            sql<{ n: number }>`SELECT COUNT(*) AS n FROM pragma_table_info('agent_tool_calls') WHERE name = 'position'`,
-            (rows) => Number(rows[0]?.n ?? 0) > 0 ? Effect.void : Effect.asVoid(sql`ALTER TABLE agent_tool_calls ADD COLUMN position INTEGER NOT NULL DEFAULT 0`)
-          )
-      }),
+      addColumnIfMissing(sql, "agent_tool_calls", "position", "INTEGER NOT NULL DEFAULT 0"),
+      // Stores made before \`status\` existed get it, filled from what they still know: the late
+      // settlement, the settled row if retention kept it, else the result the model was told.
+      Effect.flatMap(addColumnIfMissing(sql, "agent_tool_calls", "status", "TEXT"), (added) =>
+        added
+          ? Effect.asVoid(sql`UPDATE agent_tool_calls SET status = COALESCE(late_status,
+              (SELECT o.status FROM outbox o WHERE o.effect_id = agent_tool_calls.effect_id AND o.status IN ('succeeded', 'failed', 'cancelled')),
+              CASE outcome WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END)
+            WHERE outcome IS NOT NULL`)
+          : Effect.void),
       sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
       sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
     ], { discard: true })
@@ -103,7 +128,9 @@ export const ThreadViews = Projection.make(Thread, {
           })
         ], { discard: true })
       case "tool.result":
-        return Effect.all([recordResult(event.result), appendMessage(threadId, toolMessage(event.result))], { discard: true })
+        return Effect.all([recordResult(event.result, settledStatus(event.result.outcome)), appendMessage(threadId, toolMessage(event.result))], {
+          discard: true
+        })
       case "turn.completed":
         return Effect.all([
           run((sql) => sql`UPDATE agent_turns SET status = 'completed', steps = ${event.steps}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
@@ -114,10 +141,12 @@ export const ThreadViews = Projection.make(Thread, {
         return Effect.all([
           run((sql) => sql`UPDATE agent_turns SET status = ${event.status}, reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
           run((sql) => sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`),
-          ...event.synthetic.flatMap((result) => [recordResult(result), appendMessage(threadId, toolMessage(result))])
+          // The same command cancels each unanswered call's pending row; a row already running keeps
+          // running, shows its live status, and its late settlement (effect.late) records the final one.
+          ...event.synthetic.flatMap((result) => [recordResult(result, "cancelled"), appendMessage(threadId, toolMessage(result))])
         ], { discard: true })
       case "effect.late":
-        return run((sql) => sql`UPDATE agent_tool_calls SET late_status = ${event.status} WHERE effect_id = ${event.effectId}`)
+        return run((sql) => sql`UPDATE agent_tool_calls SET late_status = ${event.status}, status = ${event.status} WHERE effect_id = ${event.effectId}`)
       case "thread.deleted":
         return Effect.all([
           run((sql) => sql`UPDATE agent_threads SET status = 'deleted', updated_seq = ${seq} WHERE thread_id = ${threadId}`),
@@ -142,9 +171,14 @@ export interface ToolCallView {
   readonly transcriptId: string
   readonly name: string
   readonly effectId: string
-  /** The effect row's status: pending | running | succeeded | failed | cancelled. */
+  /**
+   * The effect's status: pending | running while its row is unsettled (read live), then the final
+   * succeeded | failed | cancelled the read model recorded when it settled (kept after retention).
+   */
   readonly status: string
   readonly result?: string
+  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage. */
+  readonly outcome?: string
 }
 
 export interface TurnView {
@@ -163,6 +197,15 @@ export interface ThreadView {
   readonly messages: ReadonlyArray<TranscriptMessage>
 }
 
+/**
+ * An unsettled row's live status (pending, running) first: a call interrupted while running is
+ * recorded "cancelled" until its late settlement says how it really ended. Then the recorded final
+ * status, which outlives the row; a store from before it was recorded falls back to the row, and a
+ * call with neither (an unknown tool) failed at once.
+ */
+const toolCallStatus = (live: string | null, recorded: string | null): string =>
+  live === "pending" || live === "running" ? live : recorded ?? live ?? "failed"
+
 export const threadView = (threadId: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
@@ -170,8 +213,18 @@ export const threadView = (threadId: string) =>
     if (thread === undefined) return undefined
     const turns = yield* sql<{ turn_id: string; status: string; reason: string | null; steps: number }>`
       SELECT turn_id, status, reason, steps FROM agent_turns WHERE thread_id = ${threadId} ORDER BY queued_seq`
-    const calls = yield* sql<{ turn_id: string; call_id: string; transcript_id: string; name: string; effect_id: string; result: string | null; status: string | null }>`
-      SELECT c.turn_id, c.call_id, c.transcript_id, c.name, c.effect_id, c.result, o.status FROM agent_tool_calls c
+    const calls = yield* sql<{
+      turn_id: string
+      call_id: string
+      transcript_id: string
+      name: string
+      effect_id: string
+      result: string | null
+      outcome: string | null
+      recorded: string | null
+      live: string | null
+    }>`
+      SELECT c.turn_id, c.call_id, c.transcript_id, c.name, c.effect_id, c.result, c.outcome, c.status AS recorded, o.status AS live FROM agent_tool_calls c
       LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId}
       ORDER BY c.step, c.position, ${sql.onDialectOrElse({ pg: () => sql.literal("c.effect_id"), orElse: () => sql.literal("c.rowid") })}`
     const view: ThreadView = {
@@ -190,9 +243,9 @@ export const threadView = (threadId: string) =>
             transcriptId: c.transcript_id,
             name: c.name,
             effectId: c.effect_id,
-            // An unknown tool never had an effect row: it failed at once.
-            status: c.status ?? "failed",
-            ...(c.result !== null ? { result: c.result } : {})
+            status: toolCallStatus(c.live, c.recorded),
+            ...(c.result !== null ? { result: c.result } : {}),
+            ...(c.outcome !== null ? { outcome: c.outcome } : {})
           }))
       })),
       messages: yield* transcriptOf(threadId)

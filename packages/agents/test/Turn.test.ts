@@ -1,10 +1,13 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Outbox } from "@orchestration/engine"
-import { Effect } from "effect"
+import { Engine, Outbox, Retention } from "@orchestration/engine"
+import { TestStore } from "@orchestration/engine/testing"
+import { Effect, Layer, TestClock } from "effect"
+import { join } from "node:path"
+import { ModelProvider, type ModelStepResponse } from "../src/Provider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
-import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, tempDir, turnStatus } from "./fixtures/agents.js"
 
 describe("a turn through the outbox", () => {
   it.effect("publish, execute and delegate: the turn completes, the transcript validates, each tool performed once", () =>
@@ -136,4 +139,74 @@ describe("a turn through the outbox", () => {
       yield* eventually(Effect.map(Outbox.find("cleanup:t1"), (r) => r?.status === "succeeded"), "cleanup ran")
       assert.strictEqual((yield* threadView("t1"))!.status, "deleted")
     }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("a provider that reuses a tool-call id, within a step and across steps, still gets a completed turn and a valid transcript", () => {
+    // Answers the n-th step of the turn (counted as in the scripted provider) with fixed responses.
+    const publish = (id: string, path: string) => ({ id, name: "publish", arguments: { path, content: path } })
+    const steps: ReadonlyArray<ModelStepResponse> = [
+      { text: "", toolCalls: [publish("dup", "a.md"), publish("dup", "b.md")] },
+      { text: "", toolCalls: [publish("dup", "c.md")] },
+      { text: "all three published", toolCalls: [] }
+    ]
+    const provider = Layer.succeed(ModelProvider, {
+      step: (request) => {
+        const user = request.transcript.map((m) => m.role).lastIndexOf("user")
+        const step = request.transcript.slice(user + 1).filter((m) => m.role === "assistant").length
+        return Effect.succeed(steps[step] ?? { text: "done", toolCalls: [] })
+      }
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const world = yield* World
+      yield* engine.dispatchWithReceipt(send("t1", "m1", "publish three files"))
+      yield* advanceUntil(allTurnsTerminal("t1", 1), "turn done")
+      const view = (yield* threadView("t1"))!
+      assert.deepStrictEqual(view.turns.map((t) => [t.status, t.reason, t.steps]), [["completed", undefined, 3]])
+      const calls = view.turns[0]!.toolCalls
+      assert.deepStrictEqual(calls.map((c) => [c.callId, c.status]), [["dup", "succeeded"], ["dup", "succeeded"], ["dup", "succeeded"]])
+      // Each call has its own transcript id, and its effect id is built from it.
+      assert.deepStrictEqual(calls.map((c) => [c.transcriptId, c.effectId]), [
+        ["dup", "tool:t1:m1:dup"],
+        ["dup_t1", "tool:t1:m1:dup_t1"],
+        ["dup_t1_2", "tool:t1:m1:dup_t1_2"]
+      ])
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "all three published" })
+      for (const path of ["a.md", "b.md", "c.md"]) assert.strictEqual((yield* world.readVersions(path)).length, 1, path)
+    }).pipe(Effect.provide(agentsStack({ provider })))
+  })
+
+  it.effect("after retention deletes the settled effect rows, the thread view still shows each call's real status; unsettled rows show their live status", () => {
+    const dir = tempDir()
+    const statuses = Effect.map(threadView("t1"), (view) => view!.turns[0]!.toolCalls.map((c) => [c.callId, c.status]))
+    const settled = [["call_1_0", "succeeded"], ["call_1_1", "failed"], ["call_2_0", "succeeded"], ["call_2_1", "cancelled"]]
+    const turn = Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script(
+        { toolCalls: [{ name: "publish", arguments: { path: "ok.md", content: "ok" } }, { name: "publish", arguments: { path: "../escape.md", content: "no" } }] },
+        { toolCalls: [{ name: "execute", arguments: { command: "long", sleepMs: 10_000 } }, { name: "publish", arguments: { path: "after.md", content: "never" } }] }
+      )))
+      yield* eventually(Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "running"), "execute running")
+      // While rows are unsettled the view shows them live: the publish waits behind execute in the lane.
+      assert.deepStrictEqual(yield* statuses, [["call_1_0", "succeeded"], ["call_1_1", "failed"], ["call_2_0", "running"], ["call_2_1", "pending"]])
+      yield* engine.dispatchWithReceipt({ commandId: "stop-1", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" })
+      // The interrupt cancels the pending publish; the running execute is still running, and shown so.
+      assert.deepStrictEqual(yield* statuses, [["call_1_0", "succeeded"], ["call_1_1", "failed"], ["call_2_0", "running"], ["call_2_1", "cancelled"]])
+      yield* advanceUntil(Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "succeeded"), "late execute settled")
+      assert.deepStrictEqual(yield* statuses, settled)
+    }).pipe(Effect.provide(agentsStack({ dir })))
+    // The store again, without the engine's periodic work, so the clock can jump a week at once.
+    const retention = Effect.gen(function* () {
+      // Past the default retention of settled rows (7 days), the outbox forgets them.
+      yield* TestClock.adjust("8 days")
+      yield* Retention.pruneOnce()
+      for (const id of ["call_1_0", "call_1_1", "call_2_0", "call_2_1"]) assert.isUndefined(yield* Outbox.find(`tool:t1:m1:${id}`), id)
+      assert.deepStrictEqual(yield* statuses, settled)
+      // What the model was told stays beside it: both calls of the interrupted step read "interrupted".
+      const view = (yield* threadView("t1"))!
+      assert.deepStrictEqual(view.turns[0]!.toolCalls.map((c) => c.outcome), ["succeeded", "failed", "interrupted", "interrupted"])
+    }).pipe(Effect.provide(TestStore.layer({ filename: join(dir, "engine.db") })))
+    return Effect.zipRight(turn, retention)
+  })
 })

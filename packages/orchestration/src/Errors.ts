@@ -62,12 +62,16 @@ export class AggregateUnavailable extends Schema.TaggedError<AggregateUnavailabl
   message: Schema.String
 }) {}
 
-/** A decider, evolve or projection threw. The command failed; nothing of it committed. */
+/**
+ * A decider, evolve or projection threw, or a projection wrote a row its table refuses (a unique,
+ * primary-key or check constraint: `constraint` names it). The command failed; nothing of it committed.
+ */
 export class CommandDefect extends Schema.TaggedError<CommandDefect>()("CommandDefect", {
   commandId: Schema.String,
   aggregateType: Schema.String,
   aggregateId: Schema.String,
   stage: Schema.Literal("decide", "evolve", "projection"),
+  constraint: Schema.optional(Schema.String),
   message: Schema.String
 }) {}
 

@@ -3,7 +3,9 @@
  * (group commit): per command a receipt lookup, the pure decision, then events, projections, outbox
  * rows and the receipt, each command under its own savepoint so a rejection or a defect stays its
  * own. A storage error is different: SQLite may have rolled back the whole transaction, so the batch
- * is abandoned and its commands are re-run one per transaction. Nothing is answered before COMMIT.
+ * is abandoned and its commands are re-run one per transaction. A projection's constraint violation
+ * is not a storage error: it is the command's defect, rolled back to its savepoint like any other.
+ * Nothing is answered before COMMIT.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -27,6 +29,7 @@ import * as Outbox from "./Outbox.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
 import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
+import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
@@ -69,6 +72,17 @@ export const commandDefect = (identity: Receipts.CommandIdentity, stage: Command
     message: `${stage} threw for ${identity.aggregateType} '${identity.aggregateId}': ${
       error instanceof Error ? error.message : String(error)
     }`
+  })
+
+/** A projection's write refused by its table's constraint: a defect of the command, the store is healthy. */
+const constraintDefect = (identity: Receipts.CommandIdentity, projection: string, violation: ConstraintViolation) =>
+  new CommandDefect({
+    commandId: identity.commandId,
+    aggregateType: identity.aggregateType,
+    aggregateId: identity.aggregateId,
+    stage: "projection",
+    constraint: violation.constraint,
+    message: `projection ${projection} violated constraint ${violation.constraint} (${violation.code}) for ${identity.aggregateType} '${identity.aggregateId}': ${violation.message}`
   })
 
 /** The decision of a domain command: the aggregate's pure decider. */
@@ -247,6 +261,10 @@ const decideAndWrite = (
         if (!handles(projection, record)) continue
         if (faults) yield* faults.before("projections", commandId)
         yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
+          Effect.catchAll((error) => {
+            const violation = constraintViolation(error)
+            return Effect.fail(violation === undefined ? error : constraintDefect(identity, projection.name, violation))
+          }),
           Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
         )
       }

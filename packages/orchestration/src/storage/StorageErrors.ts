@@ -30,6 +30,30 @@ export const reasonForCode = (code: string): StorageFailureReason => {
   return "unknown"
 }
 
+/** A write the schema refused: which constraint, under which driver code, and the driver's words. */
+export interface ConstraintViolation {
+  readonly code: string
+  readonly constraint: string
+  readonly message: string
+}
+
+/**
+ * The constraint a statement violated (SQLite's SQLITE_CONSTRAINT*, PostgreSQL's SQLSTATE class 23),
+ * or undefined for any other error. Such a refusal is the statement's, not the store's: the disk is
+ * healthy and the same write fails the same way every time. Classified by code; the name comes from
+ * node-postgres' `constraint` field, or SQLite's message (`UNIQUE constraint failed: table.column`),
+ * which is the only place better-sqlite3 gives it.
+ */
+export const constraintViolation = (error: unknown): ConstraintViolation | undefined => {
+  const code = codeOf(error)
+  if (reasonForCode(code) !== "constraint") return undefined
+  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+  const message = driverMessage(cause, code)
+  const named = typeof cause === "object" && cause !== null && "constraint" in cause ? (cause as { constraint: unknown }).constraint : undefined
+  const constraint = typeof named === "string" && named !== "" ? named : /constraint failed: (.+)$/.exec(message)?.[1] ?? code
+  return { code, constraint, message }
+}
+
 /** The underlying driver error of a SqlError (or any thrown value that carries a code). */
 export const codeOf = (error: SqlError | unknown): string => {
   const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
