@@ -52,6 +52,60 @@ describe("outcomes through the front door", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 
+  it.effect("an outcome for an earlier attempt of a row claimed again is stale and changes nothing", () => {
+    const handler = scriptedHandler()
+    const slow = gated()
+    handler.behaviors.set("job:j1", slow.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const sql = yield* SqlClient
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(rowIs("job:j1", (r) => r.status === "running"), "claimed")
+      // A peer reclaimed the row and claimed it again: running, at attempt 2, under its lease.
+      yield* sql`UPDATE outbox SET lease_owner = 'peer', attempts = 2 WHERE effect_id = 'job:j1'`
+      const before = yield* sql`SELECT * FROM outbox`
+      const stale = yield* Effect.flip(engine.dispatchWithReceipt({
+        type: "effect.succeed",
+        commandId: EffectOutcomes.outcomeId("job:j1", 1),
+        effectId: "job:j1",
+        attempt: 1,
+        aggregateType: "job",
+        aggregateId: "j1",
+        by: "reactor",
+        response: "from attempt 1"
+      }, { origin: "internal" }))
+      assert.instanceOf(stale, CommandRejected)
+      assert.strictEqual((stale as CommandRejected).reason, "stale-outcome")
+      assert.deepStrictEqual(yield* sql`SELECT * FROM outbox`, before)
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "submitted", detail: null })
+      // The first owner's own settle of attempt 1 changes nothing either.
+      yield* slow.open
+      yield* eventually(Effect.sync(() => handler.running() === 0), "first owner's handler finished")
+      yield* settle
+      assert.deepStrictEqual(yield* sql`SELECT * FROM outbox`, before)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("a decision's cancel cancels the pending rows it names and lets a running one finish", () => {
+    const handler = scriptedHandler()
+    const first = gated("finished")
+    handler.behaviors.set("job:j1:0", first.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // Two effects in one lane: the first runs, the second waits behind it.
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 2, lane: "one" }))
+      yield* eventually(rowIs("job:j1:0", (r) => r.status === "running"), "first claimed")
+      yield* engine.dispatchWithReceipt({ commandId: "cancel-j1", type: "job.cancel", jobId: "j1", effectIds: ["job:j1:0", "job:j1:1"] })
+      const running = (yield* Outbox.find("job:j1:0"))!
+      assert.deepStrictEqual([running.status, running.leaseOwner, running.error], ["running", "owner-A", null])
+      const pending = (yield* Outbox.find("job:j1:1"))!
+      assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
+      yield* first.open
+      yield* eventually(rowIs("job:j1:0", (r) => r.status === "succeeded"), "running effect finished")
+      assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
   it.effect("clients cannot send outcome commands or outcome ids", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
