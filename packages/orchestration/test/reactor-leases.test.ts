@@ -83,7 +83,8 @@ describe("outcomes through the front door", () => {
       yield* eventually(Effect.sync(() => handler.running() === 0), "first owner's handler finished")
       yield* settle
       assert.deepStrictEqual(yield* sql`SELECT * FROM outbox`, before)
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+      // On a failed assertion too, the handler finishes, so the reactor's shutdown has nothing to wait for.
+    }).pipe(Effect.ensuring(slow.open), Effect.provide(stack([testReactor(handler.handle)])))
   })
 
   it.effect("a decision's cancel cancels the pending rows it names and lets a running one finish", () => {
@@ -103,7 +104,7 @@ describe("outcomes through the front door", () => {
       yield* first.open
       yield* eventually(rowIs("job:j1:0", (r) => r.status === "succeeded"), "running effect finished")
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+    }).pipe(Effect.ensuring(first.open), Effect.provide(stack([testReactor(handler.handle)])))
   })
 
   it.effect("clients cannot send outcome commands or outcome ids", () =>

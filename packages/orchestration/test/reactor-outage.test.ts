@@ -53,7 +53,7 @@ describe("a storage outage longer than the lease", () => {
       assert.strictEqual((yield* Outbox.find("job:bound"))!.response, "the real outcome")
       assert.deepStrictEqual(yield* jobStatus("job:bound"), { status: "succeeded", detail: JSON.stringify("the real outcome") })
       assert.deepStrictEqual(handler.performed, ["job:bound#1", "job:doorbell#1"])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })], { worker: { heartbeatEvery: "5 seconds" } })))
+    }).pipe(Effect.ensuring(running.open), Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })], { worker: { heartbeatEvery: "5 seconds" } })))
   })
 
   it.effect("after a store-wide outage a peer keeps its rows until it could beat again; a peer that stays silent is reclaimed once this process watched the store for the dead-after span", () => {
@@ -114,6 +114,6 @@ describe("a storage outage longer than the lease", () => {
       assert.isTrue((yield* engine.receipt("outcome:job:j1#1"))._tag === "None")
       const row = (yield* Outbox.find("job:j1"))!
       assert.deepStrictEqual([row.status, row.leaseOwner, row.attempts, row.response], ["running", "peer", 2, null])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })])))
+    }).pipe(Effect.ensuring(running.open), Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })])))
   })
 })
