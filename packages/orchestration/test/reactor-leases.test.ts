@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer, Scope, TestClock } from "effect"
-import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FreeSpace } from "../src/index.js"
+import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FaultPoints, FreeSpace } from "../src/index.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
@@ -284,6 +284,48 @@ describe("graceful shutdown", () => {
         // Left for boot reconcile, which fails it with its stored reason.
         "job:bound": ["running", "owner-A"]
       })
+    }).pipe(Effect.provide(TestStore.layer({ filename: ":memory:" })))
+  })
+
+  it.effect("after stopAdmitting, an outcome arriving in the last instant of the grace is recorded, not left for reconcile", () => {
+    const handler = scriptedHandler()
+    const gates = Object.fromEntries(["first", "held", "last"].map((job) => [job, gated(job)]))
+    for (const [job, gate] of Object.entries(gates)) handler.behaviors.set(`job:${job}`, gate.behavior)
+    // Holds a batch open after its commit, before its commands are answered.
+    const hold = { armed: false, reached: Effect.runSync(Deferred.make<void>()), release: Effect.runSync(Deferred.make<void>()) }
+    const faults = Layer.succeed(FaultPoints.FaultPoints, {
+      enabled: true,
+      hit: (point) =>
+        point === "dispatch.after-commit" && hold.armed
+          ? Deferred.succeed(hold.reached, undefined).pipe(Effect.zipRight(Deferred.await(hold.release)))
+          : Effect.void
+    })
+    return Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const stackLayer = stackOverStore([testReactor(handler.handle, { shutdownGrace: "2 seconds" })]).pipe(Layer.provide(faults))
+      const context = yield* Layer.buildWithScope(stackLayer, scope)
+      const engine = context.unsafeMap.get(Engine.Engine.key) as Engine.EngineShape
+      for (const job of Object.keys(gates)) yield* engine.dispatchWithReceipt(submit(job, "work.bound"))
+      yield* eventually(Effect.sync(() => handler.performed.length === 3), "all three running")
+      // The server's first step of shutdown; settlements still land while reactors finish.
+      yield* engine.stopAdmitting
+      yield* gates.first!.open
+      yield* eventually(rowIs("job:first", (r) => r.status === "succeeded"), "first settled while draining")
+      // One settle's batch is still open when the last outcome arrives behind it.
+      hold.armed = true
+      yield* gates.held!.open
+      yield* Deferred.await(hold.reached)
+      hold.armed = false
+      yield* gates.last!.open
+      yield* eventually(Effect.map(engine.stats, (stats) => stats.queueDepth === 1), "last outcome queued")
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("2 seconds")
+      yield* settle
+      yield* Deferred.succeed(hold.release, undefined)
+      yield* closing.await
+      const rows = Object.fromEntries((yield* Outbox.list()).map((r) => [r.effectId, [r.status, r.response]]))
+      assert.deepStrictEqual(rows, { "job:first": ["succeeded", "first"], "job:held": ["succeeded", "held"], "job:last": ["succeeded", "last"] })
     }).pipe(Effect.provide(TestStore.layer({ filename: ":memory:" })))
   })
 })
