@@ -12,6 +12,7 @@ export default defineConfig({
       "test/follow.test.ts",
       "test/reactor.test.ts",
       "test/reactor-leases.test.ts",
+      "test/reactor-outage.test.ts",
       "test/validation-lifecycle.test.ts",
       "test/schema-evolution.test.ts",
       "test/operator-floor.test.ts",

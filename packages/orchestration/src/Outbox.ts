@@ -217,11 +217,15 @@ export const runningOfEarlierIncarnations = (nodeId: string, currentOwner: strin
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
 
-/** Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`. */
-export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>) =>
+/**
+ * Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`, never
+ * `judge`'s own: a process that could not renew its own lease is alive, whatever its heartbeat says.
+ */
+export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>, judge: string) =>
   Effect.flatMap(SqlClient, (sql) =>
     sql<Row>`SELECT o.* FROM outbox o LEFT JOIN owners w ON w.owner_id = o.lease_owner
       WHERE o.status = 'running' AND o.lease_expires_at < ${now} AND ${sql.in("o.kind", kinds)}
+        AND (o.lease_owner IS NULL OR o.lease_owner <> ${judge})
         AND (w.owner_id IS NULL OR w.stopped_at IS NOT NULL OR w.heartbeat_at < ${deadBefore})
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))

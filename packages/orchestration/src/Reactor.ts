@@ -5,7 +5,7 @@
  * never loses it: the row stays committed, and boot reconcile or a live peer settles it by policy.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
+import { Cause, Clock, Deferred, Duration, Effect, Either, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
 import { outcomeId, reconcileId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
@@ -203,20 +203,44 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         const faults = yield* FaultPoints
         const policy = definition.kinds[row.kind]!
         yield* faults.hit("reactor.after-claim", { kind: row.kind })
+        // What a renewal's answer means. `true`: the lease is ours until now + lease. `false`: it was
+        // lost (reclaimed, settled, or claimed again at another attempt): the handler is interrupted
+        // and whoever holds the row now settles it. A failed renewal (the store refused it or could
+        // not be reached) says neither: the lease is in doubt. The handler goes on (stopping it would
+        // not undo what it may have done), the renewal is retried promptly, and this process never
+        // reclaims the row itself (Outbox.reclaimable skips the judge's own rows). A peer may take
+        // it only once this owner's heartbeat is stale by the peer's own watch of the store
+        // (Worker.deadBefore). So an owner whose lease is in doubt asks the store again before it
+        // settles: a row taken over meanwhile gets no outcome from it.
+        const renewEvery = Math.max(1, Math.floor(leaseMs / 3))
+        const renew = Clock.currentTimeMillis.pipe(
+          Effect.flatMap((now) => Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now)),
+          Effect.mapError(toStorageFailure("renew lease")),
+          Effect.either,
+          Effect.provide(context)
+        )
+        let inDoubt = false
         const lost = yield* Deferred.make<void>()
         yield* Effect.forkScoped(
           Effect.gen(function* () {
+            let retryIn = 100
+            let wait = renewEvery
             while (true) {
-              yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
-              const now = yield* Clock.currentTimeMillis
-              const kept = yield* Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now).pipe(
-                Effect.mapError(toStorageFailure("renew lease")),
-                Effect.tapError((failure) => Effect.logWarning("lease renewal failed; trying again", failure)),
-                Effect.orElseSucceed(() => true)
-              )
-              if (!kept) return yield* Deferred.succeed(lost, undefined)
+              yield* Effect.sleep(Duration.millis(wait))
+              const answer = yield* renew
+              if (Either.isLeft(answer)) {
+                if (!inDoubt) yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
+                inDoubt = true
+                wait = Math.min(retryIn, renewEvery)
+                retryIn *= 2
+                continue
+              }
+              inDoubt = false
+              if (!answer.right) return yield* Deferred.succeed(lost, undefined)
+              retryIn = 100
+              wait = renewEvery
             }
-          }).pipe(Effect.provide(context))
+          })
         )
         const performed = yield* definition.handle(row).pipe(
           Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
@@ -225,6 +249,17 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         )
         if (performed === "lease-lost") {
           return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", { effectId: row.effectId })
+        }
+        if (inDoubt) {
+          // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
+          // settle anyway; the settle records the refusal, and its transaction re-checks the row.
+          const answer = yield* renew
+          if (Either.isRight(answer) && !answer.right) {
+            return yield* Effect.logWarning("lease lost while its renewal was in doubt; the outcome is not this owner's to record", {
+              effectId: row.effectId,
+              performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
+            })
+          }
         }
         yield* faults.hit("reactor.after-perform", { kind: row.kind })
         const now = yield* Clock.currentTimeMillis
@@ -249,10 +284,15 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         log
       )
 
-    /** Rows of dead owners (lease expired, heartbeat stopped) are settled by policy while running. */
+    /**
+     * Rows of dead owners (lease expired, heartbeat stopped) are settled by policy while running:
+     * never this process's own, and only once it has watched the store long enough to call anyone dead.
+     */
     const reclaimDead = (now: number) =>
       Effect.gen(function* () {
-        const dead = yield* Outbox.reclaimable(now, now - Duration.toMillis(worker.deadAfter), 100, kinds)
+        const deadBefore = yield* worker.deadBefore(now)
+        if (deadBefore === undefined) return 0
+        const dead = yield* Outbox.reclaimable(now, deadBefore, 100, kinds, worker.ownerId)
         for (const row of dead) {
           const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
           const command = {
