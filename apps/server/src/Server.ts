@@ -46,7 +46,6 @@ export const coreLayer = (options: ServerOptions) => {
   const engine = Engine.layer({
     aggregates: domain.aggregates,
     projections: domain.projections ?? [],
-    ...(domain.isNewWork === undefined ? {} : { isNewWork: domain.isNewWork }),
     activation: "manual"
   }).pipe(
     Layer.provideMerge(storeLayer(config)),

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { driverError, FreeSpace, StorageFaults } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
+import { domain as agents } from "../src/AgentsDomain.js"
 import { effectStatus, postJson, raw, startServer, waitFor } from "./fixtures/server.js"
 
 const open = (n: number) => ({ commandId: `o-${n}`, type: "account.open", accountId: `acc-${n}`, owner: `user${n}@example.com` })
@@ -41,6 +42,24 @@ describe("the disk floor", () => {
       const back = yield* raw(url, "/health")
       assert.strictEqual(back.status, 200)
       assert.notStrictEqual(back.body.status, "unavailable")
+    }))
+  it.scopedLive("below the floor a client command that would change nothing is refused too: 100 interrupts of a missing thread write no receipt", () =>
+    Effect.gen(function* () {
+      const probe = FreeSpace.controllable(floor, floor - 1)
+      const { url } = yield* startServer({ domain: agents, freeSpace: probe.layer })
+      for (let n = 1; n <= 100; n++) {
+        const refused = yield* postJson(url, "/v1/commands", { commandId: `int-${n}`, type: "turn.interrupt", threadId: "missing", turnId: "turn-1" })
+        assert.strictEqual(refused.status, 503, `interrupt ${n}: ${JSON.stringify(refused.body)}`)
+        assert.strictEqual(refused.body.error, "StorageUnavailable")
+        assert.strictEqual(refused.body.reason, "below-floor")
+        assert.strictEqual(refused.headers.get("retry-after"), "1")
+      }
+      // None of them left a receipt: the store was not written.
+      for (const n of [1, 50, 100]) assert.strictEqual((yield* raw(url, `/v1/commands/int-${n}`)).status, 404)
+      // Space back: the same command is accepted (and writes its receipt) now.
+      probe.state.free = 10 * floor
+      assert.strictEqual((yield* postJson(url, "/v1/commands", { commandId: "int-1", type: "turn.interrupt", threadId: "missing", turnId: "turn-1" })).status, 200)
+      assert.strictEqual((yield* raw(url, "/v1/commands/int-1")).status, 200)
     }))
 })
 
