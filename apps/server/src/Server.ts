@@ -1,8 +1,9 @@
 /**
- * The server assembled: store → engine (parked) → the domain's services → boot (reconcile, reactors
- * parked) → HTTP. `start` builds it in the caller's scope, activates the engine once the listener is
- * up, and registers the first step of shutdown (stop admitting, end event streams) so it runs before
- * the listener, reactors and store close. main.ts and the tests both start the server this way.
+ * The server assembled: listener (answering 503 Starting from the moment it opens) → store → engine
+ * (parked) → the domain's services → boot (reconcile, reactors parked) → HTTP routes. `start` builds
+ * it in the caller's scope, activates the engine, then opens the gate to the routes, and registers
+ * the first step of shutdown (stop admitting, end event streams) so it runs before the listener,
+ * reactors and store close. main.ts and the tests both start the server this way.
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
 import { Boot, Engine, FreeSpace, PostgresStore, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
@@ -19,6 +20,7 @@ import { OpsLive } from "./http/OpsHandlers.js"
 import { OutboxLive } from "./http/OutboxHandlers.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
 import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
+import * as ListenerGate from "./ListenerGate.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
 
 export interface ServerOptions {
@@ -91,8 +93,9 @@ export const httpLayer = HttpApiBuilder.serve().pipe(
   Layer.provide(ApiLive)
 )
 
+/** The listener is gated first, so a request that arrives while the store boots is answered (503). */
 export const serverLayer = <E, R>(options: ServerOptions, listener: Layer.Layer<HttpServer.HttpServer, E, R>) =>
-  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(listener))
+  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(ListenerGate.layer.pipe(Layer.provide(listener))))
 
 export interface Started {
   readonly url: string
@@ -100,7 +103,10 @@ export interface Started {
   readonly state: ServerStateShape
 }
 
-/** Builds the server in the current scope, then activates: nothing is admitted before it listens. */
+/**
+ * Builds the server in the current scope, then activates and opens the gate: until then every request
+ * is answered 503 Starting, and nothing is admitted before reconcile finished.
+ */
 export const start = <E, R>(
   options: ServerOptions,
   listener: Layer.Layer<HttpServer.HttpServer, E, R>
@@ -120,5 +126,6 @@ export const start = <E, R>(
       )
     )
     yield* engine.activate
+    yield* Context.get(context, ListenerGate.ListenerGate).open
     return { url, engine, state }
   })

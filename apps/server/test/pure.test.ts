@@ -5,6 +5,7 @@ import { statusOf } from "../src/Health.js"
 import { formatEvent, eventStream, heartbeatLine, parseLastEventId } from "../src/http/Sse.js"
 import * as Metrics from "../src/Metrics.js"
 import { fromDispatchError } from "../src/ApiErrors.js"
+import { closedResponse } from "../src/ListenerGate.js"
 import { EngineUnavailable, StorageFailure } from "@orchestration/engine"
 
 const record = (sequence: number): EventRecord => ({
@@ -55,6 +56,25 @@ describe("health status", () => {
     assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, active: false }), "unavailable")
+  })
+})
+
+describe("the listener gate", () => {
+  const bodyOf = (response: ReturnType<typeof closedResponse>) =>
+    response.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(response.body.body)) : undefined
+  it("before the routes serve, every path is 503 Starting and /health is starting; after them, shutting-down and stopping", () => {
+    for (const [phase, path, body] of [
+      ["starting", "/health", { status: "starting" }],
+      ["starting", "/v1/commands", { error: "Starting" }],
+      ["starting", "/", { error: "Starting" }],
+      ["stopping", "/health", { status: "stopping" }],
+      ["stopping", "/v1/threads", { error: "EngineUnavailable", reason: "shutting-down" }]
+    ] as const) {
+      const response = closedResponse(phase, path)
+      assert.strictEqual(response.status, 503)
+      assert.strictEqual(response.headers["retry-after"], "1")
+      assert.deepInclude(bodyOf(response), body, `${phase} ${path}`)
+    }
   })
 })
 
