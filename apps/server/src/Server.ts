@@ -6,6 +6,7 @@
  * reactors and store close. main.ts and the tests both start the server this way.
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Boot, Engine, FreeSpace, PostgresStore, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { ServerConfig } from "./Config.js"
@@ -22,6 +23,7 @@ import { ThreadsLive } from "./http/ThreadsHandlers.js"
 import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
 import * as ListenerGate from "./ListenerGate.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
+import * as StoreWritability from "./StoreWritability.js"
 
 export interface ServerOptions {
   readonly config: ServerConfig
@@ -74,7 +76,11 @@ export const coreLayer = (options: ServerOptions) => {
       }
     })
   )
-  return Layer.mergeAll(state, Metrics.layer).pipe(Layer.provideMerge(withThreads))
+  // The probe writes where commands do, so it meets the same refused writes.
+  const writability = StoreWritability.layer({ probeEvery: Duration.millis(config.storageProbeMs) }).pipe(
+    Layer.provide(options.storageFaults ?? Layer.empty)
+  )
+  return Layer.mergeAll(state, Metrics.layer, writability).pipe(Layer.provideMerge(withThreads))
 }
 
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
@@ -101,6 +107,8 @@ export interface Started {
   readonly url: string
   readonly engine: Engine.EngineShape
   readonly state: ServerStateShape
+  /** The store's client (tests fill the store with it). */
+  readonly sql: SqlClient.SqlClient
 }
 
 /**
@@ -127,5 +135,5 @@ export const start = <E, R>(
     )
     yield* engine.activate
     yield* Context.get(context, ListenerGate.ListenerGate).open
-    return { url, engine, state }
+    return { url, engine, state, sql: Context.get(context, SqlClient.SqlClient) }
   })

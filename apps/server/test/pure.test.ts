@@ -91,12 +91,11 @@ describe("engine failures at the edge", () => {
 })
 
 describe("metrics", () => {
-  it.effect("the histogram is cumulative and a storage refusal marks the store not writable until a commit", () =>
+  it.effect("the histogram is cumulative and outcomes are counted by the answer", () =>
     Effect.gen(function* () {
       const metrics = Metrics.make()
-      yield* metrics.observeDispatch("accepted", 0.002, false)
-      yield* metrics.observeDispatch("StorageUnavailable", 0.2, true)
-      assert.isTrue(yield* metrics.storageRefusing)
+      yield* metrics.observeDispatch("accepted", 0.002)
+      yield* metrics.observeDispatch("StorageUnavailable", 0.2)
       const text = Metrics.render(yield* metrics.snapshot, {
         outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
         reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
@@ -113,7 +112,5 @@ describe("metrics", () => {
       assert.include(text, 'orchestration_reactor_oldest_pending_age_seconds{reactor="email"} 1.5')
       assert.include(text, "orchestration_lease_reclaims_total 4")
       assert.include(text, 'orchestration_reconciled_at_boot{result="failed"} 2')
-      yield* metrics.observeDispatch("accepted", 0.001, false)
-      assert.isFalse(yield* metrics.storageRefusing)
     }))
 })
