@@ -30,16 +30,18 @@ export const make = Effect.gen(function* () {
             )
           )
         ),
-        Effect.tapError((error) =>
-          Effect.zipRight(
+        Effect.tapError((error) => {
+          // The store itself refused the write (not the floor, which is a policy).
+          const storeRefused = error._tag === "StorageUnavailable" && error.reason !== "below-floor"
+          return Effect.zipRight(
             Effect.flatMap(elapsed, (s) => metrics.observeDispatch(error._tag, s)).pipe(
-              Effect.zipRight(error._tag === "StorageUnavailable" && error.reason !== "below-floor" ? writability.refused : Effect.void)
+              Effect.zipRight(storeRefused ? writability.refused : Effect.void)
             ),
-            (error._tag === "CommandDefect" || (error._tag === "StorageUnavailable" && error.reason !== "below-floor")
+            (error._tag === "CommandDefect" || storeRefused
               ? Effect.logError("command failed")
               : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: error.message }))
           )
-        ),
+        }),
         Effect.annotateLogs({ commandId: commandId ?? "(none)", origin })
       )
     }
