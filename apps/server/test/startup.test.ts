@@ -44,7 +44,7 @@ const answered = (url: string, path: string, init: RequestInit = {}) =>
     }
   })
 
-describe("start-up", () => {
+describe("start-up and shutdown", () => {
   it.scopedLive("a request while boot reconciles is answered at once: 503 Starting with Retry-After, /health starting", () =>
     Effect.gen(function* () {
       const dataDir = tempDataDir()
@@ -74,5 +74,24 @@ describe("start-up", () => {
       assert.deepStrictEqual(read === "no answer within 5 s" ? read : [read.status, read.body.error], [503, "Starting"])
       // Still starting: the start-up line comes only once the server is ready.
       assert.isFalse(second.stdout.some((line) => line.includes('"message":"serving ')))
+    }))
+
+  it.scopedLive("a request while shutdown waits for a running effect is answered at once: 503 shutting-down, /health stopping", () =>
+    Effect.gen(function* () {
+      // The mail runs a minute and shutdown grants it a minute: the process stays in its drain.
+      const server = yield* startProcess({ DATA_DIR: tempDataDir(), EMAIL_DELAY_MS: "60000", SHUTDOWN_GRACE_MS: "60000" })
+      const url = yield* serving(server)
+      const open = { commandId: "o-1", type: "account.open", accountId: "acc-1", owner: "ada@example.com" }
+      assert.strictEqual((yield* postJson(url, "/v1/commands", open)).status, 200)
+      yield* waitFor("the mail to be running", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "running" ? r : undefined)))
+      server.child.kill("SIGTERM")
+      // Every request during the drain is answered (a hang fails each poll after 5 s).
+      const health = yield* waitFor("/health stopping", Effect.map(answered(url, "/health"), (a) =>
+        a !== "no answer within 5 s" && a.body.status === "stopping" ? a : undefined), 20_000)
+      assert.deepStrictEqual([health.status, health.retryAfter], [503, "1"])
+      const refused = yield* answered(url, "/v1/commands", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...open, commandId: "o-2" }) })
+      assert.notStrictEqual(refused, "no answer within 5 s")
+      const body = (refused as Answer).body
+      assert.deepStrictEqual([(refused as Answer).status, body.error, body.reason], [503, "EngineUnavailable", "shutting-down"])
     }))
 })
