@@ -45,7 +45,6 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   aggregates: agents.aggregates,
   projections: agents.projections,
   reactors: agents.reactors,
-  isNewWork: agents.isNewWork,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
   layer: ({ config, dataDir, env }) =>
     Layer.merge(Layer.context<SqlClient | Engine.Engine>(), Agents.services({

@@ -45,6 +45,9 @@ export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()
   reason: Schema.String
 }) {}
 
+/** The server is still opening, migrating or reconciling its store: nothing is served yet. Retry later. */
+export class Starting extends Schema.TaggedError<Starting>()("Starting", { message: Schema.String }) {}
+
 /** The engine is not admitting: starting, shutting down, or its queue is full. Retry later. */
 export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("EngineUnavailable", {
   message: Schema.String,
@@ -77,7 +80,8 @@ export const Wire = {
   CommandRejected: onWire(CommandRejected, 422),
   CommandDefect: onWire(CommandDefect, 500),
   StorageUnavailable: onWire(StorageUnavailable, 503),
-  EngineUnavailable: onWire(EngineUnavailable, 503)
+  EngineUnavailable: onWire(EngineUnavailable, 503),
+  Starting: onWire(Starting, 503)
 } as const
 
 export type ApiDispatchError =

@@ -28,6 +28,8 @@ export interface ServerConfig {
   readonly apiToken: Redacted.Redacted<string> | undefined
   readonly logLevel: LogLevel.LogLevel
   readonly shutdownGraceMs: number
+  /** While the store refuses writes, how often a probe write asks whether it takes them again. */
+  readonly storageProbeMs: number
   readonly nodeId: string
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
@@ -41,7 +43,8 @@ export const defaults = {
   provider: "scripted",
   openaiBaseUrl: "https://api.openai.com/v1",
   logLevel: "info",
-  shutdownGraceMs: 10_000
+  shutdownGraceMs: 10_000,
+  storageProbeMs: 5_000
 } as const
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -125,6 +128,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       throw new Bad("LOG_LEVEL", `LOG_LEVEL must be one of ${Object.keys(logLevels).join(", ")}, got '${levelName}'`)
     }
     const shutdownGraceMs = integer(env, "SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs, 0, 10 * 60_000)
+    const storageProbeMs = integer(env, "STORAGE_PROBE_MS", defaults.storageProbeMs, 10, 10 * 60_000)
     const nodeId = read(env, "NODE_ID") ?? (hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64) || "node")
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
     const dashboardDir = read(env, "DASHBOARD_DIR")
@@ -143,6 +147,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       apiToken: apiToken === undefined ? undefined : Redacted.make(apiToken),
       logLevel,
       shutdownGraceMs,
+      storageProbeMs,
       nodeId
     })
   } catch (error) {

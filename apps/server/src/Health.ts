@@ -8,9 +8,9 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, FreeSpace, Outbox, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
 import { Clock, Duration, Effect } from "effect"
 import type { HealthReport } from "./http/Api.js"
-import { ServerMetrics } from "./Metrics.js"
 import * as OutboxStats from "./OutboxStats.js"
 import { ServerState } from "./ServerState.js"
+import { StoreWritability } from "./StoreWritability.js"
 
 /** A due row waiting longer than this makes the server `degraded`. */
 export const stalledAfterMs = 60_000
@@ -68,7 +68,7 @@ const databaseReport = Effect.gen(function* () {
 export const report = Effect.gen(function* () {
   const engine = yield* Engine.Engine
   const state = yield* ServerState
-  const metrics = yield* ServerMetrics
+  const writability = yield* StoreWritability
   const space = yield* (yield* FreeSpace.FreeSpace).check
   const now = yield* Clock.currentTimeMillis
   const active = yield* engine.isActive
@@ -85,7 +85,7 @@ export const report = Effect.gen(function* () {
     Effect.option
   )
   const database = yield* databaseReport
-  const writable = read._tag === "Some" && database.acceptsWrites && !(yield* metrics.storageRefusing)
+  const writable = read._tag === "Some" && database.acceptsWrites && (yield* writability.writable)
   const reactors = read._tag === "Some" ? read.value.reactors : []
   const counts = read._tag === "Some" ? read.value.counts : {}
   const body: HealthReport = {

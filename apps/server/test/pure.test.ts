@@ -5,6 +5,7 @@ import { statusOf } from "../src/Health.js"
 import { formatEvent, eventStream, heartbeatLine, parseLastEventId } from "../src/http/Sse.js"
 import * as Metrics from "../src/Metrics.js"
 import { fromDispatchError } from "../src/ApiErrors.js"
+import { closedResponse } from "../src/ListenerGate.js"
 import { EngineUnavailable, StorageFailure } from "@orchestration/engine"
 
 const record = (sequence: number): EventRecord => ({
@@ -58,6 +59,25 @@ describe("health status", () => {
   })
 })
 
+describe("the listener gate", () => {
+  const bodyOf = (response: ReturnType<typeof closedResponse>) =>
+    response.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(response.body.body)) : undefined
+  it("before the routes serve, every path is 503 Starting and /health is starting; after them, shutting-down and stopping", () => {
+    for (const [phase, path, body] of [
+      ["starting", "/health", { status: "starting" }],
+      ["starting", "/v1/commands", { error: "Starting" }],
+      ["starting", "/", { error: "Starting" }],
+      ["stopping", "/health", { status: "stopping" }],
+      ["stopping", "/v1/threads", { error: "EngineUnavailable", reason: "shutting-down" }]
+    ] as const) {
+      const response = closedResponse(phase, path)
+      assert.strictEqual(response.status, 503)
+      assert.strictEqual(response.headers["retry-after"], "1")
+      assert.deepInclude(bodyOf(response), body, `${phase} ${path}`)
+    }
+  })
+})
+
 describe("engine failures at the edge", () => {
   it("storage failures and the floor become StorageUnavailable; other unavailability stays EngineUnavailable", () => {
     const disk = fromDispatchError(new StorageFailure({ reason: "disk-full", code: "SQLITE_FULL", message: "full", operation: "commit" }))
@@ -71,12 +91,11 @@ describe("engine failures at the edge", () => {
 })
 
 describe("metrics", () => {
-  it.effect("the histogram is cumulative and a storage refusal marks the store not writable until a commit", () =>
+  it.effect("the histogram is cumulative and outcomes are counted by the answer", () =>
     Effect.gen(function* () {
       const metrics = Metrics.make()
-      yield* metrics.observeDispatch("accepted", 0.002, false)
-      yield* metrics.observeDispatch("StorageUnavailable", 0.2, true)
-      assert.isTrue(yield* metrics.storageRefusing)
+      yield* metrics.observeDispatch("accepted", 0.002)
+      yield* metrics.observeDispatch("StorageUnavailable", 0.2)
       const text = Metrics.render(yield* metrics.snapshot, {
         outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
         reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
@@ -93,7 +112,5 @@ describe("metrics", () => {
       assert.include(text, 'orchestration_reactor_oldest_pending_age_seconds{reactor="email"} 1.5')
       assert.include(text, "orchestration_lease_reclaims_total 4")
       assert.include(text, 'orchestration_reconciled_at_boot{result="failed"} 2')
-      yield* metrics.observeDispatch("accepted", 0.001, false)
-      assert.isFalse(yield* metrics.storageRefusing)
     }))
 })

@@ -51,13 +51,6 @@ export interface EngineConfig {
   readonly cacheCapacity?: number
   /** `wait` (default): a dispatch before activation is queued and runs once activated; `fail`: EngineUnavailable. */
   readonly beforeActivation?: "wait" | "fail"
-  /**
-   * Which client command types are new work, refused while the data volume is below its floor
-   * (EngineUnavailable, reason `storage-below-floor`). Default: every client command. Commands that
-   * let running work finish (interrupts, operator actions) should answer false. Internal commands
-   * (settlements, reconcile) are always admitted.
-   */
-  readonly isNewWork?: (commandType: string) => boolean
   /** `on-start` (default) opens the gate when the layer is built; `manual` waits for `activate`. */
   readonly activation?: "on-start" | "manual"
 }
@@ -388,6 +381,14 @@ export const make = (config: EngineConfig) =>
         message: `the data volume has ${space.freeBytes} bytes free, below the floor of ${space.floorBytes}; new work is refused until space returns`
       })
 
+    /**
+     * Below the floor a client command is admitted only if it writes nothing: a replay, answered from
+     * its stored receipt. Every other client command writes at least a receipt (a no-op or a rejection
+     * too), so it is refused; the room left is for settles of running work, reconcile and operators.
+     */
+    const replayOnly = (command: QueuedCommand, space: { readonly freeBytes: number; readonly floorBytes: number }) =>
+      Effect.flatMap(receipt(command.identity.commandId), (found) => (Option.isSome(found) ? enqueue(command) : Effect.fail(belowFloor(space))))
+
     // Few Effect steps and no span on purpose: this runs once per command, and a span alone cost
     // ≈ 10 µs of it (docs/benchmarks.md). The HTTP edge traces each request; batches have a span.
     const dispatchWithReceipt = (input: unknown, options?: DispatchOptions) =>
@@ -397,8 +398,8 @@ export const make = (config: EngineConfig) =>
         if (command instanceof InvalidCommand) return Effect.fail(command)
         const refused = admission(origin)
         if (refused !== undefined) return Effect.fail(refused)
-        if (origin === "client" && (config.isNewWork?.(command.identity.commandType) ?? true)) {
-          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? Effect.fail(belowFloor(space)) : enqueue(command)))
+        if (origin === "client") {
+          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? replayOnly(command, space) : enqueue(command)))
         }
         return enqueue(command)
       })

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Fiber, TestClock } from "effect"
 import { CanonicalJson, CommandId, EffectFailure, EffectOutcomes, FaultPoints, Reactor, Receipts, StorageErrors, Worker } from "../src/index.js"
 import type * as Outbox from "../src/Outbox.js"
 
@@ -92,7 +92,20 @@ describe("fault points", () => {
     assert.isBelow(first.length, 30)
     assert.deepStrictEqual(schedule(), first)
     assert.throws(() => FaultPoints.parse("dispatch.sometime"), /unknown point/)
+    assert.throws(() => FaultPoints.parse("reconcile.mid:delya=5"), /unknown filter 'delya'/)
   })
+
+  it.effect("with delay= hold the fiber at the point for that long instead of killing", () =>
+    Effect.gen(function* () {
+      const points = FaultPoints.fromSpec("reconcile.mid:nth=1:delay=1000", () => assert.fail("killed"))
+      const held = yield* Effect.fork(points.hit("reconcile.mid"))
+      yield* TestClock.adjust("999 millis")
+      assert.isNull(held.unsafePoll())
+      yield* TestClock.adjust("1 millis")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(held)))
+      // Only the configured hit is held.
+      yield* points.hit("reconcile.mid")
+    }))
 })
 
 describe("reactor verdicts", () => {

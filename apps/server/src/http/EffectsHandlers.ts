@@ -11,13 +11,14 @@ import { CommandId, EffectOutcomes, type Engine, Outbox, StorageErrors } from "@
 import { Effect, type Layer, ParseResult, Schema } from "effect"
 import { InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
 import type { ServerMetrics } from "../Metrics.js"
+import type { StoreWritability } from "../StoreWritability.js"
 import { OperatorBody, ServerApi } from "./Api.js"
 import * as EdgeDispatch from "./EdgeDispatch.js"
 import { readJsonBody } from "./RequestBody.js"
 
 const invalid = (message: string) => new InvalidRequest({ message, issues: [] })
 
-export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "effects">, never, Engine.Engine | ServerMetrics | SqlClient> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
+export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "effects">, never, Engine.Engine | ServerMetrics | StoreWritability | SqlClient> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const dispatch = yield* EdgeDispatch.make
