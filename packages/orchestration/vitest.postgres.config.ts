@@ -18,6 +18,7 @@ export default defineConfig({
       "test/restart-replay.test.ts",
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",
+      "test/quarantine.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],
