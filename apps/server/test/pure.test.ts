@@ -47,7 +47,7 @@ describe("Server-Sent Events framing", () => {
 })
 
 describe("health status", () => {
-  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0 }
+  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0, quarantined: 0 }
   it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
     assert.strictEqual(statusOf(facts), "ok")
     assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
@@ -55,6 +55,11 @@ describe("health status", () => {
     assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, active: false }), "unavailable")
+  })
+
+  it("degraded while any effect is quarantined: it waits for an operator", () => {
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1, writable: false }), "unavailable")
   })
 })
 
