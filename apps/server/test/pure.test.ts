@@ -85,7 +85,7 @@ describe("metrics", () => {
       const text = Metrics.render(yield* metrics.snapshot, {
         outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
         reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
-        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0 },
+        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0, quarantined: 0 },
         leaseReclaims: 4,
         head: 9,
         queueDepth: 0

@@ -252,7 +252,9 @@ export const OutboxSummary = Schema.Struct({
   oldestPendingAgeMs: Schema.Number,
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
   /** The newest failed rows (at most 20), with their error and attempts. */
-  recentFailures: Schema.Array(EffectView)
+  recentFailures: Schema.Array(EffectView),
+  /** The oldest quarantined rows (at most 20): each waits for an operator to release or fail it. */
+  quarantined: Schema.Array(EffectView)
 })
 export type OutboxSummary = typeof OutboxSummary.Type
 
