@@ -20,6 +20,7 @@ export default defineConfig({
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",
       "test/projection-constraints.test.ts",
+      "test/quarantine.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

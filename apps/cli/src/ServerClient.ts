@@ -30,6 +30,8 @@ const statusOfTag: Record<string, number> = {
   NotFound: 404,
   CommandIdConflict: 409,
   AggregateUnavailable: 409,
+  EffectNotQuarantined: 409,
+  EffectStillQuarantined: 409,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   CommandRejected: 422,

@@ -1,6 +1,8 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import Database from "better-sqlite3"
 import { createServer } from "node:net"
+import { join } from "node:path"
 import {
   cli,
   effectStatus,
@@ -250,6 +252,42 @@ describe("the CLI with servers of its own", () => {
       assert.strictEqual((yield* exitOf(tail)).code, 0)
     }), 120_000)
 
+
+  it.scopedLive("a quarantined effect: status counts it, effects list and show name it, release refuses while the cause remains, fail ends it", () =>
+    Effect.gen(function* () {
+      const dataDir = tempDir()
+      const first = yield* serve(dataDir)
+      yield* send(first.url, scriptedTurn("c-q1", "t-q", "m1", [{ text: "done" }]))
+      yield* finished(first.url, "t-q")
+      assert.strictEqual((yield* stop(first)).code, 0)
+      // Between lives: a process that died had the model step running, and the thread's log stopped decoding.
+      const db = new Database(join(dataDir, "engine.db"))
+      db.prepare("UPDATE outbox SET status = 'running', lease_owner = 'dead-process', lease_expires_at = 0 WHERE effect_id = 'step:t-q:m1#1'").run()
+      db.prepare(`UPDATE events SET payload = '{"type":"thread.unknown"}' WHERE aggregate_id = 't-q'`).run()
+      db.close()
+      const second = yield* serve(dataDir)
+      const status = yield* cli(["status", "--url", second.url])
+      assert.strictEqual(status.code, 0, status.stderr)
+      assert.match(status.stdout, /^status\s+degraded$/m)
+      assert.match(status.stdout, /^outbox\s+.*, 1 QUARANTINED/m)
+      const list = yield* cli(["effects", "list", "--status", "quarantined", "--url", second.url, "--json"])
+      assert.deepStrictEqual(
+        JSON.parse(list.stdout).effects.map((e: { effectId: string; quarantine: { reason: string } }) => [e.effectId, e.quarantine.reason]),
+        [["step:t-q:m1#1", "aggregate-unavailable"]]
+      )
+      const shown = yield* cli(["effects", "show", "step:t-q:m1#1", "--url", second.url])
+      assert.match(shown.stdout, /^status\s+quarantined$/m)
+      assert.match(shown.stdout, /^quarantine\s+aggregate-unavailable \(by reconcile at /m)
+      const release = yield* cli(["effects", "release", "step:t-q:m1#1", "--url", second.url])
+      assert.strictEqual(release.code, 7, release.stdout + release.stderr)
+      assert.include(release.stderr, "EffectStillQuarantined")
+      const failed = yield* cli(["effects", "fail", "step:t-q:m1#1", "--reason", "thread log lost; answered by hand", "--url", second.url])
+      assert.strictEqual(failed.code, 0, failed.stderr)
+      assert.match(failed.stdout, /^status\s+failed$/m)
+      assert.include(failed.stdout, "thread log lost; answered by hand")
+      assert.match((yield* cli(["status", "--url", second.url])).stdout, /^outbox\s+.*, 0 quarantined$/m)
+      assert.strictEqual((yield* stop(second)).code, 0)
+    }), 240_000)
 
   it.scopedLive("status on a server below its disk floor prints the report and exits 1", () =>
     Effect.gen(function* () {

@@ -10,13 +10,15 @@ import {
   CommandDefect,
   CommandIdConflict,
   CommandRejected,
+  EffectNotQuarantined,
+  EffectStillQuarantined,
   InvalidCommand,
   type DispatchError,
   type StorageFailure
 } from "@orchestration/engine"
 import { Schema } from "effect"
 
-export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, InvalidCommand }
+export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectNotQuarantined, EffectStillQuarantined, InvalidCommand }
 
 const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
 
@@ -75,6 +77,9 @@ export const Wire = {
   // A quarantined aggregate stays unavailable until an operator repairs its log: retrying (what
   // clients do on 503) cannot help, so it is a 409 about that aggregate, not a server outage.
   AggregateUnavailable: onWire(AggregateUnavailable, 409),
+  // Operator actions on a quarantined effect: the row is not parked, or its cause is still there.
+  EffectNotQuarantined: onWire(EffectNotQuarantined, 409),
+  EffectStillQuarantined: onWire(EffectStillQuarantined, 409),
   PayloadTooLarge: onWire(PayloadTooLarge, 413),
   UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
   CommandRejected: onWire(CommandRejected, 422),

@@ -46,7 +46,7 @@ export const layer = Layer.sync(ServerMetrics, make)
 export interface StoreGauges {
   readonly outboxRows: ReadonlyArray<{ readonly status: string; readonly kind: string; readonly count: number }>
   readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
-  readonly reconciledAtBoot: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number }
+  readonly reconciledAtBoot: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number; readonly quarantined: number }
   readonly leaseReclaims: number
   readonly head: number
   readonly queueDepth: number

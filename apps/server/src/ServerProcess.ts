@@ -27,7 +27,8 @@ export const program = (config: ServerConfig, domain: AnyServerDomain, env: Read
     const example = JSON.stringify({ commandId: `example-${Date.now()}`, ...(domain.exampleCommand ?? { type: "<type>" }) })
     yield* Effect.logInfo(
       `serving ${started.url} (domain: ${domain.name}; database ${database}; node ${config.nodeId}; reconcile settled ` +
-        `${reconciled.requeued} requeued, ${reconciled.failed} failed, ${reconciled.alreadySettled} already settled)`
+        `${reconciled.requeued} requeued, ${reconciled.failed} failed, ${reconciled.alreadySettled} already settled` +
+        (reconciled.quarantined > 0 ? `, ${reconciled.quarantined} QUARANTINED: see orchestrator effects list --status quarantined)` : ")")
     ).pipe(Effect.annotateLogs({
       url: started.url,
       database,

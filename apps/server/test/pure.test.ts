@@ -48,7 +48,7 @@ describe("Server-Sent Events framing", () => {
 })
 
 describe("health status", () => {
-  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0 }
+  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0, quarantined: 0 }
   it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
     assert.strictEqual(statusOf(facts), "ok")
     assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
@@ -56,6 +56,11 @@ describe("health status", () => {
     assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, active: false }), "unavailable")
+  })
+
+  it("degraded while any effect is quarantined: it waits for an operator", () => {
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1, writable: false }), "unavailable")
   })
 })
 
@@ -99,7 +104,7 @@ describe("metrics", () => {
       const text = Metrics.render(yield* metrics.snapshot, {
         outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
         reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
-        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0 },
+        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0, quarantined: 0 },
         leaseReclaims: 4,
         head: 9,
         queueDepth: 0

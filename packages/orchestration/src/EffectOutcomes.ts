@@ -129,7 +129,8 @@ export const decideSettlement = (
       outcome: { ...base, status: "cancelled", error: { message: reason } }
     }
   }
-  if (row.status !== "running" || row.attempts !== command.attempt) {
+  // A quarantined row is a running row whose settlement is parked: releasing it settles that attempt.
+  if ((row.status !== "running" && row.status !== "quarantined") || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
       message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this settles attempt ${command.attempt}`

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schedule, Schema, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
-import { decodeEvent, makeAggregateStates } from "./AggregateStates.js"
+import { decodeEvent, keyOf, makeAggregateStates } from "./AggregateStates.js"
 import { fingerprint } from "./CanonicalJson.js"
 import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
 import {
@@ -94,6 +94,11 @@ export interface EngineShape {
   /** A hint after every commit that added or settled outbox rows. */
   readonly outboxChanges: PubSub.PubSub<void>
   readonly aggregate: (name: string) => AnyAggregate | undefined
+  /**
+   * Forgets that this aggregate's log could not be replayed (an operator repaired it and releases a
+   * quarantined effect): its next command replays the log again instead of being refused at once.
+   */
+  readonly releaseAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void>
   readonly receipt: (commandId: string) => Effect.Effect<Option.Option<Receipts.Receipt>, StorageFailure>
   readonly readEvents: (options?: ReadEventsOptions) => Effect.Effect<ReadonlyArray<EventRecord>, StorageFailure>
   /** Catches up from the table, then follows new commits: every event once, in order. */
@@ -549,6 +554,10 @@ export const make = (config: EngineConfig) =>
       stopAdmitting,
       outboxChanges,
       aggregate: (name: string) => aggregatesByName.get(name),
+      releaseAggregate: (aggregateType: string, aggregateId: string) =>
+        Effect.sync(() => {
+          states.release(keyOf(aggregateType, aggregateId))
+        }),
       receipt,
       readEvents,
       followEvents,

@@ -7,9 +7,11 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
+import type { QuarantineRecord } from "./Quarantine.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 
-export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
+/** `quarantined`: its owning aggregate could not record its settlement; parked for an operator (Quarantine.ts). */
+export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled" | "quarantined"
 
 export interface NewOutboxRow {
   readonly effectId: string
@@ -42,6 +44,8 @@ export interface OutboxRow {
   readonly error: unknown
   readonly createdAt: number
   readonly updatedAt: number
+  /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
+  readonly quarantine: QuarantineRecord | null
 }
 
 interface Row {
@@ -62,6 +66,7 @@ interface Row {
   readonly error: string | null
   readonly created_at: number
   readonly updated_at: number
+  readonly quarantine: string | null
 }
 
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
@@ -83,7 +88,8 @@ const toRow = (r: Row): OutboxRow => ({
   response: parse(r.response),
   error: parse(r.error),
   createdAt: Number(r.created_at),
-  updatedAt: Number(r.updated_at)
+  updatedAt: Number(r.updated_at),
+  quarantine: parse(r.quarantine ?? null) as QuarantineRecord | null
 })
 
 export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
@@ -162,7 +168,9 @@ export interface ClaimRequest {
 
 /**
  * Claims due pending rows in one conditional UPDATE: running, attempts+1, leased to `owner`. A row
- * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order.
+ * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order; a
+ * quarantined row is unsettled (its outcome is not recorded yet) and holds its lane until an
+ * operator releases or fails it.
  */
 export const claim = (request: ClaimRequest) =>
   Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
@@ -173,7 +181,7 @@ export const claim = (request: ClaimRequest) =>
         WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
           AND o.sequence > ${request.after}
           AND NOT EXISTS (
-            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running')
+            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
           )
         ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
       )
@@ -194,6 +202,34 @@ export const release = (effectId: string, attempt: number, owner: string, now: n
     sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
         available_at = ${now}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/**
+ * Parks a running row whose settlement its aggregate cannot record: status `quarantined`, lease
+ * cleared, the record stored. False when the row is no longer running at this attempt.
+ */
+export const park = (effectId: string, attempt: number, record: QuarantineRecord) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = ${record.at}
+      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** Stores a newer record on a row that is still parked at this attempt (a release that failed again). */
+export const reparked = (effectId: string, attempt: number, record: QuarantineRecord) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
+      WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** An operator ends a parked row as failed, with their reason; the owning aggregate is not told. */
+export const failParked = (effectId: string, attempt: number, errorJson: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
 

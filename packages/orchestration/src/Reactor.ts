@@ -12,6 +12,7 @@ import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure }
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
+import * as Quarantine from "./Quarantine.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import { Worker } from "./Worker.js"
 
@@ -156,7 +157,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           aggregateId: row.aggregateId,
           by
         }
-        let command: Record<string, unknown> = { ...base, ...verdict }
+        const performed: Record<string, unknown> = { ...base, ...verdict }
+        let command = performed
         let pause = 100
         while (true) {
           const exit = yield* Effect.exit(dispatch(command))
@@ -181,8 +183,20 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             })
             command = { ...base, type: "effect.fail", error: { message: `storage: ${error.code}`, code: error.code } }
           } else if (!(error instanceof EngineUnavailable)) {
+            const failure = Quarantine.classify(engine.aggregate(row.aggregateType) !== undefined, row.aggregateType, exit.cause)
+            const fallbackTried = command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
+            if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
+              // The aggregate cannot record anything about this row: park it with what was performed,
+              // for an operator to release or fail. Never left running, never retried in silence.
+              return yield* Quarantine.park(row, performed, failure, by).pipe(
+                Effect.as("quarantined" as const),
+                Effect.catchAll((stored) =>
+                  Effect.logError("could not quarantine the effect; its lease will lapse and a reclaim will", { effectId: row.effectId, stored })
+                    .pipe(Effect.as("abandoned" as const)))
+              )
+            }
             // A defect recording the outcome: record that instead, once; the row must not stay running.
-            if (command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded") {
+            if (fallbackTried || failure._tag !== "Quarantine") {
               yield* Effect.logError("could not record the outcome at all", { effectId: row.effectId, cause: Cause.pretty(exit.cause) })
               return "abandoned" as const
             }
@@ -310,6 +324,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           const exit = yield* Effect.exit(dispatch(command))
           if (Exit.isSuccess(exit)) {
             yield* Effect.logWarning("reclaimed a dead owner's effect", { effectId: row.effectId, owner: row.leaseOwner, replaySafe })
+          } else if ((yield* Quarantine.afterFailedSettle(row, command, exit.cause, "reclaim"))._tag === "Fatal") {
+            yield* Effect.logWarning("could not reclaim a dead owner's effect; trying again at the next poll", {
+              effectId: row.effectId,
+              cause: Cause.pretty(exit.cause)
+            })
           }
         }
         return dead.length

@@ -66,7 +66,17 @@ export const ReceiptView = Schema.Struct({
   acceptedAt: Schema.Number
 })
 
-export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled")
+export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled", "quarantined")
+
+/** Why a row was parked: its aggregate could not record its settlement (engine Quarantine.ts). */
+export const QuarantineView = Schema.Struct({
+  reason: Schema.Literal("aggregate-unavailable", "aggregate-unregistered", "command-defect"),
+  message: Schema.String,
+  by: Schema.String,
+  at: Schema.Number,
+  /** The settlement it could not record; a release dispatches it again. */
+  settlement: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
 
 export const EffectView = Schema.Struct({
   sequence: Schema.Number,
@@ -85,7 +95,9 @@ export const EffectView = Schema.Struct({
   response: Schema.Unknown,
   error: Schema.Unknown,
   createdAt: Schema.Number,
-  updatedAt: Schema.Number
+  updatedAt: Schema.Number,
+  /** Why the row was last quarantined (kept after a release or an operator's fail), or null. */
+  quarantine: Schema.NullOr(QuarantineView)
 })
 
 export const HealthReport = Schema.Struct({
@@ -93,7 +105,8 @@ export const HealthReport = Schema.Struct({
   storage: Schema.Struct({ freeBytes: Schema.Number, floorBytes: Schema.Number, writable: Schema.Boolean }),
   engine: Schema.Struct({ active: Schema.Boolean, head: Schema.Number, queueDepth: Schema.Number }),
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
-  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number }),
+  /** `quarantined`: rows parked for an operator (release or fail them); any makes the status degraded. */
+  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number, quarantined: Schema.Number }),
   /** Which store, whether it answers, and (PostgreSQL) whether it takes writes and who else is live. */
   database: Schema.Struct({
     backend: Schema.Literal("sqlite", "postgres"),
@@ -110,6 +123,9 @@ export type HealthReport = typeof HealthReport.Type
 
 /** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>`). */
 export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.String) })
+
+/** Failing a quarantined effect takes the operator's reason, stored on the row. */
+export const FailQuarantinedBody = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)) })
 
 const commandId = HttpApiSchema.param("commandId", Schema.String)
 const threadId = HttpApiSchema.param("threadId", Schema.String)
@@ -200,6 +216,26 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.NotFound)
       .addError(DispatchErrors)
   )
+  .add(
+    HttpApiEndpoint.post("release")`/effects/${effectId}/release`
+      .addSuccess(DispatchAnswer)
+      .addError(Wire.NotFound)
+      .addError(Wire.EffectNotQuarantined)
+      .addError(Wire.EffectStillQuarantined)
+      .addError(DispatchErrors)
+      .annotate(OpenApi.Description, "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not.")
+  )
+  .add(
+    HttpApiEndpoint.post("fail")`/effects/${effectId}/fail`
+      .setPayload(FailQuarantinedBody)
+      .addSuccess(EffectView)
+      .addError(Wire.NotFound)
+      .addError(Wire.EffectNotQuarantined)
+      .addError(Wire.PayloadTooLarge)
+      .addError(Wire.UnsupportedMediaType)
+      .addError(Wire.StorageUnavailable)
+      .annotate(OpenApi.Description, "End a quarantined effect as failed with the operator's reason; its aggregate is not told.")
+  )
   .prefix("/v1")
 {}
 
@@ -216,7 +252,9 @@ export const OutboxSummary = Schema.Struct({
   oldestPendingAgeMs: Schema.Number,
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
   /** The newest failed rows (at most 20), with their error and attempts. */
-  recentFailures: Schema.Array(EffectView)
+  recentFailures: Schema.Array(EffectView),
+  /** The oldest quarantined rows (at most 20): each waits for an operator to release or fail it. */
+  quarantined: Schema.Array(EffectView)
 })
 export type OutboxSummary = typeof OutboxSummary.Type
 
