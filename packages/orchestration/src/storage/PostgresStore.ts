@@ -71,6 +71,13 @@ const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendSha
           aggregates: rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }))
         } satisfies ForeignCommits
       }),
+    orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
+      Effect.flatMap(SqlClient, (sql) =>
+        sql.withTransaction(
+          // Waits for an open dispatch to commit; the body's statements then read fresh snapshots.
+          Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`, body)
+        )
+      ),
     exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) =>
       Effect.scoped(
         Effect.gen(function* () {
