@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, TestClock } from "effect"
-import { EffectFailure, Engine } from "../src/index.js"
+import { EffectFailure, EffectOutcomes, Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
@@ -170,5 +170,32 @@ describe("reactors: lanes", () => {
       yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "all done")
       assert.strictEqual(handler.maxRunning(), 2)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 2 })])))
+  })
+})
+
+describe("reactors: cursors", () => {
+  it.effect("an operator retry of a row below the reactor's cursor is performed again (the cursor moves back)", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) => (row.attempts === 1 ? Effect.fail(new EffectFailure({ message: "no", retryable: false })) : Effect.succeed("yes")))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "failed")
+      const failed = (yield* Outbox.find("job:j1"))!
+      // The reactor has moved its cursor past the settled row: its claims no longer look at it.
+      yield* eventually(Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence), "cursor past the failed row")
+      yield* engine.dispatchWithReceipt({
+        type: "effect.retry",
+        commandId: EffectOutcomes.operatorId("retry", "job:j1", 1),
+        effectId: "job:j1",
+        attempt: 1,
+        aggregateType: "job",
+        aggregateId: "j1",
+        by: "operator"
+      }, { origin: "internal" })
+      assert.isBelow(yield* Outbox.cursor("test-reactor"), failed.sequence)
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "performed again")
+      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 })
