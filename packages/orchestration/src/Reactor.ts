@@ -6,7 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
-import { outcomeId, reconcileId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
+import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
@@ -257,7 +257,7 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
           const command = {
             type: replaySafe ? "effect.requeue" : "effect.fail",
-            commandId: reconcileId(row.effectId, row.attempts),
+            commandId: reclaimId(row.effectId, row.attempts),
             effectId: row.effectId,
             attempt: row.attempts,
             aggregateType: row.aggregateType,
