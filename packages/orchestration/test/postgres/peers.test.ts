@@ -35,7 +35,7 @@ describe("claims from two nodes", () => {
       const commitA = yield* Deferred.make<void>()
       const a = yield* Effect.fork(
         sqlA.withTransaction(Effect.gen(function* () {
-          const [{ pid }] = yield* sqlA<{ pid: number }>`SELECT pg_backend_pid() AS pid`
+          const pid = (yield* sqlA<{ pid: number }>`SELECT pg_backend_pid() AS pid`)[0]!.pid
           const rows = yield* Outbox.claim({ kinds, owner: "owner-A", now, leaseMs: 30_000, limit: 2, after: 0 })
           yield* Deferred.succeed(claimedA, { pid: Number(pid), ids: rows.map((r) => r.effectId) })
           yield* Deferred.await(commitA)
