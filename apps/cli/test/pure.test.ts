@@ -52,7 +52,7 @@ describe("db check rules", () => {
     }
     const unheard = Check.outboxProblems(row, horizons)
     assert.deepStrictEqual(unheard.map((p) => p.check), ["settlement-unheard"])
-    assert.include(unheard[0]!.message, "outcome:e1#2 or reconcile:e1#2")
+    assert.include(unheard[0]!.message, "outcome:e1#2, reconcile:e1#2 or reclaim:e1#2")
     assert.deepStrictEqual(Check.outboxProblems({ ...row, heard: 1 }, horizons), [])
     assert.deepStrictEqual(Check.outboxProblems({ ...row, status: "pending" }, horizons), [])
     const old = now - 40 * 24 * 3_600_000

@@ -166,5 +166,11 @@ export const decideSettlement = (
 
 /** Deterministic ids: a retried settle of one attempt is always the same command. */
 export const outcomeId = (effectId: string, attempt: number) => `outcome:${effectId}#${attempt}`
+/**
+ * Boot reconcile and a live reactor's reclaim of a dead owner's row may both settle one attempt, with
+ * different payloads (`by`, reason). Each has its own id, so the second is answered as stale (the row
+ * moved on), never as a conflict of one id with two payloads.
+ */
 export const reconcileId = (effectId: string, attempt: number) => `reconcile:${effectId}#${attempt}`
+export const reclaimId = (effectId: string, attempt: number) => `reclaim:${effectId}#${attempt}`
 export const operatorId = (action: "retry" | "cancel", effectId: string, attempt: number) => `operator:${action}:${effectId}#${attempt}`

@@ -303,17 +303,20 @@ export const cursor = (reactor: string) =>
 
 /**
  * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
- * all are settled), so the claim scan never walks settled history.
+ * all are settled), so the claim scan never walks settled history. Ordered with dispatches: the
+ * position is computed from a read taken after every dispatch that could make a row pending again
+ * (and move this cursor back, see applyChange) committed, so it never writes back a position read
+ * before such a dispatch.
  */
 export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
+  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
+    backend.orderedWithDispatch(sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
       SELECT ${reactor}, COALESCE(
         (SELECT MIN(sequence) - 1 FROM outbox WHERE ${sql.in("kind", kinds)} AND status IN ('pending', 'running')),
         (SELECT MAX(sequence) FROM outbox),
         0), ${now}
       ON CONFLICT (reactor) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-      RETURNING position`
+      RETURNING position`)
   ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
 
 // ---- owners and heartbeats ----------------------------------------------------------------------

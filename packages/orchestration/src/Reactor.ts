@@ -6,7 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Deferred, Duration, Effect, Either, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
-import { outcomeId, reconcileId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
+import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
@@ -311,7 +311,7 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
           const command = {
             type: replaySafe ? "effect.requeue" : "effect.fail",
-            commandId: reconcileId(row.effectId, row.attempts),
+            commandId: reclaimId(row.effectId, row.attempts),
             effectId: row.effectId,
             attempt: row.attempts,
             aggregateType: row.aggregateType,
@@ -362,11 +362,13 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(row))
-          if (free > 0 && claimed.length === free) return 0
+          if (free > 0 && claimed.length === free) return now
           const due = yield* Outbox.nextDue(kinds, cursor)
-          return due !== undefined && due > now ? Math.min(pollMs, due - now) : pollMs
+          return due !== undefined && due > now ? Math.min(now + pollMs, due) : now + pollMs
         })
-        const waitMs = yield* step.pipe(
+        // When to look again, as a time: the step's reads take time, and a wait computed from the clock
+        // read at its start would wake that much later than the row is due.
+        const wakeAt = yield* step.pipe(
           Effect.tap(() => Effect.sync(() => (coolOff = 100))),
           Effect.catchAll((error) =>
             Effect.gen(function* () {
@@ -374,10 +376,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
               yield* Effect.logError("reactor step failed; cooling off", { coolOffMs: coolOff, error: toStorageFailure("reactor")(error) })
               const wait = coolOff
               coolOff = Math.min(coolOff * 2, 10_000)
-              return wait
+              return (yield* Clock.currentTimeMillis) + wait
             })
           )
         )
+        const waitMs = wakeAt - (yield* Clock.currentTimeMillis)
         if (waitMs > 0) yield* Effect.race(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
       }
     }).pipe(Effect.provide(context), log)

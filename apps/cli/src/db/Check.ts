@@ -19,8 +19,8 @@
  *   (EffectOutcomes.decideSettlement / Processor.decideSettlementCommand, or a decision's `cancel`),
  *   and that command's accepted receipt has `accepted_at` equal to the row's `updated_at` (both are
  *   the command's clock reading). A succeeded or failed row must have it under the settlement's own
- *   id, `outcome:<effectId>#<attempts>` (the reactor) or `reconcile:<effectId>#<attempts>` (boot
- *   reconcile, reclaim); a cancelled row under any command of that aggregate (an operator's
+ *   id, `outcome:<effectId>#<attempts>` (the reactor), `reconcile:<effectId>#<attempts>` (boot
+ *   reconcile) or `reclaim:<effectId>#<attempts>` (a reactor's reclaim of a dead owner's row); a cancelled row under any command of that aggregate (an operator's
  *   `effect.cancel`, or the aggregate's own decision to cancel). The events that command decided
  *   are checked by `receipt-events-missing`.
  * - `transcript-invalid` / `transcript-unreadable`: every thread's transcript (agents domain)
@@ -188,7 +188,7 @@ export const outboxProblems = (row: OutboxRow, horizons: Horizons): Array<Proble
   if (settled.has(row.status) && row.heard === 0 && row.updated_at >= horizons.receiptsBefore) {
     const ids = row.status === "cancelled"
       ? `a command on ${row.aggregate_type}/${row.aggregate_id} accepted at ${row.updated_at}`
-      : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)} or ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)}`
+      : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)}, ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)} or ${EffectOutcomes.reclaimId(row.effect_id, row.attempts)}`
     problems.push({
       check: "settlement-unheard",
       subject,
@@ -347,7 +347,7 @@ export const run = (store: StoreFile.Store, options: { readonly now: number; rea
             WHEN EXISTS (
               SELECT 1 FROM receipts r
               WHERE r.command_id IN ('outcome:' || o.effect_id || '#' || o.attempts, 'reconcile:' || o.effect_id || '#' || o.attempts,
-                  'operator:cancel:' || o.effect_id || '#' || o.attempts)
+                  'reclaim:' || o.effect_id || '#' || o.attempts, 'operator:cancel:' || o.effect_id || '#' || o.attempts)
                 AND (r.command_id NOT LIKE 'operator:cancel:%' OR o.status = 'cancelled')
                 -- The unary + keeps SQLite on the primary key (the time index would scan a busy millisecond).
                 AND r.status = 'accepted' AND +r.accepted_at = o.updated_at
