@@ -10,7 +10,7 @@ import { createHash } from "node:crypto"
 import { ModelProvider } from "./Provider.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { DelegateInput, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
-import { World, type WorldToolName } from "./World.js"
+import { World, type WorldError, type WorldToolName } from "./World.js"
 
 interface ToolPayload {
   readonly threadId: string
@@ -28,6 +28,33 @@ const isReplaySafe = (kind: string) => kinds[kind as EffectKind]?.onProcessLoss 
 
 const failure = (message: string, retryable: boolean, code?: string) =>
   new EffectFailure(code === undefined ? { message, retryable } : { message, retryable, code })
+
+/**
+ * A refused world operation is retried only when the OS error is transient and repeating the kind
+ * is safe; a permanent one (a directory in the way, a refused link) fails at once, and its message,
+ * which names the path, is the result the model reads.
+ */
+const worldFailure = (error: WorldError, kind: string) =>
+  error._tag === "ToolInputError"
+    ? failure(error.message, false)
+    : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
+
+/** Longest text of one refusal issue given back to the model (a value it sent may be echoed inside). */
+const maxIssueLength = 200
+
+/**
+ * Why the target thread refused the delegated message, in the delegate's own terms: the command's
+ * `threadId` and `text` are the delegate's arguments of the same names, so each issue names the
+ * argument to change and what the thread allows; the other fields are derived here, not chosen.
+ */
+export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<{ readonly path: ReadonlyArray<string>; readonly message: string }> }): string => {
+  const issues = (error.issues ?? []).map((issue) => {
+    const field = issue.path.join(".")
+    const text = issue.message.length > maxIssueLength ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)` : issue.message
+    return field === "threadId" || field === "text" ? `argument '${field}': ${text}` : `${field || "command"}: ${text}`
+  })
+  return issues.length === 0 ? `delegate refused: ${error.message}` : `delegate refused: ${issues.join("; ")}`
+}
 
 const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
@@ -48,7 +75,7 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
       Effect.mapError((e) => failure(`delegate: invalid arguments: ${e.message}`, false))
     )
     yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => failure(e.message, true, e.code))
+      Effect.mapError((e) => worldFailure(e, row.kind))
     )
     const commandId = CommandId.boundedId("delegate:", row.effectId)
     const messageId = `d-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
@@ -59,7 +86,7 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
           Effect.fail(
             error._tag === "StorageFailure" || error._tag === "EngineUnavailable"
               ? failure(`delegate not recorded: ${error.message}`, true, error._tag === "StorageFailure" ? error.code : undefined)
-              : failure(`delegate refused: ${error.message}`, false)
+              : failure(delegateRefusal(error), false)
           )
         )
       )
@@ -70,12 +97,7 @@ const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
     return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
-      Effect.mapError((error) =>
-        error._tag === "ToolInputError"
-          ? failure(error.message, false)
-          // A refused world write may be retried only where repeating is safe.
-          : failure(error.message, isReplaySafe(row.kind), "code" in error ? error.code : undefined)
-      )
+      Effect.mapError((error) => worldFailure(error, row.kind))
     )
   })
 
@@ -83,7 +105,7 @@ const cleanup = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const world = yield* World
     yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => failure(e.message, true, e.code))
+      Effect.mapError((e) => worldFailure(e, row.kind))
     )
     return { cleaned: (row.payload as { threadId: string }).threadId }
   })
