@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { CommandId, EffectFailure, Engine, type Outbox, type Reactor } from "@orchestration/engine"
-import { Effect, Schema } from "effect"
+import { Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { ModelProvider } from "./Provider.js"
 import { transcriptOf } from "./ThreadReadModel.js"
@@ -39,22 +39,29 @@ const worldFailure = (error: WorldError, kind: string) =>
     ? failure(error.message, false)
     : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
 
-/** Longest text of one refusal issue given back to the model (a value it sent may be echoed inside). */
+/** Longest text of one issue given back to the model (a value it sent may be echoed inside). */
 const maxIssueLength = 200
 
-/**
- * Why the target thread refused the delegated message, in the delegate's own terms: the command's
- * `threadId` and `text` are the delegate's arguments of the same names, so each issue names the
- * argument to change and what the thread allows; the other fields are derived here, not chosen.
- */
-export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<{ readonly path: ReadonlyArray<string>; readonly message: string }> }): string => {
-  const issues = (error.issues ?? []).map((issue) => {
-    const field = issue.path.join(".")
-    const text = issue.message.length > maxIssueLength ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)` : issue.message
-    return field === "threadId" || field === "text" ? `argument '${field}': ${text}` : `${field || "command"}: ${text}`
-  })
-  return issues.length === 0 ? `delegate refused: ${error.message}` : `delegate refused: ${issues.join("; ")}`
+interface Issue {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
 }
+
+/**
+ * Issues in the delegate's own terms: its arguments `threadId` and `text` become the message.send
+ * fields of the same names, so an issue there names the argument to change and what is allowed;
+ * the other fields are derived here, not chosen by the model.
+ */
+const describeIssues = (issues: ReadonlyArray<Issue>): string =>
+  issues.map((issue) => {
+    const field = issue.path.map(String).join(".")
+    const text = issue.message.length > maxIssueLength ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)` : issue.message
+    return field === "threadId" || field === "text" ? `argument '${field}': ${text}` : `${field || "arguments"}: ${text}`
+  }).join("; ")
+
+/** Why the target thread refused the delegated message, naming each argument it refused. */
+export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<Issue> }): string =>
+  `delegate refused: ${error.issues === undefined || error.issues.length === 0 ? error.message : describeIssues(error.issues)}`
 
 const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
@@ -72,7 +79,7 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
     const engine = yield* Engine.Engine
     const world = yield* World
     const input = yield* Schema.decodeUnknown(DelegateInput)(payload.arguments).pipe(
-      Effect.mapError((e) => failure(`delegate: invalid arguments: ${e.message}`, false))
+      Effect.mapError((e) => failure(`delegate: invalid arguments: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`, false))
     )
     yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
       Effect.mapError((e) => worldFailure(e, row.kind))

@@ -4,6 +4,7 @@ import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { delegateRefusal } from "../src/AgentReactor.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
 import { agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
@@ -69,4 +70,14 @@ describe("tool failures the model can act on", () => {
       assert.deepStrictEqual(yield* world.readVersions("shared.md"), [{ cid }])
       assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "blobs"))), [cid])
     }).pipe(Effect.provide(agentsStack())))
+
+  it("a delegate refusal names the model's arguments, bounds what it echoes, and keeps the engine's message when it has no issues", () => {
+    const long = `Expected at most 100000 characters, actual "${"x".repeat(5_000)}"`
+    const text = delegateRefusal({ message: "invalid 'message.send' command", issues: [{ path: ["text"], message: long }, { path: ["messageId"], message: "bad" }] })
+    assert.include(text, "delegate refused: argument 'text': Expected at most 100000 characters")
+    assert.include(text, `(${long.length} characters)`)
+    assert.isBelow(text.length, 400)
+    assert.include(text, "; messageId: bad")
+    assert.strictEqual(delegateRefusal({ message: "thread 'x' is deleted" }), "delegate refused: thread 'x' is deleted")
+  })
 })
