@@ -93,10 +93,6 @@ const writeError = (root: string, operation: string, target: string) => (cause: 
 export const readError = (path: string, code: string, message: string) =>
   new WorldReadError({ path, code, reason: OsErrors.classify(code), message })
 
-/** Creates the directory `relative` (and its parents) under `root`, refusing links on the way. */
-export const ensureDirectory = (root: string, relative: string, operation: string): Effect.Effect<void, WorldWriteError> =>
-  Effect.tryPromise({ try: () => walkDirectories(root, segmentsOf(relative), true), catch: writeError(root, operation, relative) })
-
 /**
  * Appends one line in one O_APPEND write: concurrent appenders and a crash leave the line whole or
  * absent, never interleaved with another. Missing parent directories are created.
