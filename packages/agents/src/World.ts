@@ -147,7 +147,8 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
     const blobPath = (cid: string) => `blobs/${cid}`
     const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
     // Reading the last version and appending the next is one step per versions file, or two
-    // publishes of one content could both find it missing and append it twice in a row.
+    // publishes of one content could both find it missing and append it twice in a row. The lock
+    // is this process's: processes sharing one world directory are not serialized with each other.
     const versionLocks = yield* Effect.forEach(Array.from({ length: versionLockStripes }), () => Effect.makeSemaphore(1))
     const versionLock = (path: string) => versionLocks[stripeOf(path)]!
 
