@@ -109,8 +109,9 @@ export const appendLine = (root: string, relative: string, value: unknown, opera
 /**
  * Writes the file whole or not at all: the content goes to a temporary file with a name no other
  * writer uses (so concurrent writers of one target never share it), which is then renamed over the
- * target. With `keepExisting` a target that exists already is left as it is: for content-addressed
- * files, whose name says what they hold.
+ * target. With `keepExisting` a target that exists already, at the content's size, is left as it
+ * is: for content-addressed files, whose name says what they hold (one cut short, as a power loss
+ * after an unsynced rename can leave it, is written again).
  */
 export const writeFileAtomic = (
   root: string,
@@ -125,7 +126,7 @@ export const writeFileAtomic = (
       const existing = await lstatIfExists(target)
       if (existing?.isSymbolicLink()) throw systemError("ELOOP", target)
       if (existing?.isDirectory()) throw systemError("EISDIR", target)
-      if (existing !== undefined && options.keepExisting) return
+      if (existing !== undefined && options.keepExisting && existing.size === Buffer.byteLength(content, "utf8")) return
       const temporary = nodePath.join(nodePath.dirname(target), `.${nodePath.basename(target)}.${randomUUID()}.partial`)
       try {
         await writeAll(temporary, createFlags, content)

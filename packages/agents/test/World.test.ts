@@ -288,6 +288,16 @@ describe("concurrent publishes and permanent failures", () => {
       assert.strictEqual(blobs.length, 10, JSON.stringify(blobs))
     }))
 
+  it.scoped("a blob cut short is written again by the next publish of its content", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const first = yield* world.publish({ path: "a.md", content: "hello world" })
+      yield* Effect.promise(() => fs.truncate(path.join(world.dir, "blobs", first.cid), 0))
+      const again = yield* world.publish({ path: "b.md", content: "hello world" })
+      assert.strictEqual(again.cid, first.cid)
+      assert.strictEqual(yield* world.readBlob(first.cid), "hello world")
+    }))
+
   it.scoped("a path whose versions file is a directory fails permanently, naming the path", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
