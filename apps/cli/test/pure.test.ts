@@ -1,9 +1,10 @@
-import { ValidationError } from "@effect/cli"
+import { Options, ValidationError } from "@effect/cli"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
 import * as CliErrors from "../src/CliErrors.js"
 import * as Check from "../src/db/Check.js"
+import * as Help from "../src/Help.js"
 import { sseMessages } from "../src/ServerClient.js"
 
 describe("exit codes, mapped in one place", () => {
@@ -93,4 +94,27 @@ describe("the event stream's framing", () => {
         { _tag: "StreamError", error: "StorageUnavailable", message: "disk full" }
       ])
     }))
+})
+
+describe("help as its reader gets it", () => {
+  it("colour only on a terminal, and never with NO_COLOR or TERM=dumb", () => {
+    assert.isTrue(Help.colourWanted({ isTTY: true }, {}))
+    assert.isFalse(Help.colourWanted({ isTTY: false }, {}))
+    assert.isFalse(Help.colourWanted({}, {}))
+    assert.isFalse(Help.colourWanted({ isTTY: true }, { NO_COLOR: "1" }))
+    assert.isTrue(Help.colourWanted({ isTTY: true }, { NO_COLOR: "" }))
+    assert.isFalse(Help.colourWanted({ isTTY: true }, { TERM: "dumb" }))
+    assert.strictEqual(Help.plain("\u001b[0;1mOPTIONS\u001b[0m and text"), "OPTIONS and text")
+  })
+
+  it("a described option says what it is for, not its type; a choice keeps the values it allows", () => {
+    const help = (options: Options.Options<unknown>) => HelpDoc.toAnsiText(Help.withoutTypeSentences(Options.getHelp(options)))
+    const url = help(Options.text("url").pipe(Options.withDescription("The server's base URL.")))
+    assert.notInclude(url, "A user-defined piece of text")
+    assert.include(url, "The server's base URL.")
+    const status = help(Options.choice("status", ["failed", "cancelled"]).pipe(Options.withDescription("Only these.")))
+    assert.include(status, "One of the following: failed, cancelled")
+    // Without a description of its own, the type's sentence is all there is: it stays.
+    assert.include(help(Options.integer("limit")), "An integer.")
+  })
 })
