@@ -10,13 +10,14 @@ import {
   CommandDefect,
   CommandIdConflict,
   CommandRejected,
+  EffectActionRefused,
   InvalidCommand,
   type DispatchError,
   type StorageFailure
 } from "@orchestration/engine"
 import { Schema } from "effect"
 
-export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, InvalidCommand }
+export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectActionRefused, InvalidCommand }
 
 const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
 
@@ -72,6 +73,9 @@ export const Wire = {
   // A quarantined aggregate stays unavailable until an operator repairs its log: retrying (what
   // clients do on 503) cannot help, so it is a 409 about that aggregate, not a server outage.
   AggregateUnavailable: onWire(AggregateUnavailable, 409),
+  // An operator's retry or cancel that the effect's state does not allow now (`reason` says why);
+  // it is not stored, so the same request succeeds once the state allows it.
+  EffectActionRefused: onWire(EffectActionRefused, 409),
   PayloadTooLarge: onWire(PayloadTooLarge, 413),
   UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
   CommandRejected: onWire(CommandRejected, 422),
@@ -84,6 +88,7 @@ export type ApiDispatchError =
   | InvalidCommand
   | CommandIdConflict
   | CommandRejected
+  | EffectActionRefused
   | StorageUnavailable
   | EngineUnavailable
   | AggregateUnavailable

@@ -1,8 +1,10 @@
 /**
  * The operator's view of the outbox and its two actions. Retry and cancel are internal settlement
- * commands through the front door (so they are idempotent and in the log), aimed at the attempt
- * the operator saw: the default id `operator:<action>:<effectId>#<attempts>` makes a repeated click
- * the same command.
+ * commands through the front door (so they are idempotent and in the log). The command holds what
+ * the operator sent (action, effect, id), never the row's state, so the same id with the same
+ * request is always the same command. The default id names the row's state when the request
+ * arrives (EffectOutcomes.operatorId): a repeated click is one action, and a refused one is not
+ * stored, so it never blocks the next legitimate action.
  */
 import { HttpApiBuilder, type HttpApiGroup } from "@effect/platform"
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
@@ -45,15 +47,9 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
           if (problem !== undefined) return yield* invalid(problem)
         }
         const row = yield* find(effectId)
-        return yield* dispatch({
-          type: action === "retry" ? "effect.retry" : "effect.cancel",
-          commandId: body.commandId ?? EffectOutcomes.operatorId(action, row.effectId, row.attempts),
-          effectId: row.effectId,
-          attempt: row.attempts,
-          aggregateType: row.aggregateType,
-          aggregateId: row.aggregateId,
-          by: "operator"
-        }, "internal").pipe(Effect.annotateLogs({ effectId: row.effectId, action }))
+        return yield* dispatch(EffectOutcomes.operatorCommand(action, row, body.commandId), "internal").pipe(
+          Effect.annotateLogs({ effectId: row.effectId, action })
+        )
       })
 
     return handlers
