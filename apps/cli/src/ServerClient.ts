@@ -30,6 +30,7 @@ const statusOfTag: Record<string, number> = {
   NotFound: 404,
   CommandIdConflict: 409,
   AggregateUnavailable: 409,
+  EffectActionRefused: 409,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   CommandRejected: 422,

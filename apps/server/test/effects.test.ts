@@ -79,6 +79,14 @@ describe("the outbox over HTTP", () => {
       const retried = yield* postJson(url, path, {})
       assert.strictEqual(retried.status, 200, JSON.stringify(retried.body))
       assert.strictEqual(retried.body.duplicate, false)
+      // Sent twice, a plain retry is one retry: the repeat finds the row as the retry left it (its
+      // receipt answers), or already running again (refused, not stored); never a second retry.
+      const twice = yield* postJson(url, path, {})
+      assert.isTrue(
+        (twice.status === 200 && twice.body.duplicate === true && twice.body.commandId === retried.body.commandId) ||
+          (twice.status === 409 && twice.body.reason === "not-retryable"),
+        JSON.stringify(twice.body)
+      )
       yield* waitFor("the second bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" && r.attempts === 2 ? r : undefined)))
 
       // The client's own id, sent twice with the same body around a change of the row: one retry.

@@ -262,6 +262,36 @@ export const reconcileId = (effectId: string, attempt: number) => `reconcile:${e
 export const operatorId = (action: "retry" | "cancel", effectId: string, attempts: number, operatorActions: number) =>
   `operator:${action}:${effectId}#${attempts}.${operatorActions}`
 
+/** The row as the default operator id needs it. */
+export interface OperatorTarget {
+  readonly effectId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly attempts: number
+  readonly operatorActions: number
+  readonly updatedAt: number
+}
+
+/** The id the last applied operator action of this kind had, if the row has had one at this attempt count. */
+export const previousOperatorId = (action: "retry" | "cancel", row: OperatorTarget): string | undefined =>
+  row.operatorActions > 0 ? operatorId(action, row.effectId, row.attempts, row.operatorActions - 1) : undefined
+
+/**
+ * Pure: the default id of an operator's request. A request that finds the row exactly as the same
+ * action left it (that action's receipt was accepted at the row's last change) repeats it and gets
+ * its id, so it is answered from its receipt; any other request gets the id of the row's state now.
+ */
+export const defaultOperatorId = (
+  action: "retry" | "cancel",
+  row: OperatorTarget,
+  previous: { readonly status: "accepted" | "rejected"; readonly acceptedAt: number } | undefined
+): string => {
+  const repeated = previousOperatorId(action, row)
+  return repeated !== undefined && previous?.status === "accepted" && previous.acceptedAt === row.updatedAt
+    ? repeated
+    : operatorId(action, row.effectId, row.attempts, row.operatorActions)
+}
+
 /** The command for an operator's action on a row: what the operator sent and which row, nothing of its state. */
 export const operatorCommand = (
   action: "retry" | "cancel",

@@ -9,8 +9,8 @@
 import { HttpApiBuilder, type HttpApiGroup } from "@effect/platform"
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { CommandId, EffectOutcomes, type Engine, Outbox, StorageErrors } from "@orchestration/engine"
-import { Effect, type Layer, ParseResult, Schema } from "effect"
+import { CommandId, EffectOutcomes, Engine, Outbox, StorageErrors } from "@orchestration/engine"
+import { Effect, type Layer, Option, ParseResult, Schema } from "effect"
 import { InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
 import type { ServerMetrics } from "../Metrics.js"
 import { OperatorBody, ServerApi } from "./Api.js"
@@ -22,6 +22,7 @@ const invalid = (message: string) => new InvalidRequest({ message, issues: [] })
 export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "effects">, never, Engine.Engine | ServerMetrics | SqlClient> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
+    const engine = yield* Engine.Engine
     const dispatch = yield* EdgeDispatch.make
     const find = (effectId: string) =>
       Outbox.find(effectId).pipe(
@@ -47,7 +48,13 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
           if (problem !== undefined) return yield* invalid(problem)
         }
         const row = yield* find(effectId)
-        return yield* dispatch(EffectOutcomes.operatorCommand(action, row, body.commandId), "internal").pipe(
+        // A plain request that finds the row as the same action left it repeats that action.
+        const repeated = body.commandId === undefined ? EffectOutcomes.previousOperatorId(action, row) : undefined
+        const previous = repeated === undefined
+          ? undefined
+          : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(storageUnavailable)))
+        const commandId = body.commandId ?? EffectOutcomes.defaultOperatorId(action, row, previous)
+        return yield* dispatch(EffectOutcomes.operatorCommand(action, row, commandId), "internal").pipe(
           Effect.annotateLogs({ effectId: row.effectId, action })
         )
       })
