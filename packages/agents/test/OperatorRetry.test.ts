@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { EffectOutcomes, Engine, Outbox } from "@orchestration/engine"
 import { Effect, Exit } from "effect"
+import { mkdirSync, rmSync } from "node:fs"
+import { join } from "node:path"
 import { World } from "../src/World.js"
 import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
 
@@ -37,6 +39,25 @@ describe("operator actions on tool calls", () => {
       const ledger = (yield* world.readLedger).filter((entry) => entry.effectId === execute)
       assert.strictEqual(ledger.length, 1)
       assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["long"])
+    }).pipe(Effect.provide(agentsStack())))
+
+  it.effect("a failed MCP call (process-bound) whose turn has closed is not retried either", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const world = yield* World
+      // The call log is a directory: the call fails at once, and the turn goes on to close.
+      mkdirSync(join(world.dir, "mcp.jsonl"), { recursive: true })
+      const call = "tool:t1:m1:call_1_0"
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "mcp_call", arguments: { server: "s", tool: "t", arguments: {} } }] }, { text: "after" })))
+      yield* advanceUntil(allTurnsTerminal("t1", 1), "turn done")
+      assert.strictEqual((yield* Outbox.find(call))!.status, "failed")
+      rmSync(join(world.dir, "mcp.jsonl"), { recursive: true })
+      const retried = yield* operator("retry", call)
+      assert.isTrue(Exit.isFailure(retried), "refused")
+      if (Exit.isFailure(retried)) {
+        const error = retried.cause._tag === "Fail" ? retried.cause.error : undefined
+        assert.strictEqual((error as { reason?: string }).reason, "refused-by-owner")
+      }
     }).pipe(Effect.provide(agentsStack())))
 
   it.effect("a failed publish (replay-safe) can still be retried after its turn closed", () =>
