@@ -201,13 +201,13 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
     /**
      * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
      * this is the performer's word, so an operator retry may start the effect again. A failed write
-     * only delays that retry until this owner stops or its lease has run out.
+     * only delays that retry: until this owner stops, or is dead by the reclaim rule.
      */
     const acknowledgeStopped = (row: Outbox.OutboxRow) =>
       Outbox.acknowledgeStopped(row.effectId, row.attempts, worker.ownerId).pipe(
         Effect.retry({ times: 3 }),
         Effect.catchAll((error) =>
-          Effect.logWarning("could not record that this performance stopped; a retry waits for the lease to run out", {
+          Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
             effectId: row.effectId,
             error: toStorageFailure("acknowledge stopped")(error)
           })

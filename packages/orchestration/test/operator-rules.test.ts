@@ -60,7 +60,7 @@ describe("the operator action rule", () => {
     // Lease ran out, but the owner beat after that: alive, it has not said its handler stopped.
     assert.strictEqual(verdict(cancelled({ leaseExpiresAt: now - 5_000, leaseHolder: live }), "effect.retry"), "performance-may-be-running")
     // The owner acknowledged (lease cleared), stopped, has no heartbeat row, or died before its lease ran out.
-    const allowed = { status: "pending", availableAt: now, operatorAction: true }
+    const allowed: EffectOutcomes.RowChange = { status: "pending", availableAt: now, operatorAction: true }
     assert.deepStrictEqual(verdict(cancelled({ leaseOwner: null, leaseExpiresAt: null }), "effect.retry"), allowed)
     assert.deepStrictEqual(verdict(cancelled({ leaseHolder: { heartbeatAt: now - 500, stoppedAt: now - 400 } }), "effect.retry"), allowed)
     assert.deepStrictEqual(verdict(cancelled({ leaseHolder: undefined }), "effect.retry"), allowed)
