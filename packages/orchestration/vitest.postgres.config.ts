@@ -16,6 +16,7 @@ export default defineConfig({
       "test/validation-lifecycle.test.ts",
       "test/schema-evolution.test.ts",
       "test/operator-floor.test.ts",
+      "test/operator-actions.test.ts",
       "test/restart-replay.test.ts",
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",

@@ -32,6 +32,7 @@ const statusOfTag: Record<string, number> = {
   AggregateUnavailable: 409,
   EffectNotQuarantined: 409,
   EffectStillQuarantined: 409,
+  EffectActionRefused: 409,
   PayloadTooLarge: 413,
   UnsupportedMediaType: 415,
   CommandRejected: 422,

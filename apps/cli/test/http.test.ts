@@ -97,7 +97,7 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       assert.strictEqual(badStatus.code, 2)
     }))
 
-  it.effect("cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 8, a reused id 7", () =>
+  it.effect("cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 7 and is not stored, a reused id 7", () =>
     Effect.gen(function* () {
       const { url } = yield* TestServer
       // The publish waits in the thread's lane behind the running execute: pending, so cancellable.
@@ -112,14 +112,14 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       const cancelled = yield* cli(["effects", "cancel", publish, "--url", url])
       assert.strictEqual(cancelled.code, 0, cancelled.stderr)
       assert.match(cancelled.stdout, /^cancel\s+accepted$/m)
-      assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0$/m)
-      assert.include(cancelled.stdout, "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0'")
+      assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0\.0$/m)
+      assert.include(cancelled.stdout, "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0.0'")
       assert.strictEqual((yield* effectStatus(url, publish)).status, "cancelled")
       const again = yield* cli(["effects", "cancel", publish, "--url", url, "--json"])
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(JSON.parse(again.stdout).duplicate, true)
 
-      const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0", "--url", url])
+      const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0.0", "--url", url])
       assert.strictEqual(receipt.code, 0, receipt.stderr)
       assert.match(receipt.stdout, /^status\s+accepted$/m)
       assert.match(receipt.stdout, /^type\s+effect\.cancel$/m)
@@ -131,11 +131,12 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       // Back to be performed: the cancelled attempt 0 runs now as attempt 1.
       yield* waitUntil("the retried publish", Effect.map(effectStatus(url, publish), (e) => (e.status === "succeeded" && e.attempts === 1 ? e : undefined)), 60_000)
 
-      // Retrying what is not failed or cancelled is refused by the decider (422): exit 8.
+      // Retrying what is not failed or cancelled is refused (409 EffectActionRefused): exit 7.
       yield* send(url, scriptedTurn("c-op2", "t-op2", "m1", [{ text: "plain" }]))
       yield* finished(url, "t-op2")
       const refused = yield* cli(["effects", "retry", "step:t-op2:m1#1", "--url", url])
-      assert.strictEqual(refused.code, 8)
+      assert.strictEqual(refused.code, 7)
+      assert.include(refused.stderr, "EffectActionRefused")
       assert.include(refused.stderr, "only failed or cancelled effects can be retried")
       // An id that already names another command is a conflict (409): exit 7.
       const conflict = yield* cli(["effects", "cancel", publish, "--url", url, "--command-id", "c-op2"])

@@ -30,6 +30,21 @@ describe("exit codes, mapped in one place", () => {
 })
 
 describe("db check rules", () => {
+  it("a process-bound effect id with two ledger lines was performed twice; replay-safe kinds may repeat", () => {
+    const bound = (kind: string) => kind === "tool.execute"
+    const entries = [
+      { effectId: "x1", kind: "tool.execute", attempt: 1 },
+      { effectId: "p1", kind: "tool.publish", attempt: 1 },
+      { effectId: "x2", kind: "tool.execute", attempt: 1 },
+      { effectId: "p1", kind: "tool.publish", attempt: 2 },
+      { effectId: "x1", kind: "tool.execute", attempt: 2 }
+    ]
+    const problems = Check.ledgerProblems(entries, bound)
+    assert.deepStrictEqual(problems.map((p) => [p.check, p.subject]), [["ledger-repeated", "effect x1"]])
+    assert.include(problems[0]!.message, "2 ledger entries (attempts 1, 2) for one tool.execute effect")
+    assert.deepStrictEqual(Check.ledgerProblems(entries.slice(0, 3), bound), [])
+  })
+
   it("sequence holes are reported as ranges, across pages", () => {
     assert.deepStrictEqual(Check.sequenceGaps(0, [1, 2, 3]), [])
     assert.deepStrictEqual(Check.sequenceGaps(0, [2, 3, 7]).map((p) => p.subject), ["event 1", "events 4..6"])

@@ -12,13 +12,14 @@ import {
   CommandRejected,
   EffectNotQuarantined,
   EffectStillQuarantined,
+  EffectActionRefused,
   InvalidCommand,
   type DispatchError,
   type StorageFailure
 } from "@orchestration/engine"
 import { Schema } from "effect"
 
-export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectNotQuarantined, EffectStillQuarantined, InvalidCommand }
+export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectActionRefused, EffectNotQuarantined, EffectStillQuarantined, InvalidCommand }
 
 const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
 
@@ -80,6 +81,9 @@ export const Wire = {
   // Operator actions on a quarantined effect: the row is not parked, or its cause is still there.
   EffectNotQuarantined: onWire(EffectNotQuarantined, 409),
   EffectStillQuarantined: onWire(EffectStillQuarantined, 409),
+  // An operator's retry or cancel that the effect's state does not allow now (`reason` says why);
+  // it is not stored, so the same request succeeds once the state allows it.
+  EffectActionRefused: onWire(EffectActionRefused, 409),
   PayloadTooLarge: onWire(PayloadTooLarge, 413),
   UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
   CommandRejected: onWire(CommandRejected, 422),
@@ -93,6 +97,7 @@ export type ApiDispatchError =
   | InvalidCommand
   | CommandIdConflict
   | CommandRejected
+  | EffectActionRefused
   | StorageUnavailable
   | EngineUnavailable
   | AggregateUnavailable

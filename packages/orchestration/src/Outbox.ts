@@ -42,6 +42,8 @@ export interface OutboxRow {
   readonly leaseExpiresAt: number | null
   readonly response: unknown
   readonly error: unknown
+  /** Operator actions (retry, cancel) applied to this row so far. */
+  readonly operatorActions: number
   readonly createdAt: number
   readonly updatedAt: number
   /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
@@ -64,6 +66,7 @@ interface Row {
   readonly lease_expires_at: number | null
   readonly response: string | null
   readonly error: string | null
+  readonly operator_actions: number
   readonly created_at: number
   readonly updated_at: number
   readonly quarantine: string | null
@@ -87,6 +90,7 @@ const toRow = (r: Row): OutboxRow => ({
   leaseExpiresAt: r.lease_expires_at === null ? null : Number(r.lease_expires_at),
   response: parse(r.response),
   error: parse(r.error),
+  operatorActions: Number(r.operator_actions ?? 0),
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
   quarantine: parse(r.quarantine ?? null) as QuarantineRecord | null
@@ -119,19 +123,34 @@ export const find = (effectId: string) =>
     Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0])))
   )
 
-export const toTarget = (row: OutboxRow): SettlementTarget => ({
+export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHolder"]): SettlementTarget => ({
   effectId: row.effectId,
   kind: row.kind,
   aggregateType: row.aggregateType,
   aggregateId: row.aggregateId,
   status: row.status,
   attempts: row.attempts,
-  payload: row.payload
+  payload: row.payload,
+  error: row.error,
+  leaseOwner: row.leaseOwner,
+  leaseExpiresAt: row.leaseExpiresAt,
+  leaseHolder,
+  operatorActions: row.operatorActions
 })
+
+/** An owner's heartbeat row, if it has one: whether it stopped, and when it last beat. */
+export const ownerLiveness = (ownerId: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ heartbeat_at: number; stopped_at: number | null }>`SELECT heartbeat_at, stopped_at FROM owners WHERE owner_id = ${ownerId}`
+  ).pipe(Effect.map((rows) =>
+    rows[0] === undefined
+      ? undefined
+      : { heartbeatAt: Number(rows[0].heartbeat_at), stoppedAt: rows[0].stopped_at === null ? null : Number(rows[0].stopped_at) }
+  ))
 
 /**
  * Applies a settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in
- * this same transaction). Clears the lease.
+ * this same transaction). Clears the lease, except where a cancelled performance has not stopped yet.
  */
 export const applyChange = (effectId: string, attempt: number, change: RowChange, now: number) =>
   Effect.gen(function* () {
@@ -145,7 +164,10 @@ export const applyChange = (effectId: string, attempt: number, change: RowChange
         available_at = COALESCE(${change.availableAt ?? null}, available_at),
         response = CASE WHEN ${change.response === undefined ? 0 : 1} = 1 THEN ${change.response ?? null} ELSE response END,
         error = CASE WHEN ${change.error === undefined ? 0 : 1} = 1 THEN ${change.error ?? null} ELSE error END,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+        lease_owner = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_owner ELSE NULL END,
+        lease_expires_at = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
+        operator_actions = operator_actions + ${change.operatorAction === true ? 1 : 0},
+        updated_at = ${now}
       WHERE effect_id = ${effectId} AND attempts = ${attempt}`
   })
 
@@ -195,6 +217,16 @@ export const renew = (effectId: string, attempt: number, owner: string, expiresA
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
+
+/**
+ * The owner's word that its handler for this attempt has stopped, on a row that was settled under it
+ * (an operator's cancel keeps the lease until then). `updated_at` stays: it dates the settlement.
+ */
+export const acknowledgeStopped = (effectId: string, attempt: number, owner: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE effect_id = ${effectId} AND attempts = ${attempt} AND lease_owner = ${owner} AND status <> 'running'`
+  ).pipe(Effect.asVoid)
 
 /** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
 export const release = (effectId: string, attempt: number, owner: string, now: number) =>

@@ -52,6 +52,8 @@ export const classify = (registered: boolean, aggregateType: string, cause: Caus
   const error = failure.value
   switch (error._tag) {
     case "CommandRejected":
+    // An operator's retry or cancel the row's state refuses: it names no settlement of this row.
+    case "EffectActionRefused":
       return { _tag: "Stale", message: error.message }
     case "AggregateUnavailable":
       return { _tag: "Quarantine", reason: "aggregate-unavailable", message: error.message }

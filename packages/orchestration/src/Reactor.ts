@@ -212,6 +212,23 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         }
       }).pipe(log)
 
+    /**
+     * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
+     * this is the performer's word, so an operator retry may start the effect again. A failed write
+     * only delays that retry: until this owner stops, or is dead by the reclaim rule.
+     */
+    const acknowledgeStopped = (row: Outbox.OutboxRow) =>
+      Outbox.acknowledgeStopped(row.effectId, row.attempts, worker.ownerId).pipe(
+        Effect.retry({ times: 3 }),
+        Effect.catchAll((error) =>
+          Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
+            effectId: row.effectId,
+            error: toStorageFailure("acknowledge stopped")(error)
+          })
+        ),
+        Effect.provide(context)
+      )
+
     const perform = (row: Outbox.OutboxRow) =>
       Effect.gen(function* () {
         const faults = yield* FaultPoints
@@ -262,6 +279,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
         )
         if (performed === "lease-lost") {
+          // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
+          yield* acknowledgeStopped(row)
           return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", { effectId: row.effectId })
         }
         if (inDoubt) {
@@ -277,7 +296,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         }
         yield* faults.hit("reactor.after-perform", { kind: row.kind })
         const now = yield* Clock.currentTimeMillis
-        yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        const settled = yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        if (settled === "stale") yield* acknowledgeStopped(row)
         settledSinceCursor = true
         yield* faults.hit("reactor.after-settle", { kind: row.kind })
       }).pipe(

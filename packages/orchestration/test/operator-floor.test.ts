@@ -1,14 +1,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { CommandRejected, EffectFailure, EffectOutcomes, Engine, EngineUnavailable, FreeSpace } from "../src/index.js"
+import { EffectActionRefused, EffectFailure, EffectOutcomes, Engine, EngineUnavailable, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, stack, testReactor } from "./fixtures/reactors.js"
 
 const operator = (action: "retry" | "cancel", effectId: string, jobId: string, attempt: number) => ({
   type: `effect.${action}`,
-  commandId: EffectOutcomes.operatorId(action, effectId, attempt),
+  commandId: EffectOutcomes.operatorId(action, effectId, attempt, 0),
   effectId,
   attempt,
   aggregateType: "job",
@@ -30,9 +30,10 @@ describe("operator actions", () => {
       const again = yield* engine.dispatchWithReceipt(operator("retry", "job:j1", "j1", 1), { origin: "internal" })
       assert.deepStrictEqual(again, { ...retried, duplicate: true })
       assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "succeeded", detail: '"yes"' })
-      // Retrying a succeeded effect is refused, stored, and changes nothing.
+      // Retrying a succeeded effect is refused and changes nothing.
       const refused = yield* Effect.flip(engine.dispatchWithReceipt(operator("retry", "job:j1", "j1", 2), { origin: "internal" }))
-      assert.instanceOf(refused, CommandRejected)
+      assert.instanceOf(refused, EffectActionRefused)
+      assert.strictEqual((refused as EffectActionRefused).reason, "not-retryable")
       assert.include(refused.message, "only failed or cancelled")
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })

@@ -128,7 +128,8 @@ describe("reactor verdicts", () => {
 
 describe("settlement against the row as it is now", () => {
   const row: EffectOutcomes.SettlementTarget = {
-    effectId: "job:j1", kind: "work.safe", aggregateType: "job", aggregateId: "j1", status: "running", attempts: 2, payload: {}
+    effectId: "job:j1", kind: "work.safe", aggregateType: "job", aggregateId: "j1", status: "running", attempts: 2, payload: {},
+    error: null, leaseOwner: "owner-A", leaseExpiresAt: null, operatorActions: 0
   }
   const succeed = (attempt: number): EffectOutcomes.SettlementCommand => ({
     type: "effect.succeed", commandId: EffectOutcomes.outcomeId("job:j1", attempt), effectId: "job:j1", attempt,

@@ -223,7 +223,7 @@ describe("reactors: cursors", () => {
       yield* eventually(Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence), "cursor past the failed row")
       yield* engine.dispatchWithReceipt({
         type: "effect.retry",
-        commandId: EffectOutcomes.operatorId("retry", "job:j1", 1),
+        commandId: EffectOutcomes.operatorId("retry", "job:j1", 1, 0),
         effectId: "job:j1",
         attempt: 1,
         aggregateType: "job",

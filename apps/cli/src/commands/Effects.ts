@@ -1,10 +1,12 @@
 /**
- * `orchestrator effects list|show|retry|cancel|release|fail`: the outbox through the server's
- * operator routes. Retry and cancel are commands with receipts: the answer names the command id, and
- * repeating the same action on the same attempt is answered from its receipt (duplicate), never done
- * twice. Release and fail act on a quarantined effect (its aggregate could not record its
- * settlement): release records the parked settlement once the cause is fixed; fail ends it failed
- * with the operator's reason, without telling the aggregate.
+ * `orchestrator effects list|show|retry|cancel|release|fail`: the outbox through the server's operator routes.
+ * Retry and cancel are commands with receipts: the answer names the command id, and repeating the
+ * same action on the row as it was is answered from its receipt (duplicate), never done twice. An
+ * action the effect's state refuses (409 EffectActionRefused) is not stored: once the state allows
+ * it, the same command succeeds.
+ * Release and fail act on a quarantined effect (its aggregate could not record its settlement):
+ * release records the parked settlement once the cause is fixed; fail ends it failed with the
+ * operator's reason, without telling the aggregate.
  */
 import { Args, Command, Options } from "@effect/cli"
 import type { Api } from "@orchestration/server"
@@ -93,7 +95,10 @@ const show = Command.make("show", { ...Connection.connectionOptions, effectId },
   })).pipe(Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id)."))
 
 const commandIdOption = Options.text("command-id").pipe(
-  Options.withDescription("The operator command's id. Default: operator:<action>:<effectId>#<attempt>, so repeating it is a duplicate."),
+  Options.withDescription(
+    "The operator command's id; the same id with the same action is one action, whatever the effect did since. " +
+      "Default: operator:<action>:<effectId>#<attempts>.<operatorActions>, read from the effect, so repeating it before the effect changes is a duplicate."
+  ),
   Options.optional
 )
 
@@ -135,8 +140,12 @@ export const effects = Command.make("effects").pipe(
   Command.withSubcommands([
     list,
     show,
-    operate("retry", "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 8 when it is not failed or cancelled."),
-    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 8 when it is already settled."),
+    operate(
+      "retry",
+      "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 7 when its state refuses it: " +
+        "not failed or cancelled, a cancelled performance not stopped yet, or a process-bound effect that may have taken effect."
+    ),
+    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 7 when it is already settled."),
     release,
     fail
   ])

@@ -26,9 +26,11 @@ export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) =
       : operate(action, effect.effectId)
     sent
       .then(onDone, (error: unknown) => {
-        // A stale click (the row moved on) is a 422 naming why: show it, then re-read.
-        onError(error instanceof ApiError ? new Error(`${action} refused: ${error.message}`) : error)
+        // A click the effect's state refuses (the row moved on, a cancelled run not stopped yet, a
+        // process-bound call already answered) is a 409 naming why: re-read (which clears the
+        // notice), then show why, so the reason stays on the page.
         onDone()
+        onError(error instanceof ApiError ? new Error(`${action} refused: ${error.message}`) : error)
       })
       .finally(() => setBusy(false))
   }

@@ -13,6 +13,7 @@ const DispatchErrors = Schema.Union(
   Wire.InvalidCommand,
   Wire.CommandIdConflict,
   Wire.CommandRejected,
+  Wire.EffectActionRefused,
   Wire.PayloadTooLarge,
   Wire.UnsupportedMediaType,
   Wire.StorageUnavailable,
@@ -121,7 +122,7 @@ export const HealthReport = Schema.Struct({
 })
 export type HealthReport = typeof HealthReport.Type
 
-/** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>`). */
+/** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>.<operatorActions>`, see EffectOutcomes.operatorId). */
 export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.String) })
 
 /** Failing a quarantined effect takes the operator's reason, stored on the row. */

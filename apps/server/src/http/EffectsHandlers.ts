@@ -1,15 +1,18 @@
 /**
- * The operator's view of the outbox and its actions. Retry and cancel are internal settlement
- * commands through the front door (so they are idempotent and in the log), aimed at the attempt
- * the operator saw: the default id `operator:<action>:<effectId>#<attempts>` makes a repeated click
- * the same command. Release and fail act on a quarantined row (engine Quarantine.ts): release
- * dispatches its parked settlement again, fail ends it with the operator's reason.
+ * The operator's view of the outbox and its two actions. Retry and cancel are internal settlement
+ * commands through the front door (so they are idempotent and in the log). The command holds what
+ * the operator sent (action, effect, id), never the row's state, so the same id with the same
+ * request is always the same command. The default id names the row's state when the request
+ * arrives (EffectOutcomes.operatorId): a repeated click is one action, and a refused one is not
+ * stored, so it never blocks the next legitimate action.
+ * Release and fail act on a quarantined row (engine Quarantine.ts): release dispatches its parked
+ * settlement again, fail ends it with the operator's reason.
  */
 import { HttpApiBuilder, type HttpApiGroup } from "@effect/platform"
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import { SqlClient } from "@effect/sql/SqlClient"
-import { CommandId, EffectOutcomes, type Engine, Outbox, Quarantine, StorageErrors } from "@orchestration/engine"
-import { Effect, type Layer, ParseResult, Schema } from "effect"
+import { CommandId, EffectOutcomes, Engine, Outbox, Quarantine, StorageErrors } from "@orchestration/engine"
+import { Effect, type Layer, Option, ParseResult, Schema } from "effect"
 import { fromDispatchError, InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
 import type { ServerMetrics } from "../Metrics.js"
 import type { StoreWritability } from "../StoreWritability.js"
@@ -22,6 +25,7 @@ const invalid = (message: string) => new InvalidRequest({ message, issues: [] })
 export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "effects">, never, Engine.Engine | ServerMetrics | StoreWritability | SqlClient> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
+    const engine = yield* Engine.Engine
     const dispatch = yield* EdgeDispatch.make
     const find = (effectId: string) =>
       Outbox.find(effectId).pipe(
@@ -88,15 +92,15 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
           if (problem !== undefined) return yield* invalid(problem)
         }
         const row = yield* find(effectId)
-        return yield* dispatch({
-          type: action === "retry" ? "effect.retry" : "effect.cancel",
-          commandId: body.commandId ?? EffectOutcomes.operatorId(action, row.effectId, row.attempts),
-          effectId: row.effectId,
-          attempt: row.attempts,
-          aggregateType: row.aggregateType,
-          aggregateId: row.aggregateId,
-          by: "operator"
-        }, "internal").pipe(Effect.annotateLogs({ effectId: row.effectId, action }))
+        // A plain request that finds the row as the same action left it repeats that action.
+        const repeated = body.commandId === undefined ? EffectOutcomes.previousOperatorId(action, row) : undefined
+        const previous = repeated === undefined
+          ? undefined
+          : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(storageUnavailable)))
+        const commandId = body.commandId ?? EffectOutcomes.defaultOperatorId(action, row, previous)
+        return yield* dispatch(EffectOutcomes.operatorCommand(action, row, commandId), "internal").pipe(
+          Effect.annotateLogs({ effectId: row.effectId, action })
+        )
       })
 
     return handlers

@@ -149,10 +149,18 @@ const quarantine = Effect.gen(function* () {
   })
 })
 
+/** Operator actions applied to a row: part of the default operator command id (EffectOutcomes.operatorId). */
+const operatorActions = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const t = columnTypes(sql)
+  yield* sql.unsafe(`ALTER TABLE outbox ADD COLUMN operator_actions ${t.int} NOT NULL DEFAULT 0`)
+})
+
 export const engineMigrations = Migrator.fromRecord({
   "0001_init": init,
   "0002_reactors": reactors,
-  "0003_quarantine": quarantine
+  "0003_quarantine": quarantine,
+  "0004_operator_actions": operatorActions
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */

@@ -47,7 +47,7 @@ describe("reactor cursors across sessions", () => {
       // Session 1: the operator's retry, held open after it made the row pending and moved the cursor back.
       yield* hold.arm
       const retry = yield* Effect.fork(engine.dispatchWithReceipt(
-        settlement("effect.retry", EffectOutcomes.operatorId("retry", "job:j1", 1), 1, { by: "operator" }),
+        settlement("effect.retry", EffectOutcomes.operatorId("retry", "job:j1", 1, 0), 1, { by: "operator" }),
         { origin: "internal" }
       ))
       const holder = yield* hold.held
