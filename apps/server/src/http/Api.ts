@@ -248,6 +248,8 @@ export class ServerApi extends HttpApi.make("orchestration")
   .add(OpsGroup)
   .addError(Wire.InvalidRequest)
   .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
+  .addError(Wire.UnsupportedMediaType)
   .annotate(OpenApi.Title, "Durable orchestration server")
 {}
