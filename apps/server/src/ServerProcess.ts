@@ -7,8 +7,8 @@
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { storageFaultsFromSpec } from "@orchestration/engine"
 import { Cause, Effect, Either, Layer, Logger } from "effect"
-import { createServer } from "node:http"
 import { parseConfig, type ServerConfig } from "./Config.js"
+import { createServer } from "./http/HttpListener.js"
 import * as Server from "./Server.js"
 import type { AnyServerDomain } from "./ServerDomain.js"
 
