@@ -31,6 +31,10 @@ describe("oversized client values are clipped wherever they are echoed or logged
         assert.isBelow(answer.text.length, bound, answer.text.slice(0, 300))
         assert.isString(answer.body.error)
       }
+      // The dashboard's static route answers in text, clipped all the same.
+      const asset = yield* exact(url, { path: `/assets/${huge.slice(0, 10_000)}.js` })
+      assert.strictEqual(asset.status, 404)
+      assert.isBelow(asset.text.length, bound)
       assert.include(answers[0]!.body.commandId, `(${huge.length} characters)`)
       assert.isAtMost(answers[0]!.body.commandId.length, maxEchoed + 30)
       assert.isAbove(lines.length, 0)
