@@ -73,7 +73,7 @@ const read = (env: Env, name: string) => {
   return value === undefined || value === "" ? undefined : value
 }
 
-/** A dotted-quad IPv4 address, an IPv6 address (without brackets) or a DNS host name. */
+/** A DNS host name: dot-separated labels of letters, digits and hyphens. */
 const hostName = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 const ipv4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/
 
