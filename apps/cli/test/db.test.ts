@@ -46,7 +46,7 @@ const buildGolden = Effect.gen(function* () {
     { text: "after cancel" }
   ]))
   yield* effectIs(url, "tool:t-cancel:m1:call_1_0", "running")
-  const cancel = yield* Effect.promise(() => fetch(`${url}/v1/effects/${encodeURIComponent("tool:t-cancel:m1:call_1_1")}/cancel`, { method: "POST" }))
+  const cancel = yield* Effect.promise(() => fetch(`${url}/v1/effects/${encodeURIComponent("tool:t-cancel:m1:call_1_1")}/cancel`, { method: "POST", headers: { "content-type": "application/json" } }))
   assert.strictEqual(cancel.status, 200)
   yield* finished(url, "t-cancel")
   // The user interrupts: the turn cancels its pending call itself; the running one ends late.

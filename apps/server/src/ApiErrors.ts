@@ -33,6 +33,12 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { messa
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { message: Schema.String }) {}
 
+/** The request names another host (DNS rebinding) or comes from a foreign page: refused whatever the token. */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {
+  message: Schema.String,
+  reason: Schema.Literal("foreign-host", "foreign-origin")
+}) {}
+
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
   message: Schema.String,
   limitBytes: Schema.Number
@@ -73,6 +79,7 @@ export const Wire = {
   InvalidCommand: onWire(InvalidCommand, 400),
   InvalidRequest: onWire(InvalidRequest, 400),
   Unauthorized: onWire(Unauthorized, 401),
+  Forbidden: onWire(Forbidden, 403),
   NotFound: onWire(NotFound, 404),
   CommandIdConflict: onWire(CommandIdConflict, 409),
   // A quarantined aggregate stays unavailable until an operator repairs its log: retrying (what

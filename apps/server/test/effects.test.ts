@@ -36,7 +36,7 @@ describe("the outbox over HTTP", () => {
       yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "bounce@example.com"))
       const failed = yield* waitFor("the bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" ? r : undefined)))
       assert.strictEqual(failed.attempts, 1)
-      const retried = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST" })
+      const retried = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(retried.status, 200)
       // The default id names the row as the request found it: attempt 1, no operator action yet.
       assert.strictEqual(retried.body.commandId, "operator:retry:o-1:welcome#1.0")
@@ -49,13 +49,13 @@ describe("the outbox over HTTP", () => {
       assert.strictEqual(repeat.status, 200, JSON.stringify(repeat.body))
       assert.deepStrictEqual(repeat.body, { ...retried.body, duplicate: true })
       // A plain retry now is a new action: the row counts the first one.
-      const next = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST" })
+      const next = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(next.body.commandId, "operator:retry:o-1:welcome#2.1")
       assert.strictEqual(next.body.duplicate, false)
       // Retrying a row that is not failed or cancelled is refused (409, with the reason) and not stored.
       yield* postJson(url, "/v1/commands", open("o-2", "acc-2", "ada@example.com"))
       yield* waitFor("the welcome mail", Effect.map(effectStatus(url, "o-2:welcome"), (r) => (r.status === "succeeded" ? r : undefined)))
-      const notFailed = yield* raw(url, "/v1/effects/o-2%3Awelcome/retry", { method: "POST" })
+      const notFailed = yield* raw(url, "/v1/effects/o-2%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(notFailed.status, 409)
       assert.strictEqual(notFailed.body.error, "EffectActionRefused")
       assert.strictEqual(notFailed.body.reason, "not-retryable")
@@ -115,7 +115,7 @@ describe("the outbox over HTTP", () => {
       const cancelled = yield* api.effects.cancel({ path: { effectId: "o-1:welcome" }, payload: { commandId: "cancel-1" } })
       assert.strictEqual(cancelled.commandId, "cancel-1")
       assert.strictEqual((yield* effectStatus(url, "o-1:welcome")).status, "cancelled")
-      const unknown = yield* raw(url, "/v1/effects/nope/cancel", { method: "POST" })
+      const unknown = yield* raw(url, "/v1/effects/nope/cancel", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(unknown.status, 404)
       // The operator's action is in the log's audit trail as a command with a receipt.
       const receipt = yield* raw(url, "/v1/commands/cancel-1")

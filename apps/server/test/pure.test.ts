@@ -43,7 +43,7 @@ describe("Server-Sent Events framing", () => {
   it("Last-Event-ID: absent, a sequence, or a problem", () => {
     assert.strictEqual(parseLastEventId(undefined), undefined)
     assert.strictEqual(parseLastEventId(" 42 "), 42)
-    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence, got '4x'" })
+    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence (a whole number in decimal digits), got '4x'" })
   })
 })
 

@@ -7,6 +7,7 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
 import { ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
+import { DecimalInteger, OneOf, Sequence, ThreadId } from "./QueryParams.js"
 
 /** What a dispatch may answer besides success; each member carries its own status. */
 const DispatchErrors = Schema.Union(
@@ -22,8 +23,8 @@ const DispatchErrors = Schema.Union(
   Wire.CommandDefect
 )
 
-/** A sequence number in a query string. */
-const Sequence = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+/** An optional query parameter: absent, or present and valid (never `undefined` spelled out). */
+const optionalParam = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(schema, { exact: true })
 
 export const EventView = Schema.Struct({
   sequence: Schema.Number,
@@ -129,7 +130,7 @@ export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.St
 export const FailQuarantinedBody = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)) })
 
 const commandId = HttpApiSchema.param("commandId", Schema.String)
-const threadId = HttpApiSchema.param("threadId", Schema.String)
+const threadId = HttpApiSchema.param("threadId", ThreadId)
 const effectId = HttpApiSchema.param("effectId", Schema.String)
 
 export class CommandsGroup extends HttpApiGroup.make("commands")
@@ -148,16 +149,16 @@ export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events")
       .setUrlParams(Schema.Struct({
-        after: Schema.optional(Sequence),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000))),
-        aggregateId: Schema.optional(Schema.String)
+        after: optionalParam(Sequence),
+        limit: optionalParam(DecimalInteger(1, 1000)),
+        aggregateId: optionalParam(Schema.String)
       }))
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
   )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream")
-      .setUrlParams(Schema.Struct({ after: Schema.optional(Sequence), access_token: Schema.optional(Schema.String) }))
+      .setUrlParams(Schema.Struct({ after: optionalParam(Sequence), access_token: optionalParam(Schema.String) }))
       .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
       .addError(Wire.StorageUnavailable)
       .annotate(OpenApi.Description, "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID.")
@@ -169,11 +170,11 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
   .add(
     HttpApiEndpoint.get("list", "/threads")
       .setUrlParams(Schema.Struct({
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
+        limit: optionalParam(DecimalInteger(1, 500)),
         /** The `next` of the previous page. */
-        after: Schema.optional(Sequence),
-        status: Schema.optional(ThreadStatus),
-        order: Schema.optional(ThreadOrder)
+        after: optionalParam(Sequence),
+        status: optionalParam(OneOf(...ThreadStatus.literals)),
+        order: optionalParam(OneOf(...ThreadOrder.literals))
       }))
       .addSuccess(ThreadPage)
       .addError(Wire.NotFound)
@@ -194,10 +195,10 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
   .add(
     HttpApiEndpoint.get("list", "/effects")
       .setUrlParams(Schema.Struct({
-        status: Schema.optional(EffectStatus),
-        kind: Schema.optional(Schema.String),
-        aggregateId: Schema.optional(Schema.String),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)))
+        status: optionalParam(OneOf(...EffectStatus.literals)),
+        kind: optionalParam(Schema.String),
+        aggregateId: optionalParam(Schema.String),
+        limit: optionalParam(DecimalInteger(1, 1000))
       }))
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
@@ -287,6 +288,8 @@ export class ServerApi extends HttpApi.make("orchestration")
   .add(OpsGroup)
   .addError(Wire.InvalidRequest)
   .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
+  .addError(Wire.UnsupportedMediaType)
   .annotate(OpenApi.Title, "Durable orchestration server")
 {}

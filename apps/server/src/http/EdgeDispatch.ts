@@ -1,11 +1,12 @@
 /**
  * Dispatch as the HTTP edge does it, for client commands and operator actions alike: the engine's
  * failures mapped once (ApiErrors.fromDispatchError), latency and outcome counted, and a log line
- * carrying the command id.
+ * carrying the command id (clipped: the id is the client's).
  */
 import { Engine } from "@orchestration/engine"
 import { Clock, Effect } from "effect"
 import { fromDispatchError } from "../ApiErrors.js"
+import { clip } from "../ClientValue.js"
 import { ServerMetrics } from "../Metrics.js"
 import { StoreWritability } from "../StoreWritability.js"
 
@@ -39,10 +40,10 @@ export const make = Effect.gen(function* () {
             ),
             (error._tag === "CommandDefect" || storeRefused
               ? Effect.logError("command failed")
-              : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: error.message }))
+              : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: clip(error.message) }))
           )
         }),
-        Effect.annotateLogs({ commandId: commandId ?? "(none)", origin })
+        Effect.annotateLogs({ commandId: commandId === undefined ? "(none)" : clip(commandId), origin })
       )
     }
   )
