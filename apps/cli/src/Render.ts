@@ -4,7 +4,7 @@
  * compared; `--json` output does not come through here.
  */
 import * as Doc from "@effect/printer/Doc"
-import { Console, Effect } from "effect"
+import { Console, type Effect } from "effect"
 
 const renderDoc = (doc: Doc.Doc<never>) => Doc.render(doc, { style: "pretty", options: { lineWidth: 10_000 } })
 

@@ -6,7 +6,7 @@
  */
 import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Api } from "@orchestration/server"
-import { Effect, Option, ParseResult, Schema, Stream } from "effect"
+import { Effect, Option, type ParseResult, Schema, Stream } from "effect"
 import { Conflict, isCliError, NotFound, Refused, ServerFailed, ServerUnreachable, Unauthorized, UsageError, type CliError } from "./CliErrors.js"
 import type { Connection } from "./Connection.js"
 

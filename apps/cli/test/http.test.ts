@@ -199,12 +199,12 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       yield* finished(url, "t-tail")
       const tail = yield* start(["events", "tail", "--after", "0", "--url", url])
       const first = yield* waitForOutput(tail, "the thread's first events", (lines) => (lines.some((l) => l.includes("t-tail")) ? [...lines] : undefined))
-      assert.match(first[0]!, /^1  \d{4}-\d\d-\d\dT\S+Z  thread\.created  thread\/\S+ v1  \S+$/)
+      assert.match(first[0]!, /^1 {2}\d{4}-\d\d-\d\dT\S+Z {2}thread\.created {2}thread\/\S+ v1 {2}\S+$/)
       const sequences = first.map((l) => Number(l.split("  ")[0]))
       assert.deepStrictEqual(sequences, sequences.map((_, i) => i + 1))
       // A command sent while it follows shows up too.
       yield* send(url, scriptedTurn("c-tail-2", "t-tail-2", "m1", [{ text: "second" }]))
-      yield* waitForOutput(tail, "the followed event", (lines) => lines.find((l) => / thread\.created  thread\/t-tail-2 v1  c-tail-2$/.test(l)))
+      yield* waitForOutput(tail, "the followed event", (lines) => lines.find((l) => / thread\.created {2}thread\/t-tail-2 v1 {2}c-tail-2$/.test(l)))
       tail.child.kill("SIGINT")
       assert.strictEqual((yield* exitOf(tail)).code, 0)
 

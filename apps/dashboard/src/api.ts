@@ -118,7 +118,7 @@ export const request = async <A>(path: string, init: RequestInit = {}): Promise<
   const response = await fetch(path, { ...init, headers })
   if (response.status === 401) throw new Unauthorized(token)
   const text = await response.text()
-  let body: unknown = undefined
+  let body: unknown 
   try {
     body = text === "" ? undefined : JSON.parse(text)
   } catch {

@@ -82,7 +82,8 @@ const ipv4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/
 
 const isIpv4 = (host: string) => {
   const match = ipv4.exec(host)
-  return match !== null && match.slice(1).every((octet) => Number(octet) <= 255)
+  if (match === null) return false
+  return match.slice(1).every((octet) => Number(octet) <= 255)
 }
 
 const isIpv6 = (host: string) => host.includes(":") && /^[0-9A-Fa-f:.]+$/.test(host) && isIP(host) === 6

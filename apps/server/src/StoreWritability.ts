@@ -8,7 +8,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { WriteProbe } from "@orchestration/engine"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, type Duration, Effect, Layer } from "effect"
 
 export interface StoreWritabilityShape {
   readonly writable: Effect.Effect<boolean>

@@ -3,7 +3,7 @@
  * tools on the world directory, delegates through the engine's front door, thread cleanup. Each
  * kind's policy, lane and timeout come from the one table in Tools.ts.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlClient } from "@effect/sql/SqlClient"
 import { CommandId, EffectFailure, Engine, type Outbox, type Reactor } from "@orchestration/engine"
 import { Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"

@@ -5,7 +5,7 @@
  */
 import { Layer } from "effect"
 import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
-import * as AgentReactor from "./AgentReactor.js"
+import type * as AgentReactor from "./AgentReactor.js"
 import { agentsReactor } from "./AgentReactor.js"
 import type { ModelProvider } from "./Provider.js"
 import * as ScriptedProvider from "./ScriptedProvider.js"

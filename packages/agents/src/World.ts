@@ -21,7 +21,7 @@ import {
   WorldPath
 } from "./Tools.js"
 import * as WorldFs from "./WorldFs.js"
-import { WorldReadError, WorldWriteError } from "./WorldFs.js"
+import { type WorldReadError, WorldWriteError } from "./WorldFs.js"
 
 export { WorldReadError, WorldWriteError } from "./WorldFs.js"
 

@@ -15,7 +15,7 @@ import { keyOf, type AggregateState, type AggregateStates } from "./AggregateSta
 import { canonicalJson } from "./CanonicalJson.js"
 import { boundedId, commandIdProblem, EFFECT_ID_MAX } from "./CommandId.js"
 import {
-  AggregateUnavailable,
+  type AggregateUnavailable,
   CommandDefect,
   CommandIdConflict,
   CommandRejected,

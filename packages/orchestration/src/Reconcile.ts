@@ -6,7 +6,7 @@
  * A row whose own aggregate cannot record its settlement (Quarantine.classify) is parked instead,
  * so one broken aggregate never stops the node from booting; a failure of the store still does.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Exit } from "effect"
 import { reconcileId } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"

@@ -6,10 +6,10 @@ const [dir, ops] = process.argv.slice(2)
 if (dir === undefined || ops === undefined) throw new Error("usage: ScaleChild <dir> <ops>")
 const run = await runDispatch(dir, 16, Number(ops), 64)
 process.stdout.write(
-  JSON.stringify({
+  `${JSON.stringify({
     perSecond: perSecond(run),
     p50Ms: percentile(run.latenciesMs, 50),
     p99Ms: percentile(run.latenciesMs, 99),
     rssMb: process.memoryUsage().rss / 2 ** 20
-  }) + "\n"
+  })}\n`
 )

@@ -42,7 +42,7 @@ const tail = Command.make(
           while: (error) => error._tag === "ServerUnreachable" || error._tag === "ServerFailed"
         })
       )
-      yield* Effect.forever(
+      return yield* Effect.forever(
         Effect.suspend(() => Console.error(`the event stream ended after ${last}; reconnecting`)).pipe(Effect.zipRight(reconnect))
       )
     })

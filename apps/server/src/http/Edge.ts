@@ -23,7 +23,7 @@ export const tokenMatches = (presented: string, expected: string) => timingSafeE
 
 /** The bearer token, or `?access_token=` on the one route that takes it there. */
 export const presentedToken = (request: HttpServerRequest.HttpServerRequest, url: URL, route: string | undefined): string | undefined => {
-  const header = request.headers["authorization"]
+  const header = request.headers.authorization
   if (header !== undefined) {
     const match = /^Bearer\s+(.+)$/i.exec(header.trim())
     return match?.[1]
@@ -80,8 +80,8 @@ export const apiMiddleware = HttpApiBuilder.middleware(
         const refusal = decideAccess({
           method: request.method,
           route,
-          host: request.headers["host"],
-          origin: request.headers["origin"],
+          host: request.headers.host,
+          origin: request.headers.origin,
           contentType: request.headers["content-type"],
           token: presentedToken(request, url, route)
         }, policy, tokenMatches)

@@ -1,6 +1,6 @@
 /** GET /health and GET /metrics: outside /v1 and without the token, for probes and scrapers. */
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
-import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, type Worker } from "@orchestration/engine"
 import * as Health from "../Health.js"
 import { render, ServerMetrics } from "../Metrics.js"

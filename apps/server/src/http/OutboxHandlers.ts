@@ -3,7 +3,7 @@
  * seconds and charts lag and throughput from successive readings (`head`, `settled`).
  */
 import { HttpApiBuilder } from "@effect/platform"
-import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, Outbox, StorageErrors } from "@orchestration/engine"
 import { Clock, Effect } from "effect"
 import { storageUnavailable } from "../ApiErrors.js"

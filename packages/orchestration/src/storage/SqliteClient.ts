@@ -167,15 +167,15 @@ const withDirectStatementsInTransactions = (
     if (Object.getPrototypeOf(statement) === primitive) (statement as { commit: unknown }).commit = directCommit
     return statement
   }
-  const constructor = Object.assign(
+  const wrapped = Object.assign(
     function sql(this: unknown, ...args: Array<unknown>) {
       return direct((client as unknown as (...args: Array<unknown>) => unknown)(...args))
     },
     client,
     { unsafe: (sql: string, params?: ReadonlyArray<unknown>) => direct(client.unsafe(sql, params)) }
   ) as unknown as Client.SqlClient
-  ;(constructor as { safe: unknown }).safe = constructor
-  return constructor
+  ;(wrapped as { safe: unknown }).safe = wrapped
+  return wrapped
 }
 
 /** SqlClient and SqliteConnection over one SQLite file (or ":memory:"). Sets no pragmas. */

@@ -3,7 +3,7 @@
  * fault point, learn its backend pid, and wait (on the server's own lock table, not on a timer) until
  * another session is blocked behind it. Interleavings then happen in a fixed order.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlClient } from "@effect/sql/SqlClient"
 import { Deferred, Effect, Layer } from "effect"
 import { FaultPoints } from "../../src/index.js"
 import type { FaultPointName } from "../../src/FaultPoints.js"

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Effect, Exit, Fiber, Layer, Option, Stream } from "effect"
+import { Cause, type Context, Deferred, Effect, Exit, Fiber, Layer, Option, Stream } from "effect"
 import { createServer, connect, type Server, type Socket } from "node:net"
 import { Engine, FaultPoints, PostgresStore } from "../../src/index.js"
 import * as TestStore from "../../src/testing/TestStore.js"
