@@ -154,6 +154,9 @@ describe("the write probe", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(open("c-1"))
       const before = yield* snapshot
+      // A migration that rebuilds a table leaves free pages, which a write reuses without growing the
+      // file: compact first, so the store truly has no room.
+      yield* Effect.flatMap(SqlClient, (sql) => sql.unsafe("VACUUM"))
       yield* capDatabase(0)
       const refused = yield* Effect.flip(WriteProbe.probeWrite)
       assert.deepStrictEqual([refused.reason, refused.code], ["disk-full", "SQLITE_FULL"])
