@@ -69,10 +69,13 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
 const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
-    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
+    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, threadId: payload.threadId, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
       Effect.mapError((error) =>
         error._tag === "ToolInputError"
           ? failure(error.message, false)
+          // The sandbox refused to start the command: permanent until the operator acts.
+          : error._tag === "SandboxUnavailable"
+          ? failure(error.message, false, error.reason)
           // A refused world write may be retried only where repeating is safe.
           : failure(error.message, isReplaySafe(row.kind), "code" in error ? error.code : undefined)
       )

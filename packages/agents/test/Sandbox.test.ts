@@ -1,10 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Fiber } from "effect"
-import { readdirSync, readFileSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
 import * as Sandbox from "../src/Sandbox.js"
 import { runLimit } from "../src/SandboxRun.js"
+import { processesWith } from "./fixtures/agents.js"
 import { tempDir } from "./fixtures/tempDir.js"
 
 /** Small limits, so each one is reached quickly by a real command. */
@@ -23,17 +23,6 @@ const workspace = (threadId = "t1", sandboxConfig = config) =>
 
 const run = (ws: string, command: string, timeoutMs = 60_000, sandboxConfig = config) =>
   Sandbox.run(sandboxConfig, { command, workspace: ws, timeoutMs })
-
-/** Processes whose command line holds every one of these arguments, read from the process table. */
-const processesWith = (...args: ReadonlyArray<string>): Array<string> =>
-  readdirSync("/proc").filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
-    try {
-      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")
-      return args.every((arg) => argv.includes(arg))
-    } catch {
-      return false // swallow-ok: the process ended while the table was read
-    }
-  })
 
 describe("Sandbox", () => {
   it.scoped("a non-zero exit is a result with its output, and files stay in the workspace for the next run", () =>
