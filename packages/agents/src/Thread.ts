@@ -249,8 +249,9 @@ export const describeFailure = (outcome: EffectOutcome, call: CallRecord): { rea
 const whatIsKnown = (call: CallRecord, code: string): string => {
   if (call.name !== "execute" || code !== "process-ended") return ""
   const command = JSON.stringify((call.arguments as { command?: unknown } | undefined)?.command ?? "")
-  const started = call.at === undefined ? "" : ` at or after ${new Date(call.at).toISOString()}`
-  return ` (the command ${command} was started${started}, and its process died with the server, so it may have partly run)`
+  const requested = call.at === undefined ? "" : ` requested at ${new Date(call.at).toISOString()}`
+  // The decider cannot know whether the process had started; the ledger line (ledger.jsonl) says when.
+  return ` (the command ${command}${requested} may have started; any process of it died with the server, so it may have partly run)`
 }
 
 /** The one thing the model should check before repeating a cut-off call. */
