@@ -26,7 +26,7 @@ export interface SandboxConfig {
   readonly cpuSeconds: number
   /** RLIMIT_AS: the address space of each process. */
   readonly memoryBytes: number
-  /** RLIMIT_NPROC: processes of the jail's uid (shared by every run at once under that uid). */
+  /** RLIMIT_NPROC: processes of the jail's uid (shared by every run at once under that uid; the server's uid when not root). */
   readonly maxProcesses: number
   /** RLIMIT_FSIZE: the largest file a command may write. */
   readonly fileSizeBytes: number
@@ -36,7 +36,7 @@ export interface SandboxConfig {
   readonly tailBytes: number
   /** Between SIGTERM and SIGKILL when a run is stopped. */
   readonly killGraceMs: number
-  /** The uid/gid the jail runs as when the server is root, so RLIMIT_NPROC counts only jailed processes. */
+  /** The uid/gid commands run as when the server is root, so RLIMIT_NPROC counts only jailed processes. */
   readonly uid: number
   readonly gid: number
 }
@@ -123,7 +123,7 @@ export interface SandboxResult {
   readonly limit?: SandboxLimit
 }
 
-export const SandboxRefusal = Schema.Literal("bwrap-missing", "prlimit-missing", "bad-workspace", "spawn-failed")
+export const SandboxRefusal = Schema.Literal("bwrap-missing", "prlimit-missing", "setpriv-missing", "bad-workspace", "spawn-failed")
 export type SandboxRefusal = typeof SandboxRefusal.Type
 
 /** The command was not started. Permanent: repeating the call cannot help until the operator acts. */
@@ -135,13 +135,29 @@ export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()
 // ---------------------------------------------------------------------------------------------
 // The jail
 
+/**
+ * How the command becomes unprivileged. Under root, bwrap itself runs as root without a user
+ * namespace (so it can reach a workspace under a private data directory) and `setpriv` drops to the
+ * jail's uid with no capabilities and no_new_privs: that uid is real, so RLIMIT_NPROC counts it
+ * (root is exempt, and a user namespace would map the jail back to root). Otherwise a user namespace
+ * and `--cap-drop ALL` do it.
+ */
+const privilegeArguments = (config: SandboxConfig, jailed: boolean) =>
+  jailed
+    ? {
+      namespaces: ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"],
+      prefix: [setprivPath, "--reuid", String(config.uid), "--regid", String(config.gid), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
+    }
+    : { namespaces: ["--unshare-all", "--cap-drop", "ALL"], prefix: [] }
+
+/** Inside the jail: the host's /usr is its /usr. */
+const setprivPath = "/usr/bin/setpriv"
+
 /** The bwrap arguments for one run; the workspace is bound read-write at `/workspace`. */
 export const jailArguments = (config: SandboxConfig, workspace: string, command: string, jailed: boolean): ReadonlyArray<string> => [
-  "--unshare-all",
+  ...privilegeArguments(config, jailed).namespaces,
   "--die-with-parent",
   "--new-session",
-  "--cap-drop", "ALL",
-  ...(jailed ? ["--uid", String(config.uid), "--gid", String(config.gid)] : []),
   "--ro-bind", "/usr", "/usr",
   "--symlink", "usr/bin", "/bin",
   "--symlink", "usr/sbin", "/sbin",
@@ -158,6 +174,7 @@ export const jailArguments = (config: SandboxConfig, workspace: string, command:
   "--setenv", "LANG", "C.UTF-8",
   // The outer pid of the jail's init, whose process group holds the command: stops reach it.
   "--json-status-fd", "3",
+  ...privilegeArguments(config, jailed).prefix,
   "/bin/sh", "-c", command
 ]
 
@@ -189,6 +206,9 @@ export const unavailable = (config: SandboxConfig): SandboxUnavailable | undefin
       reason: "bwrap-missing",
       message: `bubblewrap is not installed at ${config.bwrapPath}; commands are refused rather than run unsandboxed (install the Debian package bubblewrap)`
     })
+  }
+  if (config.mode === "bwrap" && isJailed() && !executable(setprivPath)) {
+    return new SandboxUnavailable({ reason: "setpriv-missing", message: `setpriv (util-linux) is not installed at ${setprivPath}; the jail cannot drop root` })
   }
   return undefined
 }
@@ -254,7 +274,6 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
           stdio: ["ignore", "pipe", "pipe", inJail ? "pipe" : "ignore"],
           // Its own process group, so a stop reaches prlimit/bwrap and everything they started.
           detached: true,
-          ...(jailed ? { uid: config.uid, gid: config.gid } : {}),
           ...(inJail ? { env: {} } : { cwd: request.workspace, env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: request.workspace, LANG: "C.UTF-8" } })
         })
         tracker = startRun(child, config, request.timeoutMs, (result) => resume(Effect.succeed(result)), (message) =>

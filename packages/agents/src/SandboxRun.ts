@@ -85,9 +85,10 @@ export const startRun = (
     if (stopping || exited !== undefined) return
     stopping = true
     stopped = why
-    // SIGTERM to the command's group inside the jail; SIGTERM to bwrap itself would kill the jail at once.
-    if (jailPid !== undefined) signalGroup(jailPid, "SIGTERM")
-    else signalGroup(child.pid, config.mode === "none" ? "SIGTERM" : "SIGKILL")
+    // SIGTERM to the command's group inside the jail (SIGTERM to bwrap itself would kill the jail at
+    // once); until bwrap has said which group that is, the status reader sends it on arrival.
+    if (config.mode === "none") signalGroup(child.pid, "SIGTERM")
+    else if (jailPid !== undefined) signalGroup(jailPid, "SIGTERM")
     killTimer = setTimeout(() => {
       signalGroup(jailPid, "SIGKILL")
       signalGroup(child.pid, "SIGKILL")
@@ -105,7 +106,10 @@ export const startRun = (
   child.stdio[3]?.on("data", (chunk: Buffer) => {
     status += chunk.toString("utf8")
     const match = /"child-pid":\s*(\d+)/.exec(status)
-    if (match !== null && jailPid === undefined) jailPid = Number(match[1])
+    if (match !== null && jailPid === undefined) {
+      jailPid = Number(match[1])
+      if (stopping) signalGroup(jailPid, "SIGTERM")
+    }
   })
 
   child.once("error", (error) => {
