@@ -1,5 +1,7 @@
 /** The `orchestrator` command tree. */
-import { Command } from "@effect/cli"
+import { CliConfig, Command } from "@effect/cli"
+import * as Descriptor from "@effect/cli/CommandDescriptor"
+import { Effect, Option } from "effect"
 import { db } from "./commands/Db.js"
 import { effects } from "./commands/Effects.js"
 import { events } from "./commands/Events.js"
@@ -8,6 +10,7 @@ import { serve } from "./commands/Serve.js"
 import { status } from "./commands/Status.js"
 import { threads } from "./commands/Threads.js"
 import { rootCommand } from "./Connection.js"
+import * as Help from "./Help.js"
 
 export const command = rootCommand.pipe(
   Command.withDescription(
@@ -19,4 +22,23 @@ export const command = rootCommand.pipe(
 
 export const version = "0.1.0"
 
-export const cli = Command.run(command, { name: "orchestrator", version })
+const app = { name: "orchestrator", version }
+
+const run = Command.run(command, app)
+
+/**
+ * Runs the command line. `--help` is answered here, from the parsed help document, so each option
+ * shows its own description (Help.ts); everything else, usage errors included, is @effect/cli's.
+ */
+export const cli = (argv: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const config = CliConfig.defaultConfig
+    const directive = yield* Descriptor.parse(command.descriptor, [app.name, ...argv.slice(2)], config).pipe(
+      // swallow-ok: `run` parses the same arguments again and reports this error itself.
+      Effect.option
+    )
+    if (Option.isSome(directive) && directive.value._tag === "BuiltIn" && directive.value.option._tag === "ShowHelp") {
+      return yield* Help.print(app, directive.value.option, config)
+    }
+    return yield* run(argv)
+  }).pipe(Help.withTerminalColour)

@@ -27,7 +27,10 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
 /** 404: no such effect, thread, receipt, route, or database file. */
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
-/** 409: the command id belongs to another command, or the aggregate is quarantined. */
+/**
+ * 409: the command id belongs to another command, the aggregate is quarantined, or the effect's
+ * state refuses an operator's retry or cancel now (EffectActionRefused, with its reason).
+ */
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { error: Schema.String, message: Schema.String }) {}
 
 /** 400/413/415/422: the server refused the input as malformed, or the decider rejected it. */

@@ -1,7 +1,7 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Context, Effect, Layer } from "effect"
-import { copyFileSync, existsSync, writeFileSync } from "node:fs"
+import { appendFileSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import {
   cli,
@@ -46,7 +46,7 @@ const buildGolden = Effect.gen(function* () {
     { text: "after cancel" }
   ]))
   yield* effectIs(url, "tool:t-cancel:m1:call_1_0", "running")
-  const cancel = yield* Effect.promise(() => fetch(`${url}/v1/effects/${encodeURIComponent("tool:t-cancel:m1:call_1_1")}/cancel`, { method: "POST" }))
+  const cancel = yield* Effect.promise(() => fetch(`${url}/v1/effects/${encodeURIComponent("tool:t-cancel:m1:call_1_1")}/cancel`, { method: "POST", headers: { "content-type": "application/json" } }))
   assert.strictEqual(cancel.status, 200)
   yield* finished(url, "t-cancel")
   // The user interrupts: the turn cancels its pending call itself; the running one ends late.
@@ -63,6 +63,11 @@ const buildGolden = Effect.gen(function* () {
     { text: "after restart" }
   ]))
   yield* effectIs(url, "tool:t-kill:m1:call_1_0", "running")
+  // Killed once the execute has started (its ledger line is written), not between claim and start.
+  yield* waitUntil("the execute to start", Effect.sync(() => {
+    const ledger = join(dataDir, "world", "ledger.jsonl")
+    return existsSync(ledger) && readFileSync(ledger, "utf8").includes('"tool:t-kill:m1:call_1_0"') ? true : undefined
+  }))
   first.process.child.kill("SIGKILL")
   yield* exitOf(first.process)
   const second = yield* serve(dataDir)
@@ -114,7 +119,7 @@ layer(Layer.scoped(Golden, buildGolden), { excludeTestServices: true, timeout: 1
       const statuses = (db.prepare("SELECT DISTINCT status FROM outbox ORDER BY status").all() as Array<{ status: string }>).map((r) => r.status)
       db.close()
       assert.deepStrictEqual(statuses, ["cancelled", "failed", "succeeded"])
-      assert.include(ids, "operator:cancel:tool:t-cancel:m1:call_1_1#0")
+      assert.include(ids, "operator:cancel:tool:t-cancel:m1:call_1_1#0.0")
       assert.include(ids, "reconcile:tool:t-kill:m1:call_1_0#1")
       assert.include(ids, "stop-1")
     }))
@@ -175,12 +180,48 @@ layer(Layer.scoped(Golden, buildGolden), { excludeTestServices: true, timeout: 1
       // The failed one settled by boot reconcile, and the operator's cancel: the same finding.
       const reconciled = plantedCopy(file, (db) => db.prepare("DELETE FROM receipts WHERE command_id = 'reconcile:tool:t-kill:m1:call_1_0#1'").run())
       assert.include(checksOf((yield* checkJson(reconciled)).report.problems), "settlement-unheard effect tool:t-kill:m1:call_1_0")
-      const cancelled = plantedCopy(file, (db) => db.prepare("DELETE FROM receipts WHERE command_id = 'operator:cancel:tool:t-cancel:m1:call_1_1#0'").run())
+      const cancelled = plantedCopy(file, (db) => db.prepare("DELETE FROM receipts WHERE command_id = 'operator:cancel:tool:t-cancel:m1:call_1_1#0.0'").run())
       assert.include(checksOf((yield* checkJson(cancelled)).report.problems), "settlement-unheard effect tool:t-cancel:m1:call_1_1")
       // A row marked settled behind the engine's back (no command at all) is found the same way.
       const forged = plantedCopy(file, (db) =>
         db.prepare("UPDATE outbox SET status = 'succeeded', updated_at = updated_at + 1 WHERE effect_id = 'tool:t-ok:m1:call_1_1'").run())
       assert.include(checksOf((yield* checkJson(forged)).report.problems), "settlement-unheard effect tool:t-ok:m1:call_1_1")
+    }))
+
+  it.effect("a process-bound effect with two ledger entries was performed twice: found in the world next to the store, or in --world-dir", () =>
+    Effect.gen(function* () {
+      const { dataDir, file } = yield* Golden
+      const ledger = readFileSync(join(dataDir, "world", "ledger.jsonl"), "utf8")
+      const entries = ledger.trim().split("\n").map((line) => JSON.parse(line) as { effectId: string; kind: string; attempt: number; at: string })
+      const killed = entries.find((e) => e.effectId === "tool:t-kill:m1:call_1_0")!
+      const published = entries.find((e) => e.effectId === "tool:t-ok:m1:call_1_0")!
+      assert.strictEqual(killed.kind, "tool.execute")
+      // The golden store's world holds each process-bound effect once.
+      assert.strictEqual((yield* checkJson(file)).code, 0)
+      // As an operator retry of the reconciled execute would have left it: a second performance.
+      const twice = `${JSON.stringify({ ...killed, attempt: 2 })}\n${JSON.stringify({ ...published, attempt: 2 })}\n`
+      const dir = tempDir("cli-ledger-")
+      copyFileSync(file, join(dir, "engine.db"))
+      mkdirSync(join(dir, "world"))
+      writeFileSync(join(dir, "world", "ledger.jsonl"), ledger + twice)
+      const { code, report } = yield* checkJson(join(dir, "engine.db"))
+      assert.strictEqual(code, 1)
+      // A replay-safe publish performed twice is what its policy allows; the execute is not.
+      const repeated = report.problems.filter((p) => p.check === "ledger-repeated")
+      assert.deepStrictEqual(repeated.map((p) => p.subject), ["effect tool:t-kill:m1:call_1_0"])
+      assert.include(repeated[0]!.message, "2 ledger entries")
+      assert.include(repeated[0]!.message, "tool.execute")
+      // The world given explicitly (a server run with WORLD_DIR).
+      const bare = tempDir("cli-ledger-bare-")
+      copyFileSync(file, join(bare, "engine.db"))
+      const world = join(tempDir("cli-world-"), "w")
+      mkdirSync(world)
+      writeFileSync(join(world, "ledger.jsonl"), ledger)
+      appendFileSync(join(world, "ledger.jsonl"), twice)
+      const given = yield* cli(["db", "check", "--db", join(bare, "engine.db"), "--world-dir", world])
+      assert.strictEqual(given.code, 1, given.stdout + given.stderr)
+      assert.match(given.stdout, /^ledger-repeated\s+effect tool:t-kill:m1:call_1_0\s+/m)
+      assert.include(given.stdout, `${world} (`)
     }))
 
   it.effect("an accepted receipt whose events are missing is named", () =>

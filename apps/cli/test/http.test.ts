@@ -1,6 +1,8 @@
 import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import Database from "better-sqlite3"
 import { createServer } from "node:net"
+import { join } from "node:path"
 import {
   cli,
   effectStatus,
@@ -95,7 +97,7 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       assert.strictEqual(badStatus.code, 2)
     }))
 
-  it.effect("cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 8, a reused id 7", () =>
+  it.effect("cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 7 and is not stored, a reused id 7", () =>
     Effect.gen(function* () {
       const { url } = yield* TestServer
       // The publish waits in the thread's lane behind the running execute: pending, so cancellable.
@@ -110,14 +112,14 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       const cancelled = yield* cli(["effects", "cancel", publish, "--url", url])
       assert.strictEqual(cancelled.code, 0, cancelled.stderr)
       assert.match(cancelled.stdout, /^cancel\s+accepted$/m)
-      assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0$/m)
-      assert.include(cancelled.stdout, "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0'")
+      assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0\.0$/m)
+      assert.include(cancelled.stdout, "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0.0'")
       assert.strictEqual((yield* effectStatus(url, publish)).status, "cancelled")
       const again = yield* cli(["effects", "cancel", publish, "--url", url, "--json"])
       assert.strictEqual(again.code, 0, again.stderr)
       assert.strictEqual(JSON.parse(again.stdout).duplicate, true)
 
-      const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0", "--url", url])
+      const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0.0", "--url", url])
       assert.strictEqual(receipt.code, 0, receipt.stderr)
       assert.match(receipt.stdout, /^status\s+accepted$/m)
       assert.match(receipt.stdout, /^type\s+effect\.cancel$/m)
@@ -129,11 +131,12 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       // Back to be performed: the cancelled attempt 0 runs now as attempt 1.
       yield* waitUntil("the retried publish", Effect.map(effectStatus(url, publish), (e) => (e.status === "succeeded" && e.attempts === 1 ? e : undefined)), 60_000)
 
-      // Retrying what is not failed or cancelled is refused by the decider (422): exit 8.
+      // Retrying what is not failed or cancelled is refused (409 EffectActionRefused): exit 7.
       yield* send(url, scriptedTurn("c-op2", "t-op2", "m1", [{ text: "plain" }]))
       yield* finished(url, "t-op2")
       const refused = yield* cli(["effects", "retry", "step:t-op2:m1#1", "--url", url])
-      assert.strictEqual(refused.code, 8)
+      assert.strictEqual(refused.code, 7)
+      assert.include(refused.stderr, "EffectActionRefused")
       assert.include(refused.stderr, "only failed or cancelled effects can be retried")
       // An id that already names another command is a conflict (409): exit 7.
       const conflict = yield* cli(["effects", "cancel", publish, "--url", url, "--command-id", "c-op2"])
@@ -250,6 +253,42 @@ describe("the CLI with servers of its own", () => {
       assert.strictEqual((yield* exitOf(tail)).code, 0)
     }), 120_000)
 
+
+  it.scopedLive("a quarantined effect: status counts it, effects list and show name it, release refuses while the cause remains, fail ends it", () =>
+    Effect.gen(function* () {
+      const dataDir = tempDir()
+      const first = yield* serve(dataDir)
+      yield* send(first.url, scriptedTurn("c-q1", "t-q", "m1", [{ text: "done" }]))
+      yield* finished(first.url, "t-q")
+      assert.strictEqual((yield* stop(first)).code, 0)
+      // Between lives: a process that died had the model step running, and the thread's log stopped decoding.
+      const db = new Database(join(dataDir, "engine.db"))
+      db.prepare("UPDATE outbox SET status = 'running', lease_owner = 'dead-process', lease_expires_at = 0 WHERE effect_id = 'step:t-q:m1#1'").run()
+      db.prepare(`UPDATE events SET payload = '{"type":"thread.unknown"}' WHERE aggregate_id = 't-q'`).run()
+      db.close()
+      const second = yield* serve(dataDir)
+      const status = yield* cli(["status", "--url", second.url])
+      assert.strictEqual(status.code, 0, status.stderr)
+      assert.match(status.stdout, /^status\s+degraded$/m)
+      assert.match(status.stdout, /^outbox\s+.*, 1 QUARANTINED/m)
+      const list = yield* cli(["effects", "list", "--status", "quarantined", "--url", second.url, "--json"])
+      assert.deepStrictEqual(
+        JSON.parse(list.stdout).effects.map((e: { effectId: string; quarantine: { reason: string } }) => [e.effectId, e.quarantine.reason]),
+        [["step:t-q:m1#1", "aggregate-unavailable"]]
+      )
+      const shown = yield* cli(["effects", "show", "step:t-q:m1#1", "--url", second.url])
+      assert.match(shown.stdout, /^status\s+quarantined$/m)
+      assert.match(shown.stdout, /^quarantine\s+aggregate-unavailable \(by reconcile at /m)
+      const release = yield* cli(["effects", "release", "step:t-q:m1#1", "--url", second.url])
+      assert.strictEqual(release.code, 7, release.stdout + release.stderr)
+      assert.include(release.stderr, "EffectStillQuarantined")
+      const failed = yield* cli(["effects", "fail", "step:t-q:m1#1", "--reason", "thread log lost; answered by hand", "--url", second.url])
+      assert.strictEqual(failed.code, 0, failed.stderr)
+      assert.match(failed.stdout, /^status\s+failed$/m)
+      assert.include(failed.stdout, "thread log lost; answered by hand")
+      assert.match((yield* cli(["status", "--url", second.url])).stdout, /^outbox\s+.*, 0 quarantined$/m)
+      assert.strictEqual((yield* stop(second)).code, 0)
+    }), 240_000)
 
   it.scopedLive("status on a server below its disk floor prints the report and exits 1", () =>
     Effect.gen(function* () {

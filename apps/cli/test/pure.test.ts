@@ -1,9 +1,10 @@
-import { ValidationError } from "@effect/cli"
+import { Options, ValidationError } from "@effect/cli"
 import * as HelpDoc from "@effect/cli/HelpDoc"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
 import * as CliErrors from "../src/CliErrors.js"
 import * as Check from "../src/db/Check.js"
+import * as Help from "../src/Help.js"
 import { sseMessages } from "../src/ServerClient.js"
 
 describe("exit codes, mapped in one place", () => {
@@ -29,6 +30,21 @@ describe("exit codes, mapped in one place", () => {
 })
 
 describe("db check rules", () => {
+  it("a process-bound effect id with two ledger lines was performed twice; replay-safe kinds may repeat", () => {
+    const bound = (kind: string) => kind === "tool.execute"
+    const entries = [
+      { effectId: "x1", kind: "tool.execute", attempt: 1 },
+      { effectId: "p1", kind: "tool.publish", attempt: 1 },
+      { effectId: "x2", kind: "tool.execute", attempt: 1 },
+      { effectId: "p1", kind: "tool.publish", attempt: 2 },
+      { effectId: "x1", kind: "tool.execute", attempt: 2 }
+    ]
+    const problems = Check.ledgerProblems(entries, bound)
+    assert.deepStrictEqual(problems.map((p) => [p.check, p.subject]), [["ledger-repeated", "effect x1"]])
+    assert.include(problems[0]!.message, "2 ledger entries (attempts 1, 2) for one tool.execute effect")
+    assert.deepStrictEqual(Check.ledgerProblems(entries.slice(0, 3), bound), [])
+  })
+
   it("sequence holes are reported as ranges, across pages", () => {
     assert.deepStrictEqual(Check.sequenceGaps(0, [1, 2, 3]), [])
     assert.deepStrictEqual(Check.sequenceGaps(0, [2, 3, 7]).map((p) => p.subject), ["event 1", "events 4..6"])
@@ -52,7 +68,7 @@ describe("db check rules", () => {
     }
     const unheard = Check.outboxProblems(row, horizons)
     assert.deepStrictEqual(unheard.map((p) => p.check), ["settlement-unheard"])
-    assert.include(unheard[0]!.message, "outcome:e1#2 or reconcile:e1#2")
+    assert.include(unheard[0]!.message, "outcome:e1#2, reconcile:e1#2 or reclaim:e1#2")
     assert.deepStrictEqual(Check.outboxProblems({ ...row, heard: 1 }, horizons), [])
     assert.deepStrictEqual(Check.outboxProblems({ ...row, status: "pending" }, horizons), [])
     const old = now - 40 * 24 * 3_600_000
@@ -93,4 +109,27 @@ describe("the event stream's framing", () => {
         { _tag: "StreamError", error: "StorageUnavailable", message: "disk full" }
       ])
     }))
+})
+
+describe("help as its reader gets it", () => {
+  it("colour only on a terminal, and never with NO_COLOR or TERM=dumb", () => {
+    assert.isTrue(Help.colourWanted({ isTTY: true }, {}))
+    assert.isFalse(Help.colourWanted({ isTTY: false }, {}))
+    assert.isFalse(Help.colourWanted({}, {}))
+    assert.isFalse(Help.colourWanted({ isTTY: true }, { NO_COLOR: "1" }))
+    assert.isTrue(Help.colourWanted({ isTTY: true }, { NO_COLOR: "" }))
+    assert.isFalse(Help.colourWanted({ isTTY: true }, { TERM: "dumb" }))
+    assert.strictEqual(Help.plain("\u001b[0;1mOPTIONS\u001b[0m and text"), "OPTIONS and text")
+  })
+
+  it("a described option says what it is for, not its type; a choice keeps the values it allows", () => {
+    const help = (options: Options.Options<unknown>) => HelpDoc.toAnsiText(Help.withoutTypeSentences(Options.getHelp(options)))
+    const url = help(Options.text("url").pipe(Options.withDescription("The server's base URL.")))
+    assert.notInclude(url, "A user-defined piece of text")
+    assert.include(url, "The server's base URL.")
+    const status = help(Options.choice("status", ["failed", "cancelled"]).pipe(Options.withDescription("Only these.")))
+    assert.include(status, "One of the following: failed, cancelled")
+    // Without a description of its own, the type's sentence is all there is: it stays.
+    assert.include(help(Options.integer("limit")), "An integer.")
+  })
 })

@@ -5,7 +5,7 @@
  */
 import { readToken } from "./token.js"
 
-export type EffectStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
+export type EffectStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled" | "quarantined"
 
 export interface EffectRow {
   readonly sequence: number
@@ -23,6 +23,8 @@ export interface EffectRow {
   readonly error: unknown
   readonly createdAt: number
   readonly updatedAt: number
+  /** Why the row was (last) quarantined: its aggregate could not record its settlement. */
+  readonly quarantine?: { readonly reason: string; readonly message: string; readonly by: string; readonly at: number } | null
 }
 
 export interface OutboxSummary {
@@ -33,6 +35,8 @@ export interface OutboxSummary {
   readonly oldestPendingAgeMs: number
   readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
   readonly recentFailures: ReadonlyArray<EffectRow>
+  /** Rows parked for an operator (absent from servers before quarantine existed). */
+  readonly quarantined?: ReadonlyArray<EffectRow>
 }
 
 export interface ThreadSummary {
@@ -147,6 +151,18 @@ export const getThread = (threadId: string) => request<ThreadDetail>(`/v1/thread
 /** One thread's effect rows (GET /v1/effects?aggregateId=), oldest first. */
 export const getThreadEffects = (threadId: string) =>
   request<{ effects: ReadonlyArray<EffectRow> }>(`/v1/effects?aggregateId=${encodeURIComponent(threadId)}&limit=1000`).then((r) => r.effects)
+
+/** Release a quarantined effect (record its parked settlement now that the cause is fixed). */
+export const releaseQuarantined = (effectId: string) =>
+  request<{ commandId: string; duplicate: boolean }>(`/v1/effects/${encodeURIComponent(effectId)}/release`, { method: "POST" })
+
+/** End a quarantined effect as failed with the operator's reason; its aggregate is not told. */
+export const failQuarantined = (effectId: string, reason: string) =>
+  request<EffectRow>(`/v1/effects/${encodeURIComponent(effectId)}/fail`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ reason })
+  })
 
 /** Retry (failed or cancelled) or cancel (pending or running): operator commands with receipts. */
 export const operate = (action: "retry" | "cancel", effectId: string) =>

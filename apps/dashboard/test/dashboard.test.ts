@@ -85,7 +85,7 @@ describe("the dashboard against a real server", () => {
     assert.deepStrictEqual(errors, [])
   })
 
-  it("shows a failed effect with its reason; Retry settles it on the page and in the API", async () => {
+  it("shows a failed effect with its reason; a Retry of a process-bound call whose turn closed is refused with the reason, on the page and in the API", async () => {
     await page.fill('[data-testid="stuck-after"]', "5")
     await send(server, "notes-1", quickTurn, "Write the notes")
     await send(server, "notes-2", "hello there", "Say hello")
@@ -104,16 +104,18 @@ describe("the dashboard against a real server", () => {
     await screenshot(page, "4-failed-effect")
 
     rmSync(mcpLog, { recursive: true })
+    // The call already has its result and its turn has closed: running it again would call the
+    // server a second time for nobody to hear, so the retry is refused (409) and nothing changes.
     await page.click(`${failure} [data-testid="retry"]`)
-    await page.waitForSelector(failure, { state: "detached", timeout })
-    await page.waitForSelector('[data-testid="no-failures"]', { timeout })
-    // Retried, the row goes pending, runs again, and this time succeeds: the thread view shows it.
+    await page.waitForSelector('[data-testid="notice"]:has-text("retry refused")', { timeout })
+    assert.include(await page.textContent('[data-testid="notice"]'), "has closed")
+    await page.waitForSelector(failure, { timeout })
     await page.click(`${row("deploy-3")} a`)
-    await page.waitForSelector('[data-testid="effect-row"][data-effect-id="tool:deploy-3:m1:call_1_0"][data-status="succeeded"]', { timeout })
+    await page.waitForSelector('[data-testid="effect-row"][data-effect-id="tool:deploy-3:m1:call_1_0"][data-status="failed"]', { timeout })
     const api = await server.get("/v1/effects/tool:deploy-3:m1:call_1_0")
-    assert.strictEqual(api.body.status, "succeeded")
-    assert.strictEqual(api.body.attempts, 2)
-    await screenshot(page, "5-retried-effect-succeeded")
+    assert.strictEqual(api.body.status, "failed")
+    assert.strictEqual(api.body.attempts, 1)
+    await screenshot(page, "5-retry-refused")
     await page.click('[data-testid="back"]')
     await page.waitForSelector(row("deploy-3"), { timeout })
     await stillSameDocument(page)

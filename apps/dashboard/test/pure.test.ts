@@ -1,7 +1,7 @@
 /** The page's pure parts: age and rate formatting, the stuck rule, the chart window, SSE parsing. */
 import { assert, describe, it } from "vitest"
 import { parseSse } from "../src/eventStream.js"
-import { errorReason, formatAge, formatRate, isStuck } from "../src/format.js"
+import { errorReason, formatAge, formatRate, isStuck, quarantineReason } from "../src/format.js"
 import { addSample, rateSeries, type Sample } from "../src/samples.js"
 
 const sample = (at: number, head: number, settled = 0): Sample => ({ at, head, settled, lag: 0, oldestPendingAgeMs: 0 })
@@ -20,6 +20,13 @@ describe("formatting", () => {
     assert.strictEqual(errorReason({ message: "cancelled by an operator" }), "cancelled by an operator")
     assert.strictEqual(errorReason("plain"), "plain")
     assert.strictEqual(errorReason(null), undefined)
+  })
+
+  it("a quarantined effect reads as its closed reason, who found it, and a bounded message", () => {
+    const quarantine = { reason: "aggregate-unavailable", by: "reconcile", message: "event 3 cannot be decoded", at: 0 }
+    assert.strictEqual(quarantineReason({ quarantine }), "aggregate-unavailable (found by reconcile): event 3 cannot be decoded")
+    assert.isAtMost(quarantineReason({ quarantine: { ...quarantine, message: "x".repeat(5_000) } }).length, 400)
+    assert.strictEqual(quarantineReason({ quarantine: null }), "quarantined (no reason stored)")
   })
 })
 

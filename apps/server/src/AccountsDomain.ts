@@ -130,8 +130,6 @@ export const domain = ServerDomain.make({
   aggregates: [Account],
   projections: [Balances],
   reactors: [EmailReactor],
-  // Deposits and withdrawals are new work; opening too. Everything the example has is.
-  isNewWork: () => true,
   exampleCommand: { type: "account.open", accountId: "acc-1", owner: "ada@example.com" },
   layer: ({ dataDir, env }) =>
     Layer.succeed(Mailbox, { file: join(dataDir, "mail.log"), delayMs: Number(env.EMAIL_DELAY_MS ?? 0) || 0 })

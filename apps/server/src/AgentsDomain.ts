@@ -57,7 +57,6 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   aggregates: agents.aggregates,
   projections: agents.projections,
   reactors: agents.reactors,
-  isNewWork: agents.isNewWork,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
   layer: ({ config, dataDir, env }) =>
     Layer.mergeAll(Layer.context<SqlClient | Engine.Engine>(), sandboxNotice(config.sandbox), Agents.services({

@@ -10,13 +10,16 @@ import {
   CommandDefect,
   CommandIdConflict,
   CommandRejected,
+  EffectNotQuarantined,
+  EffectStillQuarantined,
+  EffectActionRefused,
   InvalidCommand,
   type DispatchError,
   type StorageFailure
 } from "@orchestration/engine"
 import { Schema } from "effect"
 
-export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, InvalidCommand }
+export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectActionRefused, EffectNotQuarantined, EffectStillQuarantined, InvalidCommand }
 
 const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
 
@@ -29,6 +32,12 @@ export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("Invali
 export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
 
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { message: Schema.String }) {}
+
+/** The request names another host (DNS rebinding) or comes from a foreign page: refused whatever the token. */
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", {
+  message: Schema.String,
+  reason: Schema.Literal("foreign-host", "foreign-origin")
+}) {}
 
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
   message: Schema.String,
@@ -44,6 +53,9 @@ export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()
   message: Schema.String,
   reason: Schema.String
 }) {}
+
+/** The server is still opening, migrating or reconciling its store: nothing is served yet. Retry later. */
+export class Starting extends Schema.TaggedError<Starting>()("Starting", { message: Schema.String }) {}
 
 /** The engine is not admitting: starting, shutting down, or its queue is full. Retry later. */
 export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("EngineUnavailable", {
@@ -67,23 +79,32 @@ export const Wire = {
   InvalidCommand: onWire(InvalidCommand, 400),
   InvalidRequest: onWire(InvalidRequest, 400),
   Unauthorized: onWire(Unauthorized, 401),
+  Forbidden: onWire(Forbidden, 403),
   NotFound: onWire(NotFound, 404),
   CommandIdConflict: onWire(CommandIdConflict, 409),
   // A quarantined aggregate stays unavailable until an operator repairs its log: retrying (what
   // clients do on 503) cannot help, so it is a 409 about that aggregate, not a server outage.
   AggregateUnavailable: onWire(AggregateUnavailable, 409),
+  // Operator actions on a quarantined effect: the row is not parked, or its cause is still there.
+  EffectNotQuarantined: onWire(EffectNotQuarantined, 409),
+  EffectStillQuarantined: onWire(EffectStillQuarantined, 409),
+  // An operator's retry or cancel that the effect's state does not allow now (`reason` says why);
+  // it is not stored, so the same request succeeds once the state allows it.
+  EffectActionRefused: onWire(EffectActionRefused, 409),
   PayloadTooLarge: onWire(PayloadTooLarge, 413),
   UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
   CommandRejected: onWire(CommandRejected, 422),
   CommandDefect: onWire(CommandDefect, 500),
   StorageUnavailable: onWire(StorageUnavailable, 503),
-  EngineUnavailable: onWire(EngineUnavailable, 503)
+  EngineUnavailable: onWire(EngineUnavailable, 503),
+  Starting: onWire(Starting, 503)
 } as const
 
 export type ApiDispatchError =
   | InvalidCommand
   | CommandIdConflict
   | CommandRejected
+  | EffectActionRefused
   | StorageUnavailable
   | EngineUnavailable
   | AggregateUnavailable

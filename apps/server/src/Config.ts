@@ -4,6 +4,7 @@
  */
 import { Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
+import { isIP } from "node:net"
 import { hostname } from "node:os"
 import { join, resolve } from "node:path"
 
@@ -27,8 +28,14 @@ export interface ServerConfig {
   readonly openaiBaseUrl: string
   readonly openaiApiKey: Redacted.Redacted<string> | undefined
   readonly apiToken: Redacted.Redacted<string> | undefined
+  /** ALLOW_UNAUTHENTICATED=1: serve a non-loopback HOST without API_TOKEN (the operator's explicit choice). */
+  readonly allowUnauthenticated: boolean
+  /** ALLOWED_HOSTS: host names a request's Host (and a state-changing request's Origin) may name, besides the bound address and localhost. */
+  readonly allowedHosts: ReadonlyArray<string>
   readonly logLevel: LogLevel.LogLevel
   readonly shutdownGraceMs: number
+  /** While the store refuses writes, how often a probe write asks whether it takes them again. */
+  readonly storageProbeMs: number
   readonly nodeId: string
   /** How `execute` runs commands: SANDBOX (bwrap, or none: unsafe, development only) and the SANDBOX_* limits. */
   readonly sandbox: Sandbox.SandboxConfig
@@ -44,7 +51,8 @@ export const defaults = {
   provider: "scripted",
   openaiBaseUrl: "https://api.openai.com/v1",
   logLevel: "info",
-  shutdownGraceMs: 10_000
+  shutdownGraceMs: 10_000,
+  storageProbeMs: 5_000
 } as const
 
 type Env = Readonly<Record<string, string | undefined>>
@@ -69,6 +77,41 @@ class Bad {
 const read = (env: Env, name: string) => {
   const value = env[name]?.trim()
   return value === undefined || value === "" ? undefined : value
+}
+
+/** A DNS host name: dot-separated labels of letters, digits and hyphens. */
+const hostName = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+const ipv4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/
+
+const isIpv4 = (host: string) => {
+  const match = ipv4.exec(host)
+  return match !== null && match.slice(1).every((octet) => Number(octet) <= 255)
+}
+
+const isIpv6 = (host: string) => host.includes(":") && /^[0-9A-Fa-f:.]+$/.test(host) && isIP(host) === 6
+
+/** What HOST may be: an address to listen on or a name to resolve. A name of digits and dots only must be an IPv4 address. */
+export const isListenHost = (host: string) => isIpv4(host) || isIpv6(host) || (hostName.test(host) && !/^[\d.]+$/.test(host))
+
+/** Loopback addresses: only this machine can reach a server bound there. */
+export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || (isIpv4(host) && host.startsWith("127."))
+
+const flag = (env: Env, name: string) => {
+  const raw = read(env, name)?.toLowerCase()
+  if (raw === undefined || raw === "0" || raw === "false") return false
+  if (raw === "1" || raw === "true") return true
+  throw new Bad(name, `${name} must be 1 or 0, got '${raw}'`)
+}
+
+/** `a.example, b.example:8080, [::1]` → ["a.example", "b.example", "::1"]: names only, a port is ignored. */
+const hostList = (env: Env, name: string): ReadonlyArray<string> => {
+  const entries = (read(env, name) ?? "").split(",").map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== "")
+  return entries.map((entry) => {
+    const bracketed = /^\[([0-9a-f:.]+)\](?::\d+)?$/.exec(entry)
+    const host = bracketed !== null ? bracketed[1]! : isIpv6(entry) ? entry : entry.replace(/:\d+$/, "")
+    if (!isListenHost(host)) throw new Bad(name, `${name} must be a comma-separated list of host names, got '${entry}'`)
+    return host
+  })
 }
 
 const integer = (env: Env, name: string, fallback: number, min: number, max: number) => {
@@ -100,6 +143,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     }
     const port = integer(env, "PORT", defaults.port, 0, 65_535)
     const host = read(env, "HOST") ?? defaults.host
+    if (!isListenHost(host)) throw new Bad("HOST", `HOST must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name, got '${host}'`)
     const dataDir = resolve(cwd, read(env, "DATA_DIR") ?? defaults.dataDir)
     const diskFloorBytes = integer(env, "DISK_FLOOR_BYTES", defaults.diskFloorBytes, 0, Number.MAX_SAFE_INTEGER)
     const provider = read(env, "PROVIDER") ?? defaults.provider
@@ -120,14 +164,27 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     if (provider === "openai" && apiKey === undefined) {
       throw new Bad("OPENAI_API_KEY", "OPENAI_API_KEY is required when PROVIDER=openai")
     }
+    // A token that is set but empty would silently mean "no authentication": refuse it instead.
+    if (env.API_TOKEN !== undefined && env.API_TOKEN.trim() === "") {
+      throw new Bad("API_TOKEN", "API_TOKEN is set but empty: set a token of at least 8 characters, or unset it to serve without authentication")
+    }
     const apiToken = read(env, "API_TOKEN")
     if (apiToken !== undefined && apiToken.length < 8) throw new Bad("API_TOKEN", "API_TOKEN must be at least 8 characters")
+    const allowUnauthenticated = flag(env, "ALLOW_UNAUTHENTICATED")
+    if (apiToken === undefined && !allowUnauthenticated && !isLoopbackHost(host)) {
+      throw new Bad(
+        "HOST",
+        `HOST ${host} is reachable from other machines: set API_TOKEN, or ALLOW_UNAUTHENTICATED=1 to serve it without authentication`
+      )
+    }
+    const allowedHosts = hostList(env, "ALLOWED_HOSTS")
     const levelName = (read(env, "LOG_LEVEL") ?? defaults.logLevel).toLowerCase()
     const logLevel = logLevels[levelName]
     if (logLevel === undefined) {
       throw new Bad("LOG_LEVEL", `LOG_LEVEL must be one of ${Object.keys(logLevels).join(", ")}, got '${levelName}'`)
     }
     const shutdownGraceMs = integer(env, "SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs, 0, 10 * 60_000)
+    const storageProbeMs = integer(env, "STORAGE_PROBE_MS", defaults.storageProbeMs, 10, 10 * 60_000)
     const nodeId = read(env, "NODE_ID") ?? (hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64) || "node")
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
     const dashboardDir = read(env, "DASHBOARD_DIR")
@@ -146,8 +203,11 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       openaiBaseUrl,
       openaiApiKey: apiKey === undefined ? undefined : Redacted.make(apiKey),
       apiToken: apiToken === undefined ? undefined : Redacted.make(apiToken),
+      allowUnauthenticated,
+      allowedHosts,
       logLevel,
       shutdownGraceMs,
+      storageProbeMs,
       nodeId,
       sandbox: sandbox.right
     })

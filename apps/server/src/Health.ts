@@ -2,15 +2,16 @@
  * The server's health: free space against the floor, whether the store is taking writes, each
  * reactor's lag, and outbox depth. `unavailable` (503) when new work would be refused: engine not
  * admitting, data volume below its floor, or the store refusing writes. `degraded` (200) when work
- * is waiting too long or space is getting close to the floor.
+ * is waiting too long, space is getting close to the floor, or effects are quarantined (parked for
+ * an operator because their aggregate cannot record their settlement).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, FreeSpace, Outbox, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
 import { Clock, Duration, Effect } from "effect"
 import type { HealthReport } from "./http/Api.js"
-import { ServerMetrics } from "./Metrics.js"
 import * as OutboxStats from "./OutboxStats.js"
 import { ServerState } from "./ServerState.js"
+import { StoreWritability } from "./StoreWritability.js"
 
 /** A due row waiting longer than this makes the server `degraded`. */
 export const stalledAfterMs = 60_000
@@ -23,9 +24,10 @@ export const statusOf = (facts: {
   readonly freeBytes: number
   readonly floorBytes: number
   readonly oldestPendingAgeMs: number
+  readonly quarantined: number
 }): HealthReport["status"] => {
   if (!facts.active || facts.belowFloor || !facts.writable) return "unavailable"
-  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes) return "degraded"
+  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes || facts.quarantined > 0) return "degraded"
   return "ok"
 }
 
@@ -68,7 +70,7 @@ const databaseReport = Effect.gen(function* () {
 export const report = Effect.gen(function* () {
   const engine = yield* Engine.Engine
   const state = yield* ServerState
-  const metrics = yield* ServerMetrics
+  const writability = yield* StoreWritability
   const space = yield* (yield* FreeSpace.FreeSpace).check
   const now = yield* Clock.currentTimeMillis
   const active = yield* engine.isActive
@@ -85,7 +87,7 @@ export const report = Effect.gen(function* () {
     Effect.option
   )
   const database = yield* databaseReport
-  const writable = read._tag === "Some" && database.acceptsWrites && !(yield* metrics.storageRefusing)
+  const writable = read._tag === "Some" && database.acceptsWrites && (yield* writability.writable)
   const reactors = read._tag === "Some" ? read.value.reactors : []
   const counts = read._tag === "Some" ? read.value.counts : {}
   const body: HealthReport = {
@@ -95,12 +97,13 @@ export const report = Effect.gen(function* () {
       writable,
       freeBytes: space.freeBytes,
       floorBytes: space.floorBytes,
-      oldestPendingAgeMs: Math.max(0, ...reactors.map((r) => r.oldestPendingAgeMs))
+      oldestPendingAgeMs: Math.max(0, ...reactors.map((r) => r.oldestPendingAgeMs)),
+      quarantined: counts.quarantined ?? 0
     }),
     storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
     engine: { active, head: stats.head, queueDepth: stats.queueDepth },
     reactors,
-    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0 },
+    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0, quarantined: counts.quarantined ?? 0 },
     database
   }
   return body

@@ -15,13 +15,8 @@ export interface MetricsSnapshot {
 }
 
 export interface ServerMetricsShape {
-  /**
-   * One client dispatch ended: `accepted`, `duplicate`, or the error tag answered. `storageRefused`
-   * when the store itself refused the write (not the floor).
-   */
-  readonly observeDispatch: (outcome: string, seconds: number, storageRefused: boolean) => Effect.Effect<void>
-  /** Whether the last dispatch that reached the store was refused by it (for /health `writable`). */
-  readonly storageRefusing: Effect.Effect<boolean>
+  /** One client dispatch ended: `accepted`, `duplicate`, or the error tag answered. */
+  readonly observeDispatch: (outcome: string, seconds: number) => Effect.Effect<void>
   readonly snapshot: Effect.Effect<MetricsSnapshot>
 }
 
@@ -32,9 +27,8 @@ export const make = (): ServerMetricsShape => {
   const outcomes = new Map<string, number>()
   let sum = 0
   let count = 0
-  let refusing = false
   return {
-    observeDispatch: (outcome, seconds, storageRefused) =>
+    observeDispatch: (outcome, seconds) =>
       Effect.sync(() => {
         latencyBuckets.forEach((le, index) => {
           if (seconds <= le) buckets[index]!++
@@ -42,10 +36,7 @@ export const make = (): ServerMetricsShape => {
         sum += seconds
         count++
         outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + 1)
-        if (storageRefused) refusing = true
-        else if (outcome === "accepted") refusing = false
       }),
-    storageRefusing: Effect.sync(() => refusing),
     snapshot: Effect.sync(() => ({ latency: { buckets: [...buckets], sum, count }, outcomes: new Map(outcomes) }))
   }
 }
@@ -55,7 +46,7 @@ export const layer = Layer.sync(ServerMetrics, make)
 export interface StoreGauges {
   readonly outboxRows: ReadonlyArray<{ readonly status: string; readonly kind: string; readonly count: number }>
   readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
-  readonly reconciledAtBoot: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number }
+  readonly reconciledAtBoot: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number; readonly quarantined: number }
   readonly leaseReclaims: number
   readonly head: number
   readonly queueDepth: number

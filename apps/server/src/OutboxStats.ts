@@ -29,13 +29,10 @@ export const reactorLag = (kinds: ReadonlyArray<string>, now: number) =>
     Effect.mapError(StorageErrors.toStorageFailure("read reactor lag"))
   )
 
-/**
- * Settlements of dead owners' rows made after `since` (boot reconcile runs before it). Reclaims
- * and boot reconcile share the `reconcile:` id prefix; the time separates them.
- */
+/** Reactors' settlements of dead owners' rows (`reclaim:` ids) made after `since`. */
 export const leaseReclaimsSince = (since: number) =>
   Effect.flatMap(SqlClient, (sql) =>
-    sql<{ n: number }>`SELECT COUNT(*) AS n FROM receipts WHERE command_id LIKE 'reconcile:%' AND accepted_at >= ${since}`
+    sql<{ n: number }>`SELECT COUNT(*) AS n FROM receipts WHERE command_id LIKE 'reclaim:%' AND accepted_at >= ${since}`
   ).pipe(
     Effect.map(([row]) => Number(row?.n ?? 0)),
     Effect.mapError(StorageErrors.toStorageFailure("read lease reclaims"))

@@ -1,10 +1,12 @@
 /**
- * The server assembled: store → engine (parked) → the domain's services → boot (reconcile, reactors
- * parked) → HTTP. `start` builds it in the caller's scope, activates the engine once the listener is
- * up, and registers the first step of shutdown (stop admitting, end event streams) so it runs before
- * the listener, reactors and store close. main.ts and the tests both start the server this way.
+ * The server assembled: listener (answering 503 Starting from the moment it opens) → store → engine
+ * (parked) → the domain's services → boot (reconcile, reactors parked) → HTTP routes. `start` builds
+ * it in the caller's scope, activates the engine, then opens the gate to the routes, and registers
+ * the first step of shutdown (stop admitting, end event streams) so it runs before the listener,
+ * reactors and store close. main.ts and the tests both start the server this way.
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { Boot, Engine, FreeSpace, PostgresStore, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { ServerConfig } from "./Config.js"
@@ -19,7 +21,9 @@ import { OpsLive } from "./http/OpsHandlers.js"
 import { OutboxLive } from "./http/OutboxHandlers.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
 import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
+import * as ListenerGate from "./ListenerGate.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
+import * as StoreWritability from "./StoreWritability.js"
 
 export interface ServerOptions {
   readonly config: ServerConfig
@@ -46,7 +50,6 @@ export const coreLayer = (options: ServerOptions) => {
   const engine = Engine.layer({
     aggregates: domain.aggregates,
     projections: domain.projections ?? [],
-    ...(domain.isNewWork === undefined ? {} : { isNewWork: domain.isNewWork }),
     activation: "manual"
   }).pipe(
     Layer.provideMerge(storeLayer(config)),
@@ -73,7 +76,11 @@ export const coreLayer = (options: ServerOptions) => {
       }
     })
   )
-  return Layer.mergeAll(state, Metrics.layer).pipe(Layer.provideMerge(withThreads))
+  // The probe writes where commands do, so it meets the same refused writes.
+  const writability = StoreWritability.layer({ probeEvery: Duration.millis(config.storageProbeMs) }).pipe(
+    Layer.provide(options.storageFaults ?? Layer.empty)
+  )
+  return Layer.mergeAll(state, Metrics.layer, writability).pipe(Layer.provideMerge(withThreads))
 }
 
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
@@ -92,16 +99,22 @@ export const httpLayer = HttpApiBuilder.serve().pipe(
   Layer.provide(ApiLive)
 )
 
+/** The listener is gated first, so a request that arrives while the store boots is answered (503). */
 export const serverLayer = <E, R>(options: ServerOptions, listener: Layer.Layer<HttpServer.HttpServer, E, R>) =>
-  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(listener))
+  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(ListenerGate.layer.pipe(Layer.provide(listener))))
 
 export interface Started {
   readonly url: string
   readonly engine: Engine.EngineShape
   readonly state: ServerStateShape
+  /** The store's client (tests fill the store with it). */
+  readonly sql: SqlClient.SqlClient
 }
 
-/** Builds the server in the current scope, then activates: nothing is admitted before it listens. */
+/**
+ * Builds the server in the current scope, then activates and opens the gate: until then every request
+ * is answered 503 Starting, and nothing is admitted before reconcile finished.
+ */
 export const start = <E, R>(
   options: ServerOptions,
   listener: Layer.Layer<HttpServer.HttpServer, E, R>
@@ -121,5 +134,6 @@ export const start = <E, R>(
       )
     )
     yield* engine.activate
-    return { url, engine, state }
+    yield* Context.get(context, ListenerGate.ListenerGate).open
+    return { url, engine, state, sql: Context.get(context, SqlClient.SqlClient) }
   })

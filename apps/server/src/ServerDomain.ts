@@ -24,8 +24,6 @@ export interface ServerDomain<R = never> {
   readonly aggregates: ReadonlyArray<Aggregate.AnyAggregate>
   readonly projections?: ReadonlyArray<Projection.Projection>
   readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<R>>
-  /** Which client command types the disk floor refuses. Default: every client command. */
-  readonly isNewWork?: (commandType: string) => boolean
   /** The services the reactors (and the thread views) need. Built once, before boot reconciles. */
   readonly layer: (context: DomainContext) => Layer.Layer<R, unknown, SqlClient | Engine.Engine>
   /** A command to show in the start-up line's curl example (its commandId is made unique). */

@@ -7,8 +7,8 @@
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { storageFaultsFromSpec } from "@orchestration/engine"
 import { Cause, Effect, Either, Layer, Logger } from "effect"
-import { createServer } from "node:http"
 import { parseConfig, type ServerConfig } from "./Config.js"
+import { createServer } from "./http/HttpListener.js"
 import * as Server from "./Server.js"
 import type { AnyServerDomain } from "./ServerDomain.js"
 
@@ -24,10 +24,12 @@ export const program = (config: ServerConfig, domain: AnyServerDomain, env: Read
     const { reconciled } = started.state
     const database = config.databaseUrl === undefined ? config.databaseFile : `postgres (schema ${config.databaseSchema})`
     const token = config.apiToken === undefined ? "" : ` -H "authorization: Bearer $API_TOKEN"`
+    const authentication = config.apiToken === undefined ? "authentication OFF (no API_TOKEN)" : "authentication: bearer token"
     const example = JSON.stringify({ commandId: `example-${Date.now()}`, ...(domain.exampleCommand ?? { type: "<type>" }) })
     yield* Effect.logInfo(
-      `serving ${started.url} (domain: ${domain.name}; database ${database}; node ${config.nodeId}; reconcile settled ` +
-        `${reconciled.requeued} requeued, ${reconciled.failed} failed, ${reconciled.alreadySettled} already settled)`
+      `serving ${started.url} (domain: ${domain.name}; database ${database}; node ${config.nodeId}; ${authentication}; reconcile settled ` +
+        `${reconciled.requeued} requeued, ${reconciled.failed} failed, ${reconciled.alreadySettled} already settled` +
+        (reconciled.quarantined > 0 ? `, ${reconciled.quarantined} QUARANTINED: see orchestrator effects list --status quarantined)` : ")")
     ).pipe(Effect.annotateLogs({
       url: started.url,
       database,
@@ -43,7 +45,11 @@ export const program = (config: ServerConfig, domain: AnyServerDomain, env: Read
         ? Effect.void
         : Effect.sync(() => {
           const failure = Cause.squash(cause)
-          const message = typeof failure === "object" && failure !== null && "message" in failure ? String(failure.message) : String(failure)
+          const messageOf = (value: unknown): string =>
+            typeof value === "object" && value !== null && "message" in value ? String(value.message) : String(value)
+          // A listen failure (ServeError) carries no message of its own: say its cause (ENOTFOUND, EADDRINUSE…).
+          const underlying = typeof failure === "object" && failure !== null && "cause" in failure ? failure.cause : undefined
+          const message = messageOf(failure) || (underlying === undefined ? "" : messageOf(underlying))
           const tag = typeof failure === "object" && failure !== null && "_tag" in failure ? `${String(failure._tag)}: ` : ""
           console.error(`server did not start: ${tag}${message}`)
         })

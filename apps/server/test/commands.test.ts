@@ -89,7 +89,7 @@ describe("POST /v1/commands", () => {
         forgedSettle,
         { ...forgedSettle, type: "effect.retry" },
         { commandId: "x-2", type: "engine.anything" },
-        ...["outcome:", "reconcile:", "delegate:", "operator:", "ingest:", "engine:"].map((prefix) => open(`${prefix}c-9`, "acc-9"))
+        ...["outcome:", "reconcile:", "reclaim:", "delegate:", "operator:", "ingest:", "engine:"].map((prefix) => open(`${prefix}c-9`, "acc-9"))
       ]) {
         const answer = yield* postJson(url, "/v1/commands", body)
         assert.strictEqual(answer.status, 400, JSON.stringify(body))

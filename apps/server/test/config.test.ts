@@ -46,7 +46,8 @@ describe("configuration from the environment", () => {
       LOG_LEVEL: "DEBUG",
       SHUTDOWN_GRACE_MS: "500",
       NODE_ID: "node-7",
-      DATABASE_URL: " "
+      DATABASE_URL: " ",
+      ALLOWED_HOSTS: " orch.example.com, 10.0.0.5 "
     }))
     assert.strictEqual(config.port, 9000)
     assert.strictEqual(config.host, "0.0.0.0")
@@ -57,6 +58,8 @@ describe("configuration from the environment", () => {
     assert.strictEqual(Redacted.value(config.apiToken!), "0123456789")
     assert.strictEqual(config.logLevel, LogLevel.Debug)
     assert.strictEqual(config.shutdownGraceMs, 500)
+    assert.deepStrictEqual(config.allowedHosts, ["orch.example.com", "10.0.0.5"])
+    assert.strictEqual(config.allowUnauthenticated, false)
   })
 
   it("a bad value names its variable", () => {
@@ -89,5 +92,43 @@ describe("configuration from the environment", () => {
     assert.strictEqual(Redacted.value(config.databaseUrl!), "postgres://app@db:5432/orch")
     assert.strictEqual(config.databaseSchema, "tenant_1")
     assert.strictEqual(Either.getOrThrow(parseConfig({}, "/srv")).databaseUrl, undefined)
+  })
+
+  it("a set but empty or blank API_TOKEN is a configuration error, not 'no authentication'", () => {
+    for (const token of ["", "   ", "\t"]) {
+      const error = fails({ API_TOKEN: token })
+      assert.strictEqual(error.variable, "API_TOKEN")
+      assert.include(error.message, "empty")
+    }
+  })
+
+  it("a non-loopback HOST needs API_TOKEN unless ALLOW_UNAUTHENTICATED=1; loopback hosts do not", () => {
+    for (const host of ["0.0.0.0", "::", "10.0.0.5", "orch.example.com"]) {
+      const error = fails({ HOST: host })
+      assert.strictEqual(error.variable, "HOST")
+      assert.include(error.message, "API_TOKEN")
+      assert.include(error.message, "ALLOW_UNAUTHENTICATED")
+      assert.isTrue(Either.isRight(parseConfig({ HOST: host, API_TOKEN: "0123456789" }, "/srv")))
+      const open = Either.getOrThrow(parseConfig({ HOST: host, ALLOW_UNAUTHENTICATED: "1" }, "/srv"))
+      assert.strictEqual(open.allowUnauthenticated, true)
+    }
+    for (const host of ["127.0.0.1", "127.1.2.3", "::1", "localhost"]) {
+      assert.isTrue(Either.isRight(parseConfig({ HOST: host }, "/srv")), host)
+    }
+    assert.strictEqual(fails({ ALLOW_UNAUTHENTICATED: "yes please" }).variable, "ALLOW_UNAUTHENTICATED")
+  })
+
+  it("a HOST that is no address or host name is refused by name (999.1.1.1, spaces, a URL)", () => {
+    for (const host of ["999.1.1.1", "1.2.3", "a b", "http://x", "[::1]"]) {
+      const error = fails({ HOST: host, API_TOKEN: "0123456789" })
+      assert.strictEqual(error.variable, "HOST")
+      assert.include(error.message, "HOST must be")
+    }
+  })
+
+  it("ALLOWED_HOSTS is a comma-separated list of host names; anything else is refused by name", () => {
+    assert.deepStrictEqual(Either.getOrThrow(parseConfig({}, "/srv")).allowedHosts, [])
+    assert.deepStrictEqual(Either.getOrThrow(parseConfig({ ALLOWED_HOSTS: "A.example,,b.example:80,::1,[fe80::1]:8080" }, "/srv")).allowedHosts, ["a.example", "b.example", "::1", "fe80::1"])
+    assert.strictEqual(fails({ ALLOWED_HOSTS: "x y" }).variable, "ALLOWED_HOSTS")
   })
 })

@@ -36,33 +36,68 @@ describe("the outbox over HTTP", () => {
       yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "bounce@example.com"))
       const failed = yield* waitFor("the bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" ? r : undefined)))
       assert.strictEqual(failed.attempts, 1)
-      const retried = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST" })
+      const retried = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(retried.status, 200)
-      assert.strictEqual(retried.body.commandId, "operator:retry:o-1:welcome#1")
+      // The default id names the row as the request found it: attempt 1, no operator action yet.
+      assert.strictEqual(retried.body.commandId, "operator:retry:o-1:welcome#1.0")
       assert.strictEqual(retried.body.duplicate, false)
-      // The same retry again, under the id it was answered with, is answered from its receipt
-      // (the row may already have run again; the command id pins the attempt it was about).
-      const repeat = yield* postJson(url, "/v1/effects/o-1%3Awelcome/retry", { commandId: "operator:retry:o-1:welcome#1" })
       const again = yield* waitFor("the second attempt", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" && r.attempts === 2 ? r : undefined)))
       assert.strictEqual(again.attempts, 2)
-      assert.isTrue(
-        (repeat.status === 200 && repeat.body.duplicate === true && repeat.body.sequence === retried.body.sequence) ||
-          // Sent after the row moved to attempt 2: the id names a retry of attempt 1, so it conflicts.
-          (repeat.status === 409 && repeat.body.error === "CommandIdConflict"),
-        JSON.stringify(repeat)
-      )
-      // The old id now names a retry of another attempt: a conflict, never a silent success.
-      const old = yield* postJson(url, "/v1/effects/o-1%3Awelcome/retry", { commandId: "operator:retry:o-1:welcome#1" })
-      assert.strictEqual(old.status, 409)
-      assert.strictEqual(old.body.error, "CommandIdConflict")
-      const next = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST" })
-      assert.strictEqual(next.body.commandId, "operator:retry:o-1:welcome#2")
-      // Retrying a row that is not failed or cancelled is refused and stored (422).
+      // The same retry again, under the id it was answered with, is answered from its receipt even
+      // though the row has moved on since: the command is what the operator sent, not the row's state.
+      const repeat = yield* postJson(url, "/v1/effects/o-1%3Awelcome/retry", { commandId: "operator:retry:o-1:welcome#1.0" })
+      assert.strictEqual(repeat.status, 200, JSON.stringify(repeat.body))
+      assert.deepStrictEqual(repeat.body, { ...retried.body, duplicate: true })
+      // A plain retry now is a new action: the row counts the first one.
+      const next = yield* raw(url, "/v1/effects/o-1%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
+      assert.strictEqual(next.body.commandId, "operator:retry:o-1:welcome#2.1")
+      assert.strictEqual(next.body.duplicate, false)
+      // Retrying a row that is not failed or cancelled is refused (409, with the reason) and not stored.
       yield* postJson(url, "/v1/commands", open("o-2", "acc-2", "ada@example.com"))
       yield* waitFor("the welcome mail", Effect.map(effectStatus(url, "o-2:welcome"), (r) => (r.status === "succeeded" ? r : undefined)))
-      const notFailed = yield* raw(url, "/v1/effects/o-2%3Awelcome/retry", { method: "POST" })
-      assert.strictEqual(notFailed.status, 422)
-      assert.strictEqual(notFailed.body.error, "CommandRejected")
+      const notFailed = yield* raw(url, "/v1/effects/o-2%3Awelcome/retry", { method: "POST", headers: { "content-type": "application/json" } })
+      assert.strictEqual(notFailed.status, 409)
+      assert.strictEqual(notFailed.body.error, "EffectActionRefused")
+      assert.strictEqual(notFailed.body.reason, "not-retryable")
+      const notStored = yield* raw(url, `/v1/commands/${encodeURIComponent("operator:retry:o-2:welcome#1.0")}`)
+      assert.strictEqual(notStored.status, 404)
+    }))
+
+  it.scopedLive("a retry refused while the effect runs does not block the next one; a repeated commandId is answered from its receipt after the row moved on", () =>
+    Effect.gen(function* () {
+      // Each send takes 1.5 s, so the effect is seen running; a bounce then fails it for good.
+      const { url } = yield* startServer({ env: { EMAIL_DELAY_MS: "1500" } })
+      const path = "/v1/effects/o-1%3Awelcome/retry"
+      yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "bounce@example.com"))
+      yield* waitFor("the send to run", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "running" ? r : undefined)))
+      const early = yield* postJson(url, path, {})
+      assert.strictEqual(early.status, 409, JSON.stringify(early.body))
+      assert.strictEqual(early.body.error, "EffectActionRefused")
+      assert.strictEqual(early.body.reason, "not-retryable")
+      yield* waitFor("the bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" ? r : undefined)))
+      // The refusal was not stored under the default id: the plain retry the operator sends now is performed.
+      const retried = yield* postJson(url, path, {})
+      assert.strictEqual(retried.status, 200, JSON.stringify(retried.body))
+      assert.strictEqual(retried.body.duplicate, false)
+      // Sent twice, a plain retry is one retry: the repeat finds the row as the retry left it (its
+      // receipt answers), or already running again (refused, not stored); never a second retry.
+      const twice = yield* postJson(url, path, {})
+      assert.isTrue(
+        (twice.status === 200 && twice.body.duplicate === true && twice.body.commandId === retried.body.commandId) ||
+          (twice.status === 409 && twice.body.reason === "not-retryable"),
+        JSON.stringify(twice.body)
+      )
+      yield* waitFor("the second bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" && r.attempts === 2 ? r : undefined)))
+
+      // The client's own id, sent twice with the same body around a change of the row: one retry.
+      const chosen = yield* postJson(url, path, { commandId: "retry-o-1" })
+      assert.strictEqual(chosen.status, 200, JSON.stringify(chosen.body))
+      assert.strictEqual(chosen.body.duplicate, false)
+      yield* waitFor("the third bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" && r.attempts === 3 ? r : undefined)))
+      const repeated = yield* postJson(url, path, { commandId: "retry-o-1" })
+      assert.strictEqual(repeated.status, 200, JSON.stringify(repeated.body))
+      assert.deepStrictEqual(repeated.body, { ...chosen.body, duplicate: true })
+      assert.strictEqual((yield* effectStatus(url, "o-1:welcome")).status, "failed")
     }))
 
   it.scopedLive("cancel stops a pending effect; the body is optional but must be { commandId } with a client id", () =>
@@ -80,7 +115,7 @@ describe("the outbox over HTTP", () => {
       const cancelled = yield* api.effects.cancel({ path: { effectId: "o-1:welcome" }, payload: { commandId: "cancel-1" } })
       assert.strictEqual(cancelled.commandId, "cancel-1")
       assert.strictEqual((yield* effectStatus(url, "o-1:welcome")).status, "cancelled")
-      const unknown = yield* raw(url, "/v1/effects/nope/cancel", { method: "POST" })
+      const unknown = yield* raw(url, "/v1/effects/nope/cancel", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(unknown.status, 404)
       // The operator's action is in the log's audit trail as a command with a receipt.
       const receipt = yield* raw(url, "/v1/commands/cancel-1")

@@ -18,7 +18,7 @@ describe("health, metrics, docs and unknown routes", () => {
       assert.isAbove(health.body.storage.freeBytes, 0)
       assert.strictEqual(health.body.storage.floorBytes, 64 * 1024 * 1024)
       assert.deepStrictEqual(health.body.reactors, [{ name: "email", lag: 0, oldestPendingAgeMs: 0 }])
-      assert.deepStrictEqual(health.body.outbox, { pending: 0, running: 0, failed: 0 })
+      assert.deepStrictEqual(health.body.outbox, { pending: 0, running: 0, failed: 0, quarantined: 0 })
       const api = yield* client(url)
       assert.strictEqual((yield* api.ops.health()).engine.active, true)
     }))
@@ -48,7 +48,7 @@ describe("health, metrics, docs and unknown routes", () => {
       const { url } = yield* startServer()
       const spec = yield* raw(url, "/openapi.json")
       assert.strictEqual(spec.status, 200)
-      for (const path of ["/v1/commands", "/v1/commands/{commandId}", "/v1/events", "/v1/events/stream", "/v1/threads/{threadId}", "/v1/threads/{threadId}/transcript", "/v1/effects", "/v1/effects/{effectId}", "/v1/effects/{effectId}/retry", "/v1/effects/{effectId}/cancel", "/health", "/metrics"]) {
+      for (const path of ["/v1/commands", "/v1/commands/{commandId}", "/v1/events", "/v1/events/stream", "/v1/threads/{threadId}", "/v1/threads/{threadId}/transcript", "/v1/effects", "/v1/effects/{effectId}", "/v1/effects/{effectId}/retry", "/v1/effects/{effectId}/cancel", "/v1/effects/{effectId}/release", "/v1/effects/{effectId}/fail", "/health", "/metrics"]) {
         assert.property(spec.body.paths, path)
       }
       assert.property(spec.body.paths["/v1/commands"].post.responses, "422")

@@ -37,12 +37,15 @@ describe("GET /v1/outbox/summary", () => {
       assert.strictEqual(failure.error.code, "EISDIR")
       assert.include(failure.error.message, "illegal operation on a directory")
 
-      // Retried, it is no longer among the failures.
+      // Its turn has closed with the call answered: a process-bound execute is never performed again,
+      // so the retry is refused with the reason (409, not stored) and it stays among the failures.
       const api = yield* client(url)
       const retried = yield* postJson(url, `/v1/effects/${encodeURIComponent(failure.effectId)}/retry`, {})
-      assert.strictEqual(retried.status, 200)
+      assert.strictEqual(retried.status, 409, JSON.stringify(retried.body))
+      assert.strictEqual(retried.body.error, "EffectActionRefused")
+      assert.strictEqual(retried.body.reason, "refused-by-owner")
       const after = yield* api.outbox.summary()
-      assert.isFalse(after.recentFailures.some((row) => row.effectId === failure.effectId))
+      assert.isTrue(after.recentFailures.some((row) => row.effectId === failure.effectId))
     }))
 
   it.scopedLive("needs the token when API_TOKEN is set", () =>

@@ -16,6 +16,27 @@ describe("the server process", () => {
       assert.include(postgres.stderr.join(""), "DATABASE_URL must be a postgres://")
     }))
 
+  it.scopedLive("authentication never turns off silently: a blank API_TOKEN, an open non-loopback HOST, a HOST that is no address", () =>
+    Effect.gen(function* () {
+      const cases: Array<[Record<string, string>, number, string]> = [
+        [{ API_TOKEN: "" }, 2, "API_TOKEN is set but empty"],
+        [{ HOST: "0.0.0.0" }, 2, "ALLOW_UNAUTHENTICATED=1"],
+        [{ HOST: "999.1.1.1" }, 2, "HOST must be an IP address"]
+      ]
+      for (const [env, code, message] of cases) {
+        const server = yield* startProcess({ DATA_DIR: tempDataDir(), ...env })
+        assert.strictEqual((yield* exitOf(server)).code, code, JSON.stringify(env))
+        assert.include(server.stderr.join(""), message, JSON.stringify(env))
+      }
+    }))
+
+  it.scopedLive("a HOST that does not resolve stops the server with a message naming why, not a bare 'ServeError:'", () =>
+    Effect.gen(function* () {
+      const server = yield* startProcess({ DATA_DIR: tempDataDir(), HOST: "no-such-host.invalid", API_TOKEN: "0123456789" })
+      assert.strictEqual((yield* exitOf(server)).code, 1)
+      assert.include(server.stderr.join(""), "no-such-host.invalid")
+    }))
+
   it.scopedLive("a second server on the same data directory refuses to start with a clear message; the first keeps serving", () =>
     Effect.gen(function* () {
       const dataDir = tempDataDir()
@@ -37,6 +58,8 @@ describe("the server process", () => {
       // The mail takes 5 s and shutdown grants 200 ms: the replay-safe row is handed back.
       const first = yield* startProcess({ DATA_DIR: dataDir, EMAIL_DELAY_MS: "5000", SHUTDOWN_GRACE_MS: "200" })
       const url = yield* serving(first)
+      // Served without a token (loopback), the start-up line says so.
+      assert.isTrue(first.stdout.some((line) => line.includes('"message":"serving ') && line.includes("authentication OFF")), first.stdout.join("\n"))
       const opened = yield* postJson(url, "/v1/commands", { commandId: "o-1", type: "account.open", accountId: "acc-1", owner: "ada@example.com" })
       assert.strictEqual(opened.status, 200)
       yield* waitFor("the mail to be running", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "running" ? r : undefined)))

@@ -5,6 +5,7 @@ import { statusOf } from "../src/Health.js"
 import { formatEvent, eventStream, heartbeatLine, parseLastEventId } from "../src/http/Sse.js"
 import * as Metrics from "../src/Metrics.js"
 import { fromDispatchError } from "../src/ApiErrors.js"
+import { closedResponse } from "../src/ListenerGate.js"
 import { EngineUnavailable, StorageFailure } from "@orchestration/engine"
 
 const record = (sequence: number): EventRecord => ({
@@ -42,12 +43,12 @@ describe("Server-Sent Events framing", () => {
   it("Last-Event-ID: absent, a sequence, or a problem", () => {
     assert.strictEqual(parseLastEventId(undefined), undefined)
     assert.strictEqual(parseLastEventId(" 42 "), 42)
-    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence, got '4x'" })
+    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence (a whole number in decimal digits), got '4x'" })
   })
 })
 
 describe("health status", () => {
-  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0 }
+  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0, quarantined: 0 }
   it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
     assert.strictEqual(statusOf(facts), "ok")
     assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
@@ -55,6 +56,30 @@ describe("health status", () => {
     assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, active: false }), "unavailable")
+  })
+
+  it("degraded while any effect is quarantined: it waits for an operator", () => {
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, quarantined: 1, writable: false }), "unavailable")
+  })
+})
+
+describe("the listener gate", () => {
+  const bodyOf = (response: ReturnType<typeof closedResponse>) =>
+    response.body._tag === "Uint8Array" ? JSON.parse(new TextDecoder().decode(response.body.body)) : undefined
+  it("before the routes serve, every path is 503 Starting and /health is starting; after them, shutting-down and stopping", () => {
+    for (const [phase, path, body] of [
+      ["starting", "/health", { status: "starting" }],
+      ["starting", "/v1/commands", { error: "Starting" }],
+      ["starting", "/", { error: "Starting" }],
+      ["stopping", "/health", { status: "stopping" }],
+      ["stopping", "/v1/threads", { error: "EngineUnavailable", reason: "shutting-down" }]
+    ] as const) {
+      const response = closedResponse(phase, path)
+      assert.strictEqual(response.status, 503)
+      assert.strictEqual(response.headers["retry-after"], "1")
+      assert.deepInclude(bodyOf(response), body, `${phase} ${path}`)
+    }
   })
 })
 
@@ -71,16 +96,15 @@ describe("engine failures at the edge", () => {
 })
 
 describe("metrics", () => {
-  it.effect("the histogram is cumulative and a storage refusal marks the store not writable until a commit", () =>
+  it.effect("the histogram is cumulative and outcomes are counted by the answer", () =>
     Effect.gen(function* () {
       const metrics = Metrics.make()
-      yield* metrics.observeDispatch("accepted", 0.002, false)
-      yield* metrics.observeDispatch("StorageUnavailable", 0.2, true)
-      assert.isTrue(yield* metrics.storageRefusing)
+      yield* metrics.observeDispatch("accepted", 0.002)
+      yield* metrics.observeDispatch("StorageUnavailable", 0.2)
       const text = Metrics.render(yield* metrics.snapshot, {
         outboxRows: [{ status: "pending", kind: "email.send", count: 3 }],
         reactors: [{ name: "email", lag: 3, oldestPendingAgeMs: 1500 }],
-        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0 },
+        reconciledAtBoot: { requeued: 1, failed: 2, alreadySettled: 0, quarantined: 0 },
         leaseReclaims: 4,
         head: 9,
         queueDepth: 0
@@ -93,7 +117,5 @@ describe("metrics", () => {
       assert.include(text, 'orchestration_reactor_oldest_pending_age_seconds{reactor="email"} 1.5')
       assert.include(text, "orchestration_lease_reclaims_total 4")
       assert.include(text, 'orchestration_reconciled_at_boot{result="failed"} 2')
-      yield* metrics.observeDispatch("accepted", 0.001, false)
-      assert.isFalse(yield* metrics.storageRefusing)
     }))
 })

@@ -5,12 +5,12 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { CommandId, EffectFailure, Engine, type Outbox, type Reactor } from "@orchestration/engine"
-import { Effect, Schema } from "effect"
+import { Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { ModelProvider } from "./Provider.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { DelegateInput, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
-import { World, type WorldToolName } from "./World.js"
+import { World, type WorldError, type WorldToolName } from "./World.js"
 
 interface ToolPayload {
   readonly threadId: string
@@ -29,6 +29,43 @@ const isReplaySafe = (kind: string) => kinds[kind as EffectKind]?.onProcessLoss 
 const failure = (message: string, retryable: boolean, code?: string) =>
   new EffectFailure(code === undefined ? { message, retryable } : { message, retryable, code })
 
+/**
+ * A refused world operation is retried only when the OS error is transient and repeating the kind
+ * is safe; a permanent one (a directory in the way, a refused link) fails at once, and its message,
+ * which names the path, is the result the model reads.
+ */
+const worldFailure = (error: WorldError, kind: string) =>
+  error._tag === "ToolInputError"
+    ? failure(error.message, false)
+    // The sandbox refused to start the command: permanent until the operator acts.
+    : error._tag === "SandboxUnavailable"
+    ? failure(error.message, false, error.reason)
+    : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
+
+/** Longest text of one issue given back to the model (a value it sent may be echoed inside). */
+const maxIssueLength = 200
+
+interface Issue {
+  readonly path: ReadonlyArray<PropertyKey>
+  readonly message: string
+}
+
+/**
+ * Issues in the delegate's own terms: its arguments `threadId` and `text` become the message.send
+ * fields of the same names, so an issue there names the argument to change and what is allowed;
+ * the other fields are derived here, not chosen by the model.
+ */
+const describeIssues = (issues: ReadonlyArray<Issue>): string =>
+  issues.map((issue) => {
+    const field = issue.path.map(String).join(".")
+    const text = issue.message.length > maxIssueLength ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)` : issue.message
+    return field === "threadId" || field === "text" ? `argument '${field}': ${text}` : `${field || "arguments"}: ${text}`
+  }).join("; ")
+
+/** Why the target thread refused the delegated message, naming each argument it refused. */
+export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<Issue> }): string =>
+  `delegate refused: ${error.issues === undefined || error.issues.length === 0 ? error.message : describeIssues(error.issues)}`
+
 const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const provider = yield* ModelProvider
@@ -45,10 +82,10 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
     const engine = yield* Engine.Engine
     const world = yield* World
     const input = yield* Schema.decodeUnknown(DelegateInput)(payload.arguments).pipe(
-      Effect.mapError((e) => failure(`delegate: invalid arguments: ${e.message}`, false))
+      Effect.mapError((e) => failure(`delegate: invalid arguments: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`, false))
     )
     yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => failure(e.message, true, e.code))
+      Effect.mapError((e) => worldFailure(e, row.kind))
     )
     const commandId = CommandId.boundedId("delegate:", row.effectId)
     const messageId = `d-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
@@ -59,7 +96,7 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
           Effect.fail(
             error._tag === "StorageFailure" || error._tag === "EngineUnavailable"
               ? failure(`delegate not recorded: ${error.message}`, true, error._tag === "StorageFailure" ? error.code : undefined)
-              : failure(`delegate refused: ${error.message}`, false)
+              : failure(delegateRefusal(error), false)
           )
         )
       )
@@ -70,15 +107,7 @@ const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
     return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, threadId: payload.threadId, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
-      Effect.mapError((error) =>
-        error._tag === "ToolInputError"
-          ? failure(error.message, false)
-          // The sandbox refused to start the command: permanent until the operator acts.
-          : error._tag === "SandboxUnavailable"
-          ? failure(error.message, false, error.reason)
-          // A refused world write may be retried only where repeating is safe.
-          : failure(error.message, isReplaySafe(row.kind), "code" in error ? error.code : undefined)
-      )
+      Effect.mapError((error) => worldFailure(error, row.kind))
     )
   })
 
@@ -86,7 +115,7 @@ const cleanup = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const world = yield* World
     yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => failure(e.message, true, e.code))
+      Effect.mapError((e) => worldFailure(e, row.kind))
     )
     return { cleaned: (row.payload as { threadId: string }).threadId }
   })

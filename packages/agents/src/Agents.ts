@@ -1,7 +1,7 @@
 /**
  * The agents domain as one value the server (or a test) plugs into the engine: the Thread aggregate,
- * its read models, the reactor that performs its effects, which commands are new work for the disk
- * floor, and the services its reactor needs (the world directory and a model provider).
+ * its read models, the reactor that performs its effects, and the services its reactor needs (the
+ * world directory and a model provider).
  */
 import { Layer } from "effect"
 import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
@@ -27,15 +27,12 @@ export interface AgentsDomain {
   readonly aggregates: ReadonlyArray<Aggregate.AnyAggregate>
   readonly projections: ReadonlyArray<Projection.Projection>
   readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<AgentServices>>
-  readonly isNewWork: (commandType: string) => boolean
 }
 
 export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
   aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit })],
   projections: [ThreadViews],
-  reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })],
-  /** Refused below the disk floor; interrupts and deletes still go through so running work can stop. */
-  isNewWork: (commandType: string) => commandType === "thread.create" || commandType === "message.send"
+  reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })
 
 /** The services the agents reactor needs: the world directory and a model provider (scripted by default). */

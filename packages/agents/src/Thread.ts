@@ -13,7 +13,7 @@
  */
 import { Aggregate, CommandId, Decision, type DecideContext, type EffectIntent, type EffectOutcome } from "@orchestration/engine"
 import { Schema } from "effect"
-import { isToolName, toolKind, type ToolName } from "./Tools.js"
+import { type EffectKind, isToolName, toolKind, toolPolicies, type ToolName } from "./Tools.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
 export const ThreadId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,128}$/, { description: "1-128 of A-Z a-z 0-9 . _ -" }))
@@ -396,14 +396,25 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
       if (outcome.kind === "thread.cleanup") {
         return outcome.status === "succeeded" ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] }) : Decision.none()
       }
-      // Retries and requeues change only the effect row; the domain waits for a final outcome.
-      if (!isFinal(outcome.status)) return Decision.none()
       const turnId = String((outcome.payload as { turnId?: unknown }).turnId ?? "")
       const active = state.active
       const current = active !== null && active.turnId === turnId &&
         (outcome.kind === "model.step"
           ? outcome.effectId === active.stepEffectId
           : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.transcriptId)))
+      // A process-bound call runs at most once per call: once its call has its result (its turn
+      // closed or went on), an operator's retry would perform it again for nobody to hear.
+      if (outcome.status === "retrying" && outcome.by === "operator" && !current &&
+        toolPolicies[outcome.kind as EffectKind]?.onProcessLoss === "process-bound") {
+        const closed = active === null || active.turnId !== turnId
+        return Decision.reject(
+          "call-answered",
+          `${outcome.kind} ${outcome.effectId} is process-bound and its call already has its result (its turn ${closed ? "has closed" : "went on"}); ` +
+            "it is never performed again: ask for a new call instead"
+        )
+      }
+      // Retries and requeues change only the effect row; the domain waits for a final outcome.
+      if (!isFinal(outcome.status)) return Decision.none()
       if (!current) {
         // Its turn closed already (interrupt, failure, delete): the row and read model move on,
         // the transcript, which holds this call's synthetic result, does not.

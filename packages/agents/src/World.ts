@@ -9,6 +9,7 @@ import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as nodePath from "node:path"
+import * as OsErrors from "./OsErrors.js"
 import * as Sandbox from "./Sandbox.js"
 import {
   ExecuteInput,
@@ -21,6 +22,10 @@ import {
   TriggerId,
   WorldPath
 } from "./Tools.js"
+import * as WorldFs from "./WorldFs.js"
+import { WorldReadError, WorldWriteError } from "./WorldFs.js"
+
+export { WorldReadError, WorldWriteError } from "./WorldFs.js"
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -28,21 +33,6 @@ import {
 /** The tool's arguments are not acceptable; the model sees this as the call's error result. */
 export class ToolInputError extends Schema.TaggedError<ToolInputError>()("ToolInputError", {
   tool: Schema.String,
-  message: Schema.String
-}) {}
-
-/** A write to the world directory was refused (`code` is the OS error code, e.g. ENOSPC). */
-export class WorldWriteError extends Schema.TaggedError<WorldWriteError>()("WorldWriteError", {
-  operation: Schema.String,
-  path: Schema.String,
-  code: Schema.String,
-  message: Schema.String
-}) {}
-
-/** Reading the world back failed, or a line in it is not what we wrote. */
-export class WorldReadError extends Schema.TaggedError<WorldReadError>()("WorldReadError", {
-  path: Schema.String,
-  code: Schema.String,
   message: Schema.String
 }) {}
 
@@ -127,7 +117,6 @@ export interface WorldShape {
   /** Decodes the arguments, records the ledger line, then performs: the path reactors use. */
   readonly perform: (request: PerformRequest) => Effect.Effect<unknown, WorldError>
   readonly publish: (input: PublishInput) => Effect.Effect<PublishResult, WorldError>
-  /** Runs the command in the thread's sandbox workspace; interrupting it stops the command. */
   readonly execute: (
     input: ExecuteInput,
     context: { readonly effectId: string; readonly threadId: string }
@@ -166,17 +155,20 @@ export const executeWallClockMs = (input: ExecuteInput, sandbox: Sandbox.Sandbox
 /** Opens the world at `dir`, creating the directory; a refused creation fails the layer, typed. */
 export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWriteError> =>
   Effect.gen(function*() {
-    const dir = nodePath.resolve(options.dir)
-    yield* ensureDir(dir, "open world")
-    const at = (...segments: ReadonlyArray<string>) => nodePath.join(dir, ...segments)
-    const ledgerPath = at("ledger.jsonl")
-    const executionsPath = at("executions.jsonl")
-    const mcpPath = at("mcp.jsonl")
-    const versionsPath = (path: string) => at("versions", `${path}.jsonl`)
-    const blobPath = (cid: string) => at("blobs", cid)
-    const triggerPath = (triggerId: string) => at("triggers", `${triggerId}.json`)
+    const dir = yield* openRoot(options.dir)
+    const ledgerPath = "ledger.jsonl"
+    const executionsPath = "executions.jsonl"
+    const mcpPath = "mcp.jsonl"
+    const versionsPath = (path: string) => `versions/${path}.jsonl`
+    const blobPath = (cid: string) => `blobs/${cid}`
+    const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
     const sandbox = options.sandbox ?? Sandbox.defaultConfig
-    const workspaceOf = (threadId: string) => Sandbox.prepareWorkspace(sandbox, at("workspaces"), threadId)
+    const workspaceOf = (threadId: string) => Sandbox.prepareWorkspace(sandbox, nodePath.join(dir, "workspaces"), threadId)
+    // Reading the last version and appending the next is one step per versions file, or two
+    // publishes of one content could both find it missing and append it twice in a row. The lock
+    // is this process's: processes sharing one world directory are not serialized with each other.
+    const versionLocks = yield* Effect.forEach(Array.from({ length: versionLockStripes }), () => Effect.makeSemaphore(1))
+    const versionLock = (path: string) => versionLocks[stripeOf(path)]!
 
     const recordPerformance: WorldShape["recordPerformance"] = Effect.fn("World.recordPerformance")(
       function*(entry) {
@@ -187,7 +179,7 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
           attempt: entry.attempt,
           at: new Date(now).toISOString()
         }
-        yield* appendLine(ledgerPath, line, "record performance")
+        yield* WorldFs.appendLine(dir, ledgerPath, line, "record performance")
         return line
       }
     )
@@ -195,35 +187,44 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     const publish: WorldShape["publish"] = Effect.fn("World.publish")(function*(raw) {
       const input = yield* decodeInput(PublishInput, "publish", raw)
       const cid = createHash("sha256").update(input.content, "utf8").digest("hex")
-      // Blob first: a version line never names content that is not on disk.
-      yield* ensureDir(at("blobs"), "publish")
-      yield* writeFileAtomic(blobPath(cid), input.content, "publish blob")
       const file = versionsPath(input.path)
-      const versions = yield* readLines(file, VersionEntry)
-      if (versions.at(-1)?.cid === cid) return { path: input.path, cid, newVersion: false }
-      yield* ensureDir(nodePath.dirname(file), "publish")
-      yield* appendLine(file, { cid }, "publish version")
-      return { path: input.path, cid, newVersion: true }
+      return yield* Effect.gen(function*() {
+        // Blob first: a version line never names content that is not on disk. A blob that exists
+        // already holds this content (its name is its hash), so it is not written again.
+        yield* WorldFs.writeFileAtomic(dir, blobPath(cid), input.content, { operation: "publish blob", keepExisting: true })
+        const newVersion = yield* versionLock(file).withPermits(1)(
+          Effect.gen(function*() {
+            const versions = yield* readLines(dir, file, VersionEntry)
+            if (versions.at(-1)?.cid === cid) return false
+            yield* WorldFs.appendLine(dir, file, { cid }, "publish version")
+            return true
+          })
+        )
+        return { path: input.path, cid, newVersion }
+      }).pipe(Effect.mapError((error) => aboutPath(error, `cannot publish '${input.path}'`)))
     })
 
     const execute: WorldShape["execute"] = Effect.fn("World.execute")(function*(raw, context) {
       const input = yield* decodeInput(ExecuteInput, "execute", raw)
       const workspace = yield* workspaceOf(context.threadId)
       // Recorded before the process starts: from here on the command may have acted.
-      yield* appendLine(executionsPath, { effectId: context.effectId, command: input.command }, "execute")
+      yield* WorldFs.appendLine(dir, executionsPath, { effectId: context.effectId, command: input.command }, "execute")
       return yield* Sandbox.run(sandbox, { command: input.command, workspace, timeoutMs: executeWallClockMs(input, sandbox) })
     })
 
     const triggerEdit: WorldShape["triggerEdit"] = Effect.fn("World.triggerEdit")(function*(raw) {
       const input = yield* decodeInput(TriggerEditInput, "trigger_edit", raw)
-      yield* ensureDir(at("triggers"), "trigger_edit")
-      yield* writeFileAtomic(triggerPath(input.triggerId), `${JSON.stringify(input.spec)}\n`, "trigger_edit")
-      return { triggerId: input.triggerId, path: `triggers/${input.triggerId}.json` }
+      yield* WorldFs.writeFileAtomic(dir, triggerPath(input.triggerId), `${JSON.stringify(input.spec)}\n`, {
+        operation: "trigger_edit",
+        keepExisting: false
+      })
+      return { triggerId: input.triggerId, path: triggerPath(input.triggerId) }
     })
 
     const mcpCall: WorldShape["mcpCall"] = Effect.fn("World.mcpCall")(function*(raw, context) {
       const input = yield* decodeInput(McpCallInput, "mcp_call", raw)
-      yield* appendLine(
+      yield* WorldFs.appendLine(
+        dir,
         mcpPath,
         { effectId: context.effectId, server: input.server, tool: input.tool, arguments: input.arguments },
         "mcp_call"
@@ -269,28 +270,20 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     })
 
     const readVersions: WorldShape["readVersions"] = (path) =>
-      decodeInput(WorldPath, "publish", path).pipe(Effect.flatMap((valid) => readLines(versionsPath(valid), VersionEntry)))
+      decodeInput(WorldPath, "publish", path).pipe(Effect.flatMap((valid) => readLines(dir, versionsPath(valid), VersionEntry)))
 
     const readBlob: WorldShape["readBlob"] = (cid) =>
       /^[0-9a-f]{64}$/.test(cid)
-        ? Effect.tryPromise({
-          try: () => fs.readFile(blobPath(cid), "utf8"),
-          catch: (cause) => readError(blobPath(cid), cause)
-        })
-        : Effect.fail(new WorldReadError({ path: cid, code: "INVALID_CID", message: `not a sha256 content id: ${cid}` }))
+        ? readExisting(dir, blobPath(cid))
+        : Effect.fail(WorldFs.readError(cid, "INVALID_CID", `not a sha256 content id: ${cid}`))
 
     const readTrigger: WorldShape["readTrigger"] = (triggerId) =>
       decodeInput(TriggerId, "trigger_edit", triggerId).pipe(
-        Effect.flatMap((valid) =>
-          Effect.tryPromise({
-            try: () => fs.readFile(triggerPath(valid), "utf8"),
-            catch: (cause) => readError(triggerPath(valid), cause)
-          })
-        ),
+        Effect.flatMap((valid) => readExisting(dir, triggerPath(valid))),
         Effect.flatMap((text) =>
           Effect.try({
             try: (): unknown => JSON.parse(text),
-            catch: (cause) => readError(triggerPath(triggerId), cause)
+            catch: (cause) => WorldFs.readError(triggerPath(triggerId), "MALFORMED_FILE", String(cause))
           })
         )
       )
@@ -303,11 +296,11 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       execute,
       triggerEdit,
       mcpCall,
-      readLedger: readLines(ledgerPath, LedgerEntry),
+      readLedger: readLines(dir, ledgerPath, LedgerEntry),
       readVersions,
       readBlob,
-      readExecutions: readLines(executionsPath, ExecutionEntry),
-      readMcpCalls: readLines(mcpPath, McpCallEntry),
+      readExecutions: readLines(dir, executionsPath, ExecutionEntry),
+      readMcpCalls: readLines(dir, mcpPath, McpCallEntry),
       readTrigger
     } satisfies WorldShape
   })
@@ -316,7 +309,34 @@ export const layer = (options: WorldOptions): Layer.Layer<World, WorldWriteError
   Layer.effect(World, make(options))
 
 // ---------------------------------------------------------------------------------------------
-// File primitives. Errors are mapped here, once, at the boundary that owns them.
+// Helpers
+
+/** Striped locks: bounded memory however many paths are published, rare sharing between paths. */
+const versionLockStripes = 64
+
+const stripeOf = (path: string): number => {
+  let hash = 0
+  for (let i = 0; i < path.length; i++) hash = (hash * 31 + path.charCodeAt(i)) >>> 0
+  return hash % versionLockStripes
+}
+
+/**
+ * The root is the operator's choice (it may itself be a link, to another volume): it is created
+ * and resolved once, and nothing below it is followed again.
+ */
+const openRoot = (dir: string): Effect.Effect<string, WorldWriteError> => {
+  const root = nodePath.resolve(dir)
+  return Effect.tryPromise({
+    try: async () => {
+      await fs.mkdir(root, { recursive: true })
+      return await fs.realpath(root)
+    },
+    catch: (cause) => {
+      const code = OsErrors.codeOf(cause)
+      return new WorldWriteError({ operation: "open world", path: root, code, reason: OsErrors.classify(code), message: `the world directory ${root} ${OsErrors.describe(code)} (${code})` })
+    }
+  })
+}
 
 const decodeInput = <A, I>(
   schema: Schema.Schema<A, I, never>,
@@ -327,68 +347,39 @@ const decodeInput = <A, I>(
     Effect.mapError((error) => new ToolInputError({ tool, message: error.message }))
   )
 
-const errorCode = (cause: unknown): string =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : "UNKNOWN"
-
-const errorMessage = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
-
-const writeError = (operation: string, path: string) => (cause: unknown) =>
-  new WorldWriteError({ operation, path, code: errorCode(cause), message: errorMessage(cause) })
-
-const readError = (path: string, cause: unknown) =>
-  new WorldReadError({ path, code: errorCode(cause), message: errorMessage(cause) })
-
-const ensureDir = (path: string, operation: string): Effect.Effect<void, WorldWriteError> =>
-  Effect.tryPromise({
-    try: () => fs.mkdir(path, { recursive: true }),
-    catch: writeError(operation, path)
-  })
-
 /**
- * One line, one `write(2)` on a descriptor opened with O_APPEND: concurrent appenders and a crash
- * can leave the line whole or absent, never interleaved with another.
+ * Says which world path a failed publish is about, so the model knows which of its choices to
+ * change. Reading the versions back is part of the write, so its failure is the write's failure.
  */
-const appendLine = (path: string, value: unknown, operation: string): Effect.Effect<void, WorldWriteError> =>
-  Effect.tryPromise({
-    try: () => fs.appendFile(path, `${JSON.stringify(value)}\n`, { flag: "a" }),
-    catch: writeError(operation, path)
-  })
-
-/** Written beside the target and renamed over it, so a reader never sees half a file. */
-const writeFileAtomic = (path: string, content: string, operation: string): Effect.Effect<void, WorldWriteError> => {
-  const partial = `${path}.partial`
-  return Effect.tryPromise({
-    try: async () => {
-      await fs.writeFile(partial, content, "utf8")
-      await fs.rename(partial, path)
-    },
-    catch: writeError(operation, path)
-  })
+const aboutPath = (error: ToolInputError | WorldWriteError | WorldReadError, prefix: string): ToolInputError | WorldWriteError => {
+  if (error._tag === "ToolInputError") return error
+  const advice = error.reason === "permanent" ? "; retrying will not help, choose another path" : ""
+  const message = `${prefix}: ${error.message}${advice}`
+  const operation = error._tag === "WorldWriteError" ? error.operation : "publish version"
+  return new WorldWriteError({ operation, path: error.path, code: error.code, reason: error.reason, message })
 }
+
+/** A file that must exist: missing is an error (ENOENT), unlike a JSON-lines file with no lines yet. */
+const readExisting = (dir: string, path: string): Effect.Effect<string, WorldReadError> =>
+  WorldFs.readText(dir, path).pipe(
+    Effect.flatMap((text) =>
+      text === undefined ? Effect.fail(WorldFs.readError(path, "ENOENT", `${path} does not exist`)) : Effect.succeed(text)
+    )
+  )
 
 /** Reads a JSON-lines file; a missing file has no lines yet. A malformed line is an error. */
 const readLines = <A, I>(
+  dir: string,
   path: string,
   schema: Schema.Schema<A, I, never>
 ): Effect.Effect<ReadonlyArray<A>, WorldReadError> =>
-  Effect.tryPromise({
-    try: () => fs.readFile(path, "utf8"),
-    catch: (cause) => readError(path, cause)
-  }).pipe(
-    Effect.catchIf(
-      (error) => error.code === "ENOENT",
-      () => Effect.succeed("")
-    ),
+  WorldFs.readText(dir, path).pipe(
     Effect.flatMap((text) =>
       Effect.forEach(
-        text.split("\n").filter((line) => line.length > 0),
+        (text ?? "").split("\n").filter((line) => line.length > 0),
         (line, index) =>
           Schema.decodeUnknown(Schema.parseJson(schema))(line).pipe(
-            Effect.mapError((error) =>
-              new WorldReadError({ path, code: "MALFORMED_LINE", message: `line ${index + 1}: ${error.message}` })
-            )
+            Effect.mapError((error) => WorldFs.readError(path, "MALFORMED_LINE", `line ${index + 1}: ${error.message}`))
           )
       )
     )

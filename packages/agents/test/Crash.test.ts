@@ -69,7 +69,7 @@ describe("a turn killed with SIGKILL at each crash point resumes to a terminal, 
       const r = yield* crashAndResume("reactor.after-perform:kind=tool.execute:nth=1")
       assertInvariants(r)
       assert.strictEqual(r.executions.length, 1)
-      assert.deepStrictEqual(r.reconciled, { requeued: 0, failed: 1, alreadySettled: 0 })
+      assert.deepStrictEqual(r.reconciled, { requeued: 0, failed: 1, alreadySettled: 0, quarantined: 0 })
       const toolMessages = r.transcript.messages.filter((m: any) => m.role === "tool")
       assert.isTrue(toolMessages.some((m: any) => m.content.startsWith("interrupted: tool.execute tool:t1:m1:call_1_1")))
       // The model saw the interruption and the turn went on to its end.

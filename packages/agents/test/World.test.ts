@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
+import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
@@ -151,16 +152,16 @@ describe("World write failures are typed, never swallowed", () => {
       assert.strictEqual(error.operation, "open world")
     }))
 
-  it.scoped("a full disk refuses the ledger line, and nothing is performed", () =>
+  it.scoped("a refused ledger line stops the performance: nothing is performed", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
-      // /dev/full answers every write with ENOSPC: a real disk-full error, not a mock.
+      // A link to /dev/full would answer ENOSPC, were links followed: the world refuses the link itself.
       yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "ledger.jsonl")))
       const error = yield* Effect.flip(
         world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "execute", arguments: { command: "deploy" } })
       )
       assert.strictEqual(error._tag, "WorldWriteError")
-      assert.strictEqual(error._tag === "WorldWriteError" && error.code, "ENOSPC")
+      assert.strictEqual(error._tag === "WorldWriteError" && error.code, "ELOOP")
       assert.deepStrictEqual(yield* world.readExecutions, [])
     }))
 
@@ -185,9 +186,9 @@ describe("World write failures are typed, never swallowed", () => {
   it.scoped("an execution log that cannot be appended to fails execute before it answers", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
-      yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "executions.jsonl")))
+      yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "executions.jsonl")))
       const error = yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" }))
-      assert.deepStrictEqual([error._tag, error._tag === "WorldWriteError" ? error.code : ""], ["WorldWriteError", "ENOSPC"])
+      assert.deepStrictEqual([error._tag, error._tag === "WorldWriteError" ? error.code : ""], ["WorldWriteError", "EISDIR"])
     }))
 
   it.scoped("a malformed ledger line is reported, not skipped", () =>
@@ -198,6 +199,128 @@ describe("World write failures are typed, never swallowed", () => {
       const error = yield* Effect.flip(world.readLedger)
       assert.strictEqual(error.code, "MALFORMED_LINE")
       assert.include(error.message, "line 2")
+    }))
+})
+
+describe("the world never writes through a symbolic link", () => {
+  /** A world and, beside it, a directory outside the world that must stay untouched. */
+  const worldAndOutside = Effect.gen(function*() {
+    const dir = yield* tempDir
+    const outside = path.join(dir, "outside")
+    yield* Effect.promise(() => fs.mkdir(outside))
+    yield* Effect.promise(() => fs.writeFile(path.join(outside, "target"), "original"))
+    const world = yield* World.make({ dir: path.join(dir, "world") })
+    const outsideFiles = () => Effect.promise(async () => {
+      const names = sorted(await fs.readdir(outside))
+      return Promise.all(names.map(async (name) => [name, await fs.readFile(path.join(outside, name), "utf8")]))
+    })
+    return { world, outside, outsideFiles }
+  })
+
+  it.scoped("a planted file link is refused on every world write, permanently, and nothing lands outside", () =>
+    Effect.gen(function*() {
+      const { world, outside, outsideFiles } = yield* worldAndOutside
+      const target = path.join(outside, "target")
+      const plant = (relative: string) =>
+        Effect.promise(async () => {
+          await fs.mkdir(path.dirname(path.join(world.dir, relative)), { recursive: true })
+          await fs.symlink(target, path.join(world.dir, relative))
+        })
+      yield* plant("ledger.jsonl")
+      yield* plant("executions.jsonl")
+      yield* plant("mcp.jsonl")
+      yield* plant("versions/a.md.jsonl")
+      yield* plant("triggers/nightly.json")
+      const cid = createHash("sha256").update("x", "utf8").digest("hex")
+      yield* plant(`blobs/${cid}`)
+      const failures = [
+        yield* Effect.flip(world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 })),
+        yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" })),
+        yield* Effect.flip(world.mcpCall({ server: "s", tool: "t", arguments: {} }, { effectId: "e1" })),
+        yield* Effect.flip(world.publish({ path: "a.md", content: "y" })),
+        yield* Effect.flip(world.triggerEdit({ triggerId: "nightly", spec: {} })),
+        yield* Effect.flip(world.publish({ path: "b.md", content: "x" }))
+      ]
+      assert.deepStrictEqual(
+        failures.map((e) => [e._tag, "code" in e ? e.code : "", "reason" in e ? e.reason : ""]),
+        Array.from({ length: 6 }, () => ["WorldWriteError", "ELOOP", "permanent"])
+      )
+      assert.include(failures[3]!.message, "versions/a.md.jsonl")
+      assert.include(failures[3]!.message, "symbolic link")
+      assert.notInclude(failures[3]!.message, world.dir)
+      assert.deepStrictEqual(yield* outsideFiles(), [["target", "original"]])
+      // The link is still a link: it was neither written through nor replaced.
+      assert.isTrue((yield* Effect.promise(() => fs.lstat(path.join(world.dir, "blobs", cid)))).isSymbolicLink())
+    }))
+
+  it.scoped("a planted directory link is refused, and nothing lands outside", () =>
+    Effect.gen(function*() {
+      const { world, outside, outsideFiles } = yield* worldAndOutside
+      for (const directory of ["versions", "blobs", "triggers"]) {
+        yield* Effect.promise(() => fs.symlink(outside, path.join(world.dir, directory)))
+      }
+      // A link deeper down, under a real directory, is refused as well.
+      yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "real")))
+      const publishes = [
+        yield* Effect.flip(world.publish({ path: "a.md", content: "hello" })),
+        yield* Effect.flip(world.triggerEdit({ triggerId: "nightly", spec: {} }))
+      ]
+      yield* Effect.promise(() => fs.rm(path.join(world.dir, "blobs")))
+      yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "blobs")))
+      publishes.push(yield* Effect.flip(world.publish({ path: "deep/a.md", content: "hello" })))
+      assert.deepStrictEqual(
+        publishes.map((e) => [e._tag, "code" in e ? e.code : "", "reason" in e ? e.reason : ""]),
+        Array.from({ length: 3 }, () => ["WorldWriteError", "ELOOP", "permanent"])
+      )
+      assert.deepStrictEqual(yield* outsideFiles(), [["target", "original"]])
+      // Reads refuse the link too, instead of reading outside.
+      const read = yield* Effect.flip(world.readVersions("a.md"))
+      assert.deepStrictEqual([read._tag, read._tag === "WorldReadError" && read.code], ["WorldReadError", "ELOOP"])
+    }))
+})
+
+describe("concurrent publishes and permanent failures", () => {
+  it.scoped("8 concurrent publishes of the same content all succeed: one blob, one version", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      // Repeated rounds: a shared temporary file loses a race only some of the time.
+      for (let round = 0; round < 10; round++) {
+        const content = `same content ${round}`
+        const results = yield* Effect.all(
+          Array.from({ length: 8 }, () => Effect.either(world.publish({ path: `shared/${round}.md`, content }))),
+          { concurrency: "unbounded" }
+        )
+        const failures = results.filter((r) => r._tag === "Left")
+        assert.deepStrictEqual(failures, [], `round ${round}`)
+        const cid = createHash("sha256").update(content, "utf8").digest("hex")
+        assert.deepStrictEqual(yield* world.readVersions(`shared/${round}.md`), [{ cid }], `round ${round}`)
+        assert.strictEqual(results.filter((r) => r._tag === "Right" && r.right.newVersion).length, 1, `round ${round}`)
+      }
+      const blobs = yield* Effect.promise(() => fs.readdir(path.join(world.dir, "blobs")))
+      assert.strictEqual(blobs.length, 10, JSON.stringify(blobs))
+    }))
+
+  it.scoped("a blob cut short is written again by the next publish of its content", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      const first = yield* world.publish({ path: "a.md", content: "hello world" })
+      yield* Effect.promise(() => fs.truncate(path.join(world.dir, "blobs", first.cid), 0))
+      const again = yield* world.publish({ path: "b.md", content: "hello world" })
+      assert.strictEqual(again.cid, first.cid)
+      assert.strictEqual(yield* world.readBlob(first.cid), "hello world")
+    }))
+
+  it.scoped("a path whose versions file is a directory fails permanently, naming the path", () =>
+    Effect.gen(function*() {
+      const world = yield* openWorld
+      yield* world.publish({ path: "a.jsonl/b", content: "x" })
+      const error = yield* Effect.flip(world.publish({ path: "a", content: "y" }))
+      assert.strictEqual(error._tag, "WorldWriteError")
+      const failure = error as World.WorldWriteError
+      assert.deepStrictEqual([failure.code, failure.reason, failure.path], ["EISDIR", "permanent", "versions/a.jsonl"])
+      assert.include(failure.message, "'a'")
+      assert.include(failure.message, "is a directory")
+      assert.notInclude(failure.message, world.dir)
     }))
 })
 

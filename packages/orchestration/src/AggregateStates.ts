@@ -101,7 +101,9 @@ export const makeAggregateStates = (capacity: number) => {
     set,
     drop: (key: string) => entries.delete(key),
     size: () => entries.size,
-    quarantinedCount: () => quarantined.size
+    quarantinedCount: () => quarantined.size,
+    /** Forgets that this aggregate could not be replayed: its next load replays the log again. */
+    release: (key: string) => quarantined.delete(key)
   }
 }
 

@@ -18,6 +18,7 @@ export const INTERNAL_ID_MAX = 512
 export const reservedIdPrefixes: ReadonlyArray<string> = [
   "outcome:",
   "reconcile:",
+  "reclaim:",
   "delegate:",
   "operator:",
   "ingest:",

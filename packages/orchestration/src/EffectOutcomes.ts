@@ -6,6 +6,7 @@
  * row it targets, so a settle that lost its lease changes nothing.
  */
 import { Schema } from "effect"
+import type { EffectActionRefusal } from "./Errors.js"
 
 /** Why a row is being settled: who is speaking. */
 export const SettledBy = Schema.Literal("reactor", "timeout", "reconcile", "reclaim", "operator", "storage")
@@ -17,14 +18,29 @@ export const EffectError = Schema.Struct({
 })
 export type EffectError = typeof EffectError.Type
 
-const settlementFields = {
+const targetFields = {
   commandId: Schema.String,
   effectId: Schema.String,
-  /** The attempt this settlement is about; a row at another attempt makes it stale. */
-  attempt: Schema.Number,
   aggregateType: Schema.String,
   aggregateId: Schema.String,
   by: SettledBy
+}
+
+const settlementFields = {
+  ...targetFields,
+  /** The attempt this settlement is about; a row at another attempt makes it stale. */
+  attempt: Schema.Number
+}
+
+/**
+ * An operator's command holds what the operator sent, never the row's state, so the same request
+ * under the same id always has the same fingerprint. `attempt` is an optional guard for a caller
+ * that acts on an attempt it saw; without it the action applies to the row as it is when decided.
+ */
+const operatorFields = {
+  ...targetFields,
+  attempt: Schema.optional(Schema.Number),
+  reason: Schema.optional(Schema.String)
 }
 
 /** The effect was performed; `response` is what it answered. */
@@ -40,12 +56,14 @@ export const EffectFail = Schema.Struct({
 export const EffectRequeue = Schema.Struct({ type: Schema.Literal("effect.requeue"), ...settlementFields, reason: Schema.String })
 
 /** An operator sends a failed or cancelled row back to pending, to be performed again. */
-export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"), ...settlementFields, reason: Schema.optional(Schema.String) })
+export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"), ...operatorFields })
 /**
  * An operator cancels a row. A pending row will not run; a running one is marked cancelled and its
- * late outcome is stale (the performance itself may still finish: cancel cannot unsend a request).
+ * late outcome is stale. The performance itself may still be running (cancel cannot unsend a
+ * request): the row keeps its lease owner until that owner says its handler stopped.
  */
-export const EffectCancel = Schema.Struct({ type: Schema.Literal("effect.cancel"), ...settlementFields, reason: Schema.optional(Schema.String) })
+export const EffectCancel = Schema.Struct({ type: Schema.Literal("effect.cancel"), ...operatorFields })
+export type OperatorCommand = typeof EffectRetry.Type | typeof EffectCancel.Type
 
 export const SettlementCommand = Schema.Union(EffectSucceed, EffectFail, EffectRequeue, EffectRetry, EffectCancel)
 export type SettlementCommand = typeof SettlementCommand.Type
@@ -80,6 +98,14 @@ export interface SettlementTarget {
   readonly status: string
   readonly attempts: number
   readonly payload: unknown
+  readonly error: unknown
+  /** Who holds (or, on a cancelled row, last held) the lease; null once released or settled. */
+  readonly leaseOwner: string | null
+  readonly leaseExpiresAt: number | null
+  /** The lease owner's heartbeat row; undefined when it has none (or for non-operator settlements). */
+  readonly leaseHolder?: { readonly heartbeatAt: number; readonly stoppedAt: number | null } | undefined
+  /** Operator actions applied to this row so far; part of the default operator command id. */
+  readonly operatorActions: number
 }
 
 export interface RowChange {
@@ -87,11 +113,93 @@ export interface RowChange {
   readonly availableAt?: number
   readonly response?: string | null
   readonly error?: string | null
+  /** A cancelled running row keeps its lease owner: that performance has not stopped yet. */
+  readonly keepLease?: boolean
+  /** An operator's action: counted on the row (see operatorId). */
+  readonly operatorAction?: boolean
 }
 
 export type SettlementDecision =
   | { readonly _tag: "Stale"; readonly message: string }
+  | { readonly _tag: "Refused"; readonly reason: EffectActionRefusal; readonly message: string }
   | { readonly _tag: "Apply"; readonly change: RowChange; readonly outcome: EffectOutcome }
+
+/**
+ * The codes boot reconcile (`process-ended`) and the reactors' dead-owner reclaim (`owner-lost`)
+ * store when they fail a process-bound row: its process ended mid-performance, so the effect may or
+ * may not have taken effect. An operator retry of such a row is refused: a process-bound effect is
+ * never performed twice. Running it again is new work, decided by its domain under a new id.
+ */
+export const processLossCodes: ReadonlyArray<string> = ["process-ended", "owner-lost"]
+
+const errorCode = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
+    ? (error as { code: string }).code
+    : undefined
+
+/**
+ * Pure: may an earlier performance of this row still be running? A performer holds the row's lease
+ * while its handler runs, and a cancel leaves the lease in place; the owner clears it once its
+ * handler stopped (it learns of the cancel at its next lease renewal). Without that word the
+ * performance is over only when its owner is: stopped, or dead by the reclaim rule (its lease ran
+ * out and it has not beaten its heart since the lease was last renewed).
+ */
+export const performanceMayBeRunning = (row: SettlementTarget, now: number): boolean => {
+  if (row.status === "running") return true
+  if (row.leaseOwner === null) return false
+  const holder = row.leaseHolder
+  if (holder === undefined || holder.stoppedAt !== null) return false
+  const expired = row.leaseExpiresAt !== null && row.leaseExpiresAt < now
+  return !(expired && holder.heartbeatAt <= row.leaseExpiresAt!)
+}
+
+/** Pure: does an operator's retry or cancel apply to the row as it is now, and what does it change? */
+export const decideOperatorAction = (row: SettlementTarget | undefined, command: OperatorCommand, now: number): SettlementDecision => {
+  const action = command.type === "effect.retry" ? "retry" : "cancel"
+  if (row === undefined || row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
+    return { _tag: "Refused", reason: "no-such-effect", message: `no effect '${command.effectId}' belongs to ${command.aggregateType} '${command.aggregateId}'` }
+  }
+  if (command.attempt !== undefined && row.attempts !== command.attempt) {
+    return { _tag: "Refused", reason: "attempt-moved", message: `effect '${row.effectId}' is at attempt ${row.attempts}, not ${command.attempt}` }
+  }
+  const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
+  const reason = command.reason ?? `${action === "retry" ? "retried" : "cancelled"} by an operator`
+  if (action === "cancel") {
+    if (row.status !== "pending" && row.status !== "running") {
+      return { _tag: "Refused", reason: "not-cancellable", message: `effect '${row.effectId}' is already ${row.status}` }
+    }
+    return {
+      _tag: "Apply",
+      change: { status: "cancelled", error: JSON.stringify({ message: reason }), keepLease: row.status === "running", operatorAction: true },
+      outcome: { ...base, status: "cancelled", error: { message: reason } }
+    }
+  }
+  if (row.status !== "failed" && row.status !== "cancelled") {
+    return { _tag: "Refused", reason: "not-retryable", message: `effect '${row.effectId}' is ${row.status}; only failed or cancelled effects can be retried` }
+  }
+  const code = errorCode(row.error)
+  if (row.status === "failed" && code !== undefined && processLossCodes.includes(code)) {
+    return {
+      _tag: "Refused",
+      reason: "may-have-taken-effect",
+      message: `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${code}) and may have taken effect; ` +
+        "a process-bound effect is never performed twice"
+    }
+  }
+  if (performanceMayBeRunning(row, now)) {
+    const until = row.leaseExpiresAt === null ? "" : ` (its lease runs until ${new Date(row.leaseExpiresAt).toISOString()})`
+    return {
+      _tag: "Refused",
+      reason: "performance-may-be-running",
+      message: `attempt ${row.attempts} of effect '${row.effectId}' may still be running: its owner ${row.leaseOwner} has not stopped it yet${until}; retry once it has`
+    }
+  }
+  return {
+    _tag: "Apply",
+    change: { status: "pending", availableAt: now, operatorAction: true },
+    outcome: { ...base, status: "retrying", error: { message: reason } }
+  }
+}
 
 /** Pure: does this settlement apply to the row as it is now, and what does it change? */
 export const decideSettlement = (
@@ -99,37 +207,14 @@ export const decideSettlement = (
   command: SettlementCommand,
   now: number
 ): SettlementDecision => {
+  if (command.type === "effect.retry" || command.type === "effect.cancel") return decideOperatorAction(row, command, now)
   if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
   if (row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
     return { _tag: "Stale", message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'` }
   }
   const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
-  if (command.type === "effect.retry" || command.type === "effect.cancel") {
-    // Operators act on what they saw: the attempt count guards against acting on a row that moved on.
-    if (row.attempts !== command.attempt) {
-      return { _tag: "Stale", message: `effect '${command.effectId}' is at attempt ${row.attempts}, not ${command.attempt}` }
-    }
-    const reason = command.reason ?? `${command.type === "effect.retry" ? "retried" : "cancelled"} by an operator`
-    if (command.type === "effect.retry") {
-      if (row.status !== "failed" && row.status !== "cancelled") {
-        return { _tag: "Stale", message: `effect '${command.effectId}' is ${row.status}; only failed or cancelled effects can be retried` }
-      }
-      return {
-        _tag: "Apply",
-        change: { status: "pending", availableAt: now },
-        outcome: { ...base, status: "retrying", error: { message: reason } }
-      }
-    }
-    if (row.status !== "pending" && row.status !== "running") {
-      return { _tag: "Stale", message: `effect '${command.effectId}' is already ${row.status}` }
-    }
-    return {
-      _tag: "Apply",
-      change: { status: "cancelled", error: JSON.stringify({ message: reason }) },
-      outcome: { ...base, status: "cancelled", error: { message: reason } }
-    }
-  }
-  if (row.status !== "running" || row.attempts !== command.attempt) {
+  // A quarantined row is a running row whose settlement is parked: releasing it settles that attempt.
+  if ((row.status !== "running" && row.status !== "quarantined") || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
       message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this settles attempt ${command.attempt}`
@@ -165,5 +250,65 @@ export const decideSettlement = (
 
 /** Deterministic ids: a retried settle of one attempt is always the same command. */
 export const outcomeId = (effectId: string, attempt: number) => `outcome:${effectId}#${attempt}`
+/**
+ * Boot reconcile and a live reactor's reclaim of a dead owner's row may both settle one attempt, with
+ * different payloads (`by`, reason). Each has its own id, so the second is answered as stale (the row
+ * moved on), never as a conflict of one id with two payloads.
+ */
 export const reconcileId = (effectId: string, attempt: number) => `reconcile:${effectId}#${attempt}`
-export const operatorId = (action: "retry" | "cancel", effectId: string, attempt: number) => `operator:${action}:${effectId}#${attempt}`
+export const reclaimId = (effectId: string, attempt: number) => `reclaim:${effectId}#${attempt}`
+/**
+ * The default id of an operator's action: `operator:<action>:<effectId>#<attempts>.<operatorActions>`,
+ * read from the row when the request arrives. Two requests that saw the row in the same state share
+ * the id, so a repeated click is one action (the second is answered from the first one's receipt).
+ * Every applied operator action counts on the row, so the next legitimate action (a retry after
+ * the retried attempt failed again, a cancel after a retry) gets a new id and is never answered
+ * with an old receipt; refusals are not stored, so they occupy no id. A client that must make a
+ * repeat across a state change one action sends its own `commandId` instead.
+ */
+export const operatorId = (action: "retry" | "cancel", effectId: string, attempts: number, operatorActions: number) =>
+  `operator:${action}:${effectId}#${attempts}.${operatorActions}`
+
+/** The row as the default operator id needs it. */
+export interface OperatorTarget {
+  readonly effectId: string
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly attempts: number
+  readonly operatorActions: number
+  readonly updatedAt: number
+}
+
+/** The id the last applied operator action of this kind had, if the row has had one at this attempt count. */
+export const previousOperatorId = (action: "retry" | "cancel", row: OperatorTarget): string | undefined =>
+  row.operatorActions > 0 ? operatorId(action, row.effectId, row.attempts, row.operatorActions - 1) : undefined
+
+/**
+ * Pure: the default id of an operator's request. A request that finds the row exactly as the same
+ * action left it (that action's receipt was accepted at the row's last change) repeats it and gets
+ * its id, so it is answered from its receipt; any other request gets the id of the row's state now.
+ */
+export const defaultOperatorId = (
+  action: "retry" | "cancel",
+  row: OperatorTarget,
+  previous: { readonly status: "accepted" | "rejected"; readonly acceptedAt: number } | undefined
+): string => {
+  const repeated = previousOperatorId(action, row)
+  return repeated !== undefined && previous?.status === "accepted" && previous.acceptedAt === row.updatedAt
+    ? repeated
+    : operatorId(action, row.effectId, row.attempts, row.operatorActions)
+}
+
+/** The command for an operator's action on a row: what the operator sent and which row, nothing of its state. */
+export const operatorCommand = (
+  action: "retry" | "cancel",
+  row: { readonly effectId: string; readonly aggregateType: string; readonly aggregateId: string; readonly attempts: number; readonly operatorActions: number },
+  commandId?: string
+): OperatorCommand => ({
+  type: action === "retry" ? "effect.retry" : "effect.cancel",
+  commandId: commandId ?? operatorId(action, row.effectId, row.attempts, row.operatorActions),
+  effectId: row.effectId,
+  aggregateType: row.aggregateType,
+  aggregateId: row.aggregateId,
+  by: "operator"
+})

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schedule, Schema, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
-import { decodeEvent, makeAggregateStates } from "./AggregateStates.js"
+import { decodeEvent, keyOf, makeAggregateStates } from "./AggregateStates.js"
 import { fingerprint } from "./CanonicalJson.js"
 import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
 import {
@@ -51,13 +51,6 @@ export interface EngineConfig {
   readonly cacheCapacity?: number
   /** `wait` (default): a dispatch before activation is queued and runs once activated; `fail`: EngineUnavailable. */
   readonly beforeActivation?: "wait" | "fail"
-  /**
-   * Which client command types are new work, refused while the data volume is below its floor
-   * (EngineUnavailable, reason `storage-below-floor`). Default: every client command. Commands that
-   * let running work finish (interrupts, operator actions) should answer false. Internal commands
-   * (settlements, reconcile) are always admitted.
-   */
-  readonly isNewWork?: (commandType: string) => boolean
   /** `on-start` (default) opens the gate when the layer is built; `manual` waits for `activate`. */
   readonly activation?: "on-start" | "manual"
 }
@@ -101,6 +94,11 @@ export interface EngineShape {
   /** A hint after every commit that added or settled outbox rows. */
   readonly outboxChanges: PubSub.PubSub<void>
   readonly aggregate: (name: string) => AnyAggregate | undefined
+  /**
+   * Forgets that this aggregate's log could not be replayed (an operator repaired it and releases a
+   * quarantined effect): its next command replays the log again instead of being refused at once.
+   */
+  readonly releaseAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void>
   readonly receipt: (commandId: string) => Effect.Effect<Option.Option<Receipts.Receipt>, StorageFailure>
   readonly readEvents: (options?: ReadEventsOptions) => Effect.Effect<ReadonlyArray<EventRecord>, StorageFailure>
   /** Catches up from the table, then follows new commits: every event once, in order. */
@@ -110,7 +108,10 @@ export interface EngineShape {
   /** Empties every projection and replays the whole log into them, in one transaction. */
   readonly rebuildProjections: Effect.Effect<number, StorageFailure | UndecodableEvent>
   readonly activate: Effect.Effect<void>
-  /** Refuses new commands and waits for the queue to drain. Idempotent; also run at scope close. */
+  /**
+   * Refuses client commands, waits until no command is queued or in a batch (internal settlements
+   * are still admitted meanwhile), then refuses everything. Idempotent; also run at scope close.
+   */
   readonly shutdown: Effect.Effect<void>
   readonly stats: Effect.Effect<EngineStats>
   /** A hint after every commit that wrote events (the last sequence). Never data: read the log. */
@@ -196,17 +197,26 @@ export const make = (config: EngineConfig) =>
     const outboxChanges = yield* PubSub.sliding<void>(1)
     const inFlight = new Map<string, InFlight>()
     const activated = yield* Deferred.make<void>()
-    const drained = yield* Deferred.make<void>()
     // The processor and boot-time dispatch both write; one at a time.
     const writer = yield* Effect.makeSemaphore(1)
     let phase: Phase = "parked"
-    let busy = false
+    // Whether the processor was ever released: if not, queued commands can only be refused.
+    let started = false
+    // Commands queued or in a batch and not yet answered. Drained means zero, then close: a batch
+    // that empties the queue is not the end of the drain while settlements of running work arrive.
+    let unanswered = 0
+    let idle: Deferred.Deferred<void> | undefined
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
 
     /** Answers one queued command (synchronously: this runs for every command of every batch). */
     const answer = (item: Queued, result: CommandResult) => {
       if (inFlight.get(item.identity.commandId)?.done === item.done) inFlight.delete(item.identity.commandId)
       Deferred.unsafeDone(item.done, result)
+      unanswered--
+      if (unanswered === 0 && idle !== undefined) {
+        Deferred.unsafeDone(idle, Exit.void)
+        idle = undefined
+      }
     }
     const deliver = (item: Queued, result: CommandResult) => Effect.sync(() => answer(item, result))
 
@@ -242,14 +252,11 @@ export const make = (config: EngineConfig) =>
       yield* Deferred.await(activated)
       while (true) {
         const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, maxBatch))
-        busy = true
         const results = yield* runBatch(batch)
         yield* Effect.sync(() => batch.forEach((item, index) => answer(item, results[index]!)))
         // Let the clients just answered run (and send their next command) before the next take, so a
         // batch gathers every waiting client instead of the first one scheduled (group commit).
         yield* Effect.yieldNow()
-        busy = false
-        if (phase === "draining" && (yield* Queue.size(queue)) <= 0) yield* Deferred.succeed(drained, undefined)
       }
     })
 
@@ -361,12 +368,15 @@ export const make = (config: EngineConfig) =>
         const id = command.identity.commandId
         const running = inFlight.get(id)
         if (running !== undefined) return coalesce(command, running)
+        // A client admitted while open may get here after the drain ended (its free-space check is async).
+        if (phase === "closed") return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
         const done = Deferred.unsafeMake<DispatchAnswer, DispatchError>(FiberId.none)
         inFlight.set(id, { identity: command.identity, done })
         if (!queue.unsafeOffer({ ...command, done })) {
           inFlight.delete(id)
           return Effect.fail(new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" }))
         }
+        unanswered++
         return Deferred.await(done)
       })
 
@@ -375,6 +385,14 @@ export const make = (config: EngineConfig) =>
         reason: "storage-below-floor",
         message: `the data volume has ${space.freeBytes} bytes free, below the floor of ${space.floorBytes}; new work is refused until space returns`
       })
+
+    /**
+     * Below the floor a client command is admitted only if it writes nothing: a replay, answered from
+     * its stored receipt. Every other client command writes at least a receipt (a no-op or a rejection
+     * too), so it is refused; the room left is for settles of running work, reconcile and operators.
+     */
+    const replayOnly = (command: QueuedCommand, space: { readonly freeBytes: number; readonly floorBytes: number }) =>
+      Effect.flatMap(receipt(command.identity.commandId), (found) => (Option.isSome(found) ? enqueue(command) : Effect.fail(belowFloor(space))))
 
     // Few Effect steps and no span on purpose: this runs once per command, and a span alone cost
     // ≈ 10 µs of it (docs/benchmarks.md). The HTTP edge traces each request; batches have a span.
@@ -385,8 +403,8 @@ export const make = (config: EngineConfig) =>
         if (command instanceof InvalidCommand) return Effect.fail(command)
         const refused = admission(origin)
         if (refused !== undefined) return Effect.fail(refused)
-        if (origin === "client" && (config.isNewWork?.(command.identity.commandType) ?? true)) {
-          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? Effect.fail(belowFloor(space)) : enqueue(command)))
+        if (origin === "client") {
+          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? replayOnly(command, space) : enqueue(command)))
         }
         return enqueue(command)
       })
@@ -477,6 +495,7 @@ export const make = (config: EngineConfig) =>
     const activate = Effect.suspend(() => {
       if (phase !== "parked") return Effect.void
       phase = "open"
+      started = true
       return Deferred.succeed(activated, undefined)
     })
 
@@ -485,14 +504,21 @@ export const make = (config: EngineConfig) =>
       return Effect.void
     })
 
+    /**
+     * Drains, then closes. Drained means no command queued or in a batch: internal commands (the
+     * settlements of effects still running) are admitted and waited for until then. The check and
+     * the close happen in one step, so nothing is admitted between them. An engine never activated
+     * has no processor to wait for: it closes at once and refuses what was queued.
+     */
     const shutdown = Effect.gen(function* () {
       if (phase === "closed") return
-      const wasParked = phase === "parked"
       phase = "draining"
-      if (wasParked || (!busy && (yield* Queue.size(queue)) <= 0)) yield* Deferred.succeed(drained, undefined)
-      yield* Deferred.await(drained)
+      while (started && unanswered > 0) {
+        idle ??= Deferred.unsafeMake<void>(FiberId.none)
+        yield* Deferred.await(idle)
+      }
       phase = "closed"
-      // Anything still queued (only possible while parked) is told, never left waiting.
+      // Anything still queued (only possible if never activated) is told, never left waiting.
       const left = yield* Queue.takeAll(queue)
       yield* Effect.forEach(left, (item) =>
         deliver(item, Exit.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine shut down before this command ran" }))), { discard: true })
@@ -528,6 +554,10 @@ export const make = (config: EngineConfig) =>
       stopAdmitting,
       outboxChanges,
       aggregate: (name: string) => aggregatesByName.get(name),
+      releaseAggregate: (aggregateType: string, aggregateId: string) =>
+        Effect.sync(() => {
+          states.release(keyOf(aggregateType, aggregateId))
+        }),
       receipt,
       readEvents,
       followEvents,

@@ -41,6 +41,39 @@ export const StorageFailureReason = Schema.Literal(
 )
 export type StorageFailureReason = typeof StorageFailureReason.Type
 
+/**
+ * Why an operator's retry or cancel was refused. A refusal is about the effect's state at that
+ * moment, not about the command, so it is not stored under the command id: the same request sent
+ * once the state allows it is performed.
+ * - `no-such-effect`: no row with this id belongs to that aggregate.
+ * - `attempt-moved`: the command named an attempt the row has moved past.
+ * - `not-retryable`: only a failed or cancelled effect can be retried.
+ * - `not-cancellable`: only a pending or running effect can be cancelled.
+ * - `performance-may-be-running`: the cancelled attempt's owner has not yet stopped its handler.
+ * - `may-have-taken-effect`: the process performing it ended mid-performance (a process-bound
+ *   effect failed by boot reconcile or dead-owner reclaim); running it again could do it twice.
+ * - `refused-by-owner`: the owning aggregate refused (e.g. the turn that asked for it has closed).
+ */
+export const EffectActionRefusal = Schema.Literal(
+  "no-such-effect",
+  "attempt-moved",
+  "not-retryable",
+  "not-cancellable",
+  "performance-may-be-running",
+  "may-have-taken-effect",
+  "refused-by-owner"
+)
+export type EffectActionRefusal = typeof EffectActionRefusal.Type
+
+/** An operator's retry or cancel that the effect's current state does not allow. Nothing was stored. */
+export class EffectActionRefused extends Schema.TaggedError<EffectActionRefused>()("EffectActionRefused", {
+  commandId: Schema.String,
+  effectId: Schema.String,
+  action: Schema.Literal("retry", "cancel"),
+  reason: EffectActionRefusal,
+  message: Schema.String
+}) {}
+
 /** The store refused a write (or a read the command needed). Nothing of the command committed. */
 export class StorageFailure extends Schema.TaggedError<StorageFailure>()("StorageFailure", {
   reason: StorageFailureReason,
@@ -93,6 +126,7 @@ export type DispatchError =
   | InvalidCommand
   | CommandIdConflict
   | CommandRejected
+  | EffectActionRefused
   | StorageFailure
   | EngineUnavailable
   | AggregateUnavailable

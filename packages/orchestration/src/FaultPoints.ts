@@ -6,9 +6,11 @@
  *   FAULT_POINTS=reactor.after-perform:kind=tool.execute:nth=1,dispatch.after-commit:p=0.05:seed=7
  *
  * Filters: `kind=` (effect kind), `nth=` (fire on the nth matching hit), `p=` with `seed=` (fire with
- * that probability, reproducibly).
+ * that probability, reproducibly). `delay=<ms>` makes a rule hold the process at the point for that
+ * long instead of killing it, so a test can observe a phase that is otherwise too short to catch
+ * (`reconcile.mid:delay=60000` keeps the server starting).
  */
-import { Context, Effect } from "effect"
+import { Context, Duration, Effect } from "effect"
 
 export const faultPointNames = [
   "dispatch.before-commit",
@@ -30,6 +32,7 @@ interface Rule {
   readonly kind: string | undefined
   readonly nth: number | undefined
   readonly probability: number | undefined
+  readonly delayMs: number | undefined
   hits: number
   random: () => number
 }
@@ -46,6 +49,8 @@ const seeded = (seed: number) => {
   }
 }
 
+const filterNames = ["kind", "nth", "p", "seed", "delay"]
+
 export const parse = (spec: string): ReadonlyArray<Rule> =>
   spec
     .split(",")
@@ -58,6 +63,7 @@ export const parse = (spec: string): ReadonlyArray<Rule> =>
       }
       const options = new Map(filters.map((f) => {
         const [k, v] = f.split("=")
+        if (!filterNames.includes(k!)) throw new Error(`FAULT_POINTS: unknown filter '${k}' in '${entry}' (known: ${filterNames.join(", ")})`)
         return [k!, v ?? ""] as const
       }))
       const number = (key: string) => {
@@ -72,6 +78,7 @@ export const parse = (spec: string): ReadonlyArray<Rule> =>
         kind: options.get("kind"),
         nth: number("nth"),
         probability: number("p"),
+        delayMs: number("delay"),
         hits: 0,
         random: seeded(number("seed") ?? 1)
       }
@@ -93,8 +100,12 @@ export const fromSpec = (spec: string | undefined, onFire: (point: FaultPointNam
   return {
     enabled: true,
     hit: (point, attributes) =>
-      Effect.sync(() => {
-        if (rules.some((rule) => fires(rule, point, attributes?.kind))) onFire(point)
+      Effect.suspend(() => {
+        const fired = rules.find((rule) => fires(rule, point, attributes?.kind))
+        if (fired === undefined) return Effect.void
+        if (fired.delayMs === undefined) return Effect.sync(() => onFire(point))
+        process.stderr.write(`fault point ${point} fired: holding for ${fired.delayMs} ms\n`)
+        return Effect.sleep(Duration.millis(fired.delayMs))
       })
   }
 }

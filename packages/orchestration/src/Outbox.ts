@@ -7,9 +7,11 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
+import type { QuarantineRecord } from "./Quarantine.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 
-export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled"
+/** `quarantined`: its owning aggregate could not record its settlement; parked for an operator (Quarantine.ts). */
+export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled" | "quarantined"
 
 export interface NewOutboxRow {
   readonly effectId: string
@@ -40,8 +42,12 @@ export interface OutboxRow {
   readonly leaseExpiresAt: number | null
   readonly response: unknown
   readonly error: unknown
+  /** Operator actions (retry, cancel) applied to this row so far. */
+  readonly operatorActions: number
   readonly createdAt: number
   readonly updatedAt: number
+  /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
+  readonly quarantine: QuarantineRecord | null
 }
 
 interface Row {
@@ -60,8 +66,10 @@ interface Row {
   readonly lease_expires_at: number | null
   readonly response: string | null
   readonly error: string | null
+  readonly operator_actions: number
   readonly created_at: number
   readonly updated_at: number
+  readonly quarantine: string | null
 }
 
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
@@ -82,8 +90,10 @@ const toRow = (r: Row): OutboxRow => ({
   leaseExpiresAt: r.lease_expires_at === null ? null : Number(r.lease_expires_at),
   response: parse(r.response),
   error: parse(r.error),
+  operatorActions: Number(r.operator_actions ?? 0),
   createdAt: Number(r.created_at),
-  updatedAt: Number(r.updated_at)
+  updatedAt: Number(r.updated_at),
+  quarantine: parse(r.quarantine ?? null) as QuarantineRecord | null
 })
 
 export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
@@ -113,19 +123,34 @@ export const find = (effectId: string) =>
     Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0])))
   )
 
-export const toTarget = (row: OutboxRow): SettlementTarget => ({
+export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHolder"]): SettlementTarget => ({
   effectId: row.effectId,
   kind: row.kind,
   aggregateType: row.aggregateType,
   aggregateId: row.aggregateId,
   status: row.status,
   attempts: row.attempts,
-  payload: row.payload
+  payload: row.payload,
+  error: row.error,
+  leaseOwner: row.leaseOwner,
+  leaseExpiresAt: row.leaseExpiresAt,
+  leaseHolder,
+  operatorActions: row.operatorActions
 })
+
+/** An owner's heartbeat row, if it has one: whether it stopped, and when it last beat. */
+export const ownerLiveness = (ownerId: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ heartbeat_at: number; stopped_at: number | null }>`SELECT heartbeat_at, stopped_at FROM owners WHERE owner_id = ${ownerId}`
+  ).pipe(Effect.map((rows) =>
+    rows[0] === undefined
+      ? undefined
+      : { heartbeatAt: Number(rows[0].heartbeat_at), stoppedAt: rows[0].stopped_at === null ? null : Number(rows[0].stopped_at) }
+  ))
 
 /**
  * Applies a settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in
- * this same transaction). Clears the lease.
+ * this same transaction). Clears the lease, except where a cancelled performance has not stopped yet.
  */
 export const applyChange = (effectId: string, attempt: number, change: RowChange, now: number) =>
   Effect.gen(function* () {
@@ -139,7 +164,10 @@ export const applyChange = (effectId: string, attempt: number, change: RowChange
         available_at = COALESCE(${change.availableAt ?? null}, available_at),
         response = CASE WHEN ${change.response === undefined ? 0 : 1} = 1 THEN ${change.response ?? null} ELSE response END,
         error = CASE WHEN ${change.error === undefined ? 0 : 1} = 1 THEN ${change.error ?? null} ELSE error END,
-        lease_owner = NULL, lease_expires_at = NULL, updated_at = ${now}
+        lease_owner = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_owner ELSE NULL END,
+        lease_expires_at = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
+        operator_actions = operator_actions + ${change.operatorAction === true ? 1 : 0},
+        updated_at = ${now}
       WHERE effect_id = ${effectId} AND attempts = ${attempt}`
   })
 
@@ -162,7 +190,9 @@ export interface ClaimRequest {
 
 /**
  * Claims due pending rows in one conditional UPDATE: running, attempts+1, leased to `owner`. A row
- * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order.
+ * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order; a
+ * quarantined row is unsettled (its outcome is not recorded yet) and holds its lane until an
+ * operator releases or fails it.
  */
 export const claim = (request: ClaimRequest) =>
   Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
@@ -173,7 +203,7 @@ export const claim = (request: ClaimRequest) =>
         WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
           AND o.sequence > ${request.after}
           AND NOT EXISTS (
-            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running')
+            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
           )
         ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
       )
@@ -188,12 +218,50 @@ export const renew = (effectId: string, attempt: number, owner: string, expiresA
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
 
+/**
+ * The owner's word that its handler for this attempt has stopped, on a row that was settled under it
+ * (an operator's cancel keeps the lease until then). `updated_at` stays: it dates the settlement.
+ */
+export const acknowledgeStopped = (effectId: string, attempt: number, owner: string) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
+      WHERE effect_id = ${effectId} AND attempts = ${attempt} AND lease_owner = ${owner} AND status <> 'running'`
+  ).pipe(Effect.asVoid)
+
 /** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
 export const release = (effectId: string, attempt: number, owner: string, now: number) =>
   Effect.flatMap(SqlClient, (sql) =>
     sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
         available_at = ${now}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/**
+ * Parks a running row whose settlement its aggregate cannot record: status `quarantined`, lease
+ * cleared, the record stored. False when the row is no longer running at this attempt.
+ */
+export const park = (effectId: string, attempt: number, record: QuarantineRecord) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
+        lease_owner = NULL, lease_expires_at = NULL, updated_at = ${record.at}
+      WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** Stores a newer record on a row that is still parked at this attempt (a release that failed again). */
+export const reparked = (effectId: string, attempt: number, record: QuarantineRecord) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
+      WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
+      RETURNING effect_id`
+  ).pipe(Effect.map((rows) => rows.length === 1))
+
+/** An operator ends a parked row as failed, with their reason; the owning aggregate is not told. */
+export const failParked = (effectId: string, attempt: number, errorJson: string, now: number) =>
+  Effect.flatMap(SqlClient, (sql) =>
+    sql<{ effect_id: string }>`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
+      WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
 
@@ -217,11 +285,15 @@ export const runningOfEarlierIncarnations = (nodeId: string, currentOwner: strin
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
 
-/** Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`. */
-export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>) =>
+/**
+ * Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`, never
+ * `judge`'s own: a process that could not renew its own lease is alive, whatever its heartbeat says.
+ */
+export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>, judge: string) =>
   Effect.flatMap(SqlClient, (sql) =>
     sql<Row>`SELECT o.* FROM outbox o LEFT JOIN owners w ON w.owner_id = o.lease_owner
       WHERE o.status = 'running' AND o.lease_expires_at < ${now} AND ${sql.in("o.kind", kinds)}
+        AND (o.lease_owner IS NULL OR o.lease_owner <> ${judge})
         AND (w.owner_id IS NULL OR w.stopped_at IS NOT NULL OR w.heartbeat_at < ${deadBefore})
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
@@ -263,17 +335,20 @@ export const cursor = (reactor: string) =>
 
 /**
  * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
- * all are settled), so the claim scan never walks settled history.
+ * all are settled), so the claim scan never walks settled history. Ordered with dispatches: the
+ * position is computed from a read taken after every dispatch that could make a row pending again
+ * (and move this cursor back, see applyChange) committed, so it never writes back a position read
+ * before such a dispatch.
  */
 export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
+  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
+    backend.orderedWithDispatch(sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
       SELECT ${reactor}, COALESCE(
         (SELECT MIN(sequence) - 1 FROM outbox WHERE ${sql.in("kind", kinds)} AND status IN ('pending', 'running')),
         (SELECT MAX(sequence) FROM outbox),
         0), ${now}
       ON CONFLICT (reactor) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-      RETURNING position`
+      RETURNING position`)
   ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
 
 // ---- owners and heartbeats ----------------------------------------------------------------------

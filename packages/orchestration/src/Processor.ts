@@ -19,6 +19,7 @@ import {
   CommandDefect,
   CommandIdConflict,
   CommandRejected,
+  EffectActionRefused,
   StorageFailure,
   type DispatchError
 } from "./Errors.js"
@@ -47,11 +48,14 @@ export interface DispatchAnswer {
   readonly duplicate: boolean
 }
 
-/** How a queued command reaches its decision, given the aggregate's current state. */
+/**
+ * How a queued command reaches its decision, given the aggregate's current state. An operator's
+ * action may instead be refused: nothing is written, not even a receipt (EffectActionRefused).
+ */
 export type Decide = (
   state: unknown,
   ctx: DecideContext
-) => Effect.Effect<Decision<any> | Rejection, SqlError | CommandDefect, SqlClient>
+) => Effect.Effect<Decision<any> | Rejection | EffectActionRefused, SqlError | CommandDefect, SqlClient>
 
 /** A decoded command waiting for the processor. */
 export interface QueuedCommand {
@@ -91,7 +95,9 @@ export const decideCommand = (aggregate: AnyAggregate, identity: Receipts.Comman
 
 /**
  * The decision of a settlement: check it against the row as it is now (a settle that lost its lease
- * is stale and changes nothing), update the row, and let the owning aggregate record the outcome.
+ * is stale and changes nothing), let the owning aggregate record the outcome, and update the row.
+ * An operator's action that the row's state (or, for a retry, the owning aggregate) does not allow
+ * is refused without a receipt, so it never answers for a later request under the same id.
  */
 export const decideSettlementCommand = (
   aggregate: AnyAggregate,
@@ -99,16 +105,35 @@ export const decideSettlementCommand = (
   command: SettlementCommand
 ): Decide => (state, ctx) =>
   Effect.gen(function* () {
+    const operator = command.type === "effect.retry" || command.type === "effect.cancel"
+    const refuse = (reason: EffectActionRefused["reason"], message: string) =>
+      new EffectActionRefused({
+        commandId: identity.commandId,
+        effectId: command.effectId,
+        action: command.type === "effect.retry" ? "retry" : "cancel",
+        reason,
+        message
+      })
     const row = yield* Outbox.find(command.effectId)
-    const verdict = decideSettlement(row && Outbox.toTarget(row), command, ctx.now)
+    // Whether a cancelled performance may still run depends on its lease owner's liveness.
+    const holder = operator && row?.leaseOwner != null ? yield* Outbox.ownerLiveness(row.leaseOwner) : undefined
+    const verdict = decideSettlement(row && Outbox.toTarget(row, holder), command, ctx.now)
     if (verdict._tag === "Stale") return Decision.reject("stale-outcome", verdict.message)
-    yield* Outbox.applyChange(command.effectId, command.attempt, verdict.change, ctx.now)
-    if (aggregate.onOutcome === undefined) return Decision.none()
-    const decision = yield* Effect.try({
-      try: () => aggregate.onOutcome!(state, verdict.outcome, ctx),
-      catch: (error) => commandDefect(identity, "decide", error)
-    })
-    return decision._tag === "Rejection" ? Decision.none() : decision
+    if (verdict._tag === "Refused") return refuse(verdict.reason, verdict.message)
+    // The aggregate decides first (pure), so an operator retry it refuses changes nothing.
+    let decision: Decision<any> | Rejection = Decision.none()
+    if (aggregate.onOutcome !== undefined) {
+      decision = yield* Effect.try({
+        try: () => aggregate.onOutcome!(state, verdict.outcome, ctx),
+        catch: (error) => commandDefect(identity, "decide", error)
+      })
+    }
+    if (decision._tag === "Rejection") {
+      if (command.type === "effect.retry") return refuse("refused-by-owner", decision.message)
+      decision = Decision.none()
+    }
+    yield* Outbox.applyChange(command.effectId, verdict.outcome.attempt, verdict.change, ctx.now)
+    return decision
   })
 
 export type CommandResult = Exit.Exit<DispatchAnswer, DispatchError>
@@ -197,7 +222,7 @@ const decideAndWrite = (
   item: QueuedCommand,
   current: AggregateState,
   head: number
-): Effect.Effect<Written | CommandRejected, SqlError | CommandDefect, SqlClient> =>
+): Effect.Effect<Written | CommandRejected | EffectActionRefused, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
     const faults = env.faults
     const { aggregate, identity } = item
@@ -210,6 +235,7 @@ const decideAndWrite = (
       deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
     }
     const decision = yield* item.decide(current.state, ctx)
+    if (decision instanceof EffectActionRefused) return decision
 
     if (decision._tag === "Rejection") {
       if (faults) yield* faults.before("receipts", commandId)
@@ -381,7 +407,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         }
         if (Exit.isFailure(exit)) {
           results.push(Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
-        } else if (exit.value instanceof CommandRejected) {
+        } else if (exit.value instanceof CommandRejected || exit.value instanceof EffectActionRefused) {
           results.push(Exit.fail(exit.value))
         } else {
           states.set(key, exit.value.state)

@@ -5,13 +5,14 @@
  * never loses it: the row stays committed, and boot reconcile or a live peer settles it by policy.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Clock, Deferred, Duration, Effect, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
-import { outcomeId, reconcileId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
+import { Cause, Clock, Deferred, Duration, Effect, Either, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
+import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
+import * as Quarantine from "./Quarantine.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import { Worker } from "./Worker.js"
 
@@ -156,7 +157,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           aggregateId: row.aggregateId,
           by
         }
-        let command: Record<string, unknown> = { ...base, ...verdict }
+        const performed: Record<string, unknown> = { ...base, ...verdict }
+        let command = performed
         let pause = 100
         while (true) {
           const exit = yield* Effect.exit(dispatch(command))
@@ -181,8 +183,20 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             })
             command = { ...base, type: "effect.fail", error: { message: `storage: ${error.code}`, code: error.code } }
           } else if (!(error instanceof EngineUnavailable)) {
+            const failure = Quarantine.classify(engine.aggregate(row.aggregateType) !== undefined, row.aggregateType, exit.cause)
+            const fallbackTried = command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
+            if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
+              // The aggregate cannot record anything about this row: park it with what was performed,
+              // for an operator to release or fail. Never left running, never retried in silence.
+              return yield* Quarantine.park(row, performed, failure, by).pipe(
+                Effect.as("quarantined" as const),
+                Effect.catchAll((stored) =>
+                  Effect.logError("could not quarantine the effect; its lease will lapse and a reclaim will", { effectId: row.effectId, stored })
+                    .pipe(Effect.as("abandoned" as const)))
+              )
+            }
             // A defect recording the outcome: record that instead, once; the row must not stay running.
-            if (command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded") {
+            if (fallbackTried || failure._tag !== "Quarantine") {
               yield* Effect.logError("could not record the outcome at all", { effectId: row.effectId, cause: Cause.pretty(exit.cause) })
               return "abandoned" as const
             }
@@ -198,25 +212,66 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         }
       }).pipe(log)
 
+    /**
+     * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
+     * this is the performer's word, so an operator retry may start the effect again. A failed write
+     * only delays that retry: until this owner stops, or is dead by the reclaim rule.
+     */
+    const acknowledgeStopped = (row: Outbox.OutboxRow) =>
+      Outbox.acknowledgeStopped(row.effectId, row.attempts, worker.ownerId).pipe(
+        Effect.retry({ times: 3 }),
+        Effect.catchAll((error) =>
+          Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
+            effectId: row.effectId,
+            error: toStorageFailure("acknowledge stopped")(error)
+          })
+        ),
+        Effect.provide(context)
+      )
+
     const perform = (row: Outbox.OutboxRow) =>
       Effect.gen(function* () {
         const faults = yield* FaultPoints
         const policy = definition.kinds[row.kind]!
         yield* faults.hit("reactor.after-claim", { kind: row.kind })
+        // What a renewal's answer means. `true`: the lease is ours until now + lease. `false`: it was
+        // lost (reclaimed, settled, or claimed again at another attempt): the handler is interrupted
+        // and whoever holds the row now settles it. A failed renewal (the store refused it or could
+        // not be reached) says neither: the lease is in doubt. The handler goes on (stopping it would
+        // not undo what it may have done), the renewal is retried promptly, and this process never
+        // reclaims the row itself (Outbox.reclaimable skips the judge's own rows). A peer may take
+        // it only once this owner's heartbeat is stale by the peer's own watch of the store
+        // (Worker.deadBefore). So an owner whose lease is in doubt asks the store again before it
+        // settles: a row taken over meanwhile gets no outcome from it.
+        const renewEvery = Math.max(1, Math.floor(leaseMs / 3))
+        const renew = Clock.currentTimeMillis.pipe(
+          Effect.flatMap((now) => Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now)),
+          Effect.mapError(toStorageFailure("renew lease")),
+          Effect.either,
+          Effect.provide(context)
+        )
+        let inDoubt = false
         const lost = yield* Deferred.make<void>()
         yield* Effect.forkScoped(
           Effect.gen(function* () {
+            let retryIn = 100
+            let wait = renewEvery
             while (true) {
-              yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
-              const now = yield* Clock.currentTimeMillis
-              const kept = yield* Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now).pipe(
-                Effect.mapError(toStorageFailure("renew lease")),
-                Effect.tapError((failure) => Effect.logWarning("lease renewal failed; trying again", failure)),
-                Effect.orElseSucceed(() => true)
-              )
-              if (!kept) return yield* Deferred.succeed(lost, undefined)
+              yield* Effect.sleep(Duration.millis(wait))
+              const answer = yield* renew
+              if (Either.isLeft(answer)) {
+                if (!inDoubt) yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
+                inDoubt = true
+                wait = Math.min(retryIn, renewEvery)
+                retryIn *= 2
+                continue
+              }
+              inDoubt = false
+              if (!answer.right) return yield* Deferred.succeed(lost, undefined)
+              retryIn = 100
+              wait = renewEvery
             }
-          }).pipe(Effect.provide(context))
+          })
         )
         const performed = yield* definition.handle(row).pipe(
           Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
@@ -224,11 +279,25 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
         )
         if (performed === "lease-lost") {
+          // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
+          yield* acknowledgeStopped(row)
           return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", { effectId: row.effectId })
+        }
+        if (inDoubt) {
+          // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
+          // settle anyway; the settle records the refusal, and its transaction re-checks the row.
+          const answer = yield* renew
+          if (Either.isRight(answer) && !answer.right) {
+            return yield* Effect.logWarning("lease lost while its renewal was in doubt; the outcome is not this owner's to record", {
+              effectId: row.effectId,
+              performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
+            })
+          }
         }
         yield* faults.hit("reactor.after-perform", { kind: row.kind })
         const now = yield* Clock.currentTimeMillis
-        yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        const settled = yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        if (settled === "stale") yield* acknowledgeStopped(row)
         settledSinceCursor = true
         yield* faults.hit("reactor.after-settle", { kind: row.kind })
       }).pipe(
@@ -249,15 +318,20 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         log
       )
 
-    /** Rows of dead owners (lease expired, heartbeat stopped) are settled by policy while running. */
+    /**
+     * Rows of dead owners (lease expired, heartbeat stopped) are settled by policy while running:
+     * never this process's own, and only once it has watched the store long enough to call anyone dead.
+     */
     const reclaimDead = (now: number) =>
       Effect.gen(function* () {
-        const dead = yield* Outbox.reclaimable(now, now - Duration.toMillis(worker.deadAfter), 100, kinds)
+        const deadBefore = yield* worker.deadBefore(now)
+        if (deadBefore === undefined) return 0
+        const dead = yield* Outbox.reclaimable(now, deadBefore, 100, kinds, worker.ownerId)
         for (const row of dead) {
           const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
           const command = {
             type: replaySafe ? "effect.requeue" : "effect.fail",
-            commandId: reconcileId(row.effectId, row.attempts),
+            commandId: reclaimId(row.effectId, row.attempts),
             effectId: row.effectId,
             attempt: row.attempts,
             aggregateType: row.aggregateType,
@@ -270,6 +344,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           const exit = yield* Effect.exit(dispatch(command))
           if (Exit.isSuccess(exit)) {
             yield* Effect.logWarning("reclaimed a dead owner's effect", { effectId: row.effectId, owner: row.leaseOwner, replaySafe })
+          } else if ((yield* Quarantine.afterFailedSettle(row, command, exit.cause, "reclaim"))._tag === "Fatal") {
+            yield* Effect.logWarning("could not reclaim a dead owner's effect; trying again at the next poll", {
+              effectId: row.effectId,
+              cause: Cause.pretty(exit.cause)
+            })
           }
         }
         return dead.length
@@ -303,11 +382,13 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(row))
-          if (free > 0 && claimed.length === free) return 0
+          if (free > 0 && claimed.length === free) return now
           const due = yield* Outbox.nextDue(kinds, cursor)
-          return due !== undefined && due > now ? Math.min(pollMs, due - now) : pollMs
+          return due !== undefined && due > now ? Math.min(now + pollMs, due) : now + pollMs
         })
-        const waitMs = yield* step.pipe(
+        // When to look again, as a time: the step's reads take time, and a wait computed from the clock
+        // read at its start would wake that much later than the row is due.
+        const wakeAt = yield* step.pipe(
           Effect.tap(() => Effect.sync(() => (coolOff = 100))),
           Effect.catchAll((error) =>
             Effect.gen(function* () {
@@ -315,10 +396,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
               yield* Effect.logError("reactor step failed; cooling off", { coolOffMs: coolOff, error: toStorageFailure("reactor")(error) })
               const wait = coolOff
               coolOff = Math.min(coolOff * 2, 10_000)
-              return wait
+              return (yield* Clock.currentTimeMillis) + wait
             })
           )
         )
+        const waitMs = wakeAt - (yield* Clock.currentTimeMillis)
         if (waitMs > 0) yield* Effect.race(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
       }
     }).pipe(Effect.provide(context), log)

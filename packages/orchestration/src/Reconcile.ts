@@ -3,14 +3,17 @@
  * owner that is gone is settled by its kind's policy, through the front door so the owning aggregate
  * and its read model show it: replay-safe rows go back to pending, process-bound rows fail with a
  * stored reason. It runs before any reactor claims and before any client command is admitted.
+ * A row whose own aggregate cannot record its settlement (Quarantine.classify) is parked instead,
+ * so one broken aggregate never stops the node from booting; a failure of the store still does.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Effect, Exit, Option } from "effect"
+import { Effect, Exit } from "effect"
 import { reconcileId } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import type { DispatchError, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
+import * as Quarantine from "./Quarantine.js"
 import type { ProcessLossPolicy } from "./Reactor.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
@@ -22,6 +25,8 @@ export interface ReconcileReport {
   readonly failed: number
   /** Settlements that found the row already settled (a reconcile cut off and run again). */
   readonly alreadySettled: number
+  /** Rows parked because their aggregate could not record the settlement (see Quarantine.ts). */
+  readonly quarantined: number
 }
 
 export interface ReconcileOptions {
@@ -49,7 +54,7 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
           ? Effect.forEach(commands, (command) => Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" })))
           : engine.dispatchManyDuringBoot(commands)
       )
-    const report = { requeued: 0, failed: 0, alreadySettled: 0 }
+    const report = { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 0 }
     const progressEvery = options.progressEvery ?? 1_000
     const skipped = new Set<string>()
     while (true) {
@@ -77,21 +82,25 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
         return { row, policy, command }
       })
       const answers = yield* dispatchAll(planned.map((p) => p.command))
-      for (const [index, { row, policy }] of planned.entries()) {
+      for (const [index, { row, policy, command }] of planned.entries()) {
         const answer = answers[index]!
-        if (Exit.isFailure(answer)) {
-          const error = Cause.failureOption(answer.cause)
-          // Stale: settled by an earlier, cut-off run of this reconcile. Anything else is a real failure.
-          if (!(Option.isSome(error) && error.value._tag === "CommandRejected")) return yield* Effect.failCause(answer.cause)
-        }
-        if (Exit.isFailure(answer) || answer.value.duplicate) {
-          // Never loop on a row that an earlier run settled.
+        const failure = Exit.isFailure(answer)
+          ? yield* Quarantine.afterFailedSettle(row, command, answer.cause, "reconcile")
+          : undefined
+        // A failure of the store or the engine is not this row's problem: boot stops, loudly.
+        if (failure?._tag === "Fatal" && Exit.isFailure(answer)) return yield* Effect.failCause(answer.cause)
+        if (failure?._tag === "Quarantine") {
+          // Parked, so no longer running; skipped too in case the row changed under the park.
+          skipped.add(row.effectId)
+          report.quarantined++
+        } else if (failure?._tag === "Stale" || (Exit.isSuccess(answer) && answer.value.duplicate)) {
+          // Stale: settled by an earlier, cut-off run of this reconcile. Never loop on that row.
           skipped.add(row.effectId)
           report.alreadySettled++
         } else if (policy === "replay-safe") report.requeued++
         else report.failed++
         yield* faults.hit("reconcile.mid", { kind: row.kind })
-        const done = report.requeued + report.failed + report.alreadySettled
+        const done = report.requeued + report.failed + report.alreadySettled + report.quarantined
         if (done % progressEvery === 0) yield* Effect.logInfo(`reconcile: ${done} rows settled so far`)
       }
     }

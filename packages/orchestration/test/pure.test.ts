@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit } from "effect"
-import { CanonicalJson, CommandId, EffectFailure, FaultPoints, Reactor, Receipts, StorageErrors } from "../src/index.js"
+import { Effect, Exit, Fiber, TestClock } from "effect"
+import { CanonicalJson, CommandId, EffectFailure, EffectOutcomes, FaultPoints, Reactor, Receipts, StorageErrors, Worker } from "../src/index.js"
 import type * as Outbox from "../src/Outbox.js"
 
 describe("canonical JSON and fingerprints", () => {
@@ -92,7 +92,20 @@ describe("fault points", () => {
     assert.isBelow(first.length, 30)
     assert.deepStrictEqual(schedule(), first)
     assert.throws(() => FaultPoints.parse("dispatch.sometime"), /unknown point/)
+    assert.throws(() => FaultPoints.parse("reconcile.mid:delya=5"), /unknown filter 'delya'/)
   })
+
+  it.effect("with delay= hold the fiber at the point for that long instead of killing", () =>
+    Effect.gen(function* () {
+      const points = FaultPoints.fromSpec("reconcile.mid:nth=1:delay=1000", () => assert.fail("killed"))
+      const held = yield* Effect.fork(points.hit("reconcile.mid"))
+      yield* TestClock.adjust("999 millis")
+      assert.isNull(held.unsafePoll())
+      yield* TestClock.adjust("1 millis")
+      assert.isTrue(Exit.isSuccess(yield* Fiber.await(held)))
+      // Only the configured hit is held.
+      yield* points.hit("reconcile.mid")
+    }))
 })
 
 describe("reactor verdicts", () => {
@@ -110,5 +123,34 @@ describe("reactor verdicts", () => {
     assert.deepStrictEqual(again, { type: "effect.fail", error: { message: "busy" }, retryAt: 1_000 })
     const defect = Reactor.verdictFor(Exit.die(new Error("boom")), row, policy, retry, 0)
     assert.isTrue(defect.type === "effect.fail" && defect.error.message.startsWith("handler defect:") && defect.error.message.includes("boom"))
+  })
+})
+
+describe("settlement against the row as it is now", () => {
+  const row: EffectOutcomes.SettlementTarget = {
+    effectId: "job:j1", kind: "work.safe", aggregateType: "job", aggregateId: "j1", status: "running", attempts: 2, payload: {},
+    error: null, leaseOwner: "owner-A", leaseExpiresAt: null, operatorActions: 0
+  }
+  const succeed = (attempt: number): EffectOutcomes.SettlementCommand => ({
+    type: "effect.succeed", commandId: EffectOutcomes.outcomeId("job:j1", attempt), effectId: "job:j1", attempt,
+    aggregateType: "job", aggregateId: "j1", by: "reactor", response: "done"
+  })
+  it("given a row claimed again at attempt 2, when attempt 1's outcome arrives, then it is stale", () => {
+    const decision = EffectOutcomes.decideSettlement(row, succeed(1), 0)
+    assert.deepStrictEqual(decision, { _tag: "Stale", message: "effect 'job:j1' is running at attempt 2; this settles attempt 1" })
+  })
+  it("given the same row, when attempt 2's outcome arrives, then it applies", () => {
+    assert.strictEqual(EffectOutcomes.decideSettlement(row, succeed(2), 0)._tag, "Apply")
+  })
+})
+
+describe("judging an owner dead", () => {
+  it("only a process that watched the store take its writes for the whole dead-after span judges, with that span as cutoff", () => {
+    // Writable since 5 s: at 12 s it has watched 7 s of a 10 s span, so it does not judge.
+    assert.strictEqual(Worker.deadBefore(10_000, 5_000, 12_000), undefined)
+    assert.strictEqual(Worker.deadBefore(10_000, 5_000, 15_000), 5_000)
+    assert.strictEqual(Worker.deadBefore(10_000, 5_000, 40_000), 30_000)
+    // Its own last write failed: it knows nothing about anyone's heartbeat.
+    assert.strictEqual(Worker.deadBefore(10_000, undefined, 40_000), undefined)
   })
 })

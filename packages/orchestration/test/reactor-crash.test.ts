@@ -3,6 +3,8 @@ import { Effect } from "effect"
 import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { SqliteStore } from "../src/index.js"
 import { jsonLines, runChild } from "./fixtures/child.js"
 import { tempDir } from "./fixtures/harness.js"
 
@@ -32,7 +34,7 @@ describe("crash tests: a real process killed with SIGKILL", () => {
       const restarted = yield* runChild(child, [db, ledger, "serve", "job:j1"])
       assert.strictEqual(restarted.code, 0, restarted.stderr)
       const lines = jsonLines(restarted.stdout)
-      assert.deepStrictEqual(lines[0], { reconciled: { requeued: 0, failed: 0, alreadySettled: 0 } })
+      assert.deepStrictEqual(lines[0], { reconciled: { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 0 } })
       assert.strictEqual(lines[1]!.row.status, "succeeded")
       assert.strictEqual(lines[1]!.status.status, "succeeded")
       assert.deepStrictEqual(ledgerOf(ledger).map((l) => l.effectId), ["job:j1"])
@@ -47,7 +49,7 @@ describe("crash tests: a real process killed with SIGKILL", () => {
       const restarted = yield* runChild(child, [db, ledger, "serve", "job:j1"])
       assert.strictEqual(restarted.code, 0, restarted.stderr)
       const [reconciled, settled] = jsonLines(restarted.stdout)
-      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 1, failed: 0, alreadySettled: 0 } })
+      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 1, failed: 0, alreadySettled: 0, quarantined: 0 } })
       assert.strictEqual(settled!.row.status, "succeeded")
       assert.strictEqual(settled!.row.attempts, 2)
       assert.deepStrictEqual(ledgerOf(ledger).map((l) => [l.effectId, l.attempt]), [["job:j1", 1], ["job:j1", 2]])
@@ -62,7 +64,7 @@ describe("crash tests: a real process killed with SIGKILL", () => {
       const restarted = yield* runChild(child, [db, ledger, "serve", "job:j1"])
       assert.strictEqual(restarted.code, 0, restarted.stderr)
       const [reconciled, settled] = jsonLines(restarted.stdout)
-      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 0, failed: 1, alreadySettled: 0 } })
+      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 0, failed: 1, alreadySettled: 0, quarantined: 0 } })
       assert.strictEqual(settled!.row.status, "failed")
       assert.deepStrictEqual(settled!.row.error, { message: "server process ended before the effect completed", code: "process-ended" })
       // The aggregate was told: its read model shows the failure and the reason.
@@ -79,7 +81,7 @@ describe("crash tests: a real process killed with SIGKILL", () => {
       const restarted = yield* runChild(child, [db, ledger, "serve", "job:a"])
       const [reconciled, settled] = jsonLines(restarted.stdout)
       // The first boot's settle committed before the kill; nothing is left running for this one.
-      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 0, failed: 0, alreadySettled: 0 } })
+      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 0 } })
       assert.strictEqual(settled!.row.status, "failed")
     }))
 
@@ -95,5 +97,30 @@ describe("crash tests: a real process killed with SIGKILL", () => {
       assert.strictEqual(answer.duplicate, true)
       assert.strictEqual(answer.commandId, "ingest:provider:evt-42")
       assert.deepStrictEqual(lines.find((l) => "counts" in l), { counts: { receipts: 1, events: 1 } })
+    }))
+
+  it.live("killed while performing, then the effect's aggregate cannot be replayed: every later boot succeeds with the row quarantined", () =>
+    Effect.gen(function* () {
+      const { db, ledger } = setup()
+      const killed = yield* runChild(child, [db, ledger, "submit", "j1", "work.bound"], { FAULT_POINTS: "reactor.after-perform:kind=work.bound:nth=1" })
+      assert.strictEqual(killed.signal, "SIGKILL")
+      // Between the runs, the job's stored event stops decoding (a bad deploy or migration).
+      yield* Effect.flatMap(SqlClient, (sql) => sql`UPDATE events SET payload = '{"type":"job.submitted","kind":42}' WHERE aggregate_id = 'j1'`).pipe(
+        Effect.provide(SqliteStore.layer({ filename: db }))
+      )
+      const first = yield* runChild(child, [db, ledger, "boot", "job:j1"])
+      assert.strictEqual(first.code, 0, first.stderr)
+      const [reconciled, printed] = jsonLines(first.stdout)
+      const row = printed!.row
+      assert.deepStrictEqual(reconciled, { reconciled: { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 1 } })
+      assert.deepStrictEqual([row.status, row.quarantine.reason, row.quarantine.by], ["quarantined", "aggregate-unavailable", "reconcile"])
+      const second = yield* runChild(child, [db, ledger, "boot", "job:j1"])
+      assert.strictEqual(second.code, 0, second.stderr)
+      const [again, printedAgain] = jsonLines(second.stdout)
+      const still = printedAgain!.row
+      assert.deepStrictEqual(again, { reconciled: { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 0 } })
+      assert.strictEqual(still.status, "quarantined")
+      // Performed once, by the killed process; neither boot performed it again.
+      assert.strictEqual(ledgerOf(ledger).length, 1)
     }))
 })

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer, Scope, TestClock } from "effect"
-import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FreeSpace } from "../src/index.js"
+import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FaultPoints, FreeSpace } from "../src/index.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
@@ -50,6 +50,61 @@ describe("outcomes through the front door", () => {
       yield* settle
       assert.deepStrictEqual((yield* Outbox.find("job:j1"))!.response, { by: "hand" })
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("an outcome for an earlier attempt of a row claimed again is stale and changes nothing", () => {
+    const handler = scriptedHandler()
+    const slow = gated()
+    handler.behaviors.set("job:j1", slow.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const sql = yield* SqlClient
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(rowIs("job:j1", (r) => r.status === "running"), "claimed")
+      // A peer reclaimed the row and claimed it again: running, at attempt 2, under its lease.
+      yield* sql`UPDATE outbox SET lease_owner = 'peer', attempts = 2 WHERE effect_id = 'job:j1'`
+      const before = yield* sql`SELECT * FROM outbox`
+      const stale = yield* Effect.flip(engine.dispatchWithReceipt({
+        type: "effect.succeed",
+        commandId: EffectOutcomes.outcomeId("job:j1", 1),
+        effectId: "job:j1",
+        attempt: 1,
+        aggregateType: "job",
+        aggregateId: "j1",
+        by: "reactor",
+        response: "from attempt 1"
+      }, { origin: "internal" }))
+      assert.instanceOf(stale, CommandRejected)
+      assert.strictEqual((stale as CommandRejected).reason, "stale-outcome")
+      assert.deepStrictEqual(yield* sql`SELECT * FROM outbox`, before)
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "submitted", detail: null })
+      // The first owner's own settle of attempt 1 changes nothing either.
+      yield* slow.open
+      yield* eventually(Effect.sync(() => handler.running() === 0), "first owner's handler finished")
+      yield* settle
+      assert.deepStrictEqual(yield* sql`SELECT * FROM outbox`, before)
+      // On a failed assertion too, the handler finishes, so the reactor's shutdown has nothing to wait for.
+    }).pipe(Effect.ensuring(slow.open), Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("a decision's cancel cancels the pending rows it names and lets a running one finish", () => {
+    const handler = scriptedHandler()
+    const first = gated("finished")
+    handler.behaviors.set("job:j1:0", first.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // Two effects in one lane: the first runs, the second waits behind it.
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 2, lane: "one" }))
+      yield* eventually(rowIs("job:j1:0", (r) => r.status === "running"), "first claimed")
+      yield* engine.dispatchWithReceipt({ commandId: "cancel-j1", type: "job.cancel", jobId: "j1", effectIds: ["job:j1:0", "job:j1:1"] })
+      const running = (yield* Outbox.find("job:j1:0"))!
+      assert.deepStrictEqual([running.status, running.leaseOwner, running.error], ["running", "owner-A", null])
+      const pending = (yield* Outbox.find("job:j1:1"))!
+      assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
+      yield* first.open
+      yield* eventually(rowIs("job:j1:0", (r) => r.status === "succeeded"), "running effect finished")
+      assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
+    }).pipe(Effect.ensuring(first.open), Effect.provide(stack([testReactor(handler.handle)])))
   })
 
   it.effect("clients cannot send outcome commands or outcome ids", () =>
@@ -229,6 +284,48 @@ describe("graceful shutdown", () => {
         // Left for boot reconcile, which fails it with its stored reason.
         "job:bound": ["running", "owner-A"]
       })
+    }).pipe(Effect.provide(TestStore.layer({ filename: ":memory:" })))
+  })
+
+  it.effect("after stopAdmitting, an outcome arriving in the last instant of the grace is recorded, not left for reconcile", () => {
+    const handler = scriptedHandler()
+    const gates = Object.fromEntries(["first", "held", "last"].map((job) => [job, gated(job)]))
+    for (const [job, gate] of Object.entries(gates)) handler.behaviors.set(`job:${job}`, gate.behavior)
+    // Holds a batch open after its commit, before its commands are answered.
+    const hold = { armed: false, reached: Effect.runSync(Deferred.make<void>()), release: Effect.runSync(Deferred.make<void>()) }
+    const faults = Layer.succeed(FaultPoints.FaultPoints, {
+      enabled: true,
+      hit: (point) =>
+        point === "dispatch.after-commit" && hold.armed
+          ? Deferred.succeed(hold.reached, undefined).pipe(Effect.zipRight(Deferred.await(hold.release)))
+          : Effect.void
+    })
+    return Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const stackLayer = stackOverStore([testReactor(handler.handle, { shutdownGrace: "2 seconds" })]).pipe(Layer.provide(faults))
+      const context = yield* Layer.buildWithScope(stackLayer, scope)
+      const engine = context.unsafeMap.get(Engine.Engine.key) as Engine.EngineShape
+      for (const job of Object.keys(gates)) yield* engine.dispatchWithReceipt(submit(job, "work.bound"))
+      yield* eventually(Effect.sync(() => handler.performed.length === 3), "all three running")
+      // The server's first step of shutdown; settlements still land while reactors finish.
+      yield* engine.stopAdmitting
+      yield* gates.first!.open
+      yield* eventually(rowIs("job:first", (r) => r.status === "succeeded"), "first settled while draining")
+      // One settle's batch is still open when the last outcome arrives behind it.
+      hold.armed = true
+      yield* gates.held!.open
+      yield* Deferred.await(hold.reached)
+      hold.armed = false
+      yield* gates.last!.open
+      yield* eventually(Effect.map(engine.stats, (stats) => stats.queueDepth === 1), "last outcome queued")
+      const closing = yield* Effect.fork(Scope.close(scope, Exit.void))
+      yield* settle
+      yield* TestClock.adjust("2 seconds")
+      yield* settle
+      yield* Deferred.succeed(hold.release, undefined)
+      yield* closing.await
+      const rows = Object.fromEntries((yield* Outbox.list()).map((r) => [r.effectId, [r.status, r.response]]))
+      assert.deepStrictEqual(rows, { "job:first": ["succeeded", "first"], "job:held": ["succeeded", "held"], "job:last": ["succeeded", "last"] })
     }).pipe(Effect.provide(TestStore.layer({ filename: ":memory:" })))
   })
 })

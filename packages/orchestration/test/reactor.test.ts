@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Logger, TestClock } from "effect"
-import { EffectFailure, Engine } from "../src/index.js"
+import { Deferred, Effect, Layer, Logger, TestClock } from "effect"
+import { EffectFailure, EffectOutcomes, Engine, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
@@ -81,6 +81,43 @@ describe("reactors: timing under TestClock", () => {
       const outcomes = yield* sql<{ payload: string }>`SELECT payload FROM events WHERE type = 'job.outcome' ORDER BY sequence`
       assert.deepStrictEqual(outcomes.map((o) => JSON.parse(o.payload).status), ["retrying", "retrying", "succeeded"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+  })
+
+  it.effect("the wait for a due row ends when it is due, however long the step that computed it took", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) => row.attempts < 2 ? Effect.fail(new EffectFailure({ message: "flaky", retryable: true })) : Effect.succeed("ok"))
+    // A step that is slow between reading the clock and going to sleep (as a PostgreSQL round trip is):
+    // the storage guard's probe, which every step consults, stops once when armed.
+    const slow = { armed: false }
+    const entered = Effect.runSync(Deferred.make<void>())
+    const resume = Effect.runSync(Deferred.make<void>())
+    const probe = Layer.succeed(FreeSpace.FreeSpace, {
+      check: Effect.suspend(() => {
+        if (!slow.armed) return Effect.void
+        slow.armed = false
+        return Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(resume)))
+      }).pipe(Effect.as({ freeBytes: 1, floorBytes: 0, belowFloor: false }))
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1), "first failure settled")
+      assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 1_000)
+      yield* settle
+      // A ring (a row of a kind this reactor does not handle) starts a step at 0 ms; it reads the clock,
+      // then stops in the probe while 500 ms pass.
+      slow.armed = true
+      yield* engine.dispatchWithReceipt(submit("other", "work.elsewhere"), { origin: "internal" })
+      yield* Deferred.await(entered)
+      yield* TestClock.adjust("500 millis")
+      yield* Deferred.succeed(resume, undefined)
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+      // The row is due at 1 s: the reactor wakes then, not 500 ms late.
+      yield* TestClock.adjust("500 millis")
+      yield* eventually(Effect.sync(() => handler.performed.length === 2), "second attempt when due at 1 s")
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "second attempt settled")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(probe))))
   })
 
   it.effect("after max attempts the row is failed with its error and attempt count, and the aggregate knows", () => {
@@ -170,5 +207,32 @@ describe("reactors: lanes", () => {
       yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "all done")
       assert.strictEqual(handler.maxRunning(), 2)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 2 })])))
+  })
+})
+
+describe("reactors: cursors", () => {
+  it.effect("an operator retry of a row below the reactor's cursor is performed again (the cursor moves back)", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) => (row.attempts === 1 ? Effect.fail(new EffectFailure({ message: "no", retryable: false })) : Effect.succeed("yes")))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "failed")
+      const failed = (yield* Outbox.find("job:j1"))!
+      // The reactor has moved its cursor past the settled row: its claims no longer look at it.
+      yield* eventually(Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence), "cursor past the failed row")
+      yield* engine.dispatchWithReceipt({
+        type: "effect.retry",
+        commandId: EffectOutcomes.operatorId("retry", "job:j1", 1, 0),
+        effectId: "job:j1",
+        attempt: 1,
+        aggregateType: "job",
+        aggregateId: "j1",
+        by: "operator"
+      }, { origin: "internal" })
+      assert.isBelow(yield* Outbox.cursor("test-reactor"), failed.sequence)
+      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "performed again")
+      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 })

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
-import { CommandIdConflict, CommandRejected, Engine } from "../src/index.js"
+import { CommandIdConflict, CommandRejected, Engine, WriteProbe } from "../src/index.js"
 import { Account, Balances } from "../examples/Accounts.js"
 import { counting } from "./fixtures/counting.js"
 import { engineLayer, rowCounts, snapshot, waitForQueueDepth } from "./fixtures/harness.js"
@@ -140,6 +140,18 @@ describe("receipts", () => {
       assert.strictEqual(retry.sequence, first.sequence)
       const withMemo = yield* Effect.flip(engine.dispatchWithReceipt({ ...deposit("d-1", 7), memo: "" }))
       assert.instanceOf(withMemo, CommandIdConflict)
+    }).pipe(Effect.provide(engineLayer())))
+})
+
+describe("the write probe", () => {
+  it.effect("lands on a store that takes writes and leaves nothing behind, however often it runs", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(open("c-1"))
+      const before = yield* snapshot
+      yield* Effect.all([WriteProbe.probeWrite, WriteProbe.probeWrite, WriteProbe.probeWrite], { concurrency: "unbounded" })
+      assert.deepStrictEqual(yield* snapshot, before)
+      assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
     }).pipe(Effect.provide(engineLayer())))
 })
 

@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
-import { CommandRejected, Engine, StorageFailure, StorageFaults, driverError, type WritePoint } from "../src/index.js"
+import { CommandRejected, Engine, StorageFailure, StorageFaults, WriteProbe, driverError, type WritePoint } from "../src/index.js"
 import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
@@ -146,6 +146,23 @@ describe("a real SQLITE_FULL (max_page_count)", () => {
     }).pipe(Effect.provide(engineLayer({ filename: file })))
     return Effect.all([seed, batch, check], { discard: true })
   })
+})
+
+describe("the write probe", () => {
+  it.effect("is refused with disk-full while the store has no room to grow, lands once it has, and leaves no receipt", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(open("c-1"))
+      const before = yield* snapshot
+      yield* capDatabase(0)
+      const refused = yield* Effect.flip(WriteProbe.probeWrite)
+      assert.deepStrictEqual([refused.reason, refused.code], ["disk-full", "SQLITE_FULL"])
+      yield* uncap
+      yield* WriteProbe.probeWrite
+      yield* WriteProbe.probeWrite
+      assert.deepStrictEqual(yield* snapshot, before)
+      assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
+    }).pipe(Effect.provide(engineLayer({ filename: tempDbFile() }))))
 })
 
 // SQLite-only (a real SQLITE_FULL via max_page_count); moved here from reconcile-storage so the

@@ -1,17 +1,23 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option } from "effect"
 import {
   AggregateUnavailable,
   CommandDefect,
   Engine,
   EngineUnavailable,
+  FaultPoints,
   InvalidCommand
 } from "../src/index.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import { accountsConfig, engineLayer, rowCounts, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 
 const open = (commandId: string, accountId = "acc-1") => ({ commandId, type: "account.open", accountId, owner: "ada" })
+
+/** Lets other fibers run for a while without moving the clock. */
+const yieldMany = Effect.gen(function* () {
+  for (let i = 0; i < 500; i++) yield* Effect.yieldNow()
+})
 
 describe("bad input gets InvalidCommand and stores nothing", () => {
   const cases: ReadonlyArray<readonly [string, unknown, string]> = [
@@ -142,6 +148,57 @@ describe("lifecycle", () => {
       const error = yield* Fiber.join(parked)
       assert.instanceOf(error, EngineUnavailable)
       assert.strictEqual((error as EngineUnavailable).reason, "shutting-down")
+    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } }))))
+
+  it.effect("after stopAdmitting, shutdown waits for the batch in flight and the internal commands that arrive meanwhile", () => {
+    // A commit the test holds open after it wrote, before its commands are answered.
+    const hold = { armed: false, reached: Effect.runSync(Deferred.make<void>()), release: Effect.runSync(Deferred.make<void>()) }
+    const faults = Layer.succeed(FaultPoints.FaultPoints, {
+      enabled: true,
+      hit: (point) =>
+        point === "dispatch.after-commit" && hold.armed
+          ? Deferred.succeed(hold.reached, undefined).pipe(Effect.zipRight(Deferred.await(hold.release)))
+          : Effect.void
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const internal = { origin: "internal" } as const
+      yield* engine.stopAdmitting
+      // A batch while draining empties the queue: that is not the end of the drain.
+      yield* engine.dispatchWithReceipt(open("c-1"), internal)
+      hold.armed = true
+      const inFlight = yield* Effect.fork(engine.dispatchWithReceipt(open("c-2", "acc-2"), internal))
+      yield* Deferred.await(hold.reached)
+      hold.armed = false
+      const closing = yield* Effect.fork(engine.shutdown)
+      yield* yieldMany
+      assert.isTrue(Option.isNone(yield* Fiber.poll(closing)), "shutdown returned while a batch was in flight")
+      // A settlement of running work arriving during the drain is still taken.
+      const late = yield* Effect.fork(engine.dispatchWithReceipt(open("c-3", "acc-3"), internal))
+      yield* yieldMany
+      yield* Deferred.succeed(hold.release, undefined)
+      yield* Fiber.join(closing)
+      assert.deepStrictEqual([(yield* Fiber.join(inFlight)).duplicate, (yield* Fiber.join(late)).duplicate], [false, false])
+      const refused = yield* Effect.flip(engine.dispatchWithReceipt(open("c-4", "acc-4"), internal))
+      assert.instanceOf(refused, EngineUnavailable)
+      assert.strictEqual((refused as EngineUnavailable).reason, "shutting-down")
+      assert.deepStrictEqual((yield* rowCounts).receipts, 3)
+    }).pipe(Effect.provide(engineLayer().pipe(Layer.provide(faults))))
+  })
+
+  it.effect("stopAdmitting before activation with commands queued: shutdown tells them and returns", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const parked = yield* Effect.fork(Effect.flip(engine.dispatchWithReceipt(open("c-1"))))
+      yield* waitForQueueDepth(1)
+      yield* engine.stopAdmitting
+      const closing = yield* Effect.fork(engine.shutdown)
+      yield* yieldMany
+      assert.isTrue(Option.isSome(yield* Fiber.poll(closing)), "shutdown waited for a processor that never started")
+      const error = yield* Fiber.join(parked)
+      assert.instanceOf(error, EngineUnavailable)
+      assert.strictEqual((error as EngineUnavailable).reason, "shutting-down")
+      assert.deepStrictEqual(yield* rowCounts, { events: 0, receipts: 0, outbox: 0, account_balances: 0 })
     }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } }))))
 
   it.effect("two aggregates may not declare the same command type", () =>

@@ -1,8 +1,11 @@
 /**
  * `pnpm chaos --fuzz`: thousands of generated bad requests against the real server. Every answer must
- * be typed JSON (`{ error, message }`), never a 5xx other than 503, and nothing committed may change.
+ * be typed JSON (`{ error, message }`), never a 5xx other than 503, never longer than a few KB (client
+ * values are clipped), and nothing committed may change. Hostile probes (another spelling of a path
+ * from a foreign Host or Origin, or without the JSON content type) must be refused, valid body or not.
  */
 import { mkdtempSync } from "node:fs"
+import { request } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { json } from "./Client.js"
@@ -15,6 +18,65 @@ interface Probe {
   readonly path: string
   readonly headers?: Record<string, string>
   readonly body?: string
+  /** Must be refused (4xx) even though its body is a valid command: the edge, not the command, decides. */
+  readonly hostile?: boolean
+}
+
+/** The longest error body a probe may get back: the server clips what it echoes. */
+const maxErrorBody = 4_096
+
+/** Sent exactly as written: fetch would normalise the path and refuses to set Host. */
+const send = (base: string, probe: Probe) =>
+  new Promise<{ status: number; text: string }>((resolve, reject) => {
+    const url = new URL(base)
+    const req = request({ host: url.hostname, port: Number(url.port), method: probe.method, path: probe.path, headers: probe.headers ?? {} }, (response) => {
+      const chunks: Array<Buffer> = []
+      response.on("data", (chunk: Buffer) => chunks.push(chunk))
+      response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
+    })
+    req.setTimeout(10_000, () => req.destroy(new Error("no answer within 10 s")))
+    req.on("error", reject)
+    req.end(probe.body)
+  })
+
+/** Ways to spell `/v1/...` that one router reads as the same route. */
+const spell = (random: Random, path: string) =>
+  random.pick([path, `/${path}`, path.replace("/v1/", "/V1/"), path.replace("/v1/", "/%761/"), path.replace("/v1/", "/%76%31/"), path.replace("/v1/", "/v1//"), path.toUpperCase()])
+
+const foreignHosts = ["evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost.evil.example", "0.0.0.0", "[::2]"]
+const foreignOrigins = ["http://evil.example", "null", "http://127.0.0.1:1", "https://localhost", "file://", "not a url"]
+
+/** A valid command or operator action that must still be refused: foreign Host, foreign Origin or not JSON. */
+const hostile = (random: Random, effectIds: ReadonlyArray<string>, port: string): Probe => {
+  const command = JSON.stringify({ commandId: `hostile-${random.int(0, 1e9)}`, type: "thread.create", threadId: `hostile-${random.int(0, 1e6)}` })
+  const effectId = encodeURIComponent(effectIds.length === 0 ? "none" : random.pick(effectIds))
+  const target = random.pick([
+    { path: "/v1/commands", body: command as string | undefined },
+    { path: `/v1/effects/${effectId}/cancel`, body: undefined },
+    { path: `/v1/effects/${effectId}/retry`, body: random.pick([undefined, "{}"]) }
+  ])
+  const json = { "content-type": "application/json" }
+  const headers = random.pick<Record<string, string>>([
+    { ...json, host: random.pick(foreignHosts) },
+    { ...json, host: `127.0.0.1:${port}`, origin: random.pick(foreignOrigins) },
+    {},
+    { "content-type": random.pick(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]) }
+  ])
+  return { method: "POST", path: spell(random, target.path), headers, ...(target.body === undefined ? {} : { body: target.body }), hostile: true }
+}
+
+/** Ids of tens of KB in paths, query strings and bodies: refused with a short answer. */
+const oversized = (random: Random): Probe => {
+  const id = "z".repeat(random.pick([300, 5_000, 12_000]))
+  return random.pick<Probe>([
+    { method: "GET", path: `/v1/effects/${id}` },
+    { method: "GET", path: `/v1/commands/${id}` },
+    { method: "GET", path: `/v1/threads/${id}/transcript` },
+    { method: "GET", path: `/v1/effects?status=${id}&kind=${id}` },
+    { method: "GET", path: `/v1/events?after=${id}` },
+    { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: JSON.stringify({ commandId: id.repeat(8), type: id, threadId: id }) },
+    { method: "GET", path: "/v1/events/stream", headers: { "last-event-id": id } }
+  ])
 }
 
 const weirdIds = ["", " ", "../../etc/passwd", "%00", "a".repeat(129), "a".repeat(5_000), "😀", "caf\u00e9", "outcome:x#1", "reconcile:x#1", "a/b", "a?b", "#x y", "../.."]
@@ -88,16 +150,26 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
   }
   await quiesce(server.url, ["fuzz-seed"], 30_000)
   const before = JSON.stringify(await allEvents(server.url))
+  const effectIds = ((await json(`${server.url}/v1/effects?limit=20`)).body?.effects ?? []).map((e: { effectId: string }) => e.effectId)
+  const port = new URL(server.url).port
   let serverErrors = 0
   let untyped = 0
+  let hostileServed = 0
+  let oversizedAnswers = 0
   const samples: Array<string> = []
   for (let i = 0; i < options.requests; i++) {
-    const probe = random.chance(0.6) ? badCommand(random) : badRead(random)
+    const roll = random.int(0, 9)
+    const probe = roll < 5 ? badCommand(random) : roll < 7 ? badRead(random) : roll < 9 ? hostile(random, effectIds, port) : oversized(random)
     let status = 0
     let body: any
+    let text = ""
     try {
-      const init: RequestInit = { method: probe.method, ...(probe.headers ? { headers: probe.headers } : {}), ...(probe.body !== undefined ? { body: probe.body } : {}) }
-      ;({ status, body } = await json(`${server.url}${probe.path}`, init))
+      ;({ status, text } = await send(server.url, probe))
+      try {
+        body = text.length > 0 ? JSON.parse(text) : null
+      } catch {
+        body = text // swallow-ok: a non-JSON body is counted as untyped below
+      }
     } catch (error) {
       serverErrors++
       samples.push(`${probe.method} ${probe.path}: ${String(error)}`)
@@ -111,6 +183,14 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
       untyped++
       samples.push(`${probe.method} ${probe.path.slice(0, 60)} → ${status} untyped ${JSON.stringify(body).slice(0, 120)}`)
     }
+    if (probe.hostile === true && status < 400) {
+      hostileServed++
+      samples.push(`hostile ${probe.method} ${probe.path.slice(0, 60)} ${JSON.stringify(probe.headers)} → ${status}`)
+    }
+    if (status >= 400 && text.length > maxErrorBody) {
+      oversizedAnswers++
+      samples.push(`${probe.method} ${probe.path.slice(0, 60)} → ${status} with a ${text.length}-character body`)
+    }
     if (i % 250 === 249) options.log(`fuzz: ${i + 1}/${options.requests} requests`)
   }
   const afterEvents = await allEvents(server.url)
@@ -123,7 +203,8 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
   await stop(server)
   for (const sample of samples.slice(0, 10)) options.log(`fuzz: problem: ${sample}`)
   return {
-    ok: serverErrors === 0 && untyped === 0 && stateChanged === 0,
-    line: `fuzz: requests=${options.requests} server_errors=${serverErrors} untyped_errors=${untyped} state_changed=${stateChanged}`
+    ok: serverErrors === 0 && untyped === 0 && stateChanged === 0 && hostileServed === 0 && oversizedAnswers === 0,
+    line: `fuzz: requests=${options.requests} server_errors=${serverErrors} untyped_errors=${untyped} state_changed=${stateChanged} ` +
+      `hostile_served=${hostileServed} oversized_answers=${oversizedAnswers}`
   }
 }

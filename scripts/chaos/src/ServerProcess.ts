@@ -27,7 +27,11 @@ export const freePort = () =>
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
-/** Starts the server and resolves once /health answers (200 or 503), or rejects if it exits first. */
+/**
+ * Starts the server and resolves once /health answers with a report (200, or 503 unavailable: not
+ * `starting`, which the server answers from the moment it listens until it is ready), or rejects if
+ * it exits first.
+ */
 export const start = async (dataDir: string, env: Record<string, string> = {}, timeoutMs = 30_000): Promise<Server> => {
   const port = await freePort()
   const child = spawn(process.execPath, [serverMain], {
@@ -48,8 +52,9 @@ export const start = async (dataDir: string, env: Record<string, string> = {}, t
     if (gone) throw new Error(`server exited while starting:\n${output}`)
     try {
       const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) })
-      await response.arrayBuffer()
-      if (response.status === 200 || response.status === 503) return { url, process: child, exited, output: () => output }
+      const body = await response.text()
+      const starting = body.includes('"status":"starting"')
+      if ((response.status === 200 || response.status === 503) && !starting) return { url, process: child, exited, output: () => output }
     } catch {
       // swallow-ok: not listening yet; the loop retries until the deadline
     }

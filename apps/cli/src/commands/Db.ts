@@ -4,7 +4,8 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { Clock, Effect, Option } from "effect"
-import { statSync } from "node:fs"
+import { existsSync, statSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
 import { ProblemsFound, UsageError } from "../CliErrors.js"
 import * as Check from "../db/Check.js"
 import * as StoreFile from "../db/StoreFile.js"
@@ -36,13 +37,31 @@ const storeFile = (options: { readonly dataDir: Option.Option<string>; readonly 
     })
   })
 
+/**
+ * The agents domain's world directory, whose ledger `db check` reads: `--world-dir`, else $WORLD_DIR,
+ * else `world` next to the store file (where the server puts it under DATA_DIR). None found: the
+ * ledger is not checked (another domain, or a store copied without its world).
+ */
+const worldDirOf = (option: Option.Option<string>, file: string) =>
+  Effect.gen(function* () {
+    if (Option.isSome(option)) {
+      const dir = resolve(option.value)
+      if (!existsSync(dir)) return yield* new UsageError({ message: `--world-dir: no directory at ${dir}` })
+      return dir
+    }
+    const fromEnv = process.env.WORLD_DIR?.trim()
+    const dir = fromEnv !== undefined && fromEnv !== "" ? resolve(fromEnv) : join(dirname(resolve(file)), "world")
+    return existsSync(dir) ? dir : undefined
+  })
+
 export const renderCheck = (report: Check.CheckReport): string => {
   const c = report.counts
   const summary = Render.fields([
     ["events", `${c.events} (log head ${c.head}, ${c.aggregates} aggregates)`],
     ["receipts", String(c.receipts)],
     ["effects", `${c.effects} (${c.settledEffects} settled)`],
-    ["transcripts", c.transcripts === null ? "none in this store" : String(c.transcripts)]
+    ["transcripts", c.transcripts === null ? "none in this store" : String(c.transcripts)],
+    ["world", report.world === null ? "none found (the ledger is not checked)" : `${report.world.dir} (${report.world.ledgerEntries} ledger entries)`]
   ])
   const verdict = report.ok
     ? "ok: no problems found"
@@ -51,10 +70,23 @@ export const renderCheck = (report: Check.CheckReport): string => {
   return `db check ${report.file}\n${summary}\n\n${verdict}`
 }
 
-const check = Command.make("check", { ...storeOptions, json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON.")) }, (options) =>
+const worldDirOption = Options.directory("world-dir", { exists: "either" }).pipe(
+  Options.withDescription(
+    "The agents world directory (WORLD_DIR), whose ledger.jsonl is checked for process-bound effects performed twice. " +
+      "Default: $WORLD_DIR, else 'world' next to the store file when it exists."
+  ),
+  Options.optional
+)
+
+const check = Command.make("check", {
+  ...storeOptions,
+  worldDir: worldDirOption,
+  json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON."))
+}, (options) =>
   Effect.scoped(
     Effect.gen(function* () {
       const file = yield* storeFile(options)
+      const worldDir = yield* worldDirOf(options.worldDir, file)
       const store = yield* StoreFile.open(file)
       // One read transaction: a consistent snapshot, and a server cannot take the file meanwhile.
       yield* Effect.acquireRelease(
@@ -64,6 +96,7 @@ const check = Command.make("check", { ...storeOptions, json: Options.boolean("js
       const now = yield* Clock.currentTimeMillis
       const report = yield* Check.run(store, {
         now,
+        worldDir,
         progress: (total) => Progress.make({ label: "checking", total, unit: "rows", forced: options.progress })
       })
       yield* Render.output(options.json, report, renderCheck)
@@ -72,7 +105,8 @@ const check = Command.make("check", { ...storeOptions, json: Options.boolean("js
   )).pipe(
     Command.withDescription(
       "Check the store's invariants offline: event sequence gaps, receipts without their events, events without receipts, " +
-        "settled effects whose owner never heard the outcome, invalid transcripts. Exit 0 when clean, 1 when problems are found."
+        "settled effects whose owner never heard the outcome, invalid transcripts, process-bound effects performed twice (the world's ledger). " +
+        "Exit 0 when clean, 1 when problems are found."
     )
   )
 

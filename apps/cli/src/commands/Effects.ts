@@ -1,7 +1,12 @@
 /**
- * `orchestrator effects list|show|retry|cancel`: the outbox through the server's operator routes.
+ * `orchestrator effects list|show|retry|cancel|release|fail`: the outbox through the server's operator routes.
  * Retry and cancel are commands with receipts: the answer names the command id, and repeating the
- * same action on the same attempt is answered from its receipt (duplicate), never done twice.
+ * same action on the row as it was is answered from its receipt (duplicate), never done twice. An
+ * action the effect's state refuses (409 EffectActionRefused) is not stored: once the state allows
+ * it, the same command succeeds.
+ * Release and fail act on a quarantined effect (its aggregate could not record its settlement):
+ * release records the parked settlement once the cause is fixed; fail ends it failed with the
+ * operator's reason, without telling the aggregate.
  */
 import { Args, Command, Options } from "@effect/cli"
 import type { Api } from "@orchestration/server"
@@ -13,7 +18,7 @@ import * as ServerClient from "../ServerClient.js"
 type EffectView = typeof Api.EffectView.Type
 type DispatchAnswer = typeof Api.DispatchAnswer.Type
 
-const statuses = ["pending", "running", "succeeded", "failed", "cancelled"] as const
+const statuses = ["pending", "running", "succeeded", "failed", "cancelled", "quarantined"] as const
 
 export const renderEffects = (effects: ReadonlyArray<EffectView>): string =>
   effects.length === 0
@@ -38,7 +43,11 @@ export const renderEffect = (e: EffectView): string =>
     ["updated", Render.time(e.updatedAt)],
     ["payload", Render.compact(e.payload, 400)],
     ["response", Render.compact(e.response, 400)],
-    ["error", Render.compact(e.error, 400)]
+    ["error", Render.compact(e.error, 400)],
+    ...(e.quarantine === null ? [] : [[
+      "quarantine",
+      `${e.quarantine.reason} (by ${e.quarantine.by} at ${Render.time(e.quarantine.at)}): ${Render.compact(e.quarantine.message, 400)}`
+    ] as [string, string]])
   ])
 
 export const renderAnswer = (action: string, answer: DispatchAnswer): string =>
@@ -86,7 +95,10 @@ const show = Command.make("show", { ...Connection.connectionOptions, effectId },
   })).pipe(Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id)."))
 
 const commandIdOption = Options.text("command-id").pipe(
-  Options.withDescription("The operator command's id. Default: operator:<action>:<effectId>#<attempt>, so repeating it is a duplicate."),
+  Options.withDescription(
+    "The operator command's id; the same id with the same action is one action, whatever the effect did since. " +
+      "Default: operator:<action>:<effectId>#<attempts>.<operatorActions>, read from the effect, so repeating it before the effect changes is a duplicate."
+  ),
   Options.optional
 )
 
@@ -100,12 +112,41 @@ const operate = (action: "retry" | "cancel", description: string) =>
       yield* Render.output(connection.json, answer, (a) => renderAnswer(action, a))
     })).pipe(Command.withDescription(description))
 
+const release = Command.make("release", { ...Connection.connectionOptions, effectId }, (options) =>
+  Effect.gen(function* () {
+    const connection = yield* Connection.resolve(options)
+    const answer = yield* ServerClient.call(connection, (api) => api.effects.release({ path: { effectId: ServerClient.segment(options.effectId) } }))
+    yield* Render.output(connection.json, answer, (a) => renderAnswer("release", a))
+  })).pipe(Command.withDescription(
+    "Record a quarantined effect's parked settlement now that its cause is fixed (POST /v1/effects/:id/release). Exit 7 when it is not quarantined or the cause is still there."
+  ))
+
+const fail = Command.make("fail", {
+  ...Connection.connectionOptions,
+  effectId,
+  reason: Options.text("reason").pipe(Options.withDescription("Why the operator ends it (stored on the effect; 1-500 characters)."))
+}, (options) =>
+  Effect.gen(function* () {
+    const connection = yield* Connection.resolve(options)
+    const request = { path: { effectId: ServerClient.segment(options.effectId) }, payload: { reason: options.reason } }
+    const effect = yield* ServerClient.call(connection, (api) => api.effects.fail(request))
+    yield* Render.output(connection.json, effect, renderEffect)
+  })).pipe(Command.withDescription(
+    "End a quarantined effect as failed with your reason; its aggregate is not told (POST /v1/effects/:id/fail). Exit 7 when it is not quarantined."
+  ))
+
 export const effects = Command.make("effects").pipe(
-  Command.withDescription("Outbox effects: list, show, retry, cancel."),
+  Command.withDescription("Outbox effects: list, show, retry, cancel, and release or fail a quarantined one."),
   Command.withSubcommands([
     list,
     show,
-    operate("retry", "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 8 when it is not failed or cancelled."),
-    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 8 when it is already settled.")
+    operate(
+      "retry",
+      "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 7 when its state refuses it: " +
+        "not failed or cancelled, a cancelled performance not stopped yet, or a process-bound effect that may have taken effect."
+    ),
+    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 7 when it is already settled."),
+    release,
+    fail
   ])
 )

@@ -24,7 +24,13 @@ export const renderHealth = (url: string, report: Api.HealthReport): string =>
           `${report.database.acceptsWrites ? "takes writes" : "TAKES NO WRITES"}, node ${report.database.nodeId}, ` +
           `${report.database.liveOwners.length} live worker(s)`
       ],
-      ["outbox", `${report.outbox.pending} pending, ${report.outbox.running} running, ${report.outbox.failed} failed`]
+      [
+        "outbox",
+        `${report.outbox.pending} pending, ${report.outbox.running} running, ${report.outbox.failed} failed` +
+          (report.outbox.quarantined > 0
+            ? `, ${report.outbox.quarantined} QUARANTINED (orchestrator effects list --status quarantined; release or fail each)`
+            : ", 0 quarantined")
+      ]
     ]),
     "",
     report.reactors.length === 0

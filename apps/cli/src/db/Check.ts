@@ -19,17 +19,23 @@
  *   (EffectOutcomes.decideSettlement / Processor.decideSettlementCommand, or a decision's `cancel`),
  *   and that command's accepted receipt has `accepted_at` equal to the row's `updated_at` (both are
  *   the command's clock reading). A succeeded or failed row must have it under the settlement's own
- *   id, `outcome:<effectId>#<attempts>` (the reactor) or `reconcile:<effectId>#<attempts>` (boot
- *   reconcile, reclaim); a cancelled row under any command of that aggregate (an operator's
+ *   id, `outcome:<effectId>#<attempts>` (the reactor), `reconcile:<effectId>#<attempts>` (boot
+ *   reconcile) or `reclaim:<effectId>#<attempts>` (a reactor's reclaim of a dead owner's row); a cancelled row under any command of that aggregate (an operator's
  *   `effect.cancel`, or the aggregate's own decision to cancel). The events that command decided
  *   are checked by `receipt-events-missing`.
  * - `transcript-invalid` / `transcript-unreadable`: every thread's transcript (agents domain)
  *   passes validateTranscript, with positions 1..n; open calls at the end are allowed only while
  *   the thread is running, as GET /v1/threads/:id/transcript does.
+ * - `ledger-repeated` / `ledger-unreadable` (agents domain, when its world directory is found): the
+ *   world's `ledger.jsonl` gets a line before every performance starts, so two lines for one
+ *   effect id of a process-bound kind (tool.execute, tool.mcp_call) mean it was performed twice,
+ *   which that policy forbids. Replay-safe kinds may repeat.
  */
 import type { Transcript } from "@orchestration/agents"
 import { EffectOutcomes } from "@orchestration/engine"
 import { Effect, Either, Schema } from "effect"
+import { readFileSync } from "node:fs"
+import { join } from "node:path"
 import type { Progress } from "../Progress.js"
 import * as StoreFile from "./StoreFile.js"
 
@@ -43,7 +49,9 @@ export const checks = [
   "effect-without-receipt",
   "settlement-unheard",
   "transcript-invalid",
-  "transcript-unreadable"
+  "transcript-unreadable",
+  "ledger-repeated",
+  "ledger-unreadable"
 ] as const
 export type CheckName = (typeof checks)[number]
 
@@ -86,6 +94,8 @@ export interface CheckReport {
   readonly file: string
   readonly ok: boolean
   readonly counts: Counts
+  /** The world directory whose ledger was checked; null when none was found or given. */
+  readonly world: { readonly dir: string; readonly ledgerEntries: number } | null
   readonly problems: ReadonlyArray<Problem>
 }
 
@@ -188,7 +198,7 @@ export const outboxProblems = (row: OutboxRow, horizons: Horizons): Array<Proble
   if (settled.has(row.status) && row.heard === 0 && row.updated_at >= horizons.receiptsBefore) {
     const ids = row.status === "cancelled"
       ? `a command on ${row.aggregate_type}/${row.aggregate_id} accepted at ${row.updated_at}`
-      : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)} or ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)}`
+      : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)}, ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)} or ${EffectOutcomes.reclaimId(row.effect_id, row.attempts)}`
     problems.push({
       check: "settlement-unheard",
       subject,
@@ -199,10 +209,70 @@ export const outboxProblems = (row: OutboxRow, horizons: Horizons): Array<Proble
   return problems
 }
 
-/** The agents domain's transcript rules, loaded only for stores that have transcripts. */
-export type TranscriptRules = Pick<typeof import("@orchestration/agents"), "Transcript" | "validateTranscript">
+/** The agents domain's rules (transcripts, the ledger, the kinds' policies), loaded only when needed. */
+export type TranscriptRules = Pick<typeof import("@orchestration/agents"), "Transcript" | "validateTranscript" | "World" | "Tools">
 
 export const loadTranscriptRules: Effect.Effect<TranscriptRules> = Effect.promise(() => import("@orchestration/agents"))
+
+export interface LedgerLine {
+  readonly effectId: string
+  readonly kind: string
+  readonly attempt: number
+}
+
+/** Pure: process-bound effect ids with more than one ledger line, each named once, in first-seen order. */
+export const ledgerProblems = (entries: ReadonlyArray<LedgerLine>, isProcessBound: (kind: string) => boolean): Array<Problem> => {
+  const byEffect = new Map<string, Array<LedgerLine>>()
+  for (const entry of entries) {
+    if (!isProcessBound(entry.kind)) continue
+    const seen = byEffect.get(entry.effectId)
+    if (seen === undefined) byEffect.set(entry.effectId, [entry])
+    else seen.push(entry)
+  }
+  const problems: Array<Problem> = []
+  for (const [effectId, lines] of byEffect) {
+    if (lines.length < 2) continue
+    problems.push({
+      check: "ledger-repeated",
+      subject: `effect ${effectId}`,
+      message: `${lines.length} ledger entries (attempts ${lines.map((l) => l.attempt).join(", ")}) for one ${lines[0]!.kind} effect: ` +
+        "a process-bound effect was performed more than once"
+    })
+  }
+  return problems
+}
+
+/** Reads and checks `<world>/ledger.jsonl` (absent: no performance started yet). */
+const checkLedger = (rules: TranscriptRules, worldDir: string) =>
+  Effect.gen(function* () {
+    const file = join(worldDir, "ledger.jsonl")
+    const text = yield* Effect.try({
+      try: () => readFileSync(file, "utf8"),
+      catch: (error) => error as NodeJS.ErrnoException
+    }).pipe(Effect.catchIf((error) => error.code === "ENOENT", () => Effect.succeed("")))
+    const problems: Array<Problem> = []
+    const entries: Array<LedgerLine> = []
+    const decode = Schema.decodeUnknownEither(rules.World.LedgerEntry)
+    text.split("\n").forEach((line, index) => {
+      if (line.trim() === "") return
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(line)
+      } catch {
+        // swallow-ok: the parse failure is the finding, reported below
+        parsed = undefined
+      }
+      const decoded = decode(parsed)
+      if (Either.isLeft(decoded)) {
+        problems.push({ check: "ledger-unreadable", subject: `ledger line ${index + 1}`, message: `line ${index + 1} of ${file} is not a ledger entry` })
+      } else {
+        entries.push(decoded.right)
+      }
+    })
+    const policies = rules.Tools.toolPolicies as Readonly<Record<string, { readonly onProcessLoss: string } | undefined>>
+    problems.push(...ledgerProblems(entries, (kind) => policies[kind]?.onProcessLoss === "process-bound"))
+    return { entries: entries.length, problems }
+  })
 
 /** One thread's transcript rows (position, JSON text), as the read model stores them. */
 export const transcriptProblems = (
@@ -243,7 +313,15 @@ export const transcriptProblems = (
 
 const count = (store: StoreFile.Store, sql: string) => Number((store.prepare(sql).get() as { n: number }).n)
 
-export const run = (store: StoreFile.Store, options: { readonly now: number; readonly progress: (total: number) => Progress }) =>
+export const run = (
+  store: StoreFile.Store,
+  options: {
+    readonly now: number
+    readonly progress: (total: number) => Progress
+    /** The agents domain's world directory, whose ledger is checked; undefined: none. */
+    readonly worldDir?: string | undefined
+  }
+) =>
   Effect.gen(function* () {
     const horizons = horizonsAt(options.now)
     const read = <A>(doing: string, f: () => A) => StoreFile.read(store, doing, f)
@@ -347,13 +425,12 @@ export const run = (store: StoreFile.Store, options: { readonly now: number; rea
             WHEN EXISTS (
               SELECT 1 FROM receipts r
               WHERE r.command_id IN ('outcome:' || o.effect_id || '#' || o.attempts, 'reconcile:' || o.effect_id || '#' || o.attempts,
-                  'operator:cancel:' || o.effect_id || '#' || o.attempts)
-                AND (r.command_id NOT LIKE 'operator:cancel:%' OR o.status = 'cancelled')
+                  'reclaim:' || o.effect_id || '#' || o.attempts)
                 -- The unary + keeps SQLite on the primary key (the time index would scan a busy millisecond).
                 AND r.status = 'accepted' AND +r.accepted_at = o.updated_at
                 AND r.aggregate_type = o.aggregate_type AND r.aggregate_id = o.aggregate_id
             ) THEN 1
-            -- A cancel under another id (an operator's own, or the aggregate's decision): by time.
+            -- A cancel (an operator's, under the default id or their own, or the aggregate's decision): by time.
             WHEN o.status = 'cancelled' THEN EXISTS (
               SELECT 1 FROM receipts r
               WHERE r.accepted_at = o.updated_at AND r.status = 'accepted'
@@ -391,6 +468,16 @@ export const run = (store: StoreFile.Store, options: { readonly now: number; rea
     }
     progress.finish()
 
+    let world: CheckReport["world"] = null
+    if (options.worldDir !== undefined) {
+      const rules = yield* loadTranscriptRules
+      const ledger = yield* checkLedger(rules, options.worldDir).pipe(
+        Effect.mapError((error) => StoreFile.failure(join(options.worldDir!, "ledger.jsonl"), "reading")(error))
+      )
+      problems.push(...ledger.problems)
+      world = { dir: options.worldDir, ledgerEntries: ledger.entries }
+    }
+
     const report: CheckReport = {
       file: store.name,
       ok: problems.length === 0,
@@ -403,6 +490,7 @@ export const run = (store: StoreFile.Store, options: { readonly now: number; rea
         settledEffects: totals.settledEffects,
         transcripts: hasTranscripts ? totals.threads : null
       },
+      world,
       problems
     }
     return report

@@ -1,6 +1,9 @@
-/** Retry (failed, cancelled) and cancel (pending, running) for one effect row, through the API. */
+/**
+ * Retry (failed, cancelled) and cancel (pending, running) for one effect row, through the API; for a
+ * quarantined row, release (record its parked settlement) and fail (with the operator's reason).
+ */
 import { useState } from "preact/hooks"
-import { ApiError, type EffectRow, operate } from "../api.js"
+import { ApiError, type EffectRow, failQuarantined, operate, releaseQuarantined } from "../api.js"
 
 export interface EffectActionsProps {
   readonly effect: Pick<EffectRow, "effectId" | "status">
@@ -11,21 +14,37 @@ export interface EffectActionsProps {
 
 export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) => {
   const [busy, setBusy] = useState(false)
-  const run = (action: "retry" | "cancel") => {
+  const run = (action: "retry" | "cancel" | "release" | "fail") => {
     if (action === "cancel" && !window.confirm(`Cancel effect ${effect.effectId}?`)) return
+    const reason = action === "fail" ? window.prompt(`Why fail effect ${effect.effectId}? (its owner is not told)`) : undefined
+    if (action === "fail" && (reason === null || reason === undefined || reason.trim() === "")) return
     setBusy(true)
-    operate(action, effect.effectId)
+    const sent = action === "release"
+      ? releaseQuarantined(effect.effectId)
+      : action === "fail"
+      ? failQuarantined(effect.effectId, reason!.trim().slice(0, 500))
+      : operate(action, effect.effectId)
+    sent
       .then(onDone, (error: unknown) => {
-        // A stale click (the row moved on) is a 422 naming why: show it, then re-read.
-        onError(error instanceof ApiError ? new Error(`${action} refused: ${error.message}`) : error)
+        // A click the effect's state refuses (the row moved on, a cancelled run not stopped yet, a
+        // process-bound call already answered) is a 409 naming why: re-read (which clears the
+        // notice), then show why, so the reason stays on the page.
         onDone()
+        onError(error instanceof ApiError ? new Error(`${action} refused: ${error.message}`) : error)
       })
       .finally(() => setBusy(false))
   }
   const canRetry = effect.status === "failed" || effect.status === "cancelled"
   const canCancel = effect.status === "pending" || effect.status === "running"
+  const quarantined = effect.status === "quarantined"
   return (
     <span class="actions">
+      {quarantined
+        ? <button type="button" data-testid="release" disabled={busy} onClick={() => run("release")}>Release</button>
+        : null}
+      {quarantined
+        ? <button type="button" class="danger" data-testid="fail" disabled={busy} onClick={() => run("fail")}>Fail</button>
+        : null}
       {canRetry
         ? <button type="button" data-testid="retry" disabled={busy} onClick={() => run("retry")}>Retry</button>
         : null}

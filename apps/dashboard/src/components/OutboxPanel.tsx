@@ -1,13 +1,16 @@
 /**
  * The outbox at a glance: rows by status × kind, how long the oldest due row has waited, each
- * reactor's lag, and the newest failures with their reason, attempts and a retry button.
+ * reactor's lag, quarantined rows (release or fail), and the newest failures with their reason,
+ * attempts and a retry button.
  */
 import type { EffectRow, OutboxSummary } from "../api.js"
-import { errorReason, formatAge, formatCount } from "../format.js"
+import { errorReason, formatAge, formatCount, quarantineReason } from "../format.js"
 import { StatusBadge } from "./Badges.js"
 import { EffectActions } from "./EffectActions.js"
 
-const statuses = ["pending", "running", "succeeded", "failed", "cancelled"] as const
+const statuses = ["pending", "running", "succeeded", "failed", "cancelled", "quarantined"] as const
+/** Counts that need someone's attention are shown in red. */
+const alarming = new Set<string>(["failed", "quarantined"])
 
 export interface OutboxPanelProps {
   readonly summary: OutboxSummary | undefined
@@ -37,13 +40,13 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
         </thead>
         <tbody>
           {kinds.length === 0
-            ? <tr><td colSpan={6} class="empty">no effects yet</td></tr>
+            ? <tr><td colSpan={statuses.length + 1} class="empty">no effects yet</td></tr>
             : kinds.map((kind) => (
               <tr data-testid="outbox-kind" data-kind={kind}>
                 <td class="mono">{kind}</td>
                 {statuses.map((s) => {
                   const n = count(s, kind)
-                  return <td class={n > 0 && s === "failed" ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>{formatCount(n)}</td>
+                  return <td class={n > 0 && alarming.has(s) ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>{formatCount(n)}</td>
                 })}
               </tr>
             ))}
@@ -76,6 +79,30 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
           ))}
         </tbody>
       </table>
+      {(summary?.quarantined ?? []).length === 0
+        ? null
+        : (
+          <>
+            <h3>
+              Quarantined effects <span class="muted small">(their owner cannot record the outcome: fix the cause, then release; or fail with a reason)</span>
+            </h3>
+            <ul class="failures" data-testid="quarantined">
+              {summary!.quarantined!.map((effect: EffectRow) => (
+                <li data-testid="quarantined-effect" data-effect-id={effect.effectId} key={effect.effectId}>
+                  <div class="failure-head">
+                    <StatusBadge status={effect.status} />
+                    <span class="mono">{effect.kind}</span>
+                    <span class="mono">{effect.aggregateType}/{effect.aggregateId}</span>
+                    <span class="muted small">attempt {effect.attempts}</span>
+                    <EffectActions effect={effect} onDone={onChanged} onError={onError} />
+                  </div>
+                  <div class="mono small effect-id">{effect.effectId}</div>
+                  <div class="reason" data-testid="quarantine-reason">{quarantineReason(effect)}</div>
+                </li>
+              ))}
+            </ul>
+          </>
+        )}
       <h3>
         Failed effects <span class="muted small">(newest {summary?.recentFailures.length ?? 0} of {formatCount(count("failed"))})</span>
       </h3>

@@ -7,12 +7,14 @@ import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
 import { ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
+import { DecimalInteger, OneOf, Sequence, ThreadId } from "./QueryParams.js"
 
 /** What a dispatch may answer besides success; each member carries its own status. */
 const DispatchErrors = Schema.Union(
   Wire.InvalidCommand,
   Wire.CommandIdConflict,
   Wire.CommandRejected,
+  Wire.EffectActionRefused,
   Wire.PayloadTooLarge,
   Wire.UnsupportedMediaType,
   Wire.StorageUnavailable,
@@ -21,8 +23,8 @@ const DispatchErrors = Schema.Union(
   Wire.CommandDefect
 )
 
-/** A sequence number in a query string. */
-const Sequence = Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative())
+/** An optional query parameter: absent, or present and valid (never `undefined` spelled out). */
+const optionalParam = <A, I>(schema: Schema.Schema<A, I>) => Schema.optionalWith(schema, { exact: true })
 
 export const EventView = Schema.Struct({
   sequence: Schema.Number,
@@ -66,7 +68,17 @@ export const ReceiptView = Schema.Struct({
   acceptedAt: Schema.Number
 })
 
-export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled")
+export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled", "quarantined")
+
+/** Why a row was parked: its aggregate could not record its settlement (engine Quarantine.ts). */
+export const QuarantineView = Schema.Struct({
+  reason: Schema.Literal("aggregate-unavailable", "aggregate-unregistered", "command-defect"),
+  message: Schema.String,
+  by: Schema.String,
+  at: Schema.Number,
+  /** The settlement it could not record; a release dispatches it again. */
+  settlement: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
 
 export const EffectView = Schema.Struct({
   sequence: Schema.Number,
@@ -85,7 +97,9 @@ export const EffectView = Schema.Struct({
   response: Schema.Unknown,
   error: Schema.Unknown,
   createdAt: Schema.Number,
-  updatedAt: Schema.Number
+  updatedAt: Schema.Number,
+  /** Why the row was last quarantined (kept after a release or an operator's fail), or null. */
+  quarantine: Schema.NullOr(QuarantineView)
 })
 
 export const HealthReport = Schema.Struct({
@@ -93,7 +107,8 @@ export const HealthReport = Schema.Struct({
   storage: Schema.Struct({ freeBytes: Schema.Number, floorBytes: Schema.Number, writable: Schema.Boolean }),
   engine: Schema.Struct({ active: Schema.Boolean, head: Schema.Number, queueDepth: Schema.Number }),
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
-  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number }),
+  /** `quarantined`: rows parked for an operator (release or fail them); any makes the status degraded. */
+  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number, quarantined: Schema.Number }),
   /** Which store, whether it answers, and (PostgreSQL) whether it takes writes and who else is live. */
   database: Schema.Struct({
     backend: Schema.Literal("sqlite", "postgres"),
@@ -108,11 +123,14 @@ export const HealthReport = Schema.Struct({
 })
 export type HealthReport = typeof HealthReport.Type
 
-/** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>`). */
+/** Operator actions take an optional `{ commandId }` (default `operator:<action>:<effectId>#<attempts>.<operatorActions>`, see EffectOutcomes.operatorId). */
 export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.String) })
 
+/** Failing a quarantined effect takes the operator's reason, stored on the row. */
+export const FailQuarantinedBody = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)) })
+
 const commandId = HttpApiSchema.param("commandId", Schema.String)
-const threadId = HttpApiSchema.param("threadId", Schema.String)
+const threadId = HttpApiSchema.param("threadId", ThreadId)
 const effectId = HttpApiSchema.param("effectId", Schema.String)
 
 export class CommandsGroup extends HttpApiGroup.make("commands")
@@ -131,16 +149,16 @@ export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events")
       .setUrlParams(Schema.Struct({
-        after: Schema.optional(Sequence),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000))),
-        aggregateId: Schema.optional(Schema.String)
+        after: optionalParam(Sequence),
+        limit: optionalParam(DecimalInteger(1, 1000)),
+        aggregateId: optionalParam(Schema.String)
       }))
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
   )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream")
-      .setUrlParams(Schema.Struct({ after: Schema.optional(Sequence), access_token: Schema.optional(Schema.String) }))
+      .setUrlParams(Schema.Struct({ after: optionalParam(Sequence), access_token: optionalParam(Schema.String) }))
       .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
       .addError(Wire.StorageUnavailable)
       .annotate(OpenApi.Description, "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID.")
@@ -152,11 +170,11 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
   .add(
     HttpApiEndpoint.get("list", "/threads")
       .setUrlParams(Schema.Struct({
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500))),
+        limit: optionalParam(DecimalInteger(1, 500)),
         /** The `next` of the previous page. */
-        after: Schema.optional(Sequence),
-        status: Schema.optional(ThreadStatus),
-        order: Schema.optional(ThreadOrder)
+        after: optionalParam(Sequence),
+        status: optionalParam(OneOf(...ThreadStatus.literals)),
+        order: optionalParam(OneOf(...ThreadOrder.literals))
       }))
       .addSuccess(ThreadPage)
       .addError(Wire.NotFound)
@@ -177,10 +195,10 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
   .add(
     HttpApiEndpoint.get("list", "/effects")
       .setUrlParams(Schema.Struct({
-        status: Schema.optional(EffectStatus),
-        kind: Schema.optional(Schema.String),
-        aggregateId: Schema.optional(Schema.String),
-        limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000)))
+        status: optionalParam(OneOf(...EffectStatus.literals)),
+        kind: optionalParam(Schema.String),
+        aggregateId: optionalParam(Schema.String),
+        limit: optionalParam(DecimalInteger(1, 1000))
       }))
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
@@ -200,6 +218,26 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.NotFound)
       .addError(DispatchErrors)
   )
+  .add(
+    HttpApiEndpoint.post("release")`/effects/${effectId}/release`
+      .addSuccess(DispatchAnswer)
+      .addError(Wire.NotFound)
+      .addError(Wire.EffectNotQuarantined)
+      .addError(Wire.EffectStillQuarantined)
+      .addError(DispatchErrors)
+      .annotate(OpenApi.Description, "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not.")
+  )
+  .add(
+    HttpApiEndpoint.post("fail")`/effects/${effectId}/fail`
+      .setPayload(FailQuarantinedBody)
+      .addSuccess(EffectView)
+      .addError(Wire.NotFound)
+      .addError(Wire.EffectNotQuarantined)
+      .addError(Wire.PayloadTooLarge)
+      .addError(Wire.UnsupportedMediaType)
+      .addError(Wire.StorageUnavailable)
+      .annotate(OpenApi.Description, "End a quarantined effect as failed with the operator's reason; its aggregate is not told.")
+  )
   .prefix("/v1")
 {}
 
@@ -216,7 +254,9 @@ export const OutboxSummary = Schema.Struct({
   oldestPendingAgeMs: Schema.Number,
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
   /** The newest failed rows (at most 20), with their error and attempts. */
-  recentFailures: Schema.Array(EffectView)
+  recentFailures: Schema.Array(EffectView),
+  /** The oldest quarantined rows (at most 20): each waits for an operator to release or fail it. */
+  quarantined: Schema.Array(EffectView)
 })
 export type OutboxSummary = typeof OutboxSummary.Type
 
@@ -248,6 +288,8 @@ export class ServerApi extends HttpApi.make("orchestration")
   .add(OpsGroup)
   .addError(Wire.InvalidRequest)
   .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
+  .addError(Wire.UnsupportedMediaType)
   .annotate(OpenApi.Title, "Durable orchestration server")
 {}

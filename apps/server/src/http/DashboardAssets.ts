@@ -10,6 +10,7 @@ import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { extname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { clip } from "../ClientValue.js"
 import { ServerState } from "../ServerState.js"
 
 export const contentTypes: Readonly<Record<string, string>> = {
@@ -76,7 +77,7 @@ export const layer = HttpApiBuilder.Router.use((router) =>
         const name = decodeURIComponent(new URL(request.url, "http://localhost").pathname.slice("/assets/".length))
         const type = contentTypes[extname(name)]
         const body = assetName.test(name) && type !== undefined ? yield* readBuilt(join(dir, "assets", name)) : undefined
-        if (body === undefined) return HttpServerResponse.text(`no asset '${name}'\n`, { status: 404 })
+        if (body === undefined) return HttpServerResponse.text(`no asset '${clip(name)}'\n`, { status: 404 })
         // Bundled names carry a content hash: a name never changes content.
         return HttpServerResponse.uint8Array(body, { contentType: type!, headers: { ...securityHeaders, "cache-control": "public, max-age=31536000, immutable" } })
       }).pipe(Effect.catchAllDefect(() => Effect.succeed(HttpServerResponse.text("bad asset path\n", { status: 400 }))))

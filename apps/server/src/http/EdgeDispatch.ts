@@ -1,16 +1,19 @@
 /**
  * Dispatch as the HTTP edge does it, for client commands and operator actions alike: the engine's
  * failures mapped once (ApiErrors.fromDispatchError), latency and outcome counted, and a log line
- * carrying the command id.
+ * carrying the command id (clipped: the id is the client's).
  */
 import { Engine } from "@orchestration/engine"
 import { Clock, Effect } from "effect"
 import { fromDispatchError } from "../ApiErrors.js"
+import { clip } from "../ClientValue.js"
 import { ServerMetrics } from "../Metrics.js"
+import { StoreWritability } from "../StoreWritability.js"
 
 export const make = Effect.gen(function* () {
   const engine = yield* Engine.Engine
   const metrics = yield* ServerMetrics
+  const writability = yield* StoreWritability
   return Effect.fn("EdgeDispatch.dispatch")(
     function* (command: unknown, origin: "client" | "internal") {
       const started = yield* Clock.currentTimeMillis
@@ -20,22 +23,27 @@ export const make = Effect.gen(function* () {
         Effect.mapError(fromDispatchError),
         Effect.tap((answer) =>
           Effect.zipRight(
-            Effect.flatMap(elapsed, (s) => metrics.observeDispatch(answer.duplicate ? "duplicate" : "accepted", s, false)),
+            Effect.flatMap(elapsed, (s) => metrics.observeDispatch(answer.duplicate ? "duplicate" : "accepted", s)).pipe(
+              Effect.zipRight(answer.duplicate ? Effect.void : writability.landed)
+            ),
             Effect.logDebug("command accepted").pipe(
               Effect.annotateLogs({ sequence: answer.sequence, duplicate: answer.duplicate, effectIds: answer.effectIds })
             )
           )
         ),
-        Effect.tapError((error) =>
-          Effect.zipRight(
-            Effect.flatMap(elapsed, (s) =>
-              metrics.observeDispatch(error._tag, s, error._tag === "StorageUnavailable" && error.reason !== "below-floor")),
-            (error._tag === "CommandDefect" || (error._tag === "StorageUnavailable" && error.reason !== "below-floor")
+        Effect.tapError((error) => {
+          // The store itself refused the write (not the floor, which is a policy).
+          const storeRefused = error._tag === "StorageUnavailable" && error.reason !== "below-floor"
+          return Effect.zipRight(
+            Effect.flatMap(elapsed, (s) => metrics.observeDispatch(error._tag, s)).pipe(
+              Effect.zipRight(storeRefused ? writability.refused : Effect.void)
+            ),
+            (error._tag === "CommandDefect" || storeRefused
               ? Effect.logError("command failed")
-              : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: error.message }))
+              : Effect.logInfo("command refused")).pipe(Effect.annotateLogs({ error: error._tag, reason: clip(error.message) }))
           )
-        ),
-        Effect.annotateLogs({ commandId: commandId ?? "(none)", origin })
+        }),
+        Effect.annotateLogs({ commandId: commandId === undefined ? "(none)" : clip(commandId), origin })
       )
     }
   )

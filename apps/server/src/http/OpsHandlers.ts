@@ -6,12 +6,13 @@ import * as Health from "../Health.js"
 import { render, ServerMetrics } from "../Metrics.js"
 import * as OutboxStats from "../OutboxStats.js"
 import { ServerState } from "../ServerState.js"
+import type { StoreWritability } from "../StoreWritability.js"
 import { HealthReport, ServerApi } from "./Api.js"
 import { Clock, Effect, Schema } from "effect"
 
 export const OpsLive = HttpApiBuilder.group(ServerApi, "ops", (handlers) =>
   Effect.gen(function* () {
-    const context = yield* Effect.context<Engine.Engine | ServerState | ServerMetrics | SqlClient | Worker.Worker>()
+    const context = yield* Effect.context<Engine.Engine | ServerState | ServerMetrics | StoreWritability | SqlClient | Worker.Worker>()
     const encodeHealth = Schema.encode(HealthReport)
     return handlers
       .handleRaw("health", () =>

@@ -25,11 +25,14 @@ export const OutboxLive = HttpApiBuilder.group(ServerApi, "outbox", (handlers) =
         const state = yield* ServerState
         const now = yield* Clock.currentTimeMillis
         const stats = yield* engine.stats
-        const { failedIds, oldest, reactors, rows } = yield* Effect.all({
+        const { failedIds, oldest, quarantined, reactors, rows } = yield* Effect.all({
           rows: OutboxStats.rowsByStatusAndKind,
           oldest: OutboxStats.oldestDuePendingAt(now),
           reactors: Effect.forEach(state.reactors, (r) => Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))),
-          failedIds: OutboxStats.newestFailedIds(recentFailureCount)
+          failedIds: OutboxStats.newestFailedIds(recentFailureCount),
+          quarantined: Outbox.list({ status: "quarantined", limit: recentFailureCount }).pipe(
+            Effect.mapError(StorageErrors.toStorageFailure("read quarantined effects"))
+          )
         })
         const failures = yield* Effect.forEach(failedIds, (id) =>
           Outbox.find(id).pipe(Effect.mapError(StorageErrors.toStorageFailure("read failed effect"))))
@@ -41,7 +44,8 @@ export const OutboxLive = HttpApiBuilder.group(ServerApi, "outbox", (handlers) =
           oldestPendingAgeMs: oldest === null ? 0 : Math.max(0, now - oldest),
           reactors,
           // A row retried between the two reads is no longer failed: it is left out.
-          recentFailures: failures.filter((row) => row !== undefined && row.status === "failed").map((row) => row!)
+          recentFailures: failures.filter((row) => row !== undefined && row.status === "failed").map((row) => row!),
+          quarantined
         }
       }).pipe(Effect.mapError(storageUnavailable), Effect.provide(context)))
   }))

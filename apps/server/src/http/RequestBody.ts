@@ -1,19 +1,16 @@
 /**
  * Reading a JSON body ourselves (the dispatch and operator routes use `handleRaw`) so the edge can
- * answer 415 for a non-JSON content type and 413 past 1 MiB before anything is parsed, and shape a
- * malformed body as the route's own error (InvalidCommand for a command).
+ * answer 413 past 1 MiB before anything is parsed, and shape a malformed body as the route's own
+ * error (InvalidCommand for a command). The JSON content type of every state-changing request,
+ * body or not, is required earlier, by Access.
  */
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import { Chunk, Effect, Stream } from "effect"
 import { PayloadTooLarge, UnsupportedMediaType } from "../ApiErrors.js"
+import { clip } from "../ClientValue.js"
+import { isJson } from "./Access.js"
 
 export const maxBodyBytes = 1024 * 1024
-
-const isJson = (contentType: string | undefined) => {
-  if (contentType === undefined) return false
-  const media = contentType.split(";")[0]!.trim().toLowerCase()
-  return media === "application/json" || (media.startsWith("application/") && media.endsWith("+json"))
-}
 
 const tooLarge = () => new PayloadTooLarge({ message: `the request body is larger than ${maxBodyBytes} bytes`, limitBytes: maxBodyBytes })
 
@@ -39,7 +36,7 @@ export const readJsonBody = <E>(
     const declared = Number(request.headers["content-length"] ?? "0")
     if (declared > maxBodyBytes) return yield* Effect.fail(tooLarge())
     if (!isJson(request.headers["content-type"])) {
-      return yield* Effect.fail(new UnsupportedMediaType({ message: `send JSON (Content-Type: application/json), not '${request.headers["content-type"] ?? "nothing"}'` }))
+      return yield* Effect.fail(new UnsupportedMediaType({ message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'` }))
     }
     // Count while reading: a chunked body declares no length.
     let total = 0

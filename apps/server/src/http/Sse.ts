@@ -5,6 +5,8 @@
  */
 import type { EventRecord } from "@orchestration/engine"
 import { type Duration, Schedule, Stream } from "effect"
+import { clip } from "../ClientValue.js"
+import { parseDecimal } from "./QueryParams.js"
 
 /** The event as a client sees it in `data:` (the same shape as GET /v1/events). */
 export const eventJson = (record: EventRecord) => ({
@@ -45,7 +47,5 @@ export const eventStream = <E, R>(events: Stream.Stream<EventRecord, E, R>, hear
 export const parseLastEventId = (header: string | undefined): number | undefined | { readonly problem: string } => {
   if (header === undefined || header.trim() === "") return undefined
   const trimmed = header.trim()
-  return /^\d+$/.test(trimmed) && Number.isSafeInteger(Number(trimmed))
-    ? Number(trimmed)
-    : { problem: `Last-Event-ID must be an event sequence, got '${trimmed}'` }
+  return parseDecimal(trimmed) ?? { problem: `Last-Event-ID must be an event sequence (a whole number in decimal digits), got '${clip(trimmed)}'` }
 }

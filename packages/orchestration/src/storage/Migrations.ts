@@ -90,9 +90,77 @@ const reactors = Effect.gen(function* () {
   yield* sql`CREATE INDEX outbox_running_lease ON outbox (status, lease_expires_at)`
 })
 
+/**
+ * Quarantine: a row whose settlement its owning aggregate cannot record is parked with status
+ * `quarantined` and a stored record (reason, message, the settlement it could not record). SQLite
+ * cannot change a CHECK constraint in place, so the table is rebuilt; its AUTOINCREMENT high-water
+ * mark is carried over, because a sequence handed out again could sit below a reactor's cursor.
+ */
+const outboxStatuses = "'pending', 'running', 'succeeded', 'failed', 'cancelled', 'quarantined'"
+
+const quarantine = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const t = columnTypes(sql)
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      Effect.gen(function* () {
+        yield* sql.unsafe(`ALTER TABLE outbox DROP CONSTRAINT outbox_status_check`)
+        yield* sql.unsafe(`ALTER TABLE outbox ADD CONSTRAINT outbox_status_check CHECK (status IN (${outboxStatuses}))`)
+        yield* sql.unsafe(`ALTER TABLE outbox ADD COLUMN quarantine TEXT`)
+      }),
+    orElse: () =>
+      Effect.gen(function* () {
+        const columns = "sequence, effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts, " +
+          "available_at, lease_owner, lease_expires_at, response, error, created_at, updated_at"
+        const [mark] = yield* sql<{ seq: number | null }>`SELECT MAX(seq) AS seq FROM (
+          SELECT seq FROM sqlite_sequence WHERE name = 'outbox' UNION ALL SELECT MAX(sequence) FROM outbox)`
+        yield* sql.unsafe(`CREATE TABLE outbox_next (
+          sequence ${t.serial},
+          effect_id TEXT NOT NULL UNIQUE,
+          command_id TEXT NOT NULL,
+          aggregate_type TEXT NOT NULL,
+          aggregate_id TEXT NOT NULL,
+          kind TEXT NOT NULL,
+          payload TEXT NOT NULL,
+          lane TEXT NOT NULL,
+          status TEXT NOT NULL CHECK (status IN (${outboxStatuses})),
+          attempts ${t.int} NOT NULL DEFAULT 0,
+          available_at ${t.int} NOT NULL,
+          lease_owner TEXT,
+          lease_expires_at ${t.int},
+          response TEXT,
+          error TEXT,
+          created_at ${t.int} NOT NULL,
+          updated_at ${t.int} NOT NULL,
+          quarantine TEXT
+        )`)
+        yield* sql.unsafe(`INSERT INTO outbox_next (${columns}) SELECT ${columns} FROM outbox`)
+        yield* sql.unsafe(`DROP TABLE outbox`)
+        yield* sql.unsafe(`ALTER TABLE outbox_next RENAME TO outbox`)
+        yield* sql`CREATE INDEX outbox_by_status_kind ON outbox (status, kind, sequence)`
+        yield* sql`CREATE INDEX outbox_by_lane ON outbox (lane, sequence)`
+        yield* sql`CREATE INDEX outbox_by_aggregate ON outbox (aggregate_id, sequence)`
+        yield* sql`CREATE INDEX outbox_running_lease ON outbox (status, lease_expires_at)`
+        yield* sql`DELETE FROM sqlite_sequence WHERE name IN ('outbox', 'outbox_next')`
+        if (mark?.seq !== null && mark?.seq !== undefined) {
+          yield* sql`INSERT INTO sqlite_sequence (name, seq) VALUES ('outbox', ${Number(mark.seq)})`
+        }
+      })
+  })
+})
+
+/** Operator actions applied to a row: part of the default operator command id (EffectOutcomes.operatorId). */
+const operatorActions = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const t = columnTypes(sql)
+  yield* sql.unsafe(`ALTER TABLE outbox ADD COLUMN operator_actions ${t.int} NOT NULL DEFAULT 0`)
+})
+
 export const engineMigrations = Migrator.fromRecord({
   "0001_init": init,
-  "0002_reactors": reactors
+  "0002_reactors": reactors,
+  "0003_quarantine": quarantine,
+  "0004_operator_actions": operatorActions
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */

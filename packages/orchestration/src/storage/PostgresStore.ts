@@ -10,7 +10,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
-import { NodeIdInUse, type StorageFailure } from "../Errors.js"
+import type { NodeIdInUse, StorageFailure } from "../Errors.js"
+import * as PgSessions from "./PgSessions.js"
 import { StoreBackend, type ForeignCommits, type StoreBackendShape } from "./StoreBackend.js"
 import { toStorageFailure } from "./StorageErrors.js"
 
@@ -24,7 +25,17 @@ export interface PostgresStoreOptions {
   readonly schema?: string
   readonly maxConnections?: number
   readonly applicationName?: string
+  /**
+   * Called when this process lost its node id to another process (its lock session was lost and the
+   * id was taken before the lock could be taken again). Default: log and end the process (SIGTERM).
+   */
+  readonly onNodeIdLost?: (error: NodeIdInUse) => Effect.Effect<void>
 }
+
+const endProcess = (error: NodeIdInUse) =>
+  Effect.logFatal("another process now runs under this node id; stopping this one", error).pipe(
+    Effect.zipRight(Effect.sync(() => process.kill(process.pid, "SIGTERM")))
+  )
 
 // int8 (COUNT, BIGINT columns, BIGSERIAL sequences) and numeric (SUM) arrive as strings from
 // node-postgres; every such value the engine stores (sequences, epoch milliseconds, counts) is far
@@ -47,7 +58,11 @@ const withSearchPath = (url: string, schema: string) => {
   return parsed.toString()
 }
 
-const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendShape => {
+const makeBackend = (
+  sessions: PgSessions.SessionOptions,
+  schema: string,
+  onNodeIdLost: (error: NodeIdInUse) => Effect.Effect<void>
+): StoreBackendShape => {
   const channel = `orchestration_${schema}`
   // Our own notifications come back to us too; our commits already rang locally, so they are skipped.
   const self = randomUUID()
@@ -71,6 +86,13 @@ const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendSha
           aggregates: rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }))
         } satisfies ForeignCommits
       }),
+    orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
+      Effect.flatMap(SqlClient, (sql) =>
+        sql.withTransaction(
+          // Waits for an open dispatch to commit; the body's statements then read fresh snapshots.
+          Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`, body)
+        )
+      ),
     exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) =>
       Effect.scoped(
         Effect.gen(function* () {
@@ -89,33 +111,19 @@ const makeBackend = (client: PgClient.PgClient, schema: string): StoreBackendSha
           )
         })
       ),
-    foreignCommitHints: client.listen(channel).pipe(
+    // A lost LISTEN session fails the stream and the engine re-opens it; each (re-)open also wakes
+    // readers once (`undefined`), for the commits made while nobody listened.
+    foreignCommitHints: PgSessions.listen({ ...sessions, applicationName: `${sessions.applicationName}:listen` }, channel).pipe(
       Stream.filter((from) => from !== self),
       Stream.map(() => undefined),
       // LISTEN never ends while the process lives: an end is a lost connection, re-opened by the engine.
       Stream.concat(Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" })))
     ),
     skipLocked: "FOR UPDATE SKIP LOCKED",
+    // Held by a session of its own kept for the process's lifetime: a crashed process's connection
+    // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
     holdNodeId: (nodeId) =>
-      Effect.gen(function* () {
-        const sql = yield* SqlClient
-        // Held by a connection kept for the process's lifetime: a crashed process's connection closes
-        // and PostgreSQL releases the lock, so a restart under the same id gets it at once.
-        const conn = yield* sql.reserve
-        const rows = yield* conn.executeUnprepared(
-          "SELECT pg_try_advisory_lock(hashtext($1)) AS held",
-          [lockKey(`node:${nodeId}`)],
-          undefined
-        ) as Effect.Effect<ReadonlyArray<{ held: boolean }>, SqlError>
-        if (rows[0]?.held !== true) {
-          return yield* Effect.fail(
-            new NodeIdInUse({
-              nodeId,
-              message: `node id '${nodeId}' is held by another live process on this database; give each process its own NODE_ID`
-            })
-          )
-        }
-      })
+      PgSessions.holdLock({ ...sessions, applicationName: `${sessions.applicationName}:node-id` }, lockKey(`node:${nodeId}`), nodeId, onNodeIdLost)
   }
 }
 
@@ -133,7 +141,8 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
   const ensureSchema = Layer.effectDiscard(
     Effect.flatMap(SqlClient, (sql) => (schema === "public" ? Effect.void : sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`)))
   )
-  const backend = Layer.effect(StoreBackend, Effect.map(PgClient.PgClient, (pgClient) => makeBackend(pgClient, schema)))
+  const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }
+  const backend = Layer.succeed(StoreBackend, makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess))
   return Layer.mergeAll(backend, ensureSchema).pipe(
     Layer.provideMerge(client),
     Layer.mapError(toStorageFailure("open: postgres"))

@@ -36,6 +36,13 @@ export interface StoreBackendShape {
    * the append lock and reports what other processes committed; SQLite has nothing to do.
    */
   readonly beginBatch: (knownHead: number) => Effect.Effect<ForeignCommits | undefined, SqlError, SqlClient>
+  /**
+   * Runs `body` in a transaction ordered with every dispatch transaction (PostgreSQL: it takes the
+   * append lock): it sees each dispatch that committed before it, and none commits while it runs. A
+   * write computed from a read of other rows (a reactor cursor) cannot then be based on a snapshot
+   * that a concurrent dispatch has already made stale. SQLite serializes every write already.
+   */
+  readonly orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /** Runs `body` while no other process runs it (migrations and projection setup at boot). */
   readonly exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /** Hints that another process committed (LISTEN/NOTIFY); never data. Empty for SQLite. */
@@ -55,6 +62,7 @@ export const sqliteBackend: StoreBackendShape = {
   beginWrite: "BEGIN IMMEDIATE",
   shared: false,
   beginBatch: () => Effect.succeed(undefined),
+  orderedWithDispatch: (body) => body,
   exclusively: (_name, body) => body,
   foreignCommitHints: Stream.empty,
   skipLocked: "",

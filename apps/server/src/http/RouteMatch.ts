@@ -1,0 +1,29 @@
+/**
+ * Which route a request matches, asked of the router itself: the server's own routes, matched by
+ * the same code and configuration, behind handlers that only name their path. Access is decided on
+ * that answer, so no spelling of a path (`//v1`, `/V1`, `/%761`) reaches a route the check did not see.
+ */
+import { HttpRouter, HttpServerRequest } from "@effect/platform"
+import { Effect } from "effect"
+
+class Matched {
+  constructor(readonly path: string) {}
+}
+
+/** The path template of the route a request would be served by (`/v1/effects/:effectId`), or undefined. */
+export type RouteMatcher = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined>
+
+export const make = (routes: Iterable<HttpRouter.Route<unknown, unknown>>): Effect.Effect<RouteMatcher> =>
+  Effect.map(
+    HttpRouter.toHttpApp(
+      HttpRouter.fromIterable([...routes].map((route) => HttpRouter.makeRoute(route.method, route.path, Effect.fail(new Matched(route.path)))))
+    ),
+    (app) => (request) =>
+      (app as Effect.Effect<unknown, unknown, HttpServerRequest.HttpServerRequest>).pipe(
+        Effect.provideService(HttpServerRequest.HttpServerRequest, request),
+        Effect.scoped,
+        // Only a handler fails with Matched; anything else (RouteNotFound) means no route matched.
+        Effect.match({ onFailure: (failure) => (failure instanceof Matched ? failure.path : undefined), onSuccess: () => undefined }),
+        Effect.catchAllDefect(() => Effect.succeed(undefined))
+      )
+  )

@@ -1,0 +1,117 @@
+/**
+ * PostgreSQL sessions the engine keeps for the life of the process, outside the pool: the one that
+ * holds this node id's advisory lock, and the one that LISTENs for other processes' commits. Both
+ * are only worth anything while their connection lives, so each watches its connection and says
+ * when it is lost: a pooled connection that dies takes its lock or its LISTEN with it unnoticed.
+ */
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Schedule, type Scope, Stream } from "effect"
+import pg from "pg"
+import { NodeIdInUse } from "../Errors.js"
+
+export interface SessionOptions {
+  readonly url: string
+  readonly applicationName: string
+}
+
+interface Session {
+  readonly client: pg.Client
+  /** Resolves when the connection ends or fails, for whatever reason. */
+  readonly lost: Promise<unknown>
+}
+
+const open = async (options: SessionOptions): Promise<Session> => {
+  const client = new pg.Client({ connectionString: options.url, application_name: options.applicationName })
+  // A listener on "error" is required: an unhandled one would crash the process.
+  const lost = new Promise<unknown>((resolve) => {
+    client.on("error", resolve)
+    client.on("end", () => resolve(undefined))
+  })
+  try {
+    await client.connect()
+  } catch (error) {
+    await client.end().catch(() => undefined) // swallow-ok: the connect error is the one reported
+    throw error
+  }
+  return { client, lost }
+}
+
+const close = (session: Session) => Effect.promise(() => session.client.end().catch(() => undefined)) // swallow-ok: closing a session that may already be gone
+
+/** Opens a session and tries the lock; undefined (and the session closed) when another holds it. */
+const tryLock = (options: SessionOptions, key: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      const session = await open(options)
+      const rows = await session.client.query<{ held: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS held", [key])
+      if (rows.rows[0]?.held === true) return session
+      await session.client.end().catch(() => undefined) // swallow-ok: the answer (not held) is already known
+      return undefined
+    },
+    catch: (cause) => new SqlError({ cause, message: "could not open the session for the node id lock" })
+  })
+
+const inUse = (nodeId: string) =>
+  new NodeIdInUse({
+    nodeId,
+    message: `node id '${nodeId}' is held by another live process on this database; give each process its own NODE_ID`
+  })
+
+/**
+ * Holds the advisory lock `key` for node `nodeId` on a session of its own for the scope's lifetime.
+ * When that session is lost (PostgreSQL releases the lock with it), the lock is taken again at once,
+ * retrying while the database is unreachable. If another process took it meanwhile, two processes
+ * now run under one node id and this one must stop: `onLost` is told (the store's default ends the
+ * process).
+ */
+export const holdLock = (
+  options: SessionOptions,
+  key: string,
+  nodeId: string,
+  onLost: (error: NodeIdInUse) => Effect.Effect<void>
+): Effect.Effect<void, NodeIdInUse | SqlError, Scope.Scope> =>
+  Effect.gen(function* () {
+    const first = yield* tryLock(options, key)
+    if (first === undefined) return yield* Effect.fail(inUse(nodeId))
+    let current = first
+    yield* Effect.addFinalizer(() => Effect.suspend(() => close(current)))
+    yield* Effect.forkScoped(
+      Effect.gen(function* () {
+        while (true) {
+          const cause = yield* Effect.promise(() => current.lost)
+          yield* Effect.logError(`the session holding node id '${nodeId}' was lost; taking the lock again`, cause)
+          const next = yield* tryLock(options, key).pipe(
+            Effect.tapError((error) => Effect.logWarning("node id lock: database unreachable; retrying", error)),
+            Effect.retry(Schedule.spaced("500 millis"))
+          )
+          if (next === undefined) return yield* onLost(inUse(nodeId))
+          current = next
+          yield* Effect.logWarning(`node id '${nodeId}' lock taken again`)
+        }
+      })
+    )
+  })
+
+/**
+ * LISTEN on `channel` on a session of its own: every notification's payload, and one `undefined`
+ * each time the LISTEN is (re-)established, since commits made while no session listened rang
+ * nobody and readers must look again. Fails when the session is lost, so the caller can re-open it.
+ */
+export const listen = (options: SessionOptions, channel: string): Stream.Stream<string | undefined, SqlError> =>
+  Stream.asyncPush<string | undefined, SqlError>((emit) =>
+    Effect.gen(function* () {
+      const session = yield* Effect.acquireRelease(
+        Effect.tryPromise({ try: () => open(options), catch: (cause) => new SqlError({ cause, message: "could not open the LISTEN session" }) }),
+        close
+      )
+      session.client.on("notification", (message) => {
+        if (message.channel === channel) emit.single(message.payload ?? "")
+      })
+      void session.lost.then((cause) => emit.fail(new SqlError({ cause, message: "the LISTEN session was lost" })))
+      yield* Effect.tryPromise({
+        try: () => session.client.query(`LISTEN ${pg.escapeIdentifier(channel)}`),
+        catch: (cause) => new SqlError({ cause, message: "could not LISTEN" })
+      })
+      emit.single(undefined)
+    })
+  )

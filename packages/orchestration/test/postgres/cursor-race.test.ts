@@ -1,0 +1,67 @@
+/**
+ * Reactor cursors against concurrent dispatches, in two sessions: an operator retry that moves a
+ * cursor back must not be undone by a cursor advance that read the outbox before the retry committed.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer } from "effect"
+import { EffectOutcomes, Engine } from "../../src/index.js"
+import * as Outbox from "../../src/Outbox.js"
+import * as TestStore from "../../src/testing/TestStore.js"
+import { jobsConfig, submit } from "../fixtures/Jobs.js"
+import { tempDbFile } from "../fixtures/harness.js"
+import { blockedBehind, holdAt } from "./sessions.js"
+
+const settlement = (type: string, commandId: string, attempt: number, extra: Record<string, unknown>) => ({
+  type,
+  commandId,
+  effectId: "job:j1",
+  attempt,
+  aggregateType: "job",
+  aggregateId: "j1",
+  ...extra
+})
+
+describe("reactor cursors across sessions", () => {
+  it.scoped("a cursor advance that started before an operator retry committed cannot strand the retried row", () =>
+    Effect.gen(function* () {
+      const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
+      const sql = yield* Effect.provide(SqlClient, store)
+      const hold = holdAt("dispatch.before-commit", sql)
+      const engine = yield* Effect.provide(
+        Engine.Engine,
+        yield* Layer.build(Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(Layer.provide(hold.layer), Layer.provide(Layer.succeedContext(store))))
+      )
+      const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
+      const kinds = ["work.safe"]
+
+      // j1 ran once and failed for good; the reactor's cursor then moved past it.
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      const [claimed] = yield* inStore(Outbox.claim({ kinds, owner: "owner-A", now: 0, leaseMs: 30_000, limit: 1, after: 0 }))
+      yield* engine.dispatchWithReceipt(
+        settlement("effect.fail", EffectOutcomes.outcomeId("job:j1", 1), 1, { by: "reactor", error: { message: "no" } }),
+        { origin: "internal" }
+      )
+      assert.isAtLeast(yield* inStore(Outbox.advanceCursor("r", kinds, 0)), claimed!.sequence)
+
+      // Session 1: the operator's retry, held open after it made the row pending and moved the cursor back.
+      yield* hold.arm
+      const retry = yield* Effect.fork(engine.dispatchWithReceipt(
+        settlement("effect.retry", EffectOutcomes.operatorId("retry", "job:j1", 1, 0), 1, { by: "operator" }),
+        { origin: "internal" }
+      ))
+      const holder = yield* hold.held
+      // Session 2: the reactor advances its cursor while the retry is still open.
+      const advance = yield* Effect.fork(inStore(Outbox.advanceCursor("r", kinds, 0)))
+      yield* blockedBehind(sql, holder, "the cursor advance waits for the open retry")
+      yield* hold.release
+      yield* Fiber.join(retry)
+      yield* Fiber.join(advance)
+
+      // The retried row is below no cursor: the reactor's next claim finds it.
+      const cursor = yield* inStore(Outbox.cursor("r"))
+      assert.isBelow(cursor, claimed!.sequence, "the cursor was left above the retried row")
+      const again = yield* inStore(Outbox.claim({ kinds, owner: "owner-A", now: 1, leaseMs: 30_000, limit: 1, after: cursor }))
+      assert.deepStrictEqual(again.map((row) => [row.effectId, row.attempts]), [["job:j1", 2]])
+    }))
+})

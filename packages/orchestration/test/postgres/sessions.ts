@@ -1,0 +1,54 @@
+/**
+ * Two-session helpers for the PostgreSQL tests: hold one engine's dispatch transaction open at a
+ * fault point, learn its backend pid, and wait (on the server's own lock table, not on a timer) until
+ * another session is blocked behind it. Interleavings then happen in a fixed order.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Deferred, Effect, Layer } from "effect"
+import { FaultPoints } from "../../src/index.js"
+import type { FaultPointName } from "../../src/FaultPoints.js"
+
+/** Real time for network round trips (never the TestClock): PostgreSQL answers asynchronously. */
+export const wait = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
+
+/**
+ * A FaultPoints layer that, once armed, stops the next hit of `point` (inside the dispatch
+ * transaction for `dispatch.before-commit`) until released, and records that transaction's backend pid.
+ */
+export const holdAt = (point: FaultPointName, sql: SqlClient) => {
+  const state = { armed: false }
+  const holding = Effect.runSync(Deferred.make<number>())
+  const release = Effect.runSync(Deferred.make<void>())
+  const layer = Layer.succeed(FaultPoints.FaultPoints, {
+    enabled: true,
+    hit: (hit) =>
+      hit === point && state.armed
+        ? Effect.gen(function* () {
+          state.armed = false
+          // The hook runs inside the transaction: this query runs on its connection.
+          const rows = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.pipe(Effect.orDie)
+          yield* Deferred.succeed(holding, Number(rows[0]!.pid))
+          yield* Deferred.await(release)
+        })
+        : Effect.void
+  })
+  return {
+    layer,
+    arm: Effect.sync(() => (state.armed = true)),
+    /** The pid of the held transaction, once it is held. */
+    held: Deferred.await(holding),
+    release: Deferred.succeed(release, undefined)
+  }
+}
+
+/** Waits until some session is blocked behind backend `pid` (bounded; fails loudly). */
+export const blockedBehind = (sql: SqlClient, pid: number, what: string) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + 20_000
+    while (Date.now() < deadline) {
+      const rows = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid))`
+      if (Number(rows[0]!.n) > 0) return
+      yield* wait(10)
+    }
+    return yield* Effect.dieMessage(`never blocked: ${what}`)
+  })
