@@ -66,7 +66,7 @@ describe("SIGKILL of the server while a sandboxed command runs", () => {
       const restarted = yield* runChild(child, [dir, "serve", "t1", "1"])
       assert.strictEqual(restarted.code, 0, restarted.stderr)
       const out = jsonLines(restarted.stdout)
-      assert.deepStrictEqual(out[0]!.reconciled, { requeued: 0, failed: 1, alreadySettled: 0 })
+      assert.deepStrictEqual(out[0]!.reconciled, { requeued: 0, failed: 1, alreadySettled: 0, quarantined: 0 })
       const final = out.find((l) => "thread" in l)!
       const results = final.transcript.messages.filter((m: any) => m.role === "tool").map((m: any) => m.content)
       assert.strictEqual(results.length, 1)
