@@ -42,7 +42,7 @@ const buildGolden = Effect.gen(function* () {
   yield* finished(url, "t-ok")
   // An operator cancels a call waiting behind a running execute.
   yield* send(url, scriptedTurn("c-cancel", "t-cancel", "m1", [
-    { toolCalls: [{ name: "execute", arguments: { command: "a", sleepMs: 3_000 } }, { name: "publish", arguments: { path: "c.md", content: "c" } }] },
+    { toolCalls: [{ name: "execute", arguments: { command: "sleep 3" } }, { name: "publish", arguments: { path: "c.md", content: "c" } }] },
     { text: "after cancel" }
   ]))
   yield* effectIs(url, "tool:t-cancel:m1:call_1_0", "running")
@@ -51,7 +51,7 @@ const buildGolden = Effect.gen(function* () {
   yield* finished(url, "t-cancel")
   // The user interrupts: the turn cancels its pending call itself; the running one ends late.
   yield* send(url, scriptedTurn("c-stop", "t-stop", "m1", [
-    { toolCalls: [{ name: "execute", arguments: { command: "b", sleepMs: 3_000 } }, { name: "publish", arguments: { path: "s.md", content: "s" } }] }
+    { toolCalls: [{ name: "execute", arguments: { command: "sleep 3" } }, { name: "publish", arguments: { path: "s.md", content: "s" } }] }
   ]))
   yield* effectIs(url, "tool:t-stop:m1:call_1_0", "running")
   yield* send(url, { commandId: "stop-1", type: "turn.interrupt", threadId: "t-stop", turnId: "t-stop:m1" })
@@ -59,7 +59,7 @@ const buildGolden = Effect.gen(function* () {
   yield* effectIs(url, "tool:t-stop:m1:call_1_0", "succeeded")
   // SIGKILL mid-execute; after the restart boot reconcile answers the call and the turn goes on.
   yield* send(url, scriptedTurn("c-kill", "t-kill", "m1", [
-    { toolCalls: [{ name: "execute", arguments: { command: "long", sleepMs: 60_000 } }] },
+    { toolCalls: [{ name: "execute", arguments: { command: "sleep 60" } }] },
     { text: "after restart" }
   ]))
   yield* effectIs(url, "tool:t-kill:m1:call_1_0", "running")

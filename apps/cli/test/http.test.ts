@@ -102,7 +102,7 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       const { url } = yield* TestServer
       // The publish waits in the thread's lane behind the running execute: pending, so cancellable.
       yield* send(url, scriptedTurn("c-op", "t-op", "m1", [
-        { toolCalls: [{ name: "execute", arguments: { command: "slow", sleepMs: 15_000 } }, { name: "publish", arguments: { path: "op.md", content: "x" } }] },
+        { toolCalls: [{ name: "execute", arguments: { command: "sleep 15" } }, { name: "publish", arguments: { path: "op.md", content: "x" } }] },
         { text: "done" }
       ]))
       const publish = "tool:t-op:m1:call_1_1"

@@ -9,7 +9,7 @@ import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { launchBrowser, openPage } from "./fixtures/browser.js"
 import { type RunningServer, startServer } from "./fixtures/server.js"
 
-const heldTurn = JSON.stringify({ script: [{ toolCalls: [{ name: "execute", arguments: { command: "make release", sleepMs: 600_000 } }] }, { text: "built" }] })
+const heldTurn = JSON.stringify({ script: [{ toolCalls: [{ name: "execute", arguments: { command: "sleep 600" } }] }, { text: "built" }] })
 const effectId = "tool:held-1:m1:call_1_0"
 
 /** Serves one empty page on its own port: the other origin. */

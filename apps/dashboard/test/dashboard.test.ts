@@ -14,7 +14,7 @@ const timeout = 20_000
 
 const script = (...steps: ReadonlyArray<unknown>) => JSON.stringify({ script: steps })
 /** A turn held running: its execute sleeps for ten minutes unless cancelled. */
-const heldTurn = script({ toolCalls: [{ name: "execute", arguments: { command: "make release", sleepMs: 600_000 } }] }, { text: "built" })
+const heldTurn = script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 600" } }] }, { text: "built" })
 const quickTurn = script({ toolCalls: [{ name: "publish", arguments: { path: "notes.md", content: "hello" } }] }, { text: "published" })
 const deployTurn = script(
   { toolCalls: [{ name: "mcp_call", arguments: { server: "github", tool: "create_release", arguments: { tag: "v1.4.0" } } }] },

@@ -3,7 +3,7 @@
  * the agents reactor, the world directory under DATA_DIR (or WORLD_DIR), the scripted provider by
  * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views (list, thread, transcript).
  */
-import { Agents, OpenAiProvider, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
+import { Agents, OpenAiProvider, Sandbox, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
@@ -12,6 +12,18 @@ import * as ServerDomain from "./ServerDomain.js"
 import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
 
 const agents = Agents.domain()
+
+/**
+ * Said once at boot: a sandbox that cannot run does not stop the server (each `execute` is refused
+ * with the reason), and running commands on the host is never silent.
+ */
+const sandboxNotice = (sandbox: Sandbox.SandboxConfig) =>
+  Layer.effectDiscard(Effect.suspend(() => {
+    const refusal = Sandbox.unavailable(sandbox)
+    if (refusal !== undefined) return Effect.logWarning(`execute is refused: ${refusal.message}`)
+    if (sandbox.mode === "none") return Effect.logWarning("SANDBOX=none: execute runs commands on the host, unsandboxed (unsafe, for development only)")
+    return Effect.void
+  }))
 
 const threadViews = Layer.effect(
   ThreadViews,
@@ -47,8 +59,9 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
   layer: ({ config, dataDir, env }) =>
-    Layer.merge(Layer.context<SqlClient | Engine.Engine>(), Agents.services({
+    Layer.mergeAll(Layer.context<SqlClient | Engine.Engine>(), sandboxNotice(config.sandbox), Agents.services({
       worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+      sandbox: config.sandbox,
       provider: config.provider === "openai"
         ? OpenAiProvider.layer({
           apiUrl: config.openaiBaseUrl,

@@ -2,6 +2,7 @@
  * The server's configuration, read once from the environment. Parsing is a pure function so every
  * rule is tested without a process; a bad value names its variable and the server does not start.
  */
+import { Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
 import { isIP } from "node:net"
 import { hostname } from "node:os"
@@ -36,6 +37,8 @@ export interface ServerConfig {
   /** While the store refuses writes, how often a probe write asks whether it takes them again. */
   readonly storageProbeMs: number
   readonly nodeId: string
+  /** How `execute` runs commands: SANDBOX (bwrap, or none: unsafe, development only) and the SANDBOX_* limits. */
+  readonly sandbox: Sandbox.SandboxConfig
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
 }
@@ -186,6 +189,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const nodeId = read(env, "NODE_ID") ?? (hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64) || "node")
     if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
     const dashboardDir = read(env, "DASHBOARD_DIR")
+    const sandbox = Sandbox.parseConfig(env)
+    if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
     return Either.right({
       ...(dashboardDir === undefined ? {} : { dashboardDir: resolve(cwd, dashboardDir) }),
       port,
@@ -204,7 +209,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       logLevel,
       shutdownGraceMs,
       storageProbeMs,
-      nodeId
+      nodeId,
+      sandbox: sandbox.right
     })
   } catch (error) {
     if (error instanceof Bad) return Either.left(new ConfigInvalid({ variable: error.variable, message: error.message }))

@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, LogLevel, Redacted } from "effect"
+import { Sandbox } from "@orchestration/agents"
 import { defaults, parseConfig } from "../src/Config.js"
 
 const fails = (env: Record<string, string>) => {
@@ -22,6 +23,14 @@ describe("configuration from the environment", () => {
     assert.strictEqual(config.logLevel, LogLevel.Info)
     assert.strictEqual(config.shutdownGraceMs, 10_000)
     assert.strictEqual(config.nodeId, "n1")
+    assert.deepStrictEqual(config.sandbox, Sandbox.defaultConfig)
+  })
+
+  it("the sandbox's mode and limits are read here, once; a bad one names its variable", () => {
+    const config = Either.getOrThrow(parseConfig({ SANDBOX: "none", SANDBOX_CPU_SECONDS: "60", SANDBOX_MEMORY_BYTES: "536870912" }, "/srv"))
+    assert.deepStrictEqual([config.sandbox.mode, config.sandbox.cpuSeconds, config.sandbox.memoryBytes], ["none", 60, 536_870_912])
+    assert.strictEqual(fails({ SANDBOX_MAX_PROCESSES: "many" }).variable, "SANDBOX_MAX_PROCESSES")
+    assert.strictEqual(fails({ SANDBOX: "off" }).variable, "SANDBOX")
   })
 
   it("reads every variable; blank counts as unset", () => {

@@ -31,7 +31,7 @@ describe("the main job: the agents server as a process", () => {
       const url = yield* serving(first)
       const script = {
         script: [
-          { toolCalls: [{ name: "execute", arguments: { command: "build", sleepMs: 1_500 } }] },
+          { toolCalls: [{ name: "execute", arguments: { command: "sleep 2" } }] },
           { toolCalls: [{ name: "publish", arguments: { path: "out.md", content: "built" } }] },
           { text: "done" }
         ]

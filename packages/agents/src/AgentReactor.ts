@@ -37,6 +37,9 @@ const failure = (message: string, retryable: boolean, code?: string) =>
 const worldFailure = (error: WorldError, kind: string) =>
   error._tag === "ToolInputError"
     ? failure(error.message, false)
+    // The sandbox refused to start the command: permanent until the operator acts.
+    : error._tag === "SandboxUnavailable"
+    ? failure(error.message, false, error.reason)
     : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
 
 /** Longest text of one issue given back to the model (a value it sent may be echoed inside). */
@@ -103,7 +106,7 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
 const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
-    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
+    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, threadId: payload.threadId, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
       Effect.mapError((error) => worldFailure(error, row.kind))
     )
   })

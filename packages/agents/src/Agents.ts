@@ -8,6 +8,7 @@ import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
 import type * as AgentReactor from "./AgentReactor.js"
 import { agentsReactor } from "./AgentReactor.js"
 import type { ModelProvider } from "./Provider.js"
+import type { SandboxConfig } from "./Sandbox.js"
 import * as ScriptedProvider from "./ScriptedProvider.js"
 import { makeThread } from "./Thread.js"
 import { ThreadViews } from "./ThreadReadModel.js"
@@ -35,5 +36,12 @@ export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
 })
 
 /** The services the agents reactor needs: the world directory and a model provider (scripted by default). */
-export const services = (options: { readonly worldDir: string; readonly provider?: Layer.Layer<ModelProvider> }): Layer.Layer<World.World | ModelProvider, World.WorldWriteError> =>
-  Layer.merge(World.layer({ dir: options.worldDir }), options.provider ?? ScriptedProvider.layer)
+export const services = (options: {
+  readonly worldDir: string
+  readonly provider?: Layer.Layer<ModelProvider>
+  readonly sandbox?: SandboxConfig
+}): Layer.Layer<World.World | ModelProvider, World.WorldWriteError> =>
+  Layer.merge(
+    World.layer({ dir: options.worldDir, ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }) }),
+    options.provider ?? ScriptedProvider.layer
+  )

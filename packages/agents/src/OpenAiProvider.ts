@@ -30,7 +30,7 @@ export const make = (
   Effect.gen(function*() {
     const client = yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey })
     // strict: false, because strict mode demands every property be required and our inputs have
-    // optional ones (execute's sleepMs); arguments are validated by the performers anyway.
+    // optional ones (execute's timeoutSeconds); arguments are validated by the performers anyway.
     const model = yield* OpenAiLanguageModel.make({ model: config.model, config: { strict: false } }).pipe(
       Effect.provideService(OpenAiClient.OpenAiClient, client)
     )

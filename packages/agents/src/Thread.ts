@@ -32,7 +32,9 @@ const CallRecord = Schema.Struct({
   transcriptId: Schema.String,
   effectId: Schema.String,
   name: Schema.String,
-  arguments: Schema.Unknown
+  arguments: Schema.Unknown,
+  /** When the model asked for it (epoch ms); its performance starts at or after this. */
+  at: Schema.optional(Schema.Number)
 })
 export type CallRecord = typeof CallRecord.Type
 
@@ -235,12 +237,21 @@ export const describeFailure = (outcome: EffectOutcome, call: CallRecord): { rea
   }
   if (code === "process-ended" || code === "owner-lost" || (code === "timeout" && error.message.includes("may or may not"))) {
     return {
-      content: `interrupted: ${outcome.kind} ${outcome.effectId} may or may not have taken effect; verify ${whatToVerify(call)} before repeating it`,
+      content: `interrupted: ${outcome.kind} ${outcome.effectId} may or may not have taken effect${whatIsKnown(call, code)}; verify ${whatToVerify(call)} before repeating it`,
       outcome: "interrupted",
       failsTurn: false
     }
   }
   return { content: `error: ${error.message}`, outcome: "failed", failsTurn: false }
+}
+
+/** For a cut-off command: what it was, when it was started, and that its process is gone. */
+const whatIsKnown = (call: CallRecord, code: string): string => {
+  if (call.name !== "execute" || code !== "process-ended") return ""
+  const command = JSON.stringify((call.arguments as { command?: unknown } | undefined)?.command ?? "")
+  const requested = call.at === undefined ? "" : ` requested at ${new Date(call.at).toISOString()}`
+  // The decider cannot know whether the process had started; the ledger line (ledger.jsonl) says when.
+  return ` (the command ${command}${requested} may have started; any process of it died with the server, so it may have partly run)`
 }
 
 /** The one thing the model should check before repeating a cut-off call. */
@@ -260,7 +271,7 @@ const whatToVerify = (call: CallRecord): string => {
   }
 }
 
-const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcome, stepLimit: number): Decision<ThreadEvent> => {
+const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcome, stepLimit: number, now: number): Decision<ThreadEvent> => {
   const active = state.active!
   if (outcome.status === "failed" || outcome.status === "cancelled") {
     return endTurn(state, threadId, "failed", `model step failed: ${outcome.error?.message ?? outcome.status}`)
@@ -278,7 +289,7 @@ const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcom
     const callId = safeCallId(call.id || `call_${active.step}_${index}`)
     const transcriptId = uniqueCallId(callId, active.ordinal, used)
     used.add(transcriptId)
-    return { callId, transcriptId, effectId: toolEffectId(active.turnId, transcriptId), name: call.name, arguments: call.arguments ?? {} }
+    return { callId, transcriptId, effectId: toolEffectId(active.turnId, transcriptId), name: call.name, arguments: call.arguments ?? {}, at: now }
   })
   const responded: ThreadEvent = { type: "model.responded", turnId: active.turnId, step: active.step, text, toolCalls: calls }
   // An unknown tool is an error result the model sees, never a crash and never an effect.
@@ -409,7 +420,7 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         // the transcript, which holds this call's synthetic result, does not.
         return Decision.of<ThreadEvent>({ events: [{ type: "effect.late", turnId, effectId: outcome.effectId, status: outcome.status }] })
       }
-      return outcome.kind === "model.step" ? onModelStep(state, threadId, outcome, stepLimit) : onToolOutcome(state, threadId, outcome, stepLimit)
+      return outcome.kind === "model.step" ? onModelStep(state, threadId, outcome, stepLimit, ctx.now) : onToolOutcome(state, threadId, outcome, stepLimit)
     }
   })
 }

@@ -64,12 +64,12 @@ export const PublishInput = Schema.Struct({
 })
 export type PublishInput = typeof PublishInput.Type
 
-/** Ten minutes, the kind's timeout: a longer simulated run could never settle. */
-export const maxExecuteSleepMs = 600_000
+/** Ten minutes, the kind's timeout: a run's wall clock may only be lowered below it. */
+export const maxExecuteTimeoutSeconds = 600
 
 export const ExecuteInput = Schema.Struct({
   command: Schema.NonEmptyString,
-  sleepMs: Schema.optional(Schema.Int.pipe(Schema.between(0, maxExecuteSleepMs)))
+  timeoutSeconds: Schema.optional(Schema.Int.pipe(Schema.between(1, maxExecuteTimeoutSeconds)))
 })
 export type ExecuteInput = typeof ExecuteInput.Type
 
@@ -107,7 +107,12 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
   },
   {
     name: "execute",
-    description: "Run a command in the sandbox and return its exit code and output.",
+    description:
+      "Run a shell command (/bin/sh -c) in a sandbox: no network, a read-only system, and this thread's workspace " +
+      "(kept between calls) at /workspace as the working directory. Returns { exitCode, signal, stdout, stderr, " +
+      "truncated, durationMs, limit? }: a non-zero exitCode is the command's own result; stdout and stderr keep their " +
+      "last 64 KiB; limit names the limit that stopped it (timeout, cpu, memory, processes, file-size, output). " +
+      "timeoutSeconds (1-600) lowers the 10-minute time limit.",
     input: ExecuteInput
   },
   {

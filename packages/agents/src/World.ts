@@ -5,11 +5,12 @@
  * executions, triggers, MCP calls). Every write failure is a typed error: nothing here logs and
  * continues, because a swallowed write error is the bug this project exists to end.
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
 import * as nodePath from "node:path"
 import * as OsErrors from "./OsErrors.js"
+import * as Sandbox from "./Sandbox.js"
 import {
   ExecuteInput,
   McpCallInput,
@@ -17,6 +18,7 @@ import {
   type ToolName,
   toolKind,
   TriggerEditInput,
+  toolPolicies,
   TriggerId,
   WorldPath
 } from "./Tools.js"
@@ -34,7 +36,7 @@ export class ToolInputError extends Schema.TaggedError<ToolInputError>()("ToolIn
   message: Schema.String
 }) {}
 
-export type WorldError = ToolInputError | WorldWriteError | WorldReadError
+export type WorldError = ToolInputError | WorldWriteError | WorldReadError | Sandbox.SandboxUnavailable
 
 // ---------------------------------------------------------------------------------------------
 // What the world files hold
@@ -52,7 +54,7 @@ export type LedgerEntry = typeof LedgerEntry.Type
 export const VersionEntry = Schema.Struct({ cid: Schema.String })
 export type VersionEntry = typeof VersionEntry.Type
 
-/** One line of `executions.jsonl`: a simulated sandbox run started. */
+/** One line of `executions.jsonl`: a sandbox run is about to start. */
 export const ExecutionEntry = Schema.Struct({ effectId: Schema.String, command: Schema.String })
 export type ExecutionEntry = typeof ExecutionEntry.Type
 
@@ -75,10 +77,7 @@ export interface PublishResult {
   readonly newVersion: boolean
 }
 
-export interface ExecuteResult {
-  readonly exitCode: 0
-  readonly stdout: string
-}
+export type ExecuteResult = Sandbox.SandboxResult
 
 export interface TriggerEditResult {
   readonly triggerId: string
@@ -97,6 +96,8 @@ export type WorldToolName = Exclude<ToolName, "delegate">
 export interface PerformRequest {
   readonly effectId: string
   readonly attempt: number
+  /** The thread the call belongs to: `execute` runs in its workspace. */
+  readonly threadId: string
   readonly tool: WorldToolName
   /** The raw arguments from the model; decoded here, so bad ones become a ToolInputError. */
   readonly arguments: unknown
@@ -118,8 +119,8 @@ export interface WorldShape {
   readonly publish: (input: PublishInput) => Effect.Effect<PublishResult, WorldError>
   readonly execute: (
     input: ExecuteInput,
-    context: { readonly effectId: string }
-  ) => Effect.Effect<ExecuteResult, ToolInputError | WorldWriteError>
+    context: { readonly effectId: string; readonly threadId: string }
+  ) => Effect.Effect<ExecuteResult, ToolInputError | WorldWriteError | Sandbox.SandboxUnavailable>
   readonly triggerEdit: (input: TriggerEditInput) => Effect.Effect<TriggerEditResult, ToolInputError | WorldWriteError>
   readonly mcpCall: (
     input: McpCallInput,
@@ -136,8 +137,23 @@ export interface WorldShape {
 
 export class World extends Context.Tag("agents/World")<World, WorldShape>() {}
 
+export interface WorldOptions {
+  readonly dir: string
+  /** How `execute` runs commands; default: bubblewrap with the default limits. */
+  readonly sandbox?: Sandbox.SandboxConfig
+}
+
+/**
+ * The wall clock of a run: the kind's timeout, lowered by `timeoutSeconds`, less the kill grace, so
+ * the run is stopped and its result reported before the engine gives up on the effect.
+ */
+export const executeWallClockMs = (input: ExecuteInput, sandbox: Sandbox.SandboxConfig): number => {
+  const kindMs = Duration.toMillis(toolPolicies["tool.execute"].timeout) - sandbox.killGraceMs - 1_000
+  return Math.max(1_000, Math.min(kindMs, (input.timeoutSeconds ?? Infinity) * 1_000))
+}
+
 /** Opens the world at `dir`, creating the directory; a refused creation fails the layer, typed. */
-export const make = (options: { readonly dir: string }): Effect.Effect<WorldShape, WorldWriteError> =>
+export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWriteError> =>
   Effect.gen(function*() {
     const dir = yield* openRoot(options.dir)
     const ledgerPath = "ledger.jsonl"
@@ -146,6 +162,8 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
     const versionsPath = (path: string) => `versions/${path}.jsonl`
     const blobPath = (cid: string) => `blobs/${cid}`
     const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
+    const sandbox = options.sandbox ?? Sandbox.defaultConfig
+    const workspaceOf = (threadId: string) => Sandbox.prepareWorkspace(sandbox, nodePath.join(dir, "workspaces"), threadId)
     // Reading the last version and appending the next is one step per versions file, or two
     // publishes of one content could both find it missing and append it twice in a row. The lock
     // is this process's: processes sharing one world directory are not serialized with each other.
@@ -188,10 +206,10 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
 
     const execute: WorldShape["execute"] = Effect.fn("World.execute")(function*(raw, context) {
       const input = yield* decodeInput(ExecuteInput, "execute", raw)
-      // Recorded when the run starts, as a real sandbox would have started acting by then.
+      const workspace = yield* workspaceOf(context.threadId)
+      // Recorded before the process starts: from here on the command may have acted.
       yield* WorldFs.appendLine(dir, executionsPath, { effectId: context.effectId, command: input.command }, "execute")
-      if (input.sleepMs !== undefined && input.sleepMs > 0) yield* Effect.sleep(input.sleepMs)
-      return { exitCode: 0 as const, stdout: `ran: ${input.command}` }
+      return yield* Sandbox.run(sandbox, { command: input.command, workspace, timeoutMs: executeWallClockMs(input, sandbox) })
     })
 
     const triggerEdit: WorldShape["triggerEdit"] = Effect.fn("World.triggerEdit")(function*(raw) {
@@ -221,7 +239,7 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
     const perform: WorldShape["perform"] = Effect.fn("World.perform")(function*(request) {
       const kind = toolKind(request.tool)
       const ledger = { effectId: request.effectId, kind, attempt: request.attempt }
-      const context = { effectId: request.effectId }
+      const context = { effectId: request.effectId, threadId: request.threadId }
       // Arguments are decoded before the ledger line: refused input never started a performance.
       switch (request.tool) {
         case "publish": {
@@ -231,6 +249,10 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
         }
         case "execute": {
           const input = yield* decodeInput(ExecuteInput, request.tool, request.arguments)
+          // A sandbox that cannot run is a refusal before the ledger line: nothing started.
+          const refusal = Sandbox.unavailable(sandbox)
+          if (refusal !== undefined) return yield* refusal
+          yield* workspaceOf(request.threadId)
           yield* recordPerformance(ledger)
           return yield* execute(input, context)
         }
@@ -283,7 +305,7 @@ export const make = (options: { readonly dir: string }): Effect.Effect<WorldShap
     } satisfies WorldShape
   })
 
-export const layer = (options: { readonly dir: string }): Layer.Layer<World, WorldWriteError> =>
+export const layer = (options: WorldOptions): Layer.Layer<World, WorldWriteError> =>
   Layer.effect(World, make(options))
 
 // ---------------------------------------------------------------------------------------------
@@ -329,7 +351,7 @@ const decodeInput = <A, I>(
  * Says which world path a failed publish is about, so the model knows which of its choices to
  * change. Reading the versions back is part of the write, so its failure is the write's failure.
  */
-const aboutPath = (error: WorldError, prefix: string): ToolInputError | WorldWriteError => {
+const aboutPath = (error: ToolInputError | WorldWriteError | WorldReadError, prefix: string): ToolInputError | WorldWriteError => {
   if (error._tag === "ToolInputError") return error
   const advice = error.reason === "permanent" ? "; retrying will not help, choose another path" : ""
   const message = `${prefix}: ${error.message}${advice}`

@@ -61,7 +61,7 @@ describe("a turn killed with SIGKILL at each crash point resumes to a terminal, 
       assert.strictEqual(r.executions.length, 0)
       const execute = r.thread.turns[0].toolCalls.find((c: any) => c.name === "execute")
       assert.strictEqual(execute.status, "failed")
-      assert.match(execute.result, /^interrupted: tool\.execute tool:t1:m1:call_1_1 may or may not have taken effect; verify whether the command "deploy" already ran/)
+      assert.match(execute.result, /^interrupted: tool\.execute tool:t1:m1:call_1_1 may or may not have taken effect \(the command "deploy" requested at \d{4}-\d\d-\d\dT[\d:.]+Z may have started; any process of it died with the server, so it may have partly run\); verify whether the command "deploy" already ran/)
     }))
 
   it.live("after execute was performed, before it settled: not performed again, answered interrupted naming the effect", () =>

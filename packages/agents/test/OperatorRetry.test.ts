@@ -4,7 +4,7 @@ import { Effect, Exit } from "effect"
 import { mkdirSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { World } from "../src/World.js"
-import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, processesWith, script, send, turnStatus, waitFor } from "./fixtures/agents.js"
 
 const operator = (action: "retry" | "cancel", effectId: string) =>
   Effect.gen(function* () {
@@ -19,14 +19,17 @@ describe("operator actions on tool calls", () => {
       const engine = yield* Engine.Engine
       const world = yield* World
       const execute = "tool:t1:m1:call_1_0"
-      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "execute", arguments: { command: "long", sleepMs: 600_000 } }] }, { text: "after" })))
-      yield* eventually(Effect.map(Outbox.find(execute), (r) => r?.status === "running"), "execute running")
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 601" } }] }, { text: "after" })))
+      yield* waitFor(Effect.map(Outbox.find(execute), (r) => r?.status === "running"), "execute running")
+      yield* waitFor(Effect.sync(() => processesWith("sleep", "601").length === 1), "the command running")
       const cancelled = yield* operator("cancel", execute)
       assert.isTrue(Exit.isSuccess(cancelled))
       yield* eventually(allTurnsTerminal("t1", 1), "the turn went on with the cancelled result and closed")
       assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => t.status), ["completed"])
       // Once the owner has stopped the handler, the only reason left to refuse is the domain's.
       yield* advanceUntil(Effect.map(Outbox.find(execute), (r) => r?.leaseOwner === null), "the owner stopped the cancelled execute")
+      // Stopping the handler stopped its process: nothing of the command is left running.
+      assert.deepStrictEqual(processesWith("sleep", "601"), [])
       const retried = yield* operator("retry", execute)
       assert.isTrue(Exit.isFailure(retried), "a retry of a process-bound call whose turn has closed is refused")
       if (Exit.isFailure(retried)) {
@@ -38,7 +41,7 @@ describe("operator actions on tool calls", () => {
       assert.strictEqual((yield* Outbox.find(execute))!.status, "cancelled")
       const ledger = (yield* world.readLedger).filter((entry) => entry.effectId === execute)
       assert.strictEqual(ledger.length, 1)
-      assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["long"])
+      assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["sleep 601"])
     }).pipe(Effect.provide(agentsStack())))
 
   it.effect("a failed MCP call (process-bound) whose turn has closed is not retried either", () =>

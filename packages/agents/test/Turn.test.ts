@@ -7,7 +7,7 @@ import { join } from "node:path"
 import { ModelProvider, type ModelStepResponse } from "../src/Provider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
-import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, tempDir, turnStatus } from "./fixtures/agents.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, tempDir, turnStatus, waitFor } from "./fixtures/agents.js"
 
 describe("a turn through the outbox", () => {
   it.effect("publish, execute and delegate: the turn completes, the transcript validates, each tool performed once", () =>
@@ -18,7 +18,7 @@ describe("a turn through the outbox", () => {
         { toolCalls: [{ name: "publish", arguments: { path: "docs/readme.md", content: "hello" } }] },
         {
           toolCalls: [
-            { name: "execute", arguments: { command: "make test" } },
+            { name: "execute", arguments: { command: "echo tested" } },
             { name: "delegate", arguments: { threadId: "helper", text: "summarise docs/readme.md" } }
           ]
         },
@@ -26,7 +26,7 @@ describe("a turn through the outbox", () => {
       )
       const answer = yield* engine.dispatchWithReceipt(send("t1", "m1", text))
       assert.deepStrictEqual(answer.effectIds, ["step:t1:m1#1"])
-      yield* eventually(allTurnsTerminal("t1", 1), "turn done")
+      yield* waitFor(allTurnsTerminal("t1", 1), "turn done")
       const view = (yield* threadView("t1"))!
       assert.strictEqual(view.status, "idle")
       assert.deepStrictEqual(view.turns.map((t) => [t.status, t.steps]), [["completed", 3]])
@@ -47,26 +47,29 @@ describe("a turn through the outbox", () => {
       const tools = ledger.filter((l) => l.kind.startsWith("tool."))
       assert.deepStrictEqual(tools.map((l) => l.kind).sort(), ["tool.delegate", "tool.execute", "tool.publish"])
       assert.deepStrictEqual((yield* world.readVersions("docs/readme.md")).length, 1)
-      assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["make test"])
+      assert.deepStrictEqual((yield* world.readExecutions).map((e) => e.command), ["echo tested"])
     }).pipe(Effect.provide(agentsStack())))
 
   it.effect("a queued message starts its turn after the current one, and enters the transcript only then", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "execute", arguments: { command: "slow", sleepMs: 5_000 } }] })))
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 2" } }] })))
       yield* eventually(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "running"), "execute running")
       yield* engine.dispatchWithReceipt(send("t1", "m2", "second"))
       assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => t.status), ["running", "queued"])
       // While the call is open, the queued message is not in the transcript.
       const during = (yield* transcriptView("t1"))!.messages
       assert.deepStrictEqual(during.map((m) => m.role), ["user", "assistant"])
-      yield* advanceUntil(allTurnsTerminal("t1", 2), "both turns done")
+      yield* waitFor(allTurnsTerminal("t1", 2), "both turns done")
       const transcript = (yield* transcriptView("t1"))!
       assert.isTrue(transcript.valid)
+      const ran = JSON.parse(String(transcript.messages[2]!.content))
+      assert.deepStrictEqual([ran.exitCode, ran.stdout, ran.truncated], [0, "", false])
+      assert.isAtLeast(ran.durationMs, 1_900)
       assert.deepStrictEqual(transcript.messages.map((m) => [m.role, m.content]), [
         ["user", transcript.messages[0]!.content],
         ["assistant", null],
-        ["tool", JSON.stringify({ exitCode: 0, stdout: "ran: slow" })],
+        ["tool", transcript.messages[2]!.content],
         ["assistant", "done"],
         ["user", "second"],
         ["assistant", "echo: second"]
@@ -78,7 +81,7 @@ describe("a turn through the outbox", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(send("t1", "m1", script({
         toolCalls: [
-          { name: "execute", arguments: { command: "long", sleepMs: 10_000 } },
+          { name: "execute", arguments: { command: "sleep 3" } },
           { name: "publish", arguments: { path: "after.md", content: "never" } }
         ]
       })))
@@ -90,8 +93,8 @@ describe("a turn through the outbox", () => {
       // The publish never ran: it was pending behind execute in the thread's lane.
       assert.strictEqual((yield* Outbox.find("tool:t1:m1:call_1_1"))!.status, "cancelled")
       // The running execute finishes later; its row settles but the transcript keeps the synthetic result.
-      yield* advanceUntil(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "succeeded"), "late execute settled")
-      yield* eventually(allTurnsTerminal("t1", 2), "follow-up done")
+      yield* waitFor(Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "succeeded"), "late execute settled")
+      yield* waitFor(allTurnsTerminal("t1", 2), "follow-up done")
       const transcript = (yield* transcriptView("t1"))!
       assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
       const toolMessages = transcript.messages.filter((m) => m.role === "tool")
@@ -185,7 +188,7 @@ describe("a turn through the outbox", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(send("t1", "m1", script(
         { toolCalls: [{ name: "publish", arguments: { path: "ok.md", content: "ok" } }, { name: "publish", arguments: { path: "../escape.md", content: "no" } }] },
-        { toolCalls: [{ name: "execute", arguments: { command: "long", sleepMs: 10_000 } }, { name: "publish", arguments: { path: "after.md", content: "never" } }] }
+        { toolCalls: [{ name: "execute", arguments: { command: "sleep 3" } }, { name: "publish", arguments: { path: "after.md", content: "never" } }] }
       )))
       yield* eventually(Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "running"), "execute running")
       // While rows are unsettled the view shows them live: the publish waits behind execute in the lane.
@@ -193,7 +196,7 @@ describe("a turn through the outbox", () => {
       yield* engine.dispatchWithReceipt({ commandId: "stop-1", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" })
       // The interrupt cancels the pending publish; the running execute is still running, and shown so.
       assert.deepStrictEqual(yield* statuses, [["call_1_0", "succeeded"], ["call_1_1", "failed"], ["call_2_0", "running"], ["call_2_1", "cancelled"]])
-      yield* advanceUntil(Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "succeeded"), "late execute settled")
+      yield* waitFor(Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "succeeded"), "late execute settled")
       assert.deepStrictEqual(yield* statuses, settled)
     }).pipe(Effect.provide(agentsStack({ dir })))
     // The store again, without the engine's periodic work, so the clock can jump a week at once.

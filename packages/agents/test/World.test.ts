@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, TestClock } from "effect"
+import { Effect, TestClock } from "effect"
 import { createHash } from "node:crypto"
 import { existsSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import * as Sandbox from "../src/Sandbox.js"
 import * as World from "../src/World.js"
 import { tempDir } from "./fixtures/tempDir.js"
 
@@ -60,44 +61,54 @@ describe("World", () => {
   it.scoped("perform appends the ledger line before the performance, with the Clock's time", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
-      yield* world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "publish", arguments: { path: "a.md", content: "x" } })
+      yield* world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "publish", arguments: { path: "a.md", content: "x" } })
       yield* TestClock.adjust("5 seconds")
-      const answer = yield* world.perform({ effectId: "tool:t1:call_1_1", attempt: 2, tool: "execute", arguments: { command: "make" } })
-      assert.deepStrictEqual(answer, { exitCode: 0, stdout: "ran: make" })
+      const answer = yield* world.perform({ effectId: "tool:t1:call_1_1", attempt: 2, threadId: "t1", tool: "execute", arguments: { command: "no-such-tool" } })
+      // Not in the jail: a non-zero exit is still a performance with a result.
+      assert.strictEqual((answer as World.ExecuteResult).exitCode, 127)
       assert.deepStrictEqual(yield* world.readLedger, [
         { effectId: "tool:t1:call_1_0", kind: "tool.publish", attempt: 1, at: "1970-01-01T00:00:00.000Z" },
         { effectId: "tool:t1:call_1_1", kind: "tool.execute", attempt: 2, at: "1970-01-01T00:00:05.000Z" }
       ])
-      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "tool:t1:call_1_1", command: "make" }])
+      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "tool:t1:call_1_1", command: "no-such-tool" }])
     }))
 
   it.scoped("refused arguments never reach the ledger", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
       const error = yield* Effect.flip(
-        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "publish", arguments: { path: "../x", content: 1 } })
+        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "publish", arguments: { path: "../x", content: 1 } })
       )
       assert.strictEqual(error._tag, "ToolInputError")
       assert.deepStrictEqual(yield* world.readLedger, [])
     }))
 
-  it.scoped("a long execute waits on the Clock, after its run is recorded", () =>
+  it.scoped("execute runs the command in the thread's workspace, after its run is recorded", () =>
     Effect.gen(function*() {
       const world = yield* openWorld
-      const fiber = yield* Effect.fork(world.execute({ command: "sleep", sleepMs: 60_000 }, { effectId: "e1" }))
-      // The run is recorded with real file I/O before the sleep starts: move the clock only once the
-      // record is there and the fiber had turns to reach its sleep (else the sleep starts after the
-      // adjustment and the test hangs on a loaded machine).
-      for (let i = 0; i < 10_000 && (yield* world.readExecutions).length === 0; i++) {
-        yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-      }
-      for (let i = 0; i < 20; i++) yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
-      yield* TestClock.adjust("59 seconds")
-      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "e1", command: "sleep" }])
-      assert.isTrue((yield* Fiber.poll(fiber))._tag === "None")
-      yield* TestClock.adjust("1 second")
-      assert.deepStrictEqual(yield* Fiber.join(fiber), { exitCode: 0, stdout: "ran: sleep" })
+      const result = yield* world.execute({ command: "echo hi > f && cat f && exit 3" }, { effectId: "e1", threadId: "t1" })
+      assert.deepStrictEqual([result.exitCode, result.stdout, result.truncated], [3, "hi\n", false])
+      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "e1", command: "echo hi > f && cat f && exit 3" }])
+      assert.strictEqual(yield* Effect.promise(() => fs.readFile(path.join(world.dir, "workspaces", "t1", "f"), "utf8")), "hi\n")
+      // Another thread has its own workspace.
+      assert.strictEqual((yield* world.execute({ command: "cat f" }, { effectId: "e2", threadId: "t2" })).exitCode, 1)
     }))
+
+  it.scoped("without bwrap, execute is refused before its ledger line, with a permanent reason", () =>
+    Effect.gen(function*() {
+      const dir = yield* tempDir
+      const world = yield* World.make({ dir, sandbox: { ...Sandbox.defaultConfig, bwrapPath: "/nonexistent/bwrap" } })
+      const error = yield* Effect.flip(world.perform({ effectId: "e1", attempt: 1, threadId: "t1", tool: "execute", arguments: { command: "touch x" } }))
+      assert.deepStrictEqual([error._tag, error._tag === "SandboxUnavailable" ? error.reason : ""], ["SandboxUnavailable", "bwrap-missing"])
+      assert.deepStrictEqual(yield* world.readLedger, [])
+      assert.deepStrictEqual(yield* world.readExecutions, [])
+    }))
+
+  it("the wall clock is the kind's timeout less the kill grace, lowered by timeoutSeconds", () => {
+    const sandbox = Sandbox.defaultConfig
+    assert.strictEqual(World.executeWallClockMs({ command: "x" }, sandbox), 600_000 - sandbox.killGraceMs - 1_000)
+    assert.strictEqual(World.executeWallClockMs({ command: "x", timeoutSeconds: 30 }, sandbox), 30_000)
+  })
 
   it.scoped("trigger_edit puts the whole trigger and refuses unsafe ids", () =>
     Effect.gen(function*() {
@@ -119,6 +130,7 @@ describe("World", () => {
       const answer = yield* world.perform({
         effectId: "tool:t1:call_1_0",
         attempt: 1,
+        threadId: "t1",
         tool: "mcp_call",
         arguments: { server: "github", tool: "create_issue", arguments: { title: "x" } }
       })
@@ -146,7 +158,7 @@ describe("World write failures are typed, never swallowed", () => {
       // A link to /dev/full would answer ENOSPC, were links followed: the world refuses the link itself.
       yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "ledger.jsonl")))
       const error = yield* Effect.flip(
-        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, tool: "execute", arguments: { command: "deploy" } })
+        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "execute", arguments: { command: "deploy" } })
       )
       assert.strictEqual(error._tag, "WorldWriteError")
       assert.strictEqual(error._tag === "WorldWriteError" && error.code, "ELOOP")
@@ -175,7 +187,7 @@ describe("World write failures are typed, never swallowed", () => {
     Effect.gen(function*() {
       const world = yield* openWorld
       yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "executions.jsonl")))
-      const error = yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1" }))
+      const error = yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" }))
       assert.deepStrictEqual([error._tag, error._tag === "WorldWriteError" ? error.code : ""], ["WorldWriteError", "EISDIR"])
     }))
 
@@ -223,7 +235,7 @@ describe("the world never writes through a symbolic link", () => {
       yield* plant(`blobs/${cid}`)
       const failures = [
         yield* Effect.flip(world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 })),
-        yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1" })),
+        yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" })),
         yield* Effect.flip(world.mcpCall({ server: "s", tool: "t", arguments: {} }, { effectId: "e1" })),
         yield* Effect.flip(world.publish({ path: "a.md", content: "y" })),
         yield* Effect.flip(world.triggerEdit({ triggerId: "nightly", spec: {} })),

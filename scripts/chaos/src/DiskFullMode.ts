@@ -103,7 +103,7 @@ export const runDiskFull = async (options: { readonly seed: number; readonly all
       type: "message.send",
       threadId: "disk-a",
       messageId: "m1",
-      text: JSON.stringify({ script: [{ toolCalls: [{ name: "execute", arguments: { command: "x".repeat(20_000), sleepMs: 1_500 } }] }, { text: "never" }] })
+      text: JSON.stringify({ script: [{ toolCalls: [{ name: "execute", arguments: { command: "sleep 1.5; head -c 20000 /dev/zero | tr '\\0' x" } }] }, { text: "never" }] })
     }
     client.submit(longTurn)
     await client.flush(server.url)

@@ -10,7 +10,7 @@ export const message = (random: Random, threadId: string, n: number): Command =>
     {
       toolCalls: [
         { name: "publish", arguments: { path: `docs/${threadId}/${n % 3}.md`, content: `content ${n % 2}` } },
-        { name: "execute", arguments: { command: `job-${threadId}-${n}`, ...(random.chance(0.3) ? { sleepMs: random.int(200, 1_200) } : {}) } }
+        { name: "execute", arguments: { command: `echo job-${threadId}-${n}${random.chance(0.3) ? `; sleep ${(random.int(200, 1_200) / 1_000).toFixed(1)}` : ""}` } }
       ]
     }
   ]

@@ -27,7 +27,7 @@ const main = async () => {
   const script = {
     script: [
       { toolCalls: [{ name: "publish", arguments: { path: "docs/release.md", content: "# Release 1.0\nShipped." } }] },
-      { toolCalls: [{ name: "execute", arguments: { command: "deploy --prod", sleepMs: 60_000 } }] },
+      { toolCalls: [{ name: "execute", arguments: { command: "echo deploying --prod; sleep 60" } }] },
       { text: "Released: the notes are published; I checked the deploy before doing anything else." }
     ]
   }

@@ -123,7 +123,7 @@ describe("several server processes on one PostgreSQL database", () => {
       const b = yield* d.node("node-b")
       // A long process-bound execute: whichever process claims it is then SIGKILLed.
       yield* post(a.url, turn("long", [
-        { toolCalls: [{ name: "execute", arguments: { command: "long job", sleepMs: 120_000 } }] },
+        { toolCalls: [{ name: "execute", arguments: { command: "sleep 120" } }] },
         { text: "after" }
       ]))
       const row = yield* waitUntil("the execute to be running", Effect.map(get(a.url, "/v1/effects?kind=tool.execute"), (v) => {

@@ -1,0 +1,162 @@
+/**
+ * One sandbox run as a process: output tails, the wall clock, the output cap, stopping (SIGTERM to
+ * the jail's process group, SIGKILL after a grace) and which limit, if any, ended the command.
+ * Separate from Sandbox.ts so the jail's arguments and the process handling each read as one thing.
+ */
+import type { ChildProcess } from "node:child_process"
+import { constants as osConstants } from "node:os"
+import type { SandboxConfig, SandboxLimit, SandboxResult } from "./Sandbox.js"
+
+/** Keeps the last `max` bytes written to it and counts all of them. */
+export class Tail {
+  private chunks: Array<Buffer> = []
+  private kept = 0
+  total = 0
+  constructor(private readonly max: number) {}
+  push(chunk: Buffer) {
+    this.total += chunk.length
+    this.chunks.push(chunk)
+    this.kept += chunk.length
+    while (this.chunks.length > 1 && this.kept - this.chunks[0]!.length >= this.max) this.kept -= this.chunks.shift()!.length
+  }
+  text(): string {
+    const all = Buffer.concat(this.chunks)
+    return all.subarray(Math.max(0, all.length - this.max)).toString("utf8")
+  }
+}
+
+/**
+ * Which limit ended or starved the command. The wall clock and the output cap are known (we stopped
+ * the run); the rlimits are read from the signal they send or the message their refusal prints.
+ */
+export const runLimit = (observed: {
+  readonly stopped: "timeout" | "output" | undefined
+  readonly signal: string | null
+  readonly stderr: string
+}): SandboxLimit | undefined => {
+  if (observed.stopped !== undefined) return observed.stopped
+  if (observed.signal === "SIGXCPU" || /CPU time limit exceeded/.test(observed.stderr)) return "cpu"
+  if (observed.signal === "SIGXFSZ" || /File size limit exceeded|File too large/.test(observed.stderr)) return "file-size"
+  if (/Cannot fork|fork: Resource temporarily unavailable|fork failed|Resource temporarily unavailable/.test(observed.stderr)) return "processes"
+  if (/memory exhausted|Cannot allocate memory|[Oo]ut of memory|bad_alloc/.test(observed.stderr)) return "memory"
+  return undefined
+}
+
+/** A shell-style status 128+n (how bwrap and sh report a child killed by signal n) as the signal's name. */
+const signalOfStatus = (code: number | null): string | null => {
+  if (code === null || code <= 128 || code > 128 + 64) return null
+  const entry = Object.entries(osConstants.signals).find(([, number]) => number === code - 128)
+  return entry === undefined ? null : entry[0]
+}
+
+export interface RunTracker {
+  /** Stops the run if it is still going; resolves once its processes are gone. */
+  readonly stop: () => Promise<void>
+}
+
+const signalGroup = (pid: number | undefined, signal: NodeJS.Signals) => {
+  if (pid === undefined || pid <= 0) return
+  try {
+    process.kill(-pid, signal)
+  } catch {
+    // swallow-ok: ESRCH means the group is already gone, which is what the signal was for
+  }
+}
+
+export const startRun = (
+  child: ChildProcess,
+  config: SandboxConfig,
+  timeoutMs: number,
+  onResult: (result: SandboxResult) => void,
+  onSpawnError: (message: string) => void
+): RunTracker => {
+  const started = performance.now()
+  const stdout = new Tail(config.tailBytes)
+  const stderr = new Tail(config.tailBytes)
+  let jailPid: number | undefined
+  let stopped: "timeout" | "output" | undefined
+  let stopping = false
+  let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined
+  let settled = false
+  let killTimer: NodeJS.Timeout | undefined
+  const closed = new Promise<void>((resolve) => child.once("close", () => resolve()))
+
+  const terminate = (why: "timeout" | "output" | undefined) => {
+    if (stopping || exited !== undefined) return
+    stopping = true
+    stopped = why
+    // SIGTERM to the command's group inside the jail (SIGTERM to bwrap itself would kill the jail at
+    // once); until bwrap has said which group that is, the status reader sends it on arrival.
+    if (config.mode === "none") signalGroup(child.pid, "SIGTERM")
+    else if (jailPid !== undefined) signalGroup(jailPid, "SIGTERM")
+    killTimer = setTimeout(() => {
+      signalGroup(jailPid, "SIGKILL")
+      signalGroup(child.pid, "SIGKILL")
+    }, config.killGraceMs)
+  }
+
+  const wallClock = setTimeout(() => terminate("timeout"), timeoutMs)
+  const onOutput = (tail: Tail) => (chunk: Buffer) => {
+    tail.push(chunk)
+    if (stdout.total + stderr.total > config.outputBytes) terminate("output")
+  }
+  child.stdout!.on("data", onOutput(stdout))
+  child.stderr!.on("data", onOutput(stderr))
+  let status = ""
+  child.stdio[3]?.on("data", (chunk: Buffer) => {
+    status += chunk.toString("utf8")
+    const match = /"child-pid":\s*(\d+)/.exec(status)
+    if (match !== null && jailPid === undefined) {
+      jailPid = Number(match[1])
+      if (stopping) signalGroup(jailPid, "SIGTERM")
+    }
+  })
+
+  child.once("error", (error) => {
+    if (settled) return
+    settled = true
+    clearTimeout(wallClock)
+    onSpawnError(error.message)
+  })
+  child.once("exit", (code, signal) => {
+    exited = { code, signal }
+    clearTimeout(wallClock)
+    // Whatever the command left in its group (on the host, background jobs) goes with it.
+    signalGroup(child.pid, "SIGKILL")
+  })
+  void closed.then(() => {
+    clearTimeout(killTimer)
+    if (settled) return
+    settled = true
+    const code = exited?.code ?? null
+    const signal = exited?.signal ?? signalOfStatus(code)
+    const stderrText = stderr.text()
+    // bwrap reports its own setup failures (say, an unreachable workspace) as "bwrap: …" and status 1.
+    if (config.mode === "bwrap" && code === 1 && stopped === undefined && stdout.total === 0 && stderrText.startsWith("bwrap: ")) {
+      onSpawnError(stderrText.trim().slice(0, 500))
+      return
+    }
+    const limit = runLimit({ stopped, signal, stderr: stderrText })
+    const outputCapped = stdout.total + stderr.total > config.outputBytes
+    onResult({
+      exitCode: code,
+      signal,
+      stdout: stdout.text(),
+      stderr: stderrText,
+      stdoutBytes: stdout.total,
+      stderrBytes: stderr.total,
+      truncated: outputCapped || stdout.total > config.tailBytes || stderr.total > config.tailBytes,
+      durationMs: Math.round(performance.now() - started),
+      ...(limit === undefined ? {} : { limit })
+    })
+  })
+
+  return {
+    stop: () => {
+      if (child.pid === undefined) return Promise.resolve()
+      if (exited !== undefined) return closed
+      terminate(undefined)
+      return closed
+    }
+  }
+}
