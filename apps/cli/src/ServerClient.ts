@@ -16,9 +16,19 @@ export type ApiErrors = ServerApi extends HttpApi.HttpApi<any, any, infer E, any
 /** The typed client of the server's HttpApi. */
 export type ApiClient = HttpApiClient.Client<ApiGroups, ApiErrors, never>
 
-/** Every request carries the token, when there is one. */
-const authorize = (connection: Connection) => (client: HttpClient.HttpClient) =>
-  connection.token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(connection.token))
+/**
+ * Every request carries the token, when there is one. A state-changing request without a body (an
+ * operator's release) still says it is JSON: the server refuses any state-changing request that does
+ * not, so that a cross-site form or no-cors fetch can never drive it.
+ */
+const authorize = (connection: Connection) => (client: HttpClient.HttpClient) => {
+  const json = HttpClient.mapRequest(client, (request) =>
+    request.method !== "GET" && request.body._tag === "Empty"
+      ? HttpClientRequest.setHeader(request, "content-type", "application/json")
+      : request
+  )
+  return connection.token === undefined ? json : HttpClient.mapRequest(json, HttpClientRequest.bearerToken(connection.token))
+}
 
 const makeClient = (connection: Connection): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
   HttpApiClient.make(Api.ServerApi, { baseUrl: connection.url, transformClient: authorize(connection) })

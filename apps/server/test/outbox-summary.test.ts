@@ -35,7 +35,7 @@ describe("GET /v1/outbox/summary", () => {
       assert.strictEqual(failure.effectId, "tool:t1:m1:call_1_0")
       assert.strictEqual(failure.attempts, 1)
       assert.strictEqual(failure.error.code, "EISDIR")
-      assert.include(failure.error.message, "illegal operation on a directory")
+      assert.include(failure.error.message, "is a directory")
 
       // Its turn has closed with the call answered: a process-bound execute is never performed again,
       // so the retry is refused with the reason (409, not stored) and it stays among the failures.

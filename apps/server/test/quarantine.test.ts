@@ -45,7 +45,7 @@ describe("quarantined effects over HTTP", () => {
         yield* postJson(url, "/v1/commands", open("o-3", "acc-3", "ada@example.com"))
         yield* waitFor("acc-3's mail", Effect.map(effectStatus(url, "o-3:welcome"), (r) => (r.status === "succeeded" ? r : undefined)))
         // Released while the cause is still there: refused, still parked.
-        const still = yield* raw(url, "/v1/effects/o-1%3Awelcome/release", { method: "POST" })
+        const still = yield* raw(url, "/v1/effects/o-1%3Awelcome/release", { method: "POST", headers: { "content-type": "application/json" } })
         assert.strictEqual(still.status, 409)
         assert.strictEqual(still.body.error, "EffectStillQuarantined")
         assert.strictEqual(still.body.reason, "aggregate-unavailable")
@@ -62,10 +62,10 @@ describe("quarantined effects over HTTP", () => {
         const twice = yield* postJson(url, "/v1/effects/o-2%3Awelcome/fail", { reason: "again" })
         assert.strictEqual(twice.status, 409)
         assert.strictEqual(twice.body.error, "EffectNotQuarantined")
-        const notParked = yield* raw(url, "/v1/effects/o-3%3Awelcome/release", { method: "POST" })
+        const notParked = yield* raw(url, "/v1/effects/o-3%3Awelcome/release", { method: "POST", headers: { "content-type": "application/json" } })
         assert.strictEqual(notParked.status, 409)
         assert.strictEqual(notParked.body.error, "EffectNotQuarantined")
-        assert.strictEqual((yield* raw(url, "/v1/effects/nope/release", { method: "POST" })).status, 404)
+        assert.strictEqual((yield* raw(url, "/v1/effects/nope/release", { method: "POST", headers: { "content-type": "application/json" } })).status, 404)
         assert.strictEqual((yield* raw(url, "/health")).body.outbox.quarantined, 1)
       }))
 
@@ -73,7 +73,7 @@ describe("quarantined effects over HTTP", () => {
       yield* onStore(dataDir, Effect.flatMap(SqlClient, (sql) => sql`UPDATE events SET payload = ${original} WHERE aggregate_id = 'acc-1'`))
       const { url } = yield* startServer({ dataDir })
       assert.strictEqual((yield* raw(url, "/health")).body.outbox.quarantined, 1)
-      const released = yield* raw(url, "/v1/effects/o-1%3Awelcome/release", { method: "POST" })
+      const released = yield* raw(url, "/v1/effects/o-1%3Awelcome/release", { method: "POST", headers: { "content-type": "application/json" } })
       assert.strictEqual(released.status, 200, JSON.stringify(released.body))
       assert.strictEqual(released.body.commandId, "reconcile:o-1:welcome#1")
       // Replay-safe: the parked settlement requeued it, and the mail goes out now.

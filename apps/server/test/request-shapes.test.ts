@@ -47,7 +47,7 @@ describe("numbers in a request are plain decimal integers, read by one parser", 
       assert.strictEqual((yield* exact(url, { path: "/v1/events?after=3&limit=10" })).status, 200)
       const status = yield* exact(url, { path: "/v1/effects?status=lost" })
       assert.strictEqual(status.status, 400)
-      assert.strictEqual(status.body.message, "parameter 'status' must be one of pending, running, succeeded, failed, cancelled, got 'lost'")
+      assert.strictEqual(status.body.message, "parameter 'status' must be one of pending, running, succeeded, failed, cancelled, quarantined, got 'lost'")
     }))
 })
 

@@ -9,8 +9,13 @@ import { tempDataDir } from "./fixtures/server.js"
 /** An empty engine store in a fresh file: the probe writes into its receipts table. */
 const store = () => Engine.layer({ aggregates: [] }).pipe(Layer.provideMerge(SqliteStore.layer({ filename: join(tempDataDir(), "engine.db") })))
 
+// A store with no room to grow: compacted first (migrations that rebuild a table leave free pages a
+// write could reuse), then capped at its size.
 const cap = Effect.flatMap(SqlClient, (sql) =>
-  Effect.flatMap(sql<{ page_count: number }>`PRAGMA page_count`, ([row]) => sql.unsafe(`PRAGMA max_page_count = ${Number(row!.page_count)}`)))
+  Effect.zipRight(
+    sql.unsafe("VACUUM"),
+    Effect.flatMap(sql<{ page_count: number }>`PRAGMA page_count`, ([row]) => sql.unsafe(`PRAGMA max_page_count = ${Number(row!.page_count)}`))
+  ))
 const uncap = Effect.flatMap(SqlClient, (sql) => sql.unsafe("PRAGMA max_page_count = 1073741823"))
 
 /** Lets the probe fiber run what became due (SQLite statements complete synchronously). */
