@@ -20,7 +20,9 @@ for (const group of ["packages", "apps"]) {
     }
     // vitest.json (the default run) and any further runs of the package (vitest.postgres.json: the
     // conformance suite on PostgreSQL; others as packages add them).
-    for (const file of readdirSync(results).filter((f) => /^vitest.*\.json$/.test(f)).sort()) {
+    for (const file of readdirSync(results)
+      .filter((f) => /^vitest.*\.json$/.test(f))
+      .sort()) {
       const json = JSON.parse(readFileSync(join(results, file), "utf8"))
       passed += json.numPassedTests
       failed += json.numFailedTests

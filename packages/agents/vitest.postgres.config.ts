@@ -6,7 +6,12 @@ process.env.TEST_STORE = "postgres"
 
 export default defineConfig({
   test: {
-    include: ["test/Turn.test.ts", "test/OpenAiTurn.test.ts", "test/ThreadReadModel.test.ts", "test/ToolFailures.test.ts"],
+    include: [
+      "test/Turn.test.ts",
+      "test/OpenAiTurn.test.ts",
+      "test/ThreadReadModel.test.ts",
+      "test/ToolFailures.test.ts"
+    ],
     globalSetup: ["test/postgres.global-setup.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -31,7 +31,10 @@ export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { messa
  * 409: the command id belongs to another command, the aggregate is quarantined, or the effect's
  * state refuses an operator's retry or cancel now (EffectActionRefused, with its reason).
  */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { error: Schema.String, message: Schema.String }) {}
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
+  error: Schema.String,
+  message: Schema.String
+}) {}
 
 /** 400/413/415/422: the server refused the input as malformed, or the decider rejected it. */
 export class Refused extends Schema.TaggedError<Refused>()("Refused", {
@@ -48,13 +51,22 @@ export class ServerFailed extends Schema.TaggedError<ServerFailed>()("ServerFail
 }) {}
 
 /** The SQLite file is locked by a running server (it holds it EXCLUSIVE). */
-export class StoreBusy extends Schema.TaggedError<StoreBusy>()("StoreBusy", { file: Schema.String, message: Schema.String }) {}
+export class StoreBusy extends Schema.TaggedError<StoreBusy>()("StoreBusy", {
+  file: Schema.String,
+  message: Schema.String
+}) {}
 
 /** The file is not a store this CLI can read, or reading/writing it failed. */
-export class StoreFailed extends Schema.TaggedError<StoreFailed>()("StoreFailed", { file: Schema.String, message: Schema.String }) {}
+export class StoreFailed extends Schema.TaggedError<StoreFailed>()("StoreFailed", {
+  file: Schema.String,
+  message: Schema.String
+}) {}
 
 /** `db check` found inconsistencies (the report was already printed). */
-export class ProblemsFound extends Schema.TaggedError<ProblemsFound>()("ProblemsFound", { count: Schema.Number, message: Schema.String }) {}
+export class ProblemsFound extends Schema.TaggedError<ProblemsFound>()("ProblemsFound", {
+  count: Schema.Number,
+  message: Schema.String
+}) {}
 
 /** `serve` could not start or stopped with an error (the server printed why). */
 export class ServeFailed extends Schema.TaggedError<ServeFailed>()("ServeFailed", { message: Schema.String }) {}
@@ -169,5 +181,8 @@ export const outcomeOf = (exit: Exit.Exit<unknown, unknown>): Outcome => {
       return ValidationError.isHelpRequested(error) ? { code: ExitCode.ok } : { code: ExitCode.usage }
     }
   }
-  return { code: ExitCode.failed, message: `error: unexpected failure (a bug in the CLI):\n${Cause.pretty(exit.cause)}` }
+  return {
+    code: ExitCode.failed,
+    message: `error: unexpected failure (a bug in the CLI):\n${Cause.pretty(exit.cause)}`
+  }
 }

@@ -17,7 +17,9 @@ export const connectionOptions = {
     Options.withDescription("Bearer token for a server started with API_TOKEN. Default: $API_TOKEN."),
     Options.optional
   ),
-  json: Options.boolean("json").pipe(Options.withDescription("Print the answer as JSON (one object, or one per line for streams)."))
+  json: Options.boolean("json").pipe(
+    Options.withDescription("Print the answer as JSON (one object, or one per line for streams).")
+  )
 }
 
 export interface ConnectionOptions {
@@ -47,7 +49,9 @@ const env = (name: string) =>
 export const resolve = (own: ConnectionOptions) =>
   Effect.gen(function* () {
     const global = yield* rootCommand
-    const url = Option.firstSomeOf([own.url, global.url, yield* env("ORCHESTRATOR_URL")]).pipe(Option.getOrElse(() => defaultUrl))
+    const url = Option.firstSomeOf([own.url, global.url, yield* env("ORCHESTRATOR_URL")]).pipe(
+      Option.getOrElse(() => defaultUrl)
+    )
     const token = Option.getOrUndefined(Option.firstSomeOf([own.token, global.token, yield* env("API_TOKEN")]))
     const connection: Connection = { url: url.replace(/\/+$/, ""), token, json: own.json || global.json }
     return connection

@@ -15,8 +15,10 @@ import * as Span from "@effect/cli/HelpDoc/Span"
 import { Console, Effect } from "effect"
 
 /** Pure: whether text written to `stream` may carry colour. */
-export const colourWanted = (stream: { readonly isTTY?: boolean | undefined }, env: Readonly<Record<string, string | undefined>>): boolean =>
-  stream.isTTY === true && (env.NO_COLOR ?? "") === "" && env.TERM !== "dumb"
+export const colourWanted = (
+  stream: { readonly isTTY?: boolean | undefined },
+  env: Readonly<Record<string, string | undefined>>
+): boolean => stream.isTTY === true && (env.NO_COLOR ?? "") === "" && env.TERM !== "dumb"
 
 /** Control sequences (CSI): colours, bold, cursor moves. */
 const controlSequence = /\u001b\[[0-9;?]*[A-Za-z]/g
@@ -26,7 +28,10 @@ export const plain = (text: string): string => text.replace(controlSequence, "")
 const plainArgs = (args: ReadonlyArray<unknown>) => args.map((arg) => (typeof arg === "string" ? plain(arg) : arg))
 
 /** The console `base` with colour removed from what goes to stdout and/or stderr. */
-export const consoleWith = (base: Console.Console, colour: { readonly stdout: boolean; readonly stderr: boolean }): Console.Console => ({
+export const consoleWith = (
+  base: Console.Console,
+  colour: { readonly stdout: boolean; readonly stderr: boolean }
+): Console.Console => ({
   ...base,
   log: (...args) => base.log(...(colour.stdout ? args : plainArgs(args))),
   info: (...args) => base.info(...(colour.stdout ? args : plainArgs(args))),
@@ -46,8 +51,12 @@ export const withTerminalColour = <A, E, R>(effect: Effect.Effect<A, E, R>): Eff
   Effect.flatMap(Effect.console, (base) =>
     Effect.withConsole(
       effect,
-      consoleWith(base, { stdout: colourWanted(process.stdout, process.env), stderr: colourWanted(process.stderr, process.env) })
-    ))
+      consoleWith(base, {
+        stdout: colourWanted(process.stdout, process.env),
+        stderr: colourWanted(process.stderr, process.env)
+      })
+    )
+  )
 
 const spanText = (span: Span.Span): string => {
   switch (span._tag) {
@@ -99,7 +108,9 @@ const typeSentences: ReadonlySet<string> = new Set(
 const describedOnly = (block: HelpDoc.HelpDoc): HelpDoc.HelpDoc => {
   const parts = leaves(block)
   const first = parts[0]
-  return parts.length > 1 && first?._tag === "Paragraph" && typeSentences.has(spanText(first.value)) ? HelpDoc.blocks(parts.slice(1)) : block
+  return parts.length > 1 && first?._tag === "Paragraph" && typeSentences.has(spanText(first.value))
+    ? HelpDoc.blocks(parts.slice(1))
+    : block
 }
 
 /** Pure: the help document with each described option and argument saying only what it is for. */
@@ -136,5 +147,8 @@ export const page = (
   )
 
 /** Prints the help page (through the console, so colour follows the terminal). */
-export const print = (app: { readonly name: string; readonly version: string }, help: ShowHelp, config: CliConfig.CliConfig) =>
-  Console.log(page(app, help, config))
+export const print = (
+  app: { readonly name: string; readonly version: string },
+  help: ShowHelp,
+  config: CliConfig.CliConfig
+) => Console.log(page(app, help, config))

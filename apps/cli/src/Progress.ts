@@ -36,7 +36,9 @@ export const make = (options: ProgressOptions): Progress => {
     const width = 30
     const filled = Math.round((percent / 100) * width)
     // On a terminal the line is redrawn in place; elsewhere each step is its own line.
-    write(`${tty ? "\r" : ""}${options.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${String(percent).padStart(3)}% ${Math.min(done, options.total)}/${options.total} ${options.unit}${tty ? end : "\n"}`)
+    write(
+      `${tty ? "\r" : ""}${options.label} [${"#".repeat(filled)}${".".repeat(width - filled)}] ${String(percent).padStart(3)}% ${Math.min(done, options.total)}/${options.total} ${options.unit}${tty ? end : "\n"}`
+    )
   }
   const set = (value: number) => {
     done = value

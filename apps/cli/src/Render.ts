@@ -19,19 +19,26 @@ export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<Readon
         return column === headers.length - 1 ? cell : Doc.cat(Doc.fill(cell, widths[column]!), Doc.text("  "))
       })
     )
-  return renderDoc(Doc.vsep(all.map(line))).split("\n").map((l) => l.trimEnd()).join("\n")
+  return renderDoc(Doc.vsep(all.map(line)))
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .join("\n")
 }
 
 /** `label  value` lines, labels aligned. */
 export const fields = (pairs: ReadonlyArray<readonly [string, string]>): string => {
   const width = Math.max(0, ...pairs.map(([label]) => label.length))
-  return renderDoc(Doc.vsep(pairs.map(([label, value]) => Doc.hsep([Doc.fill(Doc.text(label), width), Doc.text(value)]))))
+  return renderDoc(
+    Doc.vsep(pairs.map(([label, value]) => Doc.hsep([Doc.fill(Doc.text(label), width), Doc.text(value)])))
+  )
 }
 
 /** A titled block, its body indented by two. */
 export const section = (title: string, body: string): string =>
   renderDoc(Doc.vsep([Doc.text(title), Doc.indent(Doc.vsep(body.split("\n").map((l) => Doc.text(l))), 2)]))
-    .split("\n").map((l) => l.trimEnd()).join("\n")
+    .split("\n")
+    .map((l) => l.trimEnd())
+    .join("\n")
 
 export const bytes = (n: number): string => {
   const units = ["B", "KiB", "MiB", "GiB", "TiB"]
@@ -51,7 +58,8 @@ export const duration = (ms: number): string => {
   return `${(ms / 3_600_000).toFixed(1)} h`
 }
 
-export const time = (epochMs: number | null | undefined): string => (epochMs === null || epochMs === undefined ? "-" : new Date(epochMs).toISOString())
+export const time = (epochMs: number | null | undefined): string =>
+  epochMs === null || epochMs === undefined ? "-" : new Date(epochMs).toISOString()
 
 /** A value of unknown shape on one line (payloads, responses, errors). */
 export const compact = (value: unknown, max = 120): string => {

@@ -7,7 +7,17 @@
 import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Api } from "@orchestration/server"
 import { Effect, Option, type ParseResult, Schema, Stream } from "effect"
-import { Conflict, isCliError, NotFound, Refused, ServerFailed, ServerUnreachable, Unauthorized, UsageError, type CliError } from "./CliErrors.js"
+import {
+  Conflict,
+  isCliError,
+  NotFound,
+  Refused,
+  ServerFailed,
+  ServerUnreachable,
+  Unauthorized,
+  UsageError,
+  type CliError
+} from "./CliErrors.js"
 import type { Connection } from "./Connection.js"
 
 type ServerApi = typeof Api.ServerApi
@@ -27,7 +37,9 @@ const authorize = (connection: Connection) => (client: HttpClient.HttpClient) =>
       ? HttpClientRequest.setHeader(request, "content-type", "application/json")
       : request
   )
-  return connection.token === undefined ? json : HttpClient.mapRequest(json, HttpClientRequest.bearerToken(connection.token))
+  return connection.token === undefined
+    ? json
+    : HttpClient.mapRequest(json, HttpClientRequest.bearerToken(connection.token))
 }
 
 const makeClient = (connection: Connection): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
@@ -68,9 +80,10 @@ export const fromStatus = (connection: Connection, status: number, error: string
     return new Unauthorized({
       url: connection.url,
       tokenSent: connection.token !== undefined,
-      message: connection.token === undefined
-        ? `the server at ${connection.url} requires a token (401): pass --token or set API_TOKEN`
-        : `the server at ${connection.url} refused the token (401): check --token / API_TOKEN`
+      message:
+        connection.token === undefined
+          ? `the server at ${connection.url} requires a token (401): pass --token or set API_TOKEN`
+          : `the server at ${connection.url} refused the token (401): check --token / API_TOKEN`
     })
   }
   if (status === 404) return new NotFound({ message })
@@ -82,34 +95,48 @@ export const fromStatus = (connection: Connection, status: number, error: string
 }
 
 /** The one mapping of an HTTP failure (transport, status, decoded error body, bad answer) to a CliError. */
-export const fromHttpFailure = (connection: Connection) => (failure: unknown): CliError => {
-  const tagged = failure as { readonly _tag?: unknown; readonly message?: unknown }
-  const tag = typeof tagged._tag === "string" ? tagged._tag : ""
-  const message = typeof tagged.message === "string" ? tagged.message : String(failure)
-  if (tag === "RequestError") {
-    const { reason, cause } = failure as { reason: string; cause: unknown }
-    if (reason === "InvalidUrl") return new UsageError({ message: `--url '${connection.url}' is not a valid URL` })
-    const code = transportCode(cause)
-    return new ServerUnreachable({
-      url: connection.url,
-      ...(code === undefined ? {} : { code }),
-      message: `cannot reach the server at ${connection.url}: is it running?${code === undefined ? "" : ` (${code})`}`
-    })
+export const fromHttpFailure =
+  (connection: Connection) =>
+  (failure: unknown): CliError => {
+    const tagged = failure as { readonly _tag?: unknown; readonly message?: unknown }
+    const tag = typeof tagged._tag === "string" ? tagged._tag : ""
+    const message = typeof tagged.message === "string" ? tagged.message : String(failure)
+    if (tag === "RequestError") {
+      const { reason, cause } = failure as { reason: string; cause: unknown }
+      if (reason === "InvalidUrl") return new UsageError({ message: `--url '${connection.url}' is not a valid URL` })
+      const code = transportCode(cause)
+      return new ServerUnreachable({
+        url: connection.url,
+        ...(code === undefined ? {} : { code }),
+        message: `cannot reach the server at ${connection.url}: is it running?${code === undefined ? "" : ` (${code})`}`
+      })
+    }
+    if (tag === "ResponseError") {
+      const { response, reason } = failure as { response: { status: number }; reason: string }
+      return fromStatus(
+        connection,
+        response.status,
+        reason === "StatusCode" ? `HTTP ${response.status}` : reason,
+        message
+      )
+    }
+    if (tag === "ParseError") {
+      return new ServerFailed({
+        status: 0,
+        error: "UnexpectedAnswer",
+        message: `the server's answer is not what this CLI expects: ${message}`
+      })
+    }
+    const status = statusOfTag[tag]
+    if (status !== undefined) return fromStatus(connection, status, tag, message)
+    return new ServerFailed({ status: 0, error: tag || "Unknown", message })
   }
-  if (tag === "ResponseError") {
-    const { response, reason } = failure as { response: { status: number }; reason: string }
-    return fromStatus(connection, response.status, reason === "StatusCode" ? `HTTP ${response.status}` : reason, message)
-  }
-  if (tag === "ParseError") {
-    return new ServerFailed({ status: 0, error: "UnexpectedAnswer", message: `the server's answer is not what this CLI expects: ${message}` })
-  }
-  const status = statusOfTag[tag]
-  if (status !== undefined) return fromStatus(connection, status, tag, message)
-  return new ServerFailed({ status: 0, error: tag || "Unknown", message })
-}
 
 /** Runs `f` with the typed client; every failure comes out as a CliError. */
-export const call = <A, E>(connection: Connection, f: (api: ApiClient) => Effect.Effect<A, E>): Effect.Effect<A, CliError> =>
+export const call = <A, E>(
+  connection: Connection,
+  f: (api: ApiClient) => Effect.Effect<A, E>
+): Effect.Effect<A, CliError> =>
   Effect.flatMap(makeClient(connection), f).pipe(
     Effect.mapError(fromHttpFailure(connection)),
     Effect.provide(FetchHttpClient.layer)
@@ -132,7 +159,12 @@ export const health = (connection: Connection): Effect.Effect<Api.HealthReport, 
     }
     const error = body as { error?: unknown; message?: unknown }
     return yield* Effect.fail(
-      fromStatus(connection, response.status, String(error?.error ?? `HTTP ${response.status}`), String(error?.message ?? JSON.stringify(body)))
+      fromStatus(
+        connection,
+        response.status,
+        String(error?.error ?? `HTTP ${response.status}`),
+        String(error?.message ?? JSON.stringify(body))
+      )
     )
   }).pipe(
     Effect.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
@@ -152,7 +184,9 @@ const decodeEvent = Schema.decodeUnknown(Schema.parseJson(Api.EventView))
  * Parses Server-Sent Events text into messages: fields until a blank line; comment lines (`:`)
  * are heartbeats. Pure over lines, so it is tested without a server.
  */
-export const sseMessages = <E, R>(lines: Stream.Stream<string, E, R>): Stream.Stream<StreamMessage, E | ParseResult.ParseError, R> =>
+export const sseMessages = <E, R>(
+  lines: Stream.Stream<string, E, R>
+): Stream.Stream<StreamMessage, E | ParseResult.ParseError, R> =>
   lines.pipe(
     Stream.mapAccum({ event: "message", data: [] as Array<string> }, (frame, line) => {
       if (line === "") {
@@ -171,7 +205,11 @@ export const sseMessages = <E, R>(lines: Stream.Stream<string, E, R>): Stream.St
     Stream.mapEffect((frame): Effect.Effect<StreamMessage, ParseResult.ParseError> => {
       if (frame.event === "error") {
         const body = JSON.parse(frame.data) as { error?: string; message?: string }
-        return Effect.succeed({ _tag: "StreamError", error: body.error ?? "error", message: body.message ?? frame.data })
+        return Effect.succeed({
+          _tag: "StreamError",
+          error: body.error ?? "error",
+          message: body.message ?? frame.data
+        })
       }
       return Effect.map(decodeEvent(frame.data), (event) => ({ _tag: "Event", event }))
     })
@@ -194,7 +232,14 @@ export const eventStream = (connection: Connection, after: number): Stream.Strea
       if (response.status !== 200) {
         // swallow-ok: an error body that is not JSON still gives its status, which is what is reported.
         const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
-        return yield* Effect.fail(fromStatus(connection, response.status, String(body.error ?? `HTTP ${response.status}`), String(body.message ?? "")))
+        return yield* Effect.fail(
+          fromStatus(
+            connection,
+            response.status,
+            String(body.error ?? `HTTP ${response.status}`),
+            String(body.message ?? "")
+          )
+        )
       }
       return sseMessages(response.stream.pipe(Stream.decodeText(), Stream.splitLines))
     })

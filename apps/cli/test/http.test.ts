@@ -21,19 +21,29 @@ import {
 } from "./fixtures/processes.js"
 
 const finished = (url: string, threadId: string) =>
-  waitUntil(`thread ${threadId} to finish its turns`, Effect.map(threadStatus(url, threadId), (t) =>
-    t.status === "idle" && t.turns.length > 0 && t.turns.every((turn) => turn.status !== "running" && turn.status !== "queued") ? t : undefined))
+  waitUntil(
+    `thread ${threadId} to finish its turns`,
+    Effect.map(threadStatus(url, threadId), (t) =>
+      t.status === "idle" &&
+      t.turns.length > 0 &&
+      t.turns.every((turn) => turn.status !== "running" && turn.status !== "queued")
+        ? t
+        : undefined
+    )
+  )
 
 /** A port nothing listens on: bound once by the OS, then released. */
-const closedPort = Effect.promise(() =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
+const closedPort = Effect.promise(
+  () =>
+    new Promise<number>((resolve) => {
+      const server = createServer()
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address()
+        const port = typeof address === "object" && address !== null ? address.port : 0
+        server.close(() => resolve(port))
+      })
     })
-  }))
+)
 
 /** A server on a chosen port (to come back on the same URL after a restart). */
 const serveOn = (dataDir: string, port: number) => serve(dataDir, { PORT: String(port) }, port)
@@ -48,7 +58,10 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       assert.match(text.stdout, /^status\s+(ok|degraded)$/m)
       assert.match(text.stdout, /^engine\s+active, log head \d+, queue \d+$/m)
       assert.match(text.stdout, /^store\s+writable, free .+, floor 64\.0 MiB$/m)
-      assert.match(text.stdout, /^database\s+sqlite, answers in \d+ ms, takes writes, node cli-test, 1 live worker\(s\)$/m)
+      assert.match(
+        text.stdout,
+        /^database\s+sqlite, answers in \d+ ms, takes writes, node cli-test, 1 live worker\(s\)$/m
+      )
       assert.match(text.stdout, /^outbox\s+\d+ pending, \d+ running, \d+ failed$/m)
       assert.match(text.stdout, /^REACTOR\s+LAG\s+OLDEST PENDING$/m)
       assert.match(text.stdout, /^agents\s+\d+\s+/m)
@@ -57,26 +70,54 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       const report = JSON.parse(json.stdout)
       for (const key of ["status", "storage", "engine", "database", "outbox", "reactors"]) assert.property(report, key)
       assert.strictEqual(report.engine.active, true)
-      assert.deepStrictEqual(report.reactors.map((r: { name: string }) => r.name), ["agents"])
-    }))
+      assert.deepStrictEqual(
+        report.reactors.map((r: { name: string }) => r.name),
+        ["agents"]
+      )
+    })
+  )
 
   it.effect("effects list shows the outbox and filters by status, kind and thread; effects show shows one row", () =>
     Effect.gen(function* () {
       const { url } = yield* TestServer
-      yield* send(url, scriptedTurn("c-list", "t-list", "m1", [{ toolCalls: [{ name: "publish", arguments: { path: "list.md", content: "x" } }] }, { text: "ok" }]))
+      yield* send(
+        url,
+        scriptedTurn("c-list", "t-list", "m1", [
+          { toolCalls: [{ name: "publish", arguments: { path: "list.md", content: "x" } }] },
+          { text: "ok" }
+        ])
+      )
       yield* finished(url, "t-list")
       const table = yield* cli(["effects", "list", "--url", url, "--thread", "t-list"])
       assert.strictEqual(table.code, 0, table.stderr)
       const lines = table.stdout.trim().split("\n")
       assert.match(lines[0]!, /^EFFECT\s+KIND\s+STATUS\s+ATTEMPTS\s+AGGREGATE\s+UPDATED$/)
-      assert.deepStrictEqual(lines.slice(1).map((l) => l.split(/\s+/).slice(0, 5)), [
-        ["step:t-list:m1#1", "model.step", "succeeded", "1", "thread/t-list"],
-        ["tool:t-list:m1:call_1_0", "tool.publish", "succeeded", "1", "thread/t-list"],
-        ["step:t-list:m1#2", "model.step", "succeeded", "1", "thread/t-list"]
+      assert.deepStrictEqual(
+        lines.slice(1).map((l) => l.split(/\s+/).slice(0, 5)),
+        [
+          ["step:t-list:m1#1", "model.step", "succeeded", "1", "thread/t-list"],
+          ["tool:t-list:m1:call_1_0", "tool.publish", "succeeded", "1", "thread/t-list"],
+          ["step:t-list:m1#2", "model.step", "succeeded", "1", "thread/t-list"]
+        ]
+      )
+      const byKind = yield* cli([
+        "effects",
+        "list",
+        "--url",
+        url,
+        "--thread",
+        "t-list",
+        "--kind",
+        "tool.publish",
+        "--status",
+        "succeeded",
+        "--json"
       ])
-      const byKind = yield* cli(["effects", "list", "--url", url, "--thread", "t-list", "--kind", "tool.publish", "--status", "succeeded", "--json"])
       assert.strictEqual(byKind.code, 0)
-      assert.deepStrictEqual(JSON.parse(byKind.stdout).effects.map((e: { effectId: string }) => e.effectId), ["tool:t-list:m1:call_1_0"])
+      assert.deepStrictEqual(
+        JSON.parse(byKind.stdout).effects.map((e: { effectId: string }) => e.effectId),
+        ["tool:t-list:m1:call_1_0"]
+      )
       const none = yield* cli(["effects", "list", "--url", url, "--thread", "t-list", "--status", "failed"])
       assert.strictEqual(none.stdout.trim(), "no effects")
 
@@ -95,82 +136,124 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       assert.include(unknown.stderr, "no effect 'nope'")
       const badStatus = yield* cli(["effects", "list", "--url", url, "--status", "lost"])
       assert.strictEqual(badStatus.code, 2)
-    }))
+    })
+  )
 
-  it.effect("cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 7 and is not stored, a reused id 7", () =>
-    Effect.gen(function* () {
-      const { url } = yield* TestServer
-      // The publish waits in the thread's lane behind the running execute: pending, so cancellable.
-      yield* send(url, scriptedTurn("c-op", "t-op", "m1", [
-        { toolCalls: [{ name: "execute", arguments: { command: "sleep 15" } }, { name: "publish", arguments: { path: "op.md", content: "x" } }] },
-        { text: "done" }
-      ]))
-      const publish = "tool:t-op:m1:call_1_1"
-      yield* waitUntil("the execute to run", Effect.map(effectStatus(url, "tool:t-op:m1:call_1_0"), (e) => (e.status === "running" ? e : undefined)))
-      assert.strictEqual((yield* effectStatus(url, publish)).status, "pending")
+  it.effect(
+    "cancel and retry are operator commands with receipts: a repeat is a duplicate, a refused one exits 7 and is not stored, a reused id 7",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestServer
+        // The publish waits in the thread's lane behind the running execute: pending, so cancellable.
+        yield* send(
+          url,
+          scriptedTurn("c-op", "t-op", "m1", [
+            {
+              toolCalls: [
+                { name: "execute", arguments: { command: "sleep 15" } },
+                { name: "publish", arguments: { path: "op.md", content: "x" } }
+              ]
+            },
+            { text: "done" }
+          ])
+        )
+        const publish = "tool:t-op:m1:call_1_1"
+        yield* waitUntil(
+          "the execute to run",
+          Effect.map(effectStatus(url, "tool:t-op:m1:call_1_0"), (e) => (e.status === "running" ? e : undefined))
+        )
+        assert.strictEqual((yield* effectStatus(url, publish)).status, "pending")
 
-      const cancelled = yield* cli(["effects", "cancel", publish, "--url", url])
-      assert.strictEqual(cancelled.code, 0, cancelled.stderr)
-      assert.match(cancelled.stdout, /^cancel\s+accepted$/m)
-      assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0\.0$/m)
-      assert.include(cancelled.stdout, "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0.0'")
-      assert.strictEqual((yield* effectStatus(url, publish)).status, "cancelled")
-      const again = yield* cli(["effects", "cancel", publish, "--url", url, "--json"])
-      assert.strictEqual(again.code, 0, again.stderr)
-      assert.strictEqual(JSON.parse(again.stdout).duplicate, true)
+        const cancelled = yield* cli(["effects", "cancel", publish, "--url", url])
+        assert.strictEqual(cancelled.code, 0, cancelled.stderr)
+        assert.match(cancelled.stdout, /^cancel\s+accepted$/m)
+        assert.match(cancelled.stdout, /^command\s+operator:cancel:tool:t-op:m1:call_1_1#0\.0$/m)
+        assert.include(
+          cancelled.stdout,
+          "receipt: orchestrator receipts show 'operator:cancel:tool:t-op:m1:call_1_1#0.0'"
+        )
+        assert.strictEqual((yield* effectStatus(url, publish)).status, "cancelled")
+        const again = yield* cli(["effects", "cancel", publish, "--url", url, "--json"])
+        assert.strictEqual(again.code, 0, again.stderr)
+        assert.strictEqual(JSON.parse(again.stdout).duplicate, true)
 
-      const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0.0", "--url", url])
-      assert.strictEqual(receipt.code, 0, receipt.stderr)
-      assert.match(receipt.stdout, /^status\s+accepted$/m)
-      assert.match(receipt.stdout, /^type\s+effect\.cancel$/m)
-      assert.match(receipt.stdout, /^aggregate\s+thread\/t-op$/m)
+        const receipt = yield* cli(["receipts", "show", "operator:cancel:tool:t-op:m1:call_1_1#0.0", "--url", url])
+        assert.strictEqual(receipt.code, 0, receipt.stderr)
+        assert.match(receipt.stdout, /^status\s+accepted$/m)
+        assert.match(receipt.stdout, /^type\s+effect\.cancel$/m)
+        assert.match(receipt.stdout, /^aggregate\s+thread\/t-op$/m)
 
-      const retried = yield* cli(["effects", "retry", publish, "--url", url, "--command-id", "retry-op-1", "--json"])
-      assert.strictEqual(retried.code, 0, retried.stderr)
-      assert.strictEqual(JSON.parse(retried.stdout).commandId, "retry-op-1")
-      // Back to be performed: the cancelled attempt 0 runs now as attempt 1.
-      yield* waitUntil("the retried publish", Effect.map(effectStatus(url, publish), (e) => (e.status === "succeeded" && e.attempts === 1 ? e : undefined)), 60_000)
+        const retried = yield* cli(["effects", "retry", publish, "--url", url, "--command-id", "retry-op-1", "--json"])
+        assert.strictEqual(retried.code, 0, retried.stderr)
+        assert.strictEqual(JSON.parse(retried.stdout).commandId, "retry-op-1")
+        // Back to be performed: the cancelled attempt 0 runs now as attempt 1.
+        yield* waitUntil(
+          "the retried publish",
+          Effect.map(effectStatus(url, publish), (e) => (e.status === "succeeded" && e.attempts === 1 ? e : undefined)),
+          60_000
+        )
 
-      // Retrying what is not failed or cancelled is refused (409 EffectActionRefused): exit 7.
-      yield* send(url, scriptedTurn("c-op2", "t-op2", "m1", [{ text: "plain" }]))
-      yield* finished(url, "t-op2")
-      const refused = yield* cli(["effects", "retry", "step:t-op2:m1#1", "--url", url])
-      assert.strictEqual(refused.code, 7)
-      assert.include(refused.stderr, "EffectActionRefused")
-      assert.include(refused.stderr, "only failed or cancelled effects can be retried")
-      // An id that already names another command is a conflict (409): exit 7.
-      const conflict = yield* cli(["effects", "cancel", publish, "--url", url, "--command-id", "c-op2"])
-      assert.strictEqual(conflict.code, 7)
-      assert.include(conflict.stderr, "CommandIdConflict")
-      const unknown = yield* cli(["effects", "cancel", "nope", "--url", url])
-      assert.strictEqual(unknown.code, 5)
-    }))
+        // Retrying what is not failed or cancelled is refused (409 EffectActionRefused): exit 7.
+        yield* send(url, scriptedTurn("c-op2", "t-op2", "m1", [{ text: "plain" }]))
+        yield* finished(url, "t-op2")
+        const refused = yield* cli(["effects", "retry", "step:t-op2:m1#1", "--url", url])
+        assert.strictEqual(refused.code, 7)
+        assert.include(refused.stderr, "EffectActionRefused")
+        assert.include(refused.stderr, "only failed or cancelled effects can be retried")
+        // An id that already names another command is a conflict (409): exit 7.
+        const conflict = yield* cli(["effects", "cancel", publish, "--url", url, "--command-id", "c-op2"])
+        assert.strictEqual(conflict.code, 7)
+        assert.include(conflict.stderr, "CommandIdConflict")
+        const unknown = yield* cli(["effects", "cancel", "nope", "--url", url])
+        assert.strictEqual(unknown.code, 5)
+      })
+  )
 
-  it.effect("threads show lists turns and each tool call with its effect's status and attempts, and the transcript's validity", () =>
-    Effect.gen(function* () {
-      const { url } = yield* TestServer
-      yield* send(url, scriptedTurn("c-thread", "t-thread", "m1", [
-        { toolCalls: [{ name: "publish", arguments: { path: "a.md", content: "a" } }, { name: "publish", arguments: { path: "../escape.md", content: "b" } }] },
-        { text: "published" }
-      ]))
-      yield* finished(url, "t-thread")
-      const shown = yield* cli(["threads", "show", "t-thread", "--url", url])
-      assert.strictEqual(shown.code, 0, shown.stderr)
-      assert.match(shown.stdout, /^thread\s+t-thread$/m)
-      assert.match(shown.stdout, /^status\s+idle$/m)
-      assert.match(shown.stdout, /^transcript\s+valid \(5 messages\)$/m)
-      assert.match(shown.stdout, /^TURN\s+STATUS\s+STEPS\s+TOOL CALLS\s+REASON$/m)
-      assert.match(shown.stdout, /^t-thread:m1\s+completed\s+2\s+2\s+-$/m)
-      assert.match(shown.stdout, /^TURN\s+CALL\s+TOOL\s+EFFECT\s+STATUS\s+ATTEMPTS\s+RESULT$/m)
-      assert.match(shown.stdout, /^t-thread:m1\s+call_1_0\s+publish\s+tool:t-thread:m1:call_1_0\s+succeeded\s+1\s+/m)
-      assert.match(shown.stdout, /^t-thread:m1\s+call_1_1\s+publish\s+tool:t-thread:m1:call_1_1\s+failed\s+1\s+error:/m)
-      const json = JSON.parse((yield* cli(["threads", "show", "t-thread", "--url", url, "--json"])).stdout)
-      assert.strictEqual(json.transcript.valid, true)
-      assert.deepStrictEqual(json.thread.turns[0].toolCalls.map((c: { effectId: string }) => c.effectId), ["tool:t-thread:m1:call_1_0", "tool:t-thread:m1:call_1_1"])
-      assert.deepStrictEqual(json.effects.map((e: { kind: string }) => e.kind), ["model.step", "tool.publish", "tool.publish", "model.step"])
-      const unknown = yield* cli(["threads", "show", "nope", "--url", url])
-      assert.strictEqual(unknown.code, 5)
-    }))
+  it.effect(
+    "threads show lists turns and each tool call with its effect's status and attempts, and the transcript's validity",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestServer
+        yield* send(
+          url,
+          scriptedTurn("c-thread", "t-thread", "m1", [
+            {
+              toolCalls: [
+                { name: "publish", arguments: { path: "a.md", content: "a" } },
+                { name: "publish", arguments: { path: "../escape.md", content: "b" } }
+              ]
+            },
+            { text: "published" }
+          ])
+        )
+        yield* finished(url, "t-thread")
+        const shown = yield* cli(["threads", "show", "t-thread", "--url", url])
+        assert.strictEqual(shown.code, 0, shown.stderr)
+        assert.match(shown.stdout, /^thread\s+t-thread$/m)
+        assert.match(shown.stdout, /^status\s+idle$/m)
+        assert.match(shown.stdout, /^transcript\s+valid \(5 messages\)$/m)
+        assert.match(shown.stdout, /^TURN\s+STATUS\s+STEPS\s+TOOL CALLS\s+REASON$/m)
+        assert.match(shown.stdout, /^t-thread:m1\s+completed\s+2\s+2\s+-$/m)
+        assert.match(shown.stdout, /^TURN\s+CALL\s+TOOL\s+EFFECT\s+STATUS\s+ATTEMPTS\s+RESULT$/m)
+        assert.match(shown.stdout, /^t-thread:m1\s+call_1_0\s+publish\s+tool:t-thread:m1:call_1_0\s+succeeded\s+1\s+/m)
+        assert.match(
+          shown.stdout,
+          /^t-thread:m1\s+call_1_1\s+publish\s+tool:t-thread:m1:call_1_1\s+failed\s+1\s+error:/m
+        )
+        const json = JSON.parse((yield* cli(["threads", "show", "t-thread", "--url", url, "--json"])).stdout)
+        assert.strictEqual(json.transcript.valid, true)
+        assert.deepStrictEqual(
+          json.thread.turns[0].toolCalls.map((c: { effectId: string }) => c.effectId),
+          ["tool:t-thread:m1:call_1_0", "tool:t-thread:m1:call_1_1"]
+        )
+        assert.deepStrictEqual(
+          json.effects.map((e: { kind: string }) => e.kind),
+          ["model.step", "tool.publish", "tool.publish", "model.step"]
+        )
+        const unknown = yield* cli(["threads", "show", "nope", "--url", url])
+        assert.strictEqual(unknown.code, 5)
+      })
+  )
 
   it.effect("receipts show prints a command's receipt; an unknown id exits 5", () =>
     Effect.gen(function* () {
@@ -190,7 +273,8 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       const unknown = yield* cli(["receipts", "show", "nope", "--url", url])
       assert.strictEqual(unknown.code, 5)
       assert.include(unknown.stderr, "nope")
-    }))
+    })
+  )
 
   it.scoped("events tail prints one line per event, follows new ones, and ends with 0 when interrupted", () =>
     Effect.gen(function* () {
@@ -198,97 +282,156 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
       yield* send(url, scriptedTurn("c-tail", "t-tail", "m1", [{ text: "first" }]))
       yield* finished(url, "t-tail")
       const tail = yield* start(["events", "tail", "--after", "0", "--url", url])
-      const first = yield* waitForOutput(tail, "the thread's first events", (lines) => (lines.some((l) => l.includes("t-tail")) ? [...lines] : undefined))
+      const first = yield* waitForOutput(tail, "the thread's first events", (lines) =>
+        lines.some((l) => l.includes("t-tail")) ? [...lines] : undefined
+      )
       assert.match(first[0]!, /^1 {2}\d{4}-\d\d-\d\dT\S+Z {2}thread\.created {2}thread\/\S+ v1 {2}\S+$/)
       const sequences = first.map((l) => Number(l.split("  ")[0]))
-      assert.deepStrictEqual(sequences, sequences.map((_, i) => i + 1))
+      assert.deepStrictEqual(
+        sequences,
+        sequences.map((_, i) => i + 1)
+      )
       // A command sent while it follows shows up too.
       yield* send(url, scriptedTurn("c-tail-2", "t-tail-2", "m1", [{ text: "second" }]))
-      yield* waitForOutput(tail, "the followed event", (lines) => lines.find((l) => / thread\.created {2}thread\/t-tail-2 v1 {2}c-tail-2$/.test(l)))
+      yield* waitForOutput(tail, "the followed event", (lines) =>
+        lines.find((l) => / thread\.created {2}thread\/t-tail-2 v1 {2}c-tail-2$/.test(l))
+      )
       tail.child.kill("SIGINT")
       assert.strictEqual((yield* exitOf(tail)).code, 0)
 
       const json = yield* start(["events", "tail", "--after", "2", "--url", url, "--json"])
-      const events = yield* waitForOutput(json, "JSON lines", (lines) => (lines.length >= 2 ? lines.slice(0, 2).map((l) => JSON.parse(l)) : undefined))
-      assert.deepStrictEqual(events.map((e) => e.sequence), [3, 4])
-      assert.deepStrictEqual(Object.keys(events[0]).sort(), ["aggregateId", "aggregateType", "commandId", "eventId", "occurredAt", "payload", "sequence", "type", "version"])
+      const events = yield* waitForOutput(json, "JSON lines", (lines) =>
+        lines.length >= 2 ? lines.slice(0, 2).map((l) => JSON.parse(l)) : undefined
+      )
+      assert.deepStrictEqual(
+        events.map((e) => e.sequence),
+        [3, 4]
+      )
+      assert.deepStrictEqual(Object.keys(events[0]).sort(), [
+        "aggregateId",
+        "aggregateType",
+        "commandId",
+        "eventId",
+        "occurredAt",
+        "payload",
+        "sequence",
+        "type",
+        "version"
+      ])
       json.child.kill("SIGTERM")
       assert.strictEqual((yield* exitOf(json)).code, 0)
 
       // Without --after it starts at the head: only what happens from now on.
       yield* finished(url, "t-tail-2")
       const fresh = yield* start(["events", "tail", "--url", url])
-      const head = yield* waitUntil("the tail to say where it starts", Effect.sync(() => {
-        const match = /following the event log after (\d+)/.exec(fresh.stderr.join(""))
-        return match === null ? undefined : Number(match[1])
-      }))
+      const head = yield* waitUntil(
+        "the tail to say where it starts",
+        Effect.sync(() => {
+          const match = /following the event log after (\d+)/.exec(fresh.stderr.join(""))
+          return match === null ? undefined : Number(match[1])
+        })
+      )
       yield* send(url, scriptedTurn("c-tail-3", "t-tail-3", "m1", [{ text: "third" }]))
       const newOnly = yield* waitForOutput(fresh, "the new command's events", (lines) =>
-        lines.some((l) => l.endsWith("thread.created  thread/t-tail-3 v1  c-tail-3")) ? [...lines] : undefined)
+        lines.some((l) => l.endsWith("thread.created  thread/t-tail-3 v1  c-tail-3")) ? [...lines] : undefined
+      )
       const fromHead = newOnly.map((l) => Number(l.split("  ")[0]))
-      assert.deepStrictEqual(fromHead, fromHead.map((_, i) => head + 1 + i))
+      assert.deepStrictEqual(
+        fromHead,
+        fromHead.map((_, i) => head + 1 + i)
+      )
       fresh.child.kill("SIGINT")
       assert.strictEqual((yield* exitOf(fresh)).code, 0)
-    }))
+    })
+  )
 })
 
 describe("the CLI with servers of its own", () => {
-  it.scopedLive("events tail survives a server restart: it reconnects after the last event it printed, nothing twice, nothing lost", () =>
-    Effect.gen(function* () {
-      const dataDir = tempDir()
-      const port = yield* closedPort
-      const first = yield* serveOn(dataDir, port)
-      yield* send(first.url, scriptedTurn("c-r1", "t-r1", "m1", [{ text: "one" }]))
-      const tail = yield* start(["events", "tail", "--after", "0", "--json", "--url", first.url])
-      yield* waitForOutput(tail, "the first turn's events", (lines) => (lines.some((l) => l.includes("turn.completed")) ? true : undefined))
-      assert.strictEqual((yield* stop(first)).code, 0)
-      const second = yield* serveOn(dataDir, port)
-      yield* send(second.url, scriptedTurn("c-r2", "t-r2", "m1", [{ text: "two" }]))
-      const lines = yield* waitForOutput(tail, "the second turn's events after the restart", (lines) =>
-        lines.some((l) => l.includes('"commandId":"c-r2"')) && lines.some((l) => l.includes("turn.completed") && l.includes("t-r2")) ? [...lines] : undefined)
-      const sequences = lines.map((l) => (JSON.parse(l) as { sequence: number }).sequence)
-      assert.deepStrictEqual(sequences, sequences.map((_, i) => i + 1))
-      assert.include(tail.stderr.join(""), "the event stream ended after")
-      tail.child.kill("SIGINT")
-      assert.strictEqual((yield* exitOf(tail)).code, 0)
-    }), 120_000)
+  it.scopedLive(
+    "events tail survives a server restart: it reconnects after the last event it printed, nothing twice, nothing lost",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = tempDir()
+        const port = yield* closedPort
+        const first = yield* serveOn(dataDir, port)
+        yield* send(first.url, scriptedTurn("c-r1", "t-r1", "m1", [{ text: "one" }]))
+        const tail = yield* start(["events", "tail", "--after", "0", "--json", "--url", first.url])
+        yield* waitForOutput(tail, "the first turn's events", (lines) =>
+          lines.some((l) => l.includes("turn.completed")) ? true : undefined
+        )
+        assert.strictEqual((yield* stop(first)).code, 0)
+        const second = yield* serveOn(dataDir, port)
+        yield* send(second.url, scriptedTurn("c-r2", "t-r2", "m1", [{ text: "two" }]))
+        const lines = yield* waitForOutput(tail, "the second turn's events after the restart", (lines) =>
+          lines.some((l) => l.includes('"commandId":"c-r2"')) &&
+          lines.some((l) => l.includes("turn.completed") && l.includes("t-r2"))
+            ? [...lines]
+            : undefined
+        )
+        const sequences = lines.map((l) => (JSON.parse(l) as { sequence: number }).sequence)
+        assert.deepStrictEqual(
+          sequences,
+          sequences.map((_, i) => i + 1)
+        )
+        assert.include(tail.stderr.join(""), "the event stream ended after")
+        tail.child.kill("SIGINT")
+        assert.strictEqual((yield* exitOf(tail)).code, 0)
+      }),
+    120_000
+  )
 
-
-  it.scopedLive("a quarantined effect: status counts it, effects list and show name it, release refuses while the cause remains, fail ends it", () =>
-    Effect.gen(function* () {
-      const dataDir = tempDir()
-      const first = yield* serve(dataDir)
-      yield* send(first.url, scriptedTurn("c-q1", "t-q", "m1", [{ text: "done" }]))
-      yield* finished(first.url, "t-q")
-      assert.strictEqual((yield* stop(first)).code, 0)
-      // Between lives: a process that died had the model step running, and the thread's log stopped decoding.
-      const db = new Database(join(dataDir, "engine.db"))
-      db.prepare("UPDATE outbox SET status = 'running', lease_owner = 'dead-process', lease_expires_at = 0 WHERE effect_id = 'step:t-q:m1#1'").run()
-      db.prepare(`UPDATE events SET payload = '{"type":"thread.unknown"}' WHERE aggregate_id = 't-q'`).run()
-      db.close()
-      const second = yield* serve(dataDir)
-      const status = yield* cli(["status", "--url", second.url])
-      assert.strictEqual(status.code, 0, status.stderr)
-      assert.match(status.stdout, /^status\s+degraded$/m)
-      assert.match(status.stdout, /^outbox\s+.*, 1 QUARANTINED/m)
-      const list = yield* cli(["effects", "list", "--status", "quarantined", "--url", second.url, "--json"])
-      assert.deepStrictEqual(
-        JSON.parse(list.stdout).effects.map((e: { effectId: string; quarantine: { reason: string } }) => [e.effectId, e.quarantine.reason]),
-        [["step:t-q:m1#1", "aggregate-unavailable"]]
-      )
-      const shown = yield* cli(["effects", "show", "step:t-q:m1#1", "--url", second.url])
-      assert.match(shown.stdout, /^status\s+quarantined$/m)
-      assert.match(shown.stdout, /^quarantine\s+aggregate-unavailable \(by reconcile at /m)
-      const release = yield* cli(["effects", "release", "step:t-q:m1#1", "--url", second.url])
-      assert.strictEqual(release.code, 7, release.stdout + release.stderr)
-      assert.include(release.stderr, "EffectStillQuarantined")
-      const failed = yield* cli(["effects", "fail", "step:t-q:m1#1", "--reason", "thread log lost; answered by hand", "--url", second.url])
-      assert.strictEqual(failed.code, 0, failed.stderr)
-      assert.match(failed.stdout, /^status\s+failed$/m)
-      assert.include(failed.stdout, "thread log lost; answered by hand")
-      assert.match((yield* cli(["status", "--url", second.url])).stdout, /^outbox\s+.*, 0 quarantined$/m)
-      assert.strictEqual((yield* stop(second)).code, 0)
-    }), 240_000)
+  it.scopedLive(
+    "a quarantined effect: status counts it, effects list and show name it, release refuses while the cause remains, fail ends it",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = tempDir()
+        const first = yield* serve(dataDir)
+        yield* send(first.url, scriptedTurn("c-q1", "t-q", "m1", [{ text: "done" }]))
+        yield* finished(first.url, "t-q")
+        assert.strictEqual((yield* stop(first)).code, 0)
+        // Between lives: a process that died had the model step running, and the thread's log stopped decoding.
+        const db = new Database(join(dataDir, "engine.db"))
+        db.prepare(
+          "UPDATE outbox SET status = 'running', lease_owner = 'dead-process', lease_expires_at = 0 WHERE effect_id = 'step:t-q:m1#1'"
+        ).run()
+        db.prepare(`UPDATE events SET payload = '{"type":"thread.unknown"}' WHERE aggregate_id = 't-q'`).run()
+        db.close()
+        const second = yield* serve(dataDir)
+        const status = yield* cli(["status", "--url", second.url])
+        assert.strictEqual(status.code, 0, status.stderr)
+        assert.match(status.stdout, /^status\s+degraded$/m)
+        assert.match(status.stdout, /^outbox\s+.*, 1 QUARANTINED/m)
+        const list = yield* cli(["effects", "list", "--status", "quarantined", "--url", second.url, "--json"])
+        assert.deepStrictEqual(
+          JSON.parse(list.stdout).effects.map((e: { effectId: string; quarantine: { reason: string } }) => [
+            e.effectId,
+            e.quarantine.reason
+          ]),
+          [["step:t-q:m1#1", "aggregate-unavailable"]]
+        )
+        const shown = yield* cli(["effects", "show", "step:t-q:m1#1", "--url", second.url])
+        assert.match(shown.stdout, /^status\s+quarantined$/m)
+        assert.match(shown.stdout, /^quarantine\s+aggregate-unavailable \(by reconcile at /m)
+        const release = yield* cli(["effects", "release", "step:t-q:m1#1", "--url", second.url])
+        assert.strictEqual(release.code, 7, release.stdout + release.stderr)
+        assert.include(release.stderr, "EffectStillQuarantined")
+        const failed = yield* cli([
+          "effects",
+          "fail",
+          "step:t-q:m1#1",
+          "--reason",
+          "thread log lost; answered by hand",
+          "--url",
+          second.url
+        ])
+        assert.strictEqual(failed.code, 0, failed.stderr)
+        assert.match(failed.stdout, /^status\s+failed$/m)
+        assert.include(failed.stdout, "thread log lost; answered by hand")
+        assert.match((yield* cli(["status", "--url", second.url])).stdout, /^outbox\s+.*, 0 quarantined$/m)
+        assert.strictEqual((yield* stop(second)).code, 0)
+      }),
+    240_000
+  )
 
   it.scopedLive("status on a server below its disk floor prints the report and exits 1", () =>
     Effect.gen(function* () {
@@ -298,50 +441,66 @@ describe("the CLI with servers of its own", () => {
       assert.match(result.stdout, /^status\s+unavailable$/m)
       assert.match(result.stdout, /^store\s+.*\(BELOW THE FLOOR\)$/m)
       assert.strictEqual(result.stderr, "")
-    }))
+    })
+  )
 
-  it.live("an unreachable server is exit 3 with the URL named, for every server command", () =>
-    Effect.gen(function* () {
-      const url = `http://127.0.0.1:${yield* closedPort}`
-      for (const args of [["status"], ["effects", "list"], ["effects", "retry", "x"], ["threads", "show", "t"], ["receipts", "show", "c"], ["events", "tail", "--after", "0"]]) {
-        const result = yield* cli([...args, "--url", url])
-        assert.strictEqual(result.code, 3, `${args.join(" ")}: ${result.stderr}`)
-        assert.include(result.stderr, `cannot reach the server at ${url}: is it running? (ECONNREFUSED)`)
-      }
-    }), 120_000)
+  it.live(
+    "an unreachable server is exit 3 with the URL named, for every server command",
+    () =>
+      Effect.gen(function* () {
+        const url = `http://127.0.0.1:${yield* closedPort}`
+        for (const args of [
+          ["status"],
+          ["effects", "list"],
+          ["effects", "retry", "x"],
+          ["threads", "show", "t"],
+          ["receipts", "show", "c"],
+          ["events", "tail", "--after", "0"]
+        ]) {
+          const result = yield* cli([...args, "--url", url])
+          assert.strictEqual(result.code, 3, `${args.join(" ")}: ${result.stderr}`)
+          assert.include(result.stderr, `cannot reach the server at ${url}: is it running? (ECONNREFUSED)`)
+        }
+      }),
+    120_000
+  )
 
-  it.live("usage errors exit 2; --help on every command exits 0 and describes it", () =>
-    Effect.gen(function* () {
-      const helps = [
-        [],
-        ["serve"],
-        ["status"],
-        ["effects"],
-        ["effects", "list"],
-        ["effects", "show"],
-        ["effects", "retry"],
-        ["effects", "cancel"],
-        ["events", "tail"],
-        ["threads", "show"],
-        ["receipts", "show"],
-        ["db"],
-        ["db", "check"],
-        ["db", "backup"]
-      ]
-      const results = yield* Effect.forEach(helps, (path) => cli([...path, "--help"]), { concurrency: 3 })
-      results.forEach((result, i) => {
-        assert.strictEqual(result.code, 0, `${helps[i]!.join(" ")} --help: ${result.stderr}`)
-        assert.include(result.stdout, "USAGE")
-        assert.include(result.stdout, "DESCRIPTION")
-      })
-      assert.include(results[4]!.stdout, "--thread")
-      assert.include(results[12]!.stdout, "--data-dir")
-      const unknownCommand = yield* cli(["effcts"])
-      assert.strictEqual(unknownCommand.code, 2)
-      const missingArgument = yield* cli(["effects", "show"])
-      assert.strictEqual(missingArgument.code, 2)
-      const badConfig = yield* cli(["serve"], { PORT: "eighty" })
-      assert.strictEqual(badConfig.code, 2)
-      assert.include(badConfig.stderr, "configuration error: PORT must be a whole number")
-    }), 180_000)
+  it.live(
+    "usage errors exit 2; --help on every command exits 0 and describes it",
+    () =>
+      Effect.gen(function* () {
+        const helps = [
+          [],
+          ["serve"],
+          ["status"],
+          ["effects"],
+          ["effects", "list"],
+          ["effects", "show"],
+          ["effects", "retry"],
+          ["effects", "cancel"],
+          ["events", "tail"],
+          ["threads", "show"],
+          ["receipts", "show"],
+          ["db"],
+          ["db", "check"],
+          ["db", "backup"]
+        ]
+        const results = yield* Effect.forEach(helps, (path) => cli([...path, "--help"]), { concurrency: 3 })
+        results.forEach((result, i) => {
+          assert.strictEqual(result.code, 0, `${helps[i]!.join(" ")} --help: ${result.stderr}`)
+          assert.include(result.stdout, "USAGE")
+          assert.include(result.stdout, "DESCRIPTION")
+        })
+        assert.include(results[4]!.stdout, "--thread")
+        assert.include(results[12]!.stdout, "--data-dir")
+        const unknownCommand = yield* cli(["effcts"])
+        assert.strictEqual(unknownCommand.code, 2)
+        const missingArgument = yield* cli(["effects", "show"])
+        assert.strictEqual(missingArgument.code, 2)
+        const badConfig = yield* cli(["serve"], { PORT: "eighty" })
+        assert.strictEqual(badConfig.code, 2)
+        assert.include(badConfig.stderr, "configuration error: PORT must be a whole number")
+      }),
+    180_000
+  )
 })

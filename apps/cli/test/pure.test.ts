@@ -24,7 +24,10 @@ describe("exit codes, mapped in one place", () => {
     assert.strictEqual(code(new CliErrors.ServerFailed({ status: 503, error: "StorageUnavailable", message: "m" })), 1)
     // The report was printed already: no second line on stderr.
     assert.isUndefined(CliErrors.outcomeOf(Exit.fail(new CliErrors.ProblemsFound({ count: 1, message: "1" }))).message)
-    assert.strictEqual(CliErrors.outcomeOf(Exit.fail(new CliErrors.NotFound({ message: "no effect 'x'" }))).message, "error: no effect 'x'")
+    assert.strictEqual(
+      CliErrors.outcomeOf(Exit.fail(new CliErrors.NotFound({ message: "no effect 'x'" }))).message,
+      "error: no effect 'x'"
+    )
     assert.strictEqual(CliErrors.outcomeOf(Exit.die(new Error("boom"))).code, 1)
   })
 })
@@ -40,15 +43,24 @@ describe("db check rules", () => {
       { effectId: "x1", kind: "tool.execute", attempt: 2 }
     ]
     const problems = Check.ledgerProblems(entries, bound)
-    assert.deepStrictEqual(problems.map((p) => [p.check, p.subject]), [["ledger-repeated", "effect x1"]])
+    assert.deepStrictEqual(
+      problems.map((p) => [p.check, p.subject]),
+      [["ledger-repeated", "effect x1"]]
+    )
     assert.include(problems[0]!.message, "2 ledger entries (attempts 1, 2) for one tool.execute effect")
     assert.deepStrictEqual(Check.ledgerProblems(entries.slice(0, 3), bound), [])
   })
 
   it("sequence holes are reported as ranges, across pages", () => {
     assert.deepStrictEqual(Check.sequenceGaps(0, [1, 2, 3]), [])
-    assert.deepStrictEqual(Check.sequenceGaps(0, [2, 3, 7]).map((p) => p.subject), ["event 1", "events 4..6"])
-    assert.deepStrictEqual(Check.sequenceGaps(10, [12]).map((p) => p.subject), ["event 11"])
+    assert.deepStrictEqual(
+      Check.sequenceGaps(0, [2, 3, 7]).map((p) => p.subject),
+      ["event 1", "events 4..6"]
+    )
+    assert.deepStrictEqual(
+      Check.sequenceGaps(10, [12]).map((p) => p.subject),
+      ["event 11"]
+    )
   })
 
   it("a settled row without evidence is unheard; a pruned-age row is not counted; a pending one never", () => {
@@ -67,13 +79,22 @@ describe("db check rules", () => {
       heard: 0
     }
     const unheard = Check.outboxProblems(row, horizons)
-    assert.deepStrictEqual(unheard.map((p) => p.check), ["settlement-unheard"])
+    assert.deepStrictEqual(
+      unheard.map((p) => p.check),
+      ["settlement-unheard"]
+    )
     assert.include(unheard[0]!.message, "outcome:e1#2, reconcile:e1#2 or reclaim:e1#2")
     assert.deepStrictEqual(Check.outboxProblems({ ...row, heard: 1 }, horizons), [])
     assert.deepStrictEqual(Check.outboxProblems({ ...row, status: "pending" }, horizons), [])
     const old = now - 40 * 24 * 3_600_000
-    assert.deepStrictEqual(Check.outboxProblems({ ...row, created_at: old, updated_at: old, decided: null }, horizons), [])
-    assert.deepStrictEqual(Check.outboxProblems({ ...row, decided: null, heard: 1 }, horizons).map((p) => p.check), ["effect-without-receipt"])
+    assert.deepStrictEqual(
+      Check.outboxProblems({ ...row, created_at: old, updated_at: old, decided: null }, horizons),
+      []
+    )
+    assert.deepStrictEqual(
+      Check.outboxProblems({ ...row, decided: null, heard: 1 }, horizons).map((p) => p.check),
+      ["effect-without-receipt"]
+    )
   })
 
   it("a receipt's events must be exactly its sequences, under its aggregate", () => {
@@ -92,23 +113,55 @@ describe("db check rules", () => {
       foreign_n: 0
     }
     assert.deepStrictEqual(Check.receiptProblems(receipt, []), [])
-    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, n: 2, hi: 5 }, []).map((p) => p.check), ["receipt-events-missing"])
-    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, status: "rejected", first_sequence: null }, []).map((p) => p.check), ["event-receipt-mismatch"])
-    assert.deepStrictEqual(Check.receiptProblems({ ...receipt, foreign_n: 1 }, ["e9"]).map((p) => p.check), ["event-receipt-mismatch", "receipt-effect-missing"])
+    assert.deepStrictEqual(
+      Check.receiptProblems({ ...receipt, n: 2, hi: 5 }, []).map((p) => p.check),
+      ["receipt-events-missing"]
+    )
+    assert.deepStrictEqual(
+      Check.receiptProblems({ ...receipt, status: "rejected", first_sequence: null }, []).map((p) => p.check),
+      ["event-receipt-mismatch"]
+    )
+    assert.deepStrictEqual(
+      Check.receiptProblems({ ...receipt, foreign_n: 1 }, ["e9"]).map((p) => p.check),
+      ["event-receipt-mismatch", "receipt-effect-missing"]
+    )
   })
 })
 
 describe("the event stream's framing", () => {
   it.effect("events become messages; heartbeats are skipped; the server's error event is told apart", () =>
     Effect.gen(function* () {
-      const event = { sequence: 7, eventId: "c/event-0", aggregateType: "thread", aggregateId: "t1", version: 1, type: "thread.created", payload: {}, commandId: "c", occurredAt: 1 }
-      const lines = [": connected", "", "id: 7", "event: thread.created", `data: ${JSON.stringify(event)}`, "", ": keep-alive", "", "event: error", 'data: {"error":"StorageUnavailable","message":"disk full"}', ""]
+      const event = {
+        sequence: 7,
+        eventId: "c/event-0",
+        aggregateType: "thread",
+        aggregateId: "t1",
+        version: 1,
+        type: "thread.created",
+        payload: {},
+        commandId: "c",
+        occurredAt: 1
+      }
+      const lines = [
+        ": connected",
+        "",
+        "id: 7",
+        "event: thread.created",
+        `data: ${JSON.stringify(event)}`,
+        "",
+        ": keep-alive",
+        "",
+        "event: error",
+        'data: {"error":"StorageUnavailable","message":"disk full"}',
+        ""
+      ]
       const messages = Chunk.toReadonlyArray(yield* Stream.runCollect(sseMessages(Stream.fromIterable(lines))))
       assert.deepStrictEqual(messages, [
         { _tag: "Event", event },
         { _tag: "StreamError", error: "StorageUnavailable", message: "disk full" }
       ])
-    }))
+    })
+  )
 })
 
 describe("help as its reader gets it", () => {
@@ -123,7 +176,8 @@ describe("help as its reader gets it", () => {
   })
 
   it("a described option says what it is for, not its type; a choice keeps the values it allows", () => {
-    const help = (options: Options.Options<unknown>) => HelpDoc.toAnsiText(Help.withoutTypeSentences(Options.getHelp(options)))
+    const help = (options: Options.Options<unknown>) =>
+      HelpDoc.toAnsiText(Help.withoutTypeSentences(Options.getHelp(options)))
     const url = help(Options.text("url").pipe(Options.withDescription("The server's base URL.")))
     assert.notInclude(url, "A user-defined piece of text")
     assert.include(url, "The server's base URL.")

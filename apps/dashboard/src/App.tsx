@@ -106,13 +106,17 @@ export const App = () => {
       offset.current = s.at - Date.now()
       setSummary(s)
       setSamples((previous) =>
-        addSample(previous, {
-          at: s.at,
-          head: s.head,
-          settled: s.settled,
-          lag: s.reactors.reduce((sum, r) => sum + r.lag, 0),
-          oldestPendingAgeMs: s.oldestPendingAgeMs
-        }, windowMs)
+        addSample(
+          previous,
+          {
+            at: s.at,
+            head: s.head,
+            settled: s.settled,
+            lag: s.reactors.reduce((sum, r) => sum + r.lag, 0),
+            oldestPendingAgeMs: s.oldestPendingAgeMs
+          },
+          windowMs
+        )
       )
     }, onError)
   }, [onError])
@@ -134,8 +138,12 @@ export const App = () => {
   const cursor = cursors[cursors.length - 1]
   const refreshThreads = useCallback(() => {
     // Running threads oldest first: the longest-running turns, the likeliest to be stuck, lead.
-    getThreads({ limit: pageSize, after: cursor, status: filter === "all" ? undefined : filter, order: filter === "running" ? "oldest" : undefined })
-      .then(setPage, onError)
+    getThreads({
+      limit: pageSize,
+      after: cursor,
+      status: filter === "all" ? undefined : filter,
+      order: filter === "running" ? "oldest" : undefined
+    }).then(setPage, onError)
   }, [cursor, filter, onError])
 
   // The longest-running threads, for the stuck count whatever page is on screen.
@@ -160,14 +168,17 @@ export const App = () => {
   // ---- one thread ------------------------------------------------------------------------------
   const refreshThread = useCallback(() => {
     if (threadId === undefined) return
-    Promise.all([getThread(threadId), getThreadEffects(threadId)]).then(([d, e]) => {
-      setDetail(d)
-      setEffects(e)
-      setMissing(false)
-    }, (error: unknown) => {
-      if (error instanceof ApiError && error.status === 404) setMissing(true)
-      else onError(error)
-    })
+    Promise.all([getThread(threadId), getThreadEffects(threadId)]).then(
+      ([d, e]) => {
+        setDetail(d)
+        setEffects(e)
+        setMissing(false)
+      },
+      (error: unknown) => {
+        if (error instanceof ApiError && error.status === 404) setMissing(true)
+        else onError(error)
+      }
+    )
   }, [threadId, onError])
 
   useEffect(() => {
@@ -242,19 +253,24 @@ export const App = () => {
   }
 
   const stuckAfterMs = stuckSeconds * 1000
-  const stuckThreads = (longestRunning?.threads ?? []).filter((t) => isStuck(t.latestTurn?.status, t.lastEventAt, now, stuckAfterMs))
+  const stuckThreads = (longestRunning?.threads ?? []).filter((t) =>
+    isStuck(t.latestTurn?.status, t.lastEventAt, now, stuckAfterMs)
+  )
   const stuckAtLeast = stuckThreads.length === stuckScan && longestRunning?.next !== null
   const longestTurn = longestRunning?.threads[0]?.latestTurn
   const threadCounts = page?.counts ?? {}
   const totalThreads = Object.values(threadCounts).reduce((a, b) => a + b, 0)
-  const outboxCount = (status: string) => (summary?.rows ?? []).filter((r) => r.status === status).reduce((a, r) => a + r.count, 0)
+  const outboxCount = (status: string) =>
+    (summary?.rows ?? []).filter((r) => r.status === status).reduce((a, r) => a + r.count, 0)
   const eventsRate = rateSeries(samples, (s) => s.head)
   const settledRate = rateSeries(samples, (s) => s.settled)
 
   return (
     <div class="app">
       <header class="top">
-        <a class="brand" href="#/">Orchestration <span>dashboard</span></a>
+        <a class="brand" href="#/">
+          Orchestration <span>dashboard</span>
+        </a>
         <div class="top-right">
           <label class="setting" title="A running turn whose thread has had no event for this long is flagged stuck">
             stuck after
@@ -277,23 +293,27 @@ export const App = () => {
           <span class={`pill pill-${needToken ? "unauthorized" : stream}`} data-testid="stream-state">
             {needToken ? "token needed" : stream === "live" ? "● live" : stream}
           </span>
-          {readToken() !== undefined
-            ? (
-              <button type="button" class="link" onClick={() => {
+          {readToken() !== undefined ? (
+            <button
+              type="button"
+              class="link"
+              onClick={() => {
                 clearToken()
                 setNeedToken(true)
-              }}>
-                forget token
-              </button>
-            )
-            : null}
+              }}
+            >
+              forget token
+            </button>
+          ) : null}
         </div>
       </header>
 
       {notice === undefined ? null : (
         <div class="notice" role="alert" data-testid="notice">
           {notice}
-          <button type="button" class="link" onClick={() => setNotice(undefined)}>dismiss</button>
+          <button type="button" class="link" onClick={() => setNotice(undefined)}>
+            dismiss
+          </button>
         </div>
       )}
 
@@ -303,7 +323,9 @@ export const App = () => {
         <section class="cards">
           <div class="card">
             <div class="card-label">Threads</div>
-            <div class="card-value" data-testid="threads-total">{page === undefined ? "–" : formatCount(totalThreads)}</div>
+            <div class="card-value" data-testid="threads-total">
+              {page === undefined ? "–" : formatCount(totalThreads)}
+            </div>
             <div class="card-sub">{formatCount(threadCounts.running ?? 0)} running</div>
           </div>
           <button
@@ -317,20 +339,30 @@ export const App = () => {
             }}
           >
             <div class="card-label">Stuck turns</div>
-            <div class="card-value" data-testid="stuck-total">{longestRunning === undefined ? "–" : `${stuckAtLeast ? "≥ " : ""}${formatCount(stuckThreads.length)}`}</div>
+            <div class="card-value" data-testid="stuck-total">
+              {longestRunning === undefined ? "–" : `${stuckAtLeast ? "≥ " : ""}${formatCount(stuckThreads.length)}`}
+            </div>
             <div class="card-sub">
-              silent &gt; {formatAge(stuckAfterMs)} · longest turn {longestTurn === undefined || longestTurn === null ? "–" : formatAge(now - longestTurn.queuedAt)}
+              silent &gt; {formatAge(stuckAfterMs)} · longest turn{" "}
+              {longestTurn === undefined || longestTurn === null ? "–" : formatAge(now - longestTurn.queuedAt)}
             </div>
           </button>
           <div class="card">
             <div class="card-label">Effects waiting</div>
             <div class="card-value">{formatCount(outboxCount("pending") + outboxCount("running"))}</div>
-            <div class="card-sub">{formatCount(outboxCount("pending"))} pending · {formatCount(outboxCount("running"))} running</div>
+            <div class="card-sub">
+              {formatCount(outboxCount("pending"))} pending · {formatCount(outboxCount("running"))} running
+            </div>
           </div>
           <div class={outboxCount("failed") > 0 ? "card card-bad" : "card"}>
             <div class="card-label">Failed effects</div>
-            <div class="card-value" data-testid="failed-total">{formatCount(outboxCount("failed"))}</div>
-            <div class="card-sub">oldest due pending {summary === undefined || summary.oldestPendingAgeMs === 0 ? "–" : formatAge(summary.oldestPendingAgeMs)}</div>
+            <div class="card-value" data-testid="failed-total">
+              {formatCount(outboxCount("failed"))}
+            </div>
+            <div class="card-sub">
+              oldest due pending{" "}
+              {summary === undefined || summary.oldestPendingAgeMs === 0 ? "–" : formatAge(summary.oldestPendingAgeMs)}
+            </div>
           </div>
           <div class="card">
             <div class="card-label">Event log</div>
@@ -340,52 +372,94 @@ export const App = () => {
         </section>
 
         <section class="charts">
-          <Sparkline title="Reactor lag (due rows unsettled)" points={lagSeries(samples)} format={(v) => formatCount(Math.round(v))} unit="" color="#d97706" windowMs={chartWindowMs} testId="chart-lag" />
-          <Sparkline title="Events committed" points={eventsRate} format={formatRate} unit=" /s" color="#2563eb" windowMs={chartWindowMs} testId="chart-events" />
-          <Sparkline title="Effects settled" points={settledRate} format={formatRate} unit=" /s" color="#059669" windowMs={chartWindowMs} testId="chart-settled" />
+          <Sparkline
+            title="Reactor lag (due rows unsettled)"
+            points={lagSeries(samples)}
+            format={(v) => formatCount(Math.round(v))}
+            unit=""
+            color="#d97706"
+            windowMs={chartWindowMs}
+            testId="chart-lag"
+          />
+          <Sparkline
+            title="Events committed"
+            points={eventsRate}
+            format={formatRate}
+            unit=" /s"
+            color="#2563eb"
+            windowMs={chartWindowMs}
+            testId="chart-events"
+          />
+          <Sparkline
+            title="Effects settled"
+            points={settledRate}
+            format={formatRate}
+            unit=" /s"
+            color="#059669"
+            windowMs={chartWindowMs}
+            testId="chart-settled"
+          />
         </section>
 
-        {threadId === undefined
-          ? (
-            <div class="columns">
-              <ThreadsPanel
-                page={page}
-                filter={filter}
-                pageNumber={cursors.length}
-                now={now}
-                stuckAfterMs={stuckAfterMs}
-                onFilter={chooseFilter}
-                onOpen={openThread}
-                onOlder={page?.next === null || page === undefined ? undefined : () => setCursors([...cursors, page.next ?? undefined])}
-                onNewer={cursors.length <= 1 ? undefined : () => setCursors(cursors.slice(0, -1))}
-              />
-              <div class="side">
-                <OutboxPanel summary={summary} onOpenThread={openThread} onChanged={onChanged} onError={onError} />
-                <section class="panel" data-testid="live-events">
-                  <header class="panel-head"><h2>Live events</h2></header>
-                  {recent.length === 0
-                    ? <p class="empty">waiting for events…</p>
-                    : (
-                      <ul class="events">
-                        {recent.map((event) => (
-                          <li key={event.sequence}>
-                            <span class="mono muted">#{event.sequence}</span> <span class="mono">{event.type}</span>{" "}
-                            <a href={`#/threads/${encodeURIComponent(event.aggregateId)}`} class="mono">{event.aggregateId}</a>{" "}
-                            <span class="muted small">{formatAgo(now - event.occurredAt)}</span>
-                          </li>
-                        ))}
-                      </ul>
-                    )}
-                </section>
-              </div>
+        {threadId === undefined ? (
+          <div class="columns">
+            <ThreadsPanel
+              page={page}
+              filter={filter}
+              pageNumber={cursors.length}
+              now={now}
+              stuckAfterMs={stuckAfterMs}
+              onFilter={chooseFilter}
+              onOpen={openThread}
+              onOlder={
+                page?.next === null || page === undefined
+                  ? undefined
+                  : () => setCursors([...cursors, page.next ?? undefined])
+              }
+              onNewer={cursors.length <= 1 ? undefined : () => setCursors(cursors.slice(0, -1))}
+            />
+            <div class="side">
+              <OutboxPanel summary={summary} onOpenThread={openThread} onChanged={onChanged} onError={onError} />
+              <section class="panel" data-testid="live-events">
+                <header class="panel-head">
+                  <h2>Live events</h2>
+                </header>
+                {recent.length === 0 ? (
+                  <p class="empty">waiting for events…</p>
+                ) : (
+                  <ul class="events">
+                    {recent.map((event) => (
+                      <li key={event.sequence}>
+                        <span class="mono muted">#{event.sequence}</span> <span class="mono">{event.type}</span>{" "}
+                        <a href={`#/threads/${encodeURIComponent(event.aggregateId)}`} class="mono">
+                          {event.aggregateId}
+                        </a>{" "}
+                        <span class="muted small">{formatAgo(now - event.occurredAt)}</span>
+                      </li>
+                    ))}
+                  </ul>
+                )}
+              </section>
             </div>
-          )
-          : (
-            <div>
-              <p><a href="#/" data-testid="back">← all threads</a></p>
-              <ThreadView threadId={threadId} detail={detail} effects={effects} missing={missing} now={now} onChanged={onChanged} onError={onError} />
-            </div>
-          )}
+          </div>
+        ) : (
+          <div>
+            <p>
+              <a href="#/" data-testid="back">
+                ← all threads
+              </a>
+            </p>
+            <ThreadView
+              threadId={threadId}
+              detail={detail}
+              effects={effects}
+              missing={missing}
+              now={now}
+              onChanged={onChanged}
+              onError={onError}
+            />
+          </div>
+        )}
       </main>
     </div>
   )

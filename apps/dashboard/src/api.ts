@@ -24,7 +24,12 @@ export interface EffectRow {
   readonly createdAt: number
   readonly updatedAt: number
   /** Why the row was (last) quarantined: its aggregate could not record its settlement. */
-  readonly quarantine?: { readonly reason: string; readonly message: string; readonly by: string; readonly at: number } | null
+  readonly quarantine?: {
+    readonly reason: string
+    readonly message: string
+    readonly by: string
+    readonly at: number
+  } | null
 }
 
 export interface OutboxSummary {
@@ -90,10 +95,13 @@ export interface ThreadDetail {
 export type TranscriptMessage =
   | { readonly role: "user"; readonly content: string }
   | {
-    readonly role: "assistant"
-    readonly content: string | null
-    readonly tool_calls?: ReadonlyArray<{ readonly id: string; readonly function: { readonly name: string; readonly arguments: string } }>
-  }
+      readonly role: "assistant"
+      readonly content: string | null
+      readonly tool_calls?: ReadonlyArray<{
+        readonly id: string
+        readonly function: { readonly name: string; readonly arguments: string }
+      }>
+    }
   | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string }
   | { readonly role: "system"; readonly content: string }
 
@@ -106,7 +114,11 @@ export class Unauthorized extends Error {
 
 /** Any other non-2xx answer, with the server's `{ error, message }` body when it sent one. */
 export class ApiError extends Error {
-  constructor(readonly status: number, readonly error: string, message: string) {
+  constructor(
+    readonly status: number,
+    readonly error: string,
+    message: string
+  ) {
     super(message)
   }
 }
@@ -118,7 +130,7 @@ export const request = async <A>(path: string, init: RequestInit = {}): Promise<
   const response = await fetch(path, { ...init, headers })
   if (response.status === 401) throw new Unauthorized(token)
   const text = await response.text()
-  let body: unknown 
+  let body: unknown
   try {
     body = text === "" ? undefined : JSON.parse(text)
   } catch {
@@ -150,11 +162,15 @@ export const getThread = (threadId: string) => request<ThreadDetail>(`/v1/thread
 
 /** One thread's effect rows (GET /v1/effects?aggregateId=), oldest first. */
 export const getThreadEffects = (threadId: string) =>
-  request<{ effects: ReadonlyArray<EffectRow> }>(`/v1/effects?aggregateId=${encodeURIComponent(threadId)}&limit=1000`).then((r) => r.effects)
+  request<{ effects: ReadonlyArray<EffectRow> }>(
+    `/v1/effects?aggregateId=${encodeURIComponent(threadId)}&limit=1000`
+  ).then((r) => r.effects)
 
 /** Release a quarantined effect (record its parked settlement now that the cause is fixed). */
 export const releaseQuarantined = (effectId: string) =>
-  request<{ commandId: string; duplicate: boolean }>(`/v1/effects/${encodeURIComponent(effectId)}/release`, { method: "POST" })
+  request<{ commandId: string; duplicate: boolean }>(`/v1/effects/${encodeURIComponent(effectId)}/release`, {
+    method: "POST"
+  })
 
 /** End a quarantined effect as failed with the operator's reason; its aggregate is not told. */
 export const failQuarantined = (effectId: string, reason: string) =>

@@ -38,7 +38,12 @@ export const parseSse = (buffer: string): { readonly messages: ReadonlyArray<Sse
       else if (field === "event") event = value
       else if (field === "data") data.push(value)
     }
-    if (data.length > 0) messages.push({ ...(id === undefined ? {} : { id }), ...(event === undefined ? {} : { event }), data: data.join("\n") })
+    if (data.length > 0)
+      messages.push({
+        ...(id === undefined ? {} : { id }),
+        ...(event === undefined ? {} : { event }),
+        data: data.join("\n")
+      })
   }
   return { messages, rest }
 }

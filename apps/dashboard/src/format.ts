@@ -20,7 +20,13 @@ export const formatCount = (n: number): string => n.toLocaleString("en-US")
 
 /** A rate with a sensible number of digits: `0`, `0.35`, `4.2`, `120`. */
 export const formatRate = (perSecond: number): string =>
-  perSecond === 0 ? "0" : perSecond < 1 ? perSecond.toFixed(2) : perSecond < 10 ? perSecond.toFixed(1) : Math.round(perSecond).toString()
+  perSecond === 0
+    ? "0"
+    : perSecond < 1
+      ? perSecond.toFixed(2)
+      : perSecond < 10
+        ? perSecond.toFixed(1)
+        : Math.round(perSecond).toString()
 
 /** The human reason in a stored effect error (`{ message, code? }`), or its JSON. */
 export const errorReason = (error: unknown): string | undefined => {
@@ -34,7 +40,9 @@ export const errorReason = (error: unknown): string | undefined => {
 }
 
 /** Why a row is quarantined, in one line: the closed reason, who parked it, and the message (shortened). */
-export const quarantineReason = (effect: { readonly quarantine?: { readonly reason: string; readonly by: string; readonly message: string } | null | undefined }): string =>
+export const quarantineReason = (effect: {
+  readonly quarantine?: { readonly reason: string; readonly by: string; readonly message: string } | null | undefined
+}): string =>
   effect.quarantine === null || effect.quarantine === undefined
     ? "quarantined (no reason stored)"
     : `${effect.quarantine.reason} (found by ${effect.quarantine.by}): ${preview(effect.quarantine.message, 300)}`
@@ -47,5 +55,9 @@ export const preview = (value: unknown, max = 240): string => {
 }
 
 /** Whether a running turn has made no progress (no event of its thread) for longer than the limit. */
-export const isStuck = (turnStatus: string | undefined, lastEventAt: number, now: number, stuckAfterMs: number): boolean =>
-  turnStatus === "running" && now - lastEventAt > stuckAfterMs
+export const isStuck = (
+  turnStatus: string | undefined,
+  lastEventAt: number,
+  now: number,
+  stuckAfterMs: number
+): boolean => turnStatus === "running" && now - lastEventAt > stuckAfterMs

@@ -22,13 +22,18 @@ export interface Point {
 export const windowMs = 10 * 60_000
 
 /** Adds a reading and drops those older than the window (and any reading not newer than the last). */
-export const addSample = (samples: ReadonlyArray<Sample>, sample: Sample, keepMs: number = windowMs): ReadonlyArray<Sample> => {
+export const addSample = (
+  samples: ReadonlyArray<Sample>,
+  sample: Sample,
+  keepMs: number = windowMs
+): ReadonlyArray<Sample> => {
   const last = samples.at(-1)
   if (last !== undefined && sample.at <= last.at) return samples
   return [...samples, sample].filter((s) => s.at >= sample.at - keepMs)
 }
 
-export const lagSeries = (samples: ReadonlyArray<Sample>): ReadonlyArray<Point> => samples.map((s) => ({ at: s.at, value: s.lag }))
+export const lagSeries = (samples: ReadonlyArray<Sample>): ReadonlyArray<Point> =>
+  samples.map((s) => ({ at: s.at, value: s.lag }))
 
 /** Per-second rate of a growing counter between successive readings. */
 export const rateSeries = (samples: ReadonlyArray<Sample>, counter: (s: Sample) => number): ReadonlyArray<Point> =>

@@ -15,9 +15,16 @@ const timeout = 20_000
 const script = (...steps: ReadonlyArray<unknown>) => JSON.stringify({ script: steps })
 /** A turn held running: its execute sleeps for ten minutes unless cancelled. */
 const heldTurn = script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 600" } }] }, { text: "built" })
-const quickTurn = script({ toolCalls: [{ name: "publish", arguments: { path: "notes.md", content: "hello" } }] }, { text: "published" })
+const quickTurn = script(
+  { toolCalls: [{ name: "publish", arguments: { path: "notes.md", content: "hello" } }] },
+  { text: "published" }
+)
 const deployTurn = script(
-  { toolCalls: [{ name: "mcp_call", arguments: { server: "github", tool: "create_release", arguments: { tag: "v1.4.0" } } }] },
+  {
+    toolCalls: [
+      { name: "mcp_call", arguments: { server: "github", tool: "create_release", arguments: { tag: "v1.4.0" } } }
+    ]
+  },
   { text: "released" }
 )
 
@@ -28,13 +35,20 @@ const send = async (server: RunningServer, threadId: string, text: string, title
     const created = await server.command({ commandId: `create-${threadId}`, type: "thread.create", threadId, title })
     assert.strictEqual(created.status, 200, JSON.stringify(created.body))
   }
-  const sent = await server.command({ commandId: `send-${threadId}`, type: "message.send", threadId, messageId: "m1", text })
+  const sent = await server.command({
+    commandId: `send-${threadId}`,
+    type: "message.send",
+    threadId,
+    messageId: "m1",
+    text
+  })
   assert.strictEqual(sent.status, 200, JSON.stringify(sent.body))
 }
 
 /** Marks the document; `stillSameDocument` proves later changes came without a reload. */
 const markDocument = (page: Page) => page.evaluate(() => ((window as unknown as { __mark: number }).__mark = 42))
-const stillSameDocument = async (page: Page) => assert.strictEqual(await page.evaluate(() => (window as unknown as { __mark?: number }).__mark), 42)
+const stillSameDocument = async (page: Page) =>
+  assert.strictEqual(await page.evaluate(() => (window as unknown as { __mark?: number }).__mark), 42)
 
 describe("the dashboard against a real server", () => {
   let server: RunningServer
@@ -111,7 +125,10 @@ describe("the dashboard against a real server", () => {
     assert.include(await page.textContent('[data-testid="notice"]'), "has closed")
     await page.waitForSelector(failure, { timeout })
     await page.click(`${row("deploy-3")} a`)
-    await page.waitForSelector('[data-testid="effect-row"][data-effect-id="tool:deploy-3:m1:call_1_0"][data-status="failed"]', { timeout })
+    await page.waitForSelector(
+      '[data-testid="effect-row"][data-effect-id="tool:deploy-3:m1:call_1_0"][data-status="failed"]',
+      { timeout }
+    )
     const api = await server.get("/v1/effects/tool:deploy-3:m1:call_1_0")
     assert.strictEqual(api.body.status, "failed")
     assert.strictEqual(api.body.attempts, 1)
@@ -124,7 +141,11 @@ describe("the dashboard against a real server", () => {
 
   it("reads threads one page of 50 at a time and pages on with Older", async () => {
     for (let i = 0; i < 55; i++) {
-      const created = await server.command({ commandId: `bulk-${i}`, type: "thread.create", threadId: `bulk-${String(i).padStart(2, "0")}` })
+      const created = await server.command({
+        commandId: `bulk-${i}`,
+        type: "thread.create",
+        threadId: `bulk-${String(i).padStart(2, "0")}`
+      })
       assert.strictEqual(created.status, 200)
     }
     const total = (await server.get("/v1/threads?limit=1")).body.counts as Record<string, number>

@@ -8,7 +8,14 @@ const sample = (at: number, head: number, settled = 0): Sample => ({ at, head, s
 
 describe("formatting", () => {
   it("ages read in the largest two units, and clock skew never shows a negative age", () => {
-    assert.deepStrictEqual([-5, 850, 12_000, 184_000, 7_500_000, 100_000_000].map(formatAge), ["0ms", "850ms", "12s", "3m 04s", "2h 05m", "1d 3h"])
+    assert.deepStrictEqual([-5, 850, 12_000, 184_000, 7_500_000, 100_000_000].map(formatAge), [
+      "0ms",
+      "850ms",
+      "12s",
+      "3m 04s",
+      "2h 05m",
+      "1d 3h"
+    ])
   })
 
   it("rates keep two digits below 1/s and none above 10/s", () => {
@@ -16,7 +23,10 @@ describe("formatting", () => {
   })
 
   it("an effect's reason is its message with its code, whatever shape the error has", () => {
-    assert.strictEqual(errorReason({ message: "EISDIR: illegal operation", code: "EISDIR" }), "EISDIR: illegal operation [EISDIR]")
+    assert.strictEqual(
+      errorReason({ message: "EISDIR: illegal operation", code: "EISDIR" }),
+      "EISDIR: illegal operation [EISDIR]"
+    )
     assert.strictEqual(errorReason({ message: "cancelled by an operator" }), "cancelled by an operator")
     assert.strictEqual(errorReason("plain"), "plain")
     assert.strictEqual(errorReason(null), undefined)
@@ -24,7 +34,10 @@ describe("formatting", () => {
 
   it("a quarantined effect reads as its closed reason, who found it, and a bounded message", () => {
     const quarantine = { reason: "aggregate-unavailable", by: "reconcile", message: "event 3 cannot be decoded", at: 0 }
-    assert.strictEqual(quarantineReason({ quarantine }), "aggregate-unavailable (found by reconcile): event 3 cannot be decoded")
+    assert.strictEqual(
+      quarantineReason({ quarantine }),
+      "aggregate-unavailable (found by reconcile): event 3 cannot be decoded"
+    )
     assert.isAtMost(quarantineReason({ quarantine: { ...quarantine, message: "x".repeat(5_000) } }).length, 400)
     assert.strictEqual(quarantineReason({ quarantine: null }), "quarantined (no reason stored)")
   })
@@ -43,23 +56,30 @@ describe("the rolling window", () => {
   it("keeps the last window of readings and ignores one that is not newer", () => {
     let samples: ReadonlyArray<Sample> = []
     for (const at of [0, 2_000, 4_000, 6_000]) samples = addSample(samples, sample(at, at / 1000), 4_000)
-    assert.deepStrictEqual(samples.map((s) => s.at), [2_000, 4_000, 6_000])
+    assert.deepStrictEqual(
+      samples.map((s) => s.at),
+      [2_000, 4_000, 6_000]
+    )
     assert.strictEqual(addSample(samples, sample(6_000, 99), 4_000), samples)
   })
 
   it("rates are per second between readings, and a counter that drops (retention) reads as 0", () => {
     const rates = rateSeries([sample(0, 10), sample(2_000, 30), sample(4_000, 25)], (s) => s.head)
-    assert.deepStrictEqual(rates, [{ at: 2_000, value: 10 }, { at: 4_000, value: 0 }])
+    assert.deepStrictEqual(rates, [
+      { at: 2_000, value: 10 },
+      { at: 4_000, value: 0 }
+    ])
   })
 })
 
 describe("server-sent events", () => {
   it("splits complete messages from the unfinished rest and skips comments", () => {
-    const text = ": connected\n\nid: 7\nevent: turn.started\ndata: {\"sequence\":7}\n\n: keep-alive\n\nid: 8\nevent: tool.res"
+    const text =
+      ': connected\n\nid: 7\nevent: turn.started\ndata: {"sequence":7}\n\n: keep-alive\n\nid: 8\nevent: tool.res'
     const { messages, rest } = parseSse(text)
-    assert.deepStrictEqual(messages, [{ id: "7", event: "turn.started", data: "{\"sequence\":7}" }])
+    assert.deepStrictEqual(messages, [{ id: "7", event: "turn.started", data: '{"sequence":7}' }])
     assert.strictEqual(rest, "id: 8\nevent: tool.res")
     const next = parseSse(`${rest}ult\ndata: {"sequence":8}\n\n`)
-    assert.deepStrictEqual(next.messages, [{ id: "8", event: "tool.result", data: "{\"sequence\":8}" }])
+    assert.deepStrictEqual(next.messages, [{ id: "8", event: "tool.result", data: '{"sequence":8}' }])
   })
 })

@@ -53,12 +53,14 @@ export const Account = Aggregate.make({
         if (state.open) return Decision.reject("already-open", `account ${ctx.aggregateId} exists`)
         return Decision.of<AccountEvent>({
           events: [{ type: "account.opened", owner: command.owner, at: ctx.now }],
-          effects: [{
-            kind: "email.send",
-            key: "welcome",
-            payload: { to: command.owner, template: "welcome" },
-            ...(command.owner.startsWith("later@") ? { availableAt: ctx.now + 3_600_000 } : {})
-          }]
+          effects: [
+            {
+              kind: "email.send",
+              key: "welcome",
+              payload: { to: command.owner, template: "welcome" },
+              ...(command.owner.startsWith("later@") ? { availableAt: ctx.now + 3_600_000 } : {})
+            }
+          ]
         })
       case "account.deposit":
         if (!state.open) return Decision.reject("not-open", `account ${ctx.aggregateId} is not open`)
@@ -81,27 +83,35 @@ export const Account = Aggregate.make({
 export const Balances = Projection.make(Account, {
   name: "account_balances",
   setup: Effect.flatMap(SqlClient, (sql) =>
-    sql`CREATE TABLE IF NOT EXISTS account_balances (account_id TEXT PRIMARY KEY, owner TEXT NOT NULL, balance INTEGER NOT NULL)`
-      .pipe(Effect.asVoid)),
+    sql`CREATE TABLE IF NOT EXISTS account_balances (account_id TEXT PRIMARY KEY, owner TEXT NOT NULL, balance INTEGER NOT NULL)`.pipe(
+      Effect.asVoid
+    )
+  ),
   reset: Effect.flatMap(SqlClient, (sql) => sql`DELETE FROM account_balances`.pipe(Effect.asVoid)),
   apply: (event, record) =>
     Effect.flatMap(SqlClient, (sql) => {
       switch (event.type) {
         case "account.opened":
-          return sql`INSERT INTO account_balances ${sql.insert({ account_id: record.aggregateId, owner: event.owner, balance: 0 })}`
-            .pipe(Effect.asVoid)
+          return sql`INSERT INTO account_balances ${sql.insert({ account_id: record.aggregateId, owner: event.owner, balance: 0 })}`.pipe(
+            Effect.asVoid
+          )
         case "account.deposited":
-          return sql`UPDATE account_balances SET balance = balance + ${event.amount} WHERE account_id = ${record.aggregateId}`
-            .pipe(Effect.asVoid)
+          return sql`UPDATE account_balances SET balance = balance + ${event.amount} WHERE account_id = ${record.aggregateId}`.pipe(
+            Effect.asVoid
+          )
         case "account.withdrawn":
-          return sql`UPDATE account_balances SET balance = balance - ${event.amount} WHERE account_id = ${record.aggregateId}`
-            .pipe(Effect.asVoid)
+          return sql`UPDATE account_balances SET balance = balance - ${event.amount} WHERE account_id = ${record.aggregateId}`.pipe(
+            Effect.asVoid
+          )
       }
     })
 })
 
 /** Where mail goes, and how long sending takes (EMAIL_DELAY_MS, so shutdown tests see work in flight). */
-export class Mailbox extends Context.Tag("server/example/Mailbox")<Mailbox, { readonly file: string; readonly delayMs: number }>() {}
+export class Mailbox extends Context.Tag("server/example/Mailbox")<
+  Mailbox,
+  { readonly file: string; readonly delayMs: number }
+>() {}
 
 export const EmailReactor = Reactor.make({
   name: "email",
@@ -113,13 +123,15 @@ export const EmailReactor = Reactor.make({
       const mailbox = yield* Mailbox
       const { to } = row.payload as { readonly to: string }
       if (mailbox.delayMs > 0) yield* Effect.sleep(Duration.millis(mailbox.delayMs))
-      if (to.startsWith("bounce@")) return yield* new EffectFailure({ message: `mailbox ${to} does not exist`, retryable: false, code: "bounced" })
+      if (to.startsWith("bounce@"))
+        return yield* new EffectFailure({ message: `mailbox ${to} does not exist`, retryable: false, code: "bounced" })
       yield* Effect.tryPromise({
         try: async () => {
           await mkdir(join(mailbox.file, ".."), { recursive: true })
           await appendFile(mailbox.file, `${JSON.stringify({ effectId: row.effectId, to })}\n`)
         },
-        catch: (error) => new EffectFailure({ message: `could not write the mail log: ${String(error)}`, retryable: true })
+        catch: (error) =>
+          new EffectFailure({ message: `could not write the mail log: ${String(error)}`, retryable: true })
       })
       return { delivered: to }
     })

@@ -18,12 +18,17 @@ const agents = Agents.domain()
  * with the reason), and running commands on the host is never silent.
  */
 const sandboxNotice = (sandbox: Sandbox.SandboxConfig) =>
-  Layer.effectDiscard(Effect.suspend(() => {
-    const refusal = Sandbox.unavailable(sandbox)
-    if (refusal !== undefined) return Effect.logWarning(`execute is refused: ${refusal.message}`)
-    if (sandbox.mode === "none") return Effect.logWarning("SANDBOX=none: execute runs commands on the host, unsandboxed (unsafe, for development only)")
-    return Effect.void
-  }))
+  Layer.effectDiscard(
+    Effect.suspend(() => {
+      const refusal = Sandbox.unavailable(sandbox)
+      if (refusal !== undefined) return Effect.logWarning(`execute is refused: ${refusal.message}`)
+      if (sandbox.mode === "none")
+        return Effect.logWarning(
+          "SANDBOX=none: execute runs commands on the host, unsandboxed (unsafe, for development only)"
+        )
+      return Effect.void
+    })
+  )
 
 const threadViews = Layer.effect(
   ThreadViews,
@@ -59,17 +64,22 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
   layer: ({ config, dataDir, env }) =>
-    Layer.mergeAll(Layer.context<SqlClient | Engine.Engine>(), sandboxNotice(config.sandbox), Agents.services({
-      worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
-      sandbox: config.sandbox,
-      provider: config.provider === "openai"
-        ? OpenAiProvider.layer({
-          apiUrl: config.openaiBaseUrl,
-          ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
-          model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
-        })
-        : ScriptedProvider.layer
-    })),
+    Layer.mergeAll(
+      Layer.context<SqlClient | Engine.Engine>(),
+      sandboxNotice(config.sandbox),
+      Agents.services({
+        worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+        sandbox: config.sandbox,
+        provider:
+          config.provider === "openai"
+            ? OpenAiProvider.layer({
+                apiUrl: config.openaiBaseUrl,
+                ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
+                model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
+              })
+            : ScriptedProvider.layer
+      })
+    ),
   exampleCommand: { type: "message.send", threadId: "hello", messageId: "m1", text: "hi there" },
   threads: () => threadViews
 })

@@ -19,7 +19,16 @@ import {
 } from "@orchestration/engine"
 import { Schema } from "effect"
 
-export { AggregateUnavailable, CommandDefect, CommandIdConflict, CommandRejected, EffectActionRefused, EffectNotQuarantined, EffectStillQuarantined, InvalidCommand }
+export {
+  AggregateUnavailable,
+  CommandDefect,
+  CommandIdConflict,
+  CommandRejected,
+  EffectActionRefused,
+  EffectNotQuarantined,
+  EffectStillQuarantined,
+  InvalidCommand
+}
 
 const Issue = Schema.Struct({ path: Schema.Array(Schema.String), message: Schema.String })
 
@@ -63,7 +72,10 @@ export class EngineUnavailable extends Schema.TaggedError<EngineUnavailable>()("
   reason: Schema.Literal("not-activated", "shutting-down", "overloaded")
 }) {}
 
-type TaggedClass<Self> = Schema.Schema<Self, any, never> & { readonly fields: Schema.Struct.Fields; readonly _tag: string }
+type TaggedClass<Self> = Schema.Schema<Self, any, never> & {
+  readonly fields: Schema.Struct.Fields
+  readonly _tag: string
+}
 
 /** The wire schema of an error class: `_tag` travels as `error`, with its HTTP status attached. */
 export const onWire = <Self>(cls: TaggedClass<Self>, status: number): Schema.Schema<Self, any, never> => {
@@ -111,7 +123,10 @@ export type ApiDispatchError =
   | CommandDefect
 
 export const storageUnavailable = (failure: StorageFailure) =>
-  new StorageUnavailable({ reason: failure.reason, message: `the store refused the write (${failure.code}) during ${failure.operation}: ${failure.message}` })
+  new StorageUnavailable({
+    reason: failure.reason,
+    message: `the store refused the write (${failure.code}) during ${failure.operation}: ${failure.message}`
+  })
 
 /** The one mapping from the engine's dispatch failures to what the edge answers. */
 export const fromDispatchError = (error: DispatchError): ApiDispatchError => {

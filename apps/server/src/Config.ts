@@ -70,7 +70,10 @@ const logLevels: Record<string, LogLevel.LogLevel> = {
 }
 
 class Bad {
-  constructor(readonly variable: string, readonly message: string) {}
+  constructor(
+    readonly variable: string,
+    readonly message: string
+  ) {}
 }
 
 /** A set, non-blank value, or undefined. Blank counts as unset so `VAR= cmd` behaves as expected. */
@@ -80,7 +83,8 @@ const read = (env: Env, name: string) => {
 }
 
 /** A DNS host name: dot-separated labels of letters, digits and hyphens. */
-const hostName = /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
+const hostName =
+  /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/
 const ipv4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/
 
 const isIpv4 = (host: string) => {
@@ -92,10 +96,12 @@ const isIpv4 = (host: string) => {
 const isIpv6 = (host: string) => host.includes(":") && /^[0-9A-Fa-f:.]+$/.test(host) && isIP(host) === 6
 
 /** What HOST may be: an address to listen on or a name to resolve. A name of digits and dots only must be an IPv4 address. */
-export const isListenHost = (host: string) => isIpv4(host) || isIpv6(host) || (hostName.test(host) && !/^[\d.]+$/.test(host))
+export const isListenHost = (host: string) =>
+  isIpv4(host) || isIpv6(host) || (hostName.test(host) && !/^[\d.]+$/.test(host))
 
 /** Loopback addresses: only this machine can reach a server bound there. */
-export const isLoopbackHost = (host: string) => host === "localhost" || host === "::1" || (isIpv4(host) && host.startsWith("127."))
+export const isLoopbackHost = (host: string) =>
+  host === "localhost" || host === "::1" || (isIpv4(host) && host.startsWith("127."))
 
 const flag = (env: Env, name: string) => {
   const raw = read(env, name)?.toLowerCase()
@@ -106,7 +112,10 @@ const flag = (env: Env, name: string) => {
 
 /** `a.example, b.example:8080, [::1]` → ["a.example", "b.example", "::1"]: names only, a port is ignored. */
 const hostList = (env: Env, name: string): ReadonlyArray<string> => {
-  const entries = (read(env, name) ?? "").split(",").map((entry) => entry.trim().toLowerCase()).filter((entry) => entry !== "")
+  const entries = (read(env, name) ?? "")
+    .split(",")
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== "")
   return entries.map((entry) => {
     const bracketed = /^\[([0-9a-f:.]+)\](?::\d+)?$/.exec(entry)
     const host = bracketed !== null ? bracketed[1]! : isIpv6(entry) ? entry : entry.replace(/:\d+$/, "")
@@ -120,7 +129,8 @@ const integer = (env: Env, name: string, fallback: number, min: number, max: num
   if (raw === undefined) return fallback
   if (!/^\d+$/.test(raw)) throw new Bad(name, `${name} must be a whole number, got '${raw}'`)
   const value = Number(raw)
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new Bad(name, `${name} must be between ${min} and ${max}, got ${raw}`)
+  if (!Number.isSafeInteger(value) || value < min || value > max)
+    throw new Bad(name, `${name} must be between ${min} and ${max}, got ${raw}`)
   return value
 }
 
@@ -135,7 +145,10 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
         parsed = undefined
       }
       if (parsed === undefined || (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:")) {
-        throw new Bad("DATABASE_URL", "DATABASE_URL must be a postgres://user@host:port/database URL (unset it to use embedded SQLite in DATA_DIR)")
+        throw new Bad(
+          "DATABASE_URL",
+          "DATABASE_URL must be a postgres://user@host:port/database URL (unset it to use embedded SQLite in DATA_DIR)"
+        )
       }
     }
     const databaseSchema = read(env, "DATABASE_SCHEMA") ?? "public"
@@ -144,7 +157,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     }
     const port = integer(env, "PORT", defaults.port, 0, 65_535)
     const host = read(env, "HOST") ?? defaults.host
-    if (!isListenHost(host)) throw new Bad("HOST", `HOST must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name, got '${host}'`)
+    if (!isListenHost(host))
+      throw new Bad("HOST", `HOST must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name, got '${host}'`)
     const dataDir = resolve(cwd, read(env, "DATA_DIR") ?? defaults.dataDir)
     const diskFloorBytes = integer(env, "DISK_FLOOR_BYTES", defaults.diskFloorBytes, 0, Number.MAX_SAFE_INTEGER)
     const provider = read(env, "PROVIDER") ?? defaults.provider
@@ -167,10 +181,14 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     }
     // A token that is set but empty would silently mean "no authentication": refuse it instead.
     if (env.API_TOKEN !== undefined && env.API_TOKEN.trim() === "") {
-      throw new Bad("API_TOKEN", "API_TOKEN is set but empty: set a token of at least 8 characters, or unset it to serve without authentication")
+      throw new Bad(
+        "API_TOKEN",
+        "API_TOKEN is set but empty: set a token of at least 8 characters, or unset it to serve without authentication"
+      )
     }
     const apiToken = read(env, "API_TOKEN")
-    if (apiToken !== undefined && apiToken.length < 8) throw new Bad("API_TOKEN", "API_TOKEN must be at least 8 characters")
+    if (apiToken !== undefined && apiToken.length < 8)
+      throw new Bad("API_TOKEN", "API_TOKEN must be at least 8 characters")
     const allowUnauthenticated = flag(env, "ALLOW_UNAUTHENTICATED")
     if (apiToken === undefined && !allowUnauthenticated && !isLoopbackHost(host)) {
       throw new Bad(
@@ -186,8 +204,14 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     }
     const shutdownGraceMs = integer(env, "SHUTDOWN_GRACE_MS", defaults.shutdownGraceMs, 0, 10 * 60_000)
     const storageProbeMs = integer(env, "STORAGE_PROBE_MS", defaults.storageProbeMs, 10, 10 * 60_000)
-    const nodeId = read(env, "NODE_ID") ?? (hostname().replace(/[^A-Za-z0-9._-]/g, "-").slice(0, 64) || "node")
-    if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId)) throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
+    const nodeId =
+      read(env, "NODE_ID") ??
+      (hostname()
+        .replace(/[^A-Za-z0-9._-]/g, "-")
+        .slice(0, 64) ||
+        "node")
+    if (!/^[A-Za-z0-9._-]{1,64}$/.test(nodeId))
+      throw new Bad("NODE_ID", `NODE_ID must be 1-64 characters of [A-Za-z0-9._-], got '${nodeId}'`)
     const dashboardDir = read(env, "DASHBOARD_DIR")
     const sandbox = Sandbox.parseConfig(env)
     if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
@@ -213,7 +237,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       sandbox: sandbox.right
     })
   } catch (error) {
-    if (error instanceof Bad) return Either.left(new ConfigInvalid({ variable: error.variable, message: error.message }))
+    if (error instanceof Bad)
+      return Either.left(new ConfigInvalid({ variable: error.variable, message: error.message }))
     throw error
   }
 }

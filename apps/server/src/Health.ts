@@ -27,7 +27,8 @@ export const statusOf = (facts: {
   readonly quarantined: number
 }): HealthReport["status"] => {
   if (!facts.active || facts.belowFloor || !facts.writable) return "unavailable"
-  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes || facts.quarantined > 0) return "degraded"
+  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes || facts.quarantined > 0)
+    return "degraded"
   return "ok"
 }
 
@@ -40,12 +41,16 @@ const databaseReport = Effect.gen(function* () {
   const backend = yield* StoreBackend
   const worker = yield* Worker.Worker
   const started = yield* Clock.currentTimeMillis
-  const probe = backend.dialect === "postgres"
-    ? Effect.map(
-      sql<{ recovery: boolean; read_only: string }>`SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only`,
-      (rows) => rows[0]?.recovery === false && rows[0]?.read_only === "off"
-    )
-    : Effect.as(sql`SELECT 1`, true)
+  const probe =
+    backend.dialect === "postgres"
+      ? Effect.map(
+          sql<{
+            recovery: boolean
+            read_only: string
+          }>`SELECT pg_is_in_recovery() AS recovery, current_setting('transaction_read_only') AS read_only`,
+          (rows) => rows[0]?.recovery === false && rows[0]?.read_only === "off"
+        )
+      : Effect.as(sql`SELECT 1`, true)
   // swallow-ok: a failed probe is the report (connected: false), logged; health must answer.
   const acceptsWrites = yield* probe.pipe(
     Effect.tapError((error) => Effect.logError("health: the database did not answer", error)),
@@ -53,10 +58,13 @@ const databaseReport = Effect.gen(function* () {
   )
   const now = yield* Clock.currentTimeMillis
   const latencyMs = now - started
-  const liveOwners = acceptsWrites._tag === "Some"
-    // swallow-ok: a read for the report; if it fails right after the probe answered, this process is the one live owner it knows.
-    ? yield* Outbox.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(Effect.orElseSucceed(() => [worker.ownerId]))
-    : []
+  const liveOwners =
+    acceptsWrites._tag === "Some"
+      ? // swallow-ok: a read for the report; if it fails right after the probe answered, this process is the one live owner it knows.
+        yield* Outbox.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(
+          Effect.orElseSucceed(() => [worker.ownerId])
+        )
+      : []
   return {
     backend: backend.dialect,
     nodeId: worker.nodeId,
@@ -77,7 +85,9 @@ export const report = Effect.gen(function* () {
   const stats = yield* engine.stats
   const reads = Effect.all({
     counts: Outbox.countsByStatus.pipe(Effect.mapError(StorageErrors.toStorageFailure("read outbox counts"))),
-    reactors: Effect.forEach(state.reactors, (r) => Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag })))
+    reactors: Effect.forEach(state.reactors, (r) =>
+      Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))
+    )
   })
   // A store that cannot even answer these reads is not writable either; the report says so
   // instead of failing the health check itself. swallow-ok: a read, logged, and reported as
@@ -103,7 +113,12 @@ export const report = Effect.gen(function* () {
     storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
     engine: { active, head: stats.head, queueDepth: stats.queueDepth },
     reactors,
-    outbox: { pending: counts.pending ?? 0, running: counts.running ?? 0, failed: counts.failed ?? 0, quarantined: counts.quarantined ?? 0 },
+    outbox: {
+      pending: counts.pending ?? 0,
+      running: counts.running ?? 0,
+      failed: counts.failed ?? 0,
+      quarantined: counts.quarantined ?? 0
+    },
     database
   }
   return body

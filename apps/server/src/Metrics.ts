@@ -46,7 +46,12 @@ export const layer = Layer.sync(ServerMetrics, make)
 export interface StoreGauges {
   readonly outboxRows: ReadonlyArray<{ readonly status: string; readonly kind: string; readonly count: number }>
   readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
-  readonly reconciledAtBoot: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number; readonly quarantined: number }
+  readonly reconciledAtBoot: {
+    readonly requeued: number
+    readonly failed: number
+    readonly alreadySettled: number
+    readonly quarantined: number
+  }
   readonly leaseReclaims: number
   readonly head: number
   readonly queueDepth: number
@@ -57,15 +62,26 @@ const label = (value: string) => value.replace(/\\/g, "\\\\").replace(/"/g, '\\"
 /** Pure: the Prometheus text exposition (version 0.0.4). */
 export const render = (metrics: MetricsSnapshot, gauges: StoreGauges): string => {
   const lines: Array<string> = []
-  const family = (name: string, type: string, help: string) => lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`)
+  const family = (name: string, type: string, help: string) =>
+    lines.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`)
 
   family("orchestration_dispatch_seconds", "histogram", "Latency of client dispatches at the HTTP edge.")
-  latencyBuckets.forEach((le, index) => lines.push(`orchestration_dispatch_seconds_bucket{le="${le}"} ${metrics.latency.buckets[index]}`))
+  latencyBuckets.forEach((le, index) =>
+    lines.push(`orchestration_dispatch_seconds_bucket{le="${le}"} ${metrics.latency.buckets[index]}`)
+  )
   lines.push(`orchestration_dispatch_seconds_bucket{le="+Inf"} ${metrics.latency.count}`)
-  lines.push(`orchestration_dispatch_seconds_sum ${metrics.latency.sum}`, `orchestration_dispatch_seconds_count ${metrics.latency.count}`)
+  lines.push(
+    `orchestration_dispatch_seconds_sum ${metrics.latency.sum}`,
+    `orchestration_dispatch_seconds_count ${metrics.latency.count}`
+  )
 
-  family("orchestration_commands_total", "counter", "Client commands by outcome (accepted, duplicate, or the error answered).")
-  for (const [outcome, n] of [...metrics.outcomes].sort()) lines.push(`orchestration_commands_total{outcome="${label(outcome)}"} ${n}`)
+  family(
+    "orchestration_commands_total",
+    "counter",
+    "Client commands by outcome (accepted, duplicate, or the error answered)."
+  )
+  for (const [outcome, n] of [...metrics.outcomes].sort())
+    lines.push(`orchestration_commands_total{outcome="${label(outcome)}"} ${n}`)
 
   family("orchestration_outbox_rows", "gauge", "Outbox rows by status and kind.")
   for (const row of gauges.outboxRows) {
@@ -74,14 +90,26 @@ export const render = (metrics: MetricsSnapshot, gauges: StoreGauges): string =>
 
   family("orchestration_reactor_lag", "gauge", "Due rows of a reactor's kinds not yet settled.")
   for (const r of gauges.reactors) lines.push(`orchestration_reactor_lag{reactor="${label(r.name)}"} ${r.lag}`)
-  family("orchestration_reactor_oldest_pending_age_seconds", "gauge", "Age of the oldest due pending row of a reactor's kinds.")
-  for (const r of gauges.reactors) lines.push(`orchestration_reactor_oldest_pending_age_seconds{reactor="${label(r.name)}"} ${r.oldestPendingAgeMs / 1000}`)
+  family(
+    "orchestration_reactor_oldest_pending_age_seconds",
+    "gauge",
+    "Age of the oldest due pending row of a reactor's kinds."
+  )
+  for (const r of gauges.reactors)
+    lines.push(
+      `orchestration_reactor_oldest_pending_age_seconds{reactor="${label(r.name)}"} ${r.oldestPendingAgeMs / 1000}`
+    )
 
-  family("orchestration_lease_reclaims_total", "counter", "Dead owners' effects settled while running (since this process activated).")
+  family(
+    "orchestration_lease_reclaims_total",
+    "counter",
+    "Dead owners' effects settled while running (since this process activated)."
+  )
   lines.push(`orchestration_lease_reclaims_total ${gauges.leaseReclaims}`)
 
   family("orchestration_reconciled_at_boot", "gauge", "What boot reconcile settled, by result.")
-  for (const [result, n] of Object.entries(gauges.reconciledAtBoot)) lines.push(`orchestration_reconciled_at_boot{result="${result}"} ${n}`)
+  for (const [result, n] of Object.entries(gauges.reconciledAtBoot))
+    lines.push(`orchestration_reconciled_at_boot{result="${result}"} ${n}`)
 
   family("orchestration_log_head", "gauge", "The last committed event sequence.")
   lines.push(`orchestration_log_head ${gauges.head}`)

@@ -8,8 +8,14 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { StorageErrors } from "@orchestration/engine"
 import { Effect } from "effect"
 
-export const rowsByStatusAndKind = Effect.flatMap(SqlClient, (sql) =>
-  sql<{ status: string; kind: string; n: number }>`SELECT status, kind, COUNT(*) AS n FROM outbox GROUP BY status, kind ORDER BY status, kind`
+export const rowsByStatusAndKind = Effect.flatMap(
+  SqlClient,
+  (sql) =>
+    sql<{
+      status: string
+      kind: string
+      n: number
+    }>`SELECT status, kind, COUNT(*) AS n FROM outbox GROUP BY status, kind ORDER BY status, kind`
 ).pipe(
   Effect.map((rows) => rows.map((r) => ({ status: r.status, kind: r.kind, count: Number(r.n) }))),
   Effect.mapError(StorageErrors.toStorageFailure("read outbox counts"))
@@ -17,8 +23,10 @@ export const rowsByStatusAndKind = Effect.flatMap(SqlClient, (sql) =>
 
 /** Due rows of these kinds not yet settled, and how long the oldest due pending one has waited. */
 export const reactorLag = (kinds: ReadonlyArray<string>, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ lag: number; oldest: number | null }>`SELECT COUNT(*) AS lag,
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ lag: number; oldest: number | null }>`SELECT COUNT(*) AS lag,
         MIN(CASE WHEN status = 'pending' THEN available_at END) AS oldest
       FROM outbox WHERE status IN ('pending', 'running') AND available_at <= ${now} AND ${sql.in("kind", kinds)}`
   ).pipe(
@@ -31,8 +39,12 @@ export const reactorLag = (kinds: ReadonlyArray<string>, now: number) =>
 
 /** Reactors' settlements of dead owners' rows (`reclaim:` ids) made after `since`. */
 export const leaseReclaimsSince = (since: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ n: number }>`SELECT COUNT(*) AS n FROM receipts WHERE command_id LIKE 'reclaim:%' AND accepted_at >= ${since}`
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{
+        n: number
+      }>`SELECT COUNT(*) AS n FROM receipts WHERE command_id LIKE 'reclaim:%' AND accepted_at >= ${since}`
   ).pipe(
     Effect.map(([row]) => Number(row?.n ?? 0)),
     Effect.mapError(StorageErrors.toStorageFailure("read lease reclaims"))
@@ -40,8 +52,12 @@ export const leaseReclaimsSince = (since: number) =>
 
 /** When the oldest due pending row (any kind) became due, or null when none waits. */
 export const oldestDuePendingAt = (now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ oldest: number | null }>`SELECT MIN(available_at) AS oldest FROM outbox WHERE status = 'pending' AND available_at <= ${now}`
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{
+        oldest: number | null
+      }>`SELECT MIN(available_at) AS oldest FROM outbox WHERE status = 'pending' AND available_at <= ${now}`
   ).pipe(
     Effect.map(([row]) => (row?.oldest === null || row?.oldest === undefined ? null : Number(row.oldest))),
     Effect.mapError(StorageErrors.toStorageFailure("read oldest pending"))
@@ -49,8 +65,12 @@ export const oldestDuePendingAt = (now: number) =>
 
 /** The ids of the newest failed rows, newest first. */
 export const newestFailedIds = (limit: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`SELECT effect_id FROM outbox WHERE status = 'failed' ORDER BY sequence DESC LIMIT ${limit}`
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{
+        effect_id: string
+      }>`SELECT effect_id FROM outbox WHERE status = 'failed' ORDER BY sequence DESC LIMIT ${limit}`
   ).pipe(
     Effect.map((rows) => rows.map((r) => r.effect_id)),
     Effect.mapError(StorageErrors.toStorageFailure("read failed effects"))

@@ -7,7 +7,15 @@
  */
 import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
 import * as SqlClient from "@effect/sql/SqlClient"
-import { Boot, Engine, FreeSpace, PostgresStore, SqliteStore, type StorageFaults, type Worker } from "@orchestration/engine"
+import {
+  Boot,
+  Engine,
+  FreeSpace,
+  PostgresStore,
+  SqliteStore,
+  type StorageFaults,
+  type Worker
+} from "@orchestration/engine"
 import { Clock, Context, Deferred, Duration, Effect, Layer, Redacted, type Scope } from "effect"
 import type { ServerConfig } from "./Config.js"
 import * as Metrics from "./Metrics.js"
@@ -40,13 +48,18 @@ export interface ServerOptions {
 export const storeLayer = (config: ServerConfig) =>
   config.databaseUrl === undefined
     ? SqliteStore.layer({ filename: config.databaseFile })
-    : PostgresStore.layer({ url: Redacted.value(config.databaseUrl), schema: config.databaseSchema, applicationName: `orchestration-server:${config.nodeId}` })
+    : PostgresStore.layer({
+        url: Redacted.value(config.databaseUrl),
+        schema: config.databaseSchema,
+        applicationName: `orchestration-server:${config.nodeId}`
+      })
 
 /** Store, engine, domain services, boot and the server's own state: everything but HTTP. */
 export const coreLayer = (options: ServerOptions) => {
   const { config, domain } = options
   const context: DomainContext = { config, dataDir: config.dataDir, env: options.env ?? {} }
-  const freeSpace = options.freeSpace ?? FreeSpace.layer({ directory: config.dataDir, floorBytes: config.diskFloorBytes })
+  const freeSpace =
+    options.freeSpace ?? FreeSpace.layer({ directory: config.dataDir, floorBytes: config.diskFloorBytes })
   const engine = Engine.layer({
     aggregates: domain.aggregates,
     projections: domain.projections ?? [],
@@ -58,10 +71,15 @@ export const coreLayer = (options: ServerOptions) => {
   )
   const withDomain = domain.layer(context).pipe(Layer.provideMerge(engine))
   // Reactors read the free-space probe from their context: it must be the engine's, not the default.
-  const reactors = domain.reactors.map((reactor) => ({ ...reactor, shutdownGrace: Duration.millis(config.shutdownGraceMs) }))
-  const booted = Boot.layer({ reactors, activation: "manual", worker: { nodeId: config.nodeId, ...options.worker } }).pipe(
-    Layer.provideMerge(withDomain)
-  )
+  const reactors = domain.reactors.map((reactor) => ({
+    ...reactor,
+    shutdownGrace: Duration.millis(config.shutdownGraceMs)
+  }))
+  const booted = Boot.layer({
+    reactors,
+    activation: "manual",
+    worker: { nodeId: config.nodeId, ...options.worker }
+  }).pipe(Layer.provideMerge(withDomain))
   const withThreads = domain.threads === undefined ? booted : domain.threads(context).pipe(Layer.provideMerge(booted))
   const state = Layer.effect(
     ServerState,
@@ -101,7 +119,10 @@ export const httpLayer = HttpApiBuilder.serve().pipe(
 
 /** The listener is gated first, so a request that arrives while the store boots is answered (503). */
 export const serverLayer = <E, R>(options: ServerOptions, listener: Layer.Layer<HttpServer.HttpServer, E, R>) =>
-  httpLayer.pipe(Layer.provideMerge(coreLayer(options)), Layer.provideMerge(ListenerGate.layer.pipe(Layer.provide(listener))))
+  httpLayer.pipe(
+    Layer.provideMerge(coreLayer(options)),
+    Layer.provideMerge(ListenerGate.layer.pipe(Layer.provide(listener)))
+  )
 
 export interface Started {
   readonly url: string

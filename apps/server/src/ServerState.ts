@@ -9,7 +9,12 @@ import type { ServerConfig } from "./Config.js"
 export interface ServerStateShape {
   readonly config: ServerConfig
   readonly reactors: ReadonlyArray<{ readonly name: string; readonly kinds: ReadonlyArray<string> }>
-  readonly reconciled: { readonly requeued: number; readonly failed: number; readonly alreadySettled: number; readonly quarantined: number }
+  readonly reconciled: {
+    readonly requeued: number
+    readonly failed: number
+    readonly alreadySettled: number
+    readonly quarantined: number
+  }
   /** Epoch ms when boot finished: reclaims after it happened while running, not at boot. */
   readonly bootedAt: number
   /** Completed when shutdown begins. */

@@ -18,7 +18,10 @@ export interface StoreWritabilityShape {
   readonly landed: Effect.Effect<void>
 }
 
-export class StoreWritability extends Context.Tag("server/StoreWritability")<StoreWritability, StoreWritabilityShape>() {}
+export class StoreWritability extends Context.Tag("server/StoreWritability")<
+  StoreWritability,
+  StoreWritabilityShape
+>() {}
 
 export const make = (options: { readonly probeEvery: Duration.DurationInput }) =>
   Effect.gen(function* () {
@@ -31,7 +34,9 @@ export const make = (options: { readonly probeEvery: Duration.DurationInput }) =
         // swallow-ok: a refused probe is the expected answer while the store is full; logged, and the next probe asks again.
         Effect.catchAll((failure) =>
           Effect.as(
-            Effect.logWarning("the store still refuses writes; probing again").pipe(Effect.annotateLogs({ reason: failure.reason, code: failure.code })),
+            Effect.logWarning("the store still refuses writes; probing again").pipe(
+              Effect.annotateLogs({ reason: failure.reason, code: failure.code })
+            ),
             false
           )
         ),
@@ -54,4 +59,5 @@ export const make = (options: { readonly probeEvery: Duration.DurationInput }) =
     })
   })
 
-export const layer = (options: { readonly probeEvery: Duration.DurationInput }) => Layer.scoped(StoreWritability, make(options))
+export const layer = (options: { readonly probeEvery: Duration.DurationInput }) =>
+  Layer.scoped(StoreWritability, make(options))

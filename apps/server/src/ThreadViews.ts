@@ -60,14 +60,16 @@ export const ThreadSummary = Schema.Struct({
   /** Epoch ms of the thread's newest event. */
   lastEventAt: Schema.Number,
   /** The running turn, else the newest; null before the first message. */
-  latestTurn: Schema.NullOr(Schema.Struct({
-    turnId: Schema.String,
-    status: Schema.String,
-    reason: Schema.NullOr(Schema.String),
-    steps: Schema.Number,
-    queuedAt: Schema.Number,
-    updatedAt: Schema.Number
-  }))
+  latestTurn: Schema.NullOr(
+    Schema.Struct({
+      turnId: Schema.String,
+      status: Schema.String,
+      reason: Schema.NullOr(Schema.String),
+      steps: Schema.Number,
+      queuedAt: Schema.Number,
+      updatedAt: Schema.Number
+    })
+  )
 })
 export type ThreadSummary = typeof ThreadSummary.Type
 

@@ -11,7 +11,10 @@ const request = (overrides: Partial<AccessRequest> = {}): AccessRequest => ({
   token: undefined,
   ...overrides
 })
-const refusal = (req: AccessRequest, policy = policyOf({ boundHost: "127.0.0.1", allowedHosts: [], token: undefined })) => {
+const refusal = (
+  req: AccessRequest,
+  policy = policyOf({ boundHost: "127.0.0.1", allowedHosts: [], token: undefined })
+) => {
   const answer = decideAccess(req, policy, equal)
   return answer === undefined ? "allowed" : answer._tag === "Forbidden" ? `Forbidden:${answer.reason}` : answer._tag
 }
@@ -19,7 +22,10 @@ const refusal = (req: AccessRequest, policy = policyOf({ boundHost: "127.0.0.1",
 describe("access decisions", () => {
   it("given no token on loopback, when a local client reads or writes JSON, then it is allowed", () => {
     assert.strictEqual(refusal(request()), "allowed")
-    assert.strictEqual(refusal(request({ method: "POST", route: "/v1/commands", contentType: "application/json; charset=utf-8" })), "allowed")
+    assert.strictEqual(
+      refusal(request({ method: "POST", route: "/v1/commands", contentType: "application/json; charset=utf-8" })),
+      "allowed"
+    )
     assert.strictEqual(refusal(request({ host: "localhost:8787" })), "allowed")
     assert.strictEqual(refusal(request({ host: "[::1]:8787" })), "allowed")
   })
@@ -46,14 +52,27 @@ describe("access decisions", () => {
   })
 
   it("given a state-changing request, when its Origin is foreign or it is not JSON, then it is refused, body or not", () => {
-    const post = (overrides: Partial<AccessRequest>) => request({ method: "POST", route: "/v1/effects/:effectId/cancel", contentType: "application/json", ...overrides })
+    const post = (overrides: Partial<AccessRequest>) =>
+      request({ method: "POST", route: "/v1/effects/:effectId/cancel", contentType: "application/json", ...overrides })
     assert.strictEqual(refusal(post({ origin: "http://127.0.0.1:8787" })), "allowed")
-    for (const origin of ["http://evil.example", "null", "http://127.0.0.1:9999", "https://127.0.0.1:8787", "file://"]) {
+    for (const origin of [
+      "http://evil.example",
+      "null",
+      "http://127.0.0.1:9999",
+      "https://127.0.0.1:8787",
+      "file://"
+    ]) {
       assert.strictEqual(refusal(post({ origin })), "Forbidden:foreign-origin", origin)
     }
     const proxied = policyOf({ boundHost: "127.0.0.1", allowedHosts: ["orch.example"], token: undefined })
     assert.strictEqual(refusal(post({ origin: "https://orch.example" }), proxied), "allowed")
-    for (const contentType of [undefined, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data", "application/jsonx"]) {
+    for (const contentType of [
+      undefined,
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data",
+      "application/jsonx"
+    ]) {
       assert.strictEqual(refusal(post({ contentType })), "UnsupportedMediaType", String(contentType))
     }
     assert.strictEqual(refusal(request({ method: "DELETE", route: undefined })), "UnsupportedMediaType")

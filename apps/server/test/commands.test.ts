@@ -2,23 +2,31 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { client, postJson, raw, startServer } from "./fixtures/server.js"
 
-const open = (id: string, accountId: string, owner = "ada") => ({ commandId: id, type: "account.open", accountId, owner })
+const open = (id: string, accountId: string, owner = "ada") => ({
+  commandId: id,
+  type: "account.open",
+  accountId,
+  owner
+})
 
 describe("POST /v1/commands", () => {
-  it.scopedLive("an accepted command answers the dispatch answer; the same body again is the same answer with duplicate: true", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer()
-      const api = yield* client(url)
-      const first = yield* api.commands.dispatch({ payload: open("c-1", "acc-1") })
-      assert.strictEqual(first.status, "accepted")
-      assert.strictEqual(first.aggregateId, "acc-1")
-      assert.strictEqual(first.duplicate, false)
-      assert.deepStrictEqual(first.effectIds, ["c-1:welcome"])
-      assert.strictEqual(first.events[0]?.type, "account.opened")
-      const again = yield* api.commands.dispatch({ payload: open("c-1", "acc-1") })
-      assert.deepStrictEqual({ ...again, duplicate: false }, first)
-      assert.strictEqual(again.duplicate, true)
-    }))
+  it.scopedLive(
+    "an accepted command answers the dispatch answer; the same body again is the same answer with duplicate: true",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        const api = yield* client(url)
+        const first = yield* api.commands.dispatch({ payload: open("c-1", "acc-1") })
+        assert.strictEqual(first.status, "accepted")
+        assert.strictEqual(first.aggregateId, "acc-1")
+        assert.strictEqual(first.duplicate, false)
+        assert.deepStrictEqual(first.effectIds, ["c-1:welcome"])
+        assert.strictEqual(first.events[0]?.type, "account.opened")
+        const again = yield* api.commands.dispatch({ payload: open("c-1", "acc-1") })
+        assert.deepStrictEqual({ ...again, duplicate: false }, first)
+        assert.strictEqual(again.duplicate, true)
+      })
+  )
 
   it.scopedLive("the same id with another body is 409 CommandIdConflict, and nothing is stored", () =>
     Effect.gen(function* () {
@@ -31,7 +39,8 @@ describe("POST /v1/commands", () => {
       assert.strictEqual(conflict.body.commandId, "c-1")
       const events = yield* raw(url, "/v1/events")
       assert.strictEqual(events.body.events.length, 1)
-    }))
+    })
+  )
 
   it.scopedLive("a rejection is 422, stored, and a retry gets it again with duplicate: true", () =>
     Effect.gen(function* () {
@@ -49,27 +58,44 @@ describe("POST /v1/commands", () => {
       const receipt = yield* raw(url, "/v1/commands/w-1")
       assert.strictEqual(receipt.body.status, "rejected")
       assert.deepStrictEqual(receipt.body.rejection, { reason: "insufficient-funds", message: "balance too low" })
-    }))
+    })
+  )
 
-  it.scopedLive("malformed commands are 400 InvalidCommand with issues: schema, unknown type, bad JSON, no object", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer()
-      const schema = yield* postJson(url, "/v1/commands", { commandId: "c-1", type: "account.deposit", accountId: "a", amount: "ten" })
-      assert.strictEqual(schema.status, 400)
-      assert.strictEqual(schema.body.error, "InvalidCommand")
-      assert.strictEqual(schema.body.commandId, "c-1")
-      assert.deepStrictEqual(schema.body.issues[0].path, ["amount"])
-      const unknown = yield* postJson(url, "/v1/commands", { commandId: "c-2", type: "account.teleport", accountId: "a" })
-      assert.strictEqual(unknown.status, 400)
-      assert.include(unknown.body.message, "unknown command type")
-      const badJson = yield* raw(url, "/v1/commands", { method: "POST", headers: { "content-type": "application/json" }, body: "{nope" })
-      assert.strictEqual(badJson.status, 400)
-      assert.strictEqual(badJson.body.error, "InvalidCommand")
-      assert.deepStrictEqual(badJson.body.issues, [])
-      const array = yield* postJson(url, "/v1/commands", [1, 2])
-      assert.strictEqual(array.status, 400)
-      assert.strictEqual(array.body.error, "InvalidCommand")
-    }))
+  it.scopedLive(
+    "malformed commands are 400 InvalidCommand with issues: schema, unknown type, bad JSON, no object",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        const schema = yield* postJson(url, "/v1/commands", {
+          commandId: "c-1",
+          type: "account.deposit",
+          accountId: "a",
+          amount: "ten"
+        })
+        assert.strictEqual(schema.status, 400)
+        assert.strictEqual(schema.body.error, "InvalidCommand")
+        assert.strictEqual(schema.body.commandId, "c-1")
+        assert.deepStrictEqual(schema.body.issues[0].path, ["amount"])
+        const unknown = yield* postJson(url, "/v1/commands", {
+          commandId: "c-2",
+          type: "account.teleport",
+          accountId: "a"
+        })
+        assert.strictEqual(unknown.status, 400)
+        assert.include(unknown.body.message, "unknown command type")
+        const badJson = yield* raw(url, "/v1/commands", {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{nope"
+        })
+        assert.strictEqual(badJson.status, 400)
+        assert.strictEqual(badJson.body.error, "InvalidCommand")
+        assert.deepStrictEqual(badJson.body.issues, [])
+        const array = yield* postJson(url, "/v1/commands", [1, 2])
+        assert.strictEqual(array.status, 400)
+        assert.strictEqual(array.body.error, "InvalidCommand")
+      })
+  )
 
   it.scopedLive("clients cannot send the engine's internal types or reserved id prefixes (400)", () =>
     Effect.gen(function* () {
@@ -89,7 +115,9 @@ describe("POST /v1/commands", () => {
         forgedSettle,
         { ...forgedSettle, type: "effect.retry" },
         { commandId: "x-2", type: "engine.anything" },
-        ...["outcome:", "reconcile:", "reclaim:", "delegate:", "operator:", "ingest:", "engine:"].map((prefix) => open(`${prefix}c-9`, "acc-9"))
+        ...["outcome:", "reconcile:", "reclaim:", "delegate:", "operator:", "ingest:", "engine:"].map((prefix) =>
+          open(`${prefix}c-9`, "acc-9")
+        )
       ]) {
         const answer = yield* postJson(url, "/v1/commands", body)
         assert.strictEqual(answer.status, 400, JSON.stringify(body))
@@ -97,7 +125,8 @@ describe("POST /v1/commands", () => {
       }
       const events = yield* raw(url, "/v1/events")
       assert.strictEqual(events.body.events.length, 1)
-    }))
+    })
+  )
 
   it.scopedLive("a body over 1 MiB is 413 and a non-JSON content type is 415, in the error shape", () =>
     Effect.gen(function* () {
@@ -106,14 +135,19 @@ describe("POST /v1/commands", () => {
       assert.strictEqual(big.status, 413)
       assert.strictEqual(big.body.error, "PayloadTooLarge")
       assert.strictEqual(big.body.limitBytes, 1024 * 1024)
-      const text = yield* raw(url, "/v1/commands", { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify(open("c-2", "a")) })
+      const text = yield* raw(url, "/v1/commands", {
+        method: "POST",
+        headers: { "content-type": "text/plain" },
+        body: JSON.stringify(open("c-2", "a"))
+      })
       assert.strictEqual(text.status, 415)
       assert.strictEqual(text.body.error, "UnsupportedMediaType")
       const none = yield* raw(url, "/v1/commands", { method: "POST", body: new Uint8Array([123, 125]) })
       assert.strictEqual(none.status, 415)
       const events = yield* raw(url, "/v1/events")
       assert.strictEqual(events.body.events.length, 0)
-    }))
+    })
+  )
 
   it.scopedLive("a decider that throws is 500 CommandDefect; the server keeps serving", () =>
     Effect.gen(function* () {
@@ -124,7 +158,8 @@ describe("POST /v1/commands", () => {
       assert.strictEqual(boom.body.stage, "decide")
       const ok = yield* postJson(url, "/v1/commands", open("c-1", "acc-1"))
       assert.strictEqual(ok.status, 200)
-    }))
+    })
+  )
 
   it.scopedLive("once shutdown begins, commands are 503 EngineUnavailable with Retry-After and /health is 503", () =>
     Effect.gen(function* () {
@@ -138,7 +173,8 @@ describe("POST /v1/commands", () => {
       const health = yield* raw(url, "/health")
       assert.strictEqual(health.status, 503)
       assert.strictEqual(health.body.status, "unavailable")
-    }))
+    })
+  )
 })
 
 describe("GET /v1/commands/:commandId", () => {
@@ -171,5 +207,6 @@ describe("GET /v1/commands/:commandId", () => {
       const rawMissing = yield* raw(url, "/v1/commands/nope")
       assert.strictEqual(rawMissing.status, 404)
       assert.strictEqual(rawMissing.body.error, "NotFound")
-    }))
+    })
+  )
 })

@@ -27,28 +27,35 @@ describe("configuration from the environment", () => {
   })
 
   it("the sandbox's mode and limits are read here, once; a bad one names its variable", () => {
-    const config = Either.getOrThrow(parseConfig({ SANDBOX: "none", SANDBOX_CPU_SECONDS: "60", SANDBOX_MEMORY_BYTES: "536870912" }, "/srv"))
-    assert.deepStrictEqual([config.sandbox.mode, config.sandbox.cpuSeconds, config.sandbox.memoryBytes], ["none", 60, 536_870_912])
+    const config = Either.getOrThrow(
+      parseConfig({ SANDBOX: "none", SANDBOX_CPU_SECONDS: "60", SANDBOX_MEMORY_BYTES: "536870912" }, "/srv")
+    )
+    assert.deepStrictEqual(
+      [config.sandbox.mode, config.sandbox.cpuSeconds, config.sandbox.memoryBytes],
+      ["none", 60, 536_870_912]
+    )
     assert.strictEqual(fails({ SANDBOX_MAX_PROCESSES: "many" }).variable, "SANDBOX_MAX_PROCESSES")
     assert.strictEqual(fails({ SANDBOX: "off" }).variable, "SANDBOX")
   })
 
   it("reads every variable; blank counts as unset", () => {
-    const config = Either.getOrThrow(parseConfig({
-      PORT: "9000",
-      HOST: "0.0.0.0",
-      DATA_DIR: "/var/lib/orch",
-      DISK_FLOOR_BYTES: "1024",
-      PROVIDER: "openai",
-      OPENAI_BASE_URL: "http://127.0.0.1:4010/v1",
-      OPENAI_API_KEY: "sk-test",
-      API_TOKEN: "0123456789",
-      LOG_LEVEL: "DEBUG",
-      SHUTDOWN_GRACE_MS: "500",
-      NODE_ID: "node-7",
-      DATABASE_URL: " ",
-      ALLOWED_HOSTS: " orch.example.com, 10.0.0.5 "
-    }))
+    const config = Either.getOrThrow(
+      parseConfig({
+        PORT: "9000",
+        HOST: "0.0.0.0",
+        DATA_DIR: "/var/lib/orch",
+        DISK_FLOOR_BYTES: "1024",
+        PROVIDER: "openai",
+        OPENAI_BASE_URL: "http://127.0.0.1:4010/v1",
+        OPENAI_API_KEY: "sk-test",
+        API_TOKEN: "0123456789",
+        LOG_LEVEL: "DEBUG",
+        SHUTDOWN_GRACE_MS: "500",
+        NODE_ID: "node-7",
+        DATABASE_URL: " ",
+        ALLOWED_HOSTS: " orch.example.com, 10.0.0.5 "
+      })
+    )
     assert.strictEqual(config.port, 9000)
     assert.strictEqual(config.host, "0.0.0.0")
     assert.strictEqual(config.databaseFile, "/var/lib/orch/engine.db")
@@ -87,8 +94,13 @@ describe("configuration from the environment", () => {
     assert.strictEqual(error.variable, "DATABASE_URL")
     assert.include(error.message, "postgres://")
     assert.strictEqual(fails({ DATABASE_URL: "not a url" }).variable, "DATABASE_URL")
-    assert.strictEqual(fails({ DATABASE_URL: "postgres://db/orch", DATABASE_SCHEMA: "Robert'); DROP" }).variable, "DATABASE_SCHEMA")
-    const config = Either.getOrThrow(parseConfig({ DATABASE_URL: "postgres://app@db:5432/orch", DATABASE_SCHEMA: "tenant_1" }, "/srv"))
+    assert.strictEqual(
+      fails({ DATABASE_URL: "postgres://db/orch", DATABASE_SCHEMA: "Robert'); DROP" }).variable,
+      "DATABASE_SCHEMA"
+    )
+    const config = Either.getOrThrow(
+      parseConfig({ DATABASE_URL: "postgres://app@db:5432/orch", DATABASE_SCHEMA: "tenant_1" }, "/srv")
+    )
     assert.strictEqual(Redacted.value(config.databaseUrl!), "postgres://app@db:5432/orch")
     assert.strictEqual(config.databaseSchema, "tenant_1")
     assert.strictEqual(Either.getOrThrow(parseConfig({}, "/srv")).databaseUrl, undefined)
@@ -128,7 +140,11 @@ describe("configuration from the environment", () => {
 
   it("ALLOWED_HOSTS is a comma-separated list of host names; anything else is refused by name", () => {
     assert.deepStrictEqual(Either.getOrThrow(parseConfig({}, "/srv")).allowedHosts, [])
-    assert.deepStrictEqual(Either.getOrThrow(parseConfig({ ALLOWED_HOSTS: "A.example,,b.example:80,::1,[fe80::1]:8080" }, "/srv")).allowedHosts, ["a.example", "b.example", "::1", "fe80::1"])
+    assert.deepStrictEqual(
+      Either.getOrThrow(parseConfig({ ALLOWED_HOSTS: "A.example,,b.example:80,::1,[fe80::1]:8080" }, "/srv"))
+        .allowedHosts,
+      ["a.example", "b.example", "::1", "fe80::1"]
+    )
     assert.strictEqual(fails({ ALLOWED_HOSTS: "x y" }).variable, "ALLOWED_HOSTS")
   })
 })

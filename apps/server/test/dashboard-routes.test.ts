@@ -11,7 +11,10 @@ const token = "dashboard-token"
 const builtDashboard = () => {
   const dir = mkdtempSync(join(tmpdir(), "dashboard-dist-"))
   mkdirSync(join(dir, "assets"))
-  writeFileSync(join(dir, "index.html"), "<!doctype html><title>dash</title><script type=module src=/assets/index-abc123.js></script>")
+  writeFileSync(
+    join(dir, "index.html"),
+    "<!doctype html><title>dash</title><script type=module src=/assets/index-abc123.js></script>"
+  )
   writeFileSync(join(dir, "assets", "index-abc123.js"), "console.log('dash')")
   writeFileSync(join(dir, "assets", "index-abc123.css"), "body{}")
   writeFileSync(join(dir, "secret.txt"), "not an asset")
@@ -36,7 +39,8 @@ describe("the dashboard's static shell", () => {
       assert.strictEqual(style.headers.get("content-type"), "text/css; charset=utf-8")
       // The API behind it still wants the token.
       assert.strictEqual((yield* raw(url, "/v1/threads")).status, 401)
-    }))
+    })
+  )
 
   it.scopedLive("unknown assets, other extensions and paths leaving the assets directory are 404", () =>
     Effect.gen(function* () {
@@ -46,7 +50,8 @@ describe("the dashboard's static shell", () => {
       assert.strictEqual((yield* raw(url, "/assets/%2E%2E%2Findex.html")).status, 404)
       assert.strictEqual((yield* raw(url, "/assets/index-abc123.exe")).status, 404)
       assert.strictEqual((yield* raw(url, "/secret.txt")).status, 404)
-    }))
+    })
+  )
 
   it.scopedLive("without a build, / says how to build the dashboard", () =>
     Effect.gen(function* () {
@@ -54,5 +59,6 @@ describe("the dashboard's static shell", () => {
       const page = yield* raw(url, "/")
       assert.strictEqual(page.status, 404)
       assert.include(page.body, "pnpm build:ui")
-    }))
+    })
+  )
 })

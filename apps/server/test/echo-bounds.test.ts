@@ -15,12 +15,29 @@ describe("oversized client values are clipped wherever they are echoed or logged
       const capture = Logger.make(({ annotations, message }) => {
         lines.push(JSON.stringify({ message, annotations: Object.fromEntries(annotations) }))
       })
-      const { url } = yield* startServer({ logLevel: LogLevel.Info }).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
+      const { url } = yield* startServer({ logLevel: LogLevel.Info }).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture))
+      )
       const huge = "a".repeat(100_000)
       const answers = [
-        yield* exact(url, { method: "POST", path: "/v1/commands", headers: json, body: JSON.stringify({ commandId: huge, type: "account.open", accountId: "a", owner: "x" }) }),
-        yield* exact(url, { method: "POST", path: "/v1/commands", headers: json, body: JSON.stringify({ commandId: "c-1", type: huge, accountId: "a", owner: "x" }) }),
-        yield* exact(url, { method: "POST", path: "/v1/commands", headers: { "content-type": `text/${huge.slice(0, 8_000)}` }, body: "{}" }),
+        yield* exact(url, {
+          method: "POST",
+          path: "/v1/commands",
+          headers: json,
+          body: JSON.stringify({ commandId: huge, type: "account.open", accountId: "a", owner: "x" })
+        }),
+        yield* exact(url, {
+          method: "POST",
+          path: "/v1/commands",
+          headers: json,
+          body: JSON.stringify({ commandId: "c-1", type: huge, accountId: "a", owner: "x" })
+        }),
+        yield* exact(url, {
+          method: "POST",
+          path: "/v1/commands",
+          headers: { "content-type": `text/${huge.slice(0, 8_000)}` },
+          body: "{}"
+        }),
         yield* exact(url, { path: `/v1/effects?status=${huge.slice(0, 10_000)}` }),
         yield* exact(url, { path: `/v1/effects/${huge.slice(0, 10_000)}` }),
         yield* exact(url, { path: `/v1/commands/${huge.slice(0, 10_000)}` }),
@@ -39,5 +56,6 @@ describe("oversized client values are clipped wherever they are echoed or logged
       assert.isAtMost(answers[0]!.body.commandId.length, maxEchoed + 30)
       assert.isAbove(lines.length, 0)
       for (const line of lines) assert.isBelow(line.length, bound, line.slice(0, 300))
-    }))
+    })
+  )
 })

@@ -13,7 +13,8 @@ const endpoints = (() => {
   const found: Array<{ readonly method: string; readonly path: string }> = []
   HttpApi.reflect(ServerApi, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint }) => found.push({ method: endpoint.method, path: endpoint.path.replace(/:[A-Za-z]+/g, "x") })
+    onEndpoint: ({ endpoint }) =>
+      found.push({ method: endpoint.method, path: endpoint.path.replace(/:[A-Za-z]+/g, "x") })
   })
   return found
 })()
@@ -51,8 +52,14 @@ describe("authentication is default-deny, decided on the route that matched", ()
       for (const endpoint of endpoints) {
         if (publicApiPaths.has(endpoint.path)) continue
         for (const path of spellings(endpoint.path)) {
-          const answer = yield* exact(url, { method: endpoint.method, path, headers: json, ...(endpoint.method === "POST" ? { body: "{}" } : {}) })
-          if (answer.status !== 401 || answer.body?.error !== "Unauthorized") served.push(`${endpoint.method} ${path} → ${answer.status} ${answer.text.slice(0, 80)}`)
+          const answer = yield* exact(url, {
+            method: endpoint.method,
+            path,
+            headers: json,
+            ...(endpoint.method === "POST" ? { body: "{}" } : {})
+          })
+          if (answer.status !== 401 || answer.body?.error !== "Unauthorized")
+            served.push(`${endpoint.method} ${path} → ${answer.status} ${answer.text.slice(0, 80)}`)
         }
       }
       assert.deepStrictEqual(served, [])
@@ -60,26 +67,35 @@ describe("authentication is default-deny, decided on the route that matched", ()
       const authorised = { ...json, authorization: `Bearer ${token}` }
       for (const endpoint of endpoints) {
         if (endpoint.path === "/v1/events/stream") continue
-        const answer = yield* exact(url, { method: endpoint.method, path: endpoint.path, headers: authorised, ...(endpoint.method === "POST" ? { body: "{}" } : {}) })
+        const answer = yield* exact(url, {
+          method: endpoint.method,
+          path: endpoint.path,
+          headers: authorised,
+          ...(endpoint.method === "POST" ? { body: "{}" } : {})
+        })
         assert.notStrictEqual(answer.status, 401, `${endpoint.method} ${endpoint.path}`)
       }
-    }))
+    })
+  )
 
-  it.scopedLive("the public list: /health, the dashboard, /docs and /openapi.json; /metrics and unknown routes need the token", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer({ env: { API_TOKEN: token } })
-      for (const path of ["/health", "//health", "/", "/index.html", "/docs", "/openapi.json"]) {
-        const answer = yield* exact(url, { path })
-        assert.notStrictEqual(answer.status, 401, path)
-      }
-      for (const path of ["/metrics", "//metrics", "/METRICS", "/nothing", "/v2/commands"]) {
-        const answer = yield* exact(url, { path })
-        assert.strictEqual(answer.status, 401, path)
-        assert.strictEqual(answer.body.error, "Unauthorized", path)
-      }
-      const metrics = yield* exact(url, { path: "/metrics", headers: { authorization: `Bearer ${token}` } })
-      assert.strictEqual(metrics.status, 200)
-    }))
+  it.scopedLive(
+    "the public list: /health, the dashboard, /docs and /openapi.json; /metrics and unknown routes need the token",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer({ env: { API_TOKEN: token } })
+        for (const path of ["/health", "//health", "/", "/index.html", "/docs", "/openapi.json"]) {
+          const answer = yield* exact(url, { path })
+          assert.notStrictEqual(answer.status, 401, path)
+        }
+        for (const path of ["/metrics", "//metrics", "/METRICS", "/nothing", "/v2/commands"]) {
+          const answer = yield* exact(url, { path })
+          assert.strictEqual(answer.status, 401, path)
+          assert.strictEqual(answer.body.error, "Unauthorized", path)
+        }
+        const metrics = yield* exact(url, { path: "/metrics", headers: { authorization: `Bearer ${token}` } })
+        assert.strictEqual(metrics.status, 200)
+      })
+  )
 })
 
 describe("a default server (loopback, no token) cannot be driven by another site", () => {
@@ -87,7 +103,12 @@ describe("a default server (loopback, no token) cannot be driven by another site
     Effect.gen(function* () {
       const { url } = yield* startServer({ env: { ALLOWED_HOSTS: "orch.example" } })
       const port = new URL(url).port
-      for (const host of [`evil.example:${port}`, "evil.example", `127.0.0.1.evil.example:${port}`, `0.0.0.0:${port}`]) {
+      for (const host of [
+        `evil.example:${port}`,
+        "evil.example",
+        `127.0.0.1.evil.example:${port}`,
+        `0.0.0.0:${port}`
+      ]) {
         for (const path of ["/v1/effects", "/health", "/"]) {
           const answer = yield* exact(url, { path, headers: { host } })
           assert.strictEqual(answer.status, 403, `${host} ${path}`)
@@ -98,43 +119,83 @@ describe("a default server (loopback, no token) cannot be driven by another site
       for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, "LOCALHOST", `orch.example:${port}`]) {
         assert.strictEqual((yield* exact(url, { path: "/v1/effects", headers: { host } })).status, 200, host)
       }
-    }))
+    })
+  )
 
-  it.scopedLive("a state-changing request from a foreign Origin is refused and changes nothing; the same origin is served", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer()
-      const port = new URL(url).port
-      const command = (id: string) => JSON.stringify({ commandId: id, type: "account.open", accountId: id, owner: "ada@example.com" })
-      for (const origin of ["http://evil.example", "null", `http://127.0.0.1:${Number(port) + 1}`, `https://127.0.0.1:${port}`, "not a url"]) {
-        const answer = yield* exact(url, { method: "POST", path: "/v1/commands", headers: { ...json, origin }, body: command("c-foreign") })
-        assert.strictEqual(answer.status, 403, origin)
-        assert.strictEqual(answer.body.error, "Forbidden")
-        assert.strictEqual(answer.body.reason, "foreign-origin")
-      }
-      assert.strictEqual((yield* raw(url, "/v1/commands/c-foreign")).status, 404)
-      const same = yield* exact(url, { method: "POST", path: "/v1/commands", headers: { ...json, origin: `http://127.0.0.1:${port}` }, body: command("c-same") })
-      assert.strictEqual(same.status, 200)
-      // A read from a foreign page is not state-changing (and the browser hides its answer without CORS).
-      assert.strictEqual((yield* exact(url, { path: "/v1/effects", headers: { origin: "http://evil.example" } })).status, 200)
-    }))
-
-  it.scopedLive("every state-changing request must be JSON, body or not: an empty operator POST without it changes nothing", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer()
-      yield* postJson(url, "/v1/commands", { commandId: "o-1", type: "account.open", accountId: "acc-1", owner: "bounce@example.com" })
-      const failed = yield* waitFor("the bounce", Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" ? r : undefined)))
-      for (const headers of [{}, { "content-type": "text/plain" }, { "content-type": "application/x-www-form-urlencoded" }, { "content-type": "multipart/form-data; boundary=x" }]) {
-        for (const action of ["retry", "cancel"]) {
-          const answer = yield* exact(url, { method: "POST", path: `/v1/effects/o-1%3Awelcome/${action}`, headers })
-          assert.strictEqual(answer.status, 415, `${action} ${JSON.stringify(headers)}`)
-          assert.strictEqual(answer.body.error, "UnsupportedMediaType")
+  it.scopedLive(
+    "a state-changing request from a foreign Origin is refused and changes nothing; the same origin is served",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        const port = new URL(url).port
+        const command = (id: string) =>
+          JSON.stringify({ commandId: id, type: "account.open", accountId: id, owner: "ada@example.com" })
+        for (const origin of [
+          "http://evil.example",
+          "null",
+          `http://127.0.0.1:${Number(port) + 1}`,
+          `https://127.0.0.1:${port}`,
+          "not a url"
+        ]) {
+          const answer = yield* exact(url, {
+            method: "POST",
+            path: "/v1/commands",
+            headers: { ...json, origin },
+            body: command("c-foreign")
+          })
+          assert.strictEqual(answer.status, 403, origin)
+          assert.strictEqual(answer.body.error, "Forbidden")
+          assert.strictEqual(answer.body.reason, "foreign-origin")
         }
-      }
-      const after = yield* effectStatus(url, "o-1:welcome")
-      assert.deepStrictEqual([after.status, after.attempts], [failed.status, failed.attempts])
-      assert.strictEqual((yield* raw(url, "/v1/commands/operator:retry:o-1:welcome%231")).status, 404)
-      // With the JSON content type (what the CLI and the dashboard send) the empty-body retry is served.
-      const retried = yield* exact(url, { method: "POST", path: "/v1/effects/o-1%3Awelcome/retry", headers: json })
-      assert.strictEqual(retried.status, 200, retried.text)
-    }))
+        assert.strictEqual((yield* raw(url, "/v1/commands/c-foreign")).status, 404)
+        const same = yield* exact(url, {
+          method: "POST",
+          path: "/v1/commands",
+          headers: { ...json, origin: `http://127.0.0.1:${port}` },
+          body: command("c-same")
+        })
+        assert.strictEqual(same.status, 200)
+        // A read from a foreign page is not state-changing (and the browser hides its answer without CORS).
+        assert.strictEqual(
+          (yield* exact(url, { path: "/v1/effects", headers: { origin: "http://evil.example" } })).status,
+          200
+        )
+      })
+  )
+
+  it.scopedLive(
+    "every state-changing request must be JSON, body or not: an empty operator POST without it changes nothing",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        yield* postJson(url, "/v1/commands", {
+          commandId: "o-1",
+          type: "account.open",
+          accountId: "acc-1",
+          owner: "bounce@example.com"
+        })
+        const failed = yield* waitFor(
+          "the bounce",
+          Effect.map(effectStatus(url, "o-1:welcome"), (r) => (r.status === "failed" ? r : undefined))
+        )
+        for (const headers of [
+          {},
+          { "content-type": "text/plain" },
+          { "content-type": "application/x-www-form-urlencoded" },
+          { "content-type": "multipart/form-data; boundary=x" }
+        ]) {
+          for (const action of ["retry", "cancel"]) {
+            const answer = yield* exact(url, { method: "POST", path: `/v1/effects/o-1%3Awelcome/${action}`, headers })
+            assert.strictEqual(answer.status, 415, `${action} ${JSON.stringify(headers)}`)
+            assert.strictEqual(answer.body.error, "UnsupportedMediaType")
+          }
+        }
+        const after = yield* effectStatus(url, "o-1:welcome")
+        assert.deepStrictEqual([after.status, after.attempts], [failed.status, failed.attempts])
+        assert.strictEqual((yield* raw(url, "/v1/commands/operator:retry:o-1:welcome%231")).status, 404)
+        // With the JSON content type (what the CLI and the dashboard send) the empty-body retry is served.
+        const retried = yield* exact(url, { method: "POST", path: "/v1/effects/o-1%3Awelcome/retry", headers: json })
+        assert.strictEqual(retried.status, 200, retried.text)
+      })
+  )
 })

@@ -3,7 +3,12 @@ import { Effect, Fiber } from "effect"
 import { postJson, raw, startServer } from "./fixtures/server.js"
 
 const open = (id: string, accountId: string) => ({ commandId: id, type: "account.open", accountId, owner: "ada" })
-const deposit = (id: string, accountId: string, amount: number) => ({ commandId: id, type: "account.deposit", accountId, amount })
+const deposit = (id: string, accountId: string, amount: number) => ({
+  commandId: id,
+  type: "account.deposit",
+  accountId,
+  amount
+})
 
 /** Reads an SSE response until `count` events arrived, then aborts (a client going away). */
 const readEvents = (url: string, path: string, count: number, headers: Record<string, string> = {}) =>
@@ -27,7 +32,9 @@ const readEvents = (url: string, path: string, count: number, headers: Record<st
           comments.push(block)
           continue
         }
-        const fields = Object.fromEntries(block.split("\n").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 2)]))
+        const fields = Object.fromEntries(
+          block.split("\n").map((line) => [line.slice(0, line.indexOf(":")), line.slice(line.indexOf(":") + 2)])
+        )
         events.push({ id: Number(fields.id), event: fields.event!, data: JSON.parse(fields.data!) })
       }
     }
@@ -43,18 +50,36 @@ describe("GET /v1/events", () => {
       yield* postJson(url, "/v1/commands", open("o-2", "acc-2"))
       yield* postJson(url, "/v1/commands", deposit("d-1", "acc-1", 10))
       const page = yield* raw(url, "/v1/events?limit=2")
-      assert.deepStrictEqual(page.body.events.map((e: any) => e.sequence), [1, 2])
+      assert.deepStrictEqual(
+        page.body.events.map((e: any) => e.sequence),
+        [1, 2]
+      )
       assert.strictEqual(page.body.next, 2)
       assert.deepStrictEqual(Object.keys(page.body.events[0]).sort(), [
-        "aggregateId", "aggregateType", "commandId", "eventId", "occurredAt", "payload", "sequence", "type", "version"
+        "aggregateId",
+        "aggregateType",
+        "commandId",
+        "eventId",
+        "occurredAt",
+        "payload",
+        "sequence",
+        "type",
+        "version"
       ])
       const rest = yield* raw(url, `/v1/events?after=${page.body.next}`)
-      assert.deepStrictEqual(rest.body.events.map((e: any) => e.type), ["account.deposited"])
+      assert.deepStrictEqual(
+        rest.body.events.map((e: any) => e.type),
+        ["account.deposited"]
+      )
       const byAggregate = yield* raw(url, "/v1/events?aggregateId=acc-1")
-      assert.deepStrictEqual(byAggregate.body.events.map((e: any) => e.sequence), [1, 3])
+      assert.deepStrictEqual(
+        byAggregate.body.events.map((e: any) => e.sequence),
+        [1, 3]
+      )
       const none = yield* raw(url, "/v1/events?after=3")
       assert.deepStrictEqual(none.body, { events: [], next: 3 })
-    }))
+    })
+  )
 
   it.scopedLive("a limit over 1000 or a negative after is 400 InvalidRequest with issues", () =>
     Effect.gen(function* () {
@@ -66,7 +91,8 @@ describe("GET /v1/events", () => {
       const negative = yield* raw(url, "/v1/events?after=-1")
       assert.strictEqual(negative.status, 400)
       assert.strictEqual(negative.body.error, "InvalidRequest")
-    }))
+    })
+  )
 })
 
 describe("GET /v1/events/stream", () => {
@@ -91,18 +117,26 @@ describe("GET /v1/events/stream", () => {
       assert.deepStrictEqual(ids, [1, 2, 3, 4, 5, 6, 7, 8])
       assert.strictEqual(resumed.events.at(-1)!.event, "account.deposited")
       assert.strictEqual(resumed.events.at(-1)!.data.commandId, "d-7")
-    }))
+    })
+  )
 
   it.scopedLive("?after= starts after a sequence; Last-Event-ID wins over it; a malformed Last-Event-ID is 400", () =>
     Effect.gen(function* () {
       const { url } = yield* startServer()
       for (let i = 1; i <= 3; i++) yield* postJson(url, "/v1/commands", open(`o-${i}`, `acc-${i}`))
       const after = yield* readEvents(url, "/v1/events/stream?after=1", 2)
-      assert.deepStrictEqual(after.events.map((e) => e.id), [2, 3])
+      assert.deepStrictEqual(
+        after.events.map((e) => e.id),
+        [2, 3]
+      )
       const header = yield* readEvents(url, "/v1/events/stream?after=1", 1, { "last-event-id": "2" })
-      assert.deepStrictEqual(header.events.map((e) => e.id), [3])
+      assert.deepStrictEqual(
+        header.events.map((e) => e.id),
+        [3]
+      )
       const bad = yield* raw(url, "/v1/events/stream", { headers: { "last-event-id": "abc" } })
       assert.strictEqual(bad.status, 400)
       assert.strictEqual(bad.body.error, "InvalidRequest")
-    }))
+    })
+  )
 })

@@ -38,17 +38,28 @@ describe("Server-Sent Events framing", () => {
       yield* TestClock.adjust("16 seconds")
       const out = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
       assert.deepStrictEqual(out, [": connected\n\n", formatEvent(record(1)), heartbeatLine, heartbeatLine])
-    }))
+    })
+  )
 
   it("Last-Event-ID: absent, a sequence, or a problem", () => {
     assert.strictEqual(parseLastEventId(undefined), undefined)
     assert.strictEqual(parseLastEventId(" 42 "), 42)
-    assert.deepStrictEqual(parseLastEventId("4x"), { problem: "Last-Event-ID must be an event sequence (a whole number in decimal digits), got '4x'" })
+    assert.deepStrictEqual(parseLastEventId("4x"), {
+      problem: "Last-Event-ID must be an event sequence (a whole number in decimal digits), got '4x'"
+    })
   })
 })
 
 describe("health status", () => {
-  const facts = { active: true, belowFloor: false, writable: true, freeBytes: 1000, floorBytes: 100, oldestPendingAgeMs: 0, quarantined: 0 }
+  const facts = {
+    active: true,
+    belowFloor: false,
+    writable: true,
+    freeBytes: 1000,
+    floorBytes: 100,
+    oldestPendingAgeMs: 0,
+    quarantined: 0
+  }
   it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
     assert.strictEqual(statusOf(facts), "ok")
     assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
@@ -85,13 +96,18 @@ describe("the listener gate", () => {
 
 describe("engine failures at the edge", () => {
   it("storage failures and the floor become StorageUnavailable; other unavailability stays EngineUnavailable", () => {
-    const disk = fromDispatchError(new StorageFailure({ reason: "disk-full", code: "SQLITE_FULL", message: "full", operation: "commit" }))
+    const disk = fromDispatchError(
+      new StorageFailure({ reason: "disk-full", code: "SQLITE_FULL", message: "full", operation: "commit" })
+    )
     assert.strictEqual(disk._tag, "StorageUnavailable")
     assert.strictEqual((disk as { reason: string }).reason, "disk-full")
     const floor = fromDispatchError(new EngineUnavailable({ reason: "storage-below-floor", message: "low" }))
     assert.deepStrictEqual([floor._tag, (floor as { reason: string }).reason], ["StorageUnavailable", "below-floor"])
     const overloaded = fromDispatchError(new EngineUnavailable({ reason: "overloaded", message: "full queue" }))
-    assert.deepStrictEqual([overloaded._tag, (overloaded as { reason: string }).reason], ["EngineUnavailable", "overloaded"])
+    assert.deepStrictEqual(
+      [overloaded._tag, (overloaded as { reason: string }).reason],
+      ["EngineUnavailable", "overloaded"]
+    )
   })
 })
 
@@ -117,5 +133,6 @@ describe("metrics", () => {
       assert.include(text, 'orchestration_reactor_oldest_pending_age_seconds{reactor="email"} 1.5')
       assert.include(text, "orchestration_lease_reclaims_total 4")
       assert.include(text, 'orchestration_reconciled_at_boot{result="failed"} 2')
-    }))
+    })
+  )
 })

@@ -22,10 +22,28 @@ const sendBytes = (url: string, bytes: string) =>
 
 describe("numbers in a request are plain decimal integers, read by one parser", () => {
   it("parseDecimal takes digits only; Last-Event-ID uses it", () => {
-    for (const [text, value] of [["0", 0], ["5", 5], ["1000", 1000], ["9007199254740991", 9007199254740991]] as const) {
+    for (const [text, value] of [
+      ["0", 0],
+      ["5", 5],
+      ["1000", 1000],
+      ["9007199254740991", 9007199254740991]
+    ] as const) {
       assert.strictEqual(parseDecimal(text), value, text)
     }
-    for (const text of ["", " 5", "5 ", "0x10", "1e3", "1.5", "-1", "+1", "1_000", "９", "9007199254740992", "Infinity"]) {
+    for (const text of [
+      "",
+      " 5",
+      "5 ",
+      "0x10",
+      "1e3",
+      "1.5",
+      "-1",
+      "+1",
+      "1_000",
+      "９",
+      "9007199254740992",
+      "Infinity"
+    ]) {
       assert.strictEqual(parseDecimal(text), undefined, JSON.stringify(text))
     }
     assert.strictEqual(parseLastEventId("42"), 42)
@@ -33,22 +51,37 @@ describe("numbers in a request are plain decimal integers, read by one parser", 
     assert.isObject(parseLastEventId("0x10"))
   })
 
-  it.scopedLive("after= and limit= refuse hex, exponents and spaces with a message naming the parameter and what it may be", () =>
-    Effect.gen(function* () {
-      const { url } = yield* startServer()
-      for (const query of ["after=0x10", "after=1e3", "after=%205", "after=-1", "after=1.0", "limit=1e2", "limit=0", "limit=1001"]) {
-        const answer = yield* exact(url, { path: `/v1/events?${query}` })
-        assert.strictEqual(answer.status, 400, query)
-        assert.strictEqual(answer.body.error, "InvalidRequest")
-        const name = query.split("=")[0]!
-        assert.match(answer.body.message, new RegExp(`^parameter '${name}' must be a whole number`), query)
-        assert.notInclude(answer.body.message, "readonly", query)
-      }
-      assert.strictEqual((yield* exact(url, { path: "/v1/events?after=3&limit=10" })).status, 200)
-      const status = yield* exact(url, { path: "/v1/effects?status=lost" })
-      assert.strictEqual(status.status, 400)
-      assert.strictEqual(status.body.message, "parameter 'status' must be one of pending, running, succeeded, failed, cancelled, quarantined, got 'lost'")
-    }))
+  it.scopedLive(
+    "after= and limit= refuse hex, exponents and spaces with a message naming the parameter and what it may be",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        for (const query of [
+          "after=0x10",
+          "after=1e3",
+          "after=%205",
+          "after=-1",
+          "after=1.0",
+          "limit=1e2",
+          "limit=0",
+          "limit=1001"
+        ]) {
+          const answer = yield* exact(url, { path: `/v1/events?${query}` })
+          assert.strictEqual(answer.status, 400, query)
+          assert.strictEqual(answer.body.error, "InvalidRequest")
+          const name = query.split("=")[0]!
+          assert.match(answer.body.message, new RegExp(`^parameter '${name}' must be a whole number`), query)
+          assert.notInclude(answer.body.message, "readonly", query)
+        }
+        assert.strictEqual((yield* exact(url, { path: "/v1/events?after=3&limit=10" })).status, 200)
+        const status = yield* exact(url, { path: "/v1/effects?status=lost" })
+        assert.strictEqual(status.status, 400)
+        assert.strictEqual(
+          status.body.message,
+          "parameter 'status' must be one of pending, running, succeeded, failed, cancelled, quarantined, got 'lost'"
+        )
+      })
+  )
 })
 
 describe("malformed requests get the documented { error, message } body", () => {
@@ -68,7 +101,8 @@ describe("malformed requests get the documented { error, message } body", () => 
         assert.strictEqual(answer.body.error, "InvalidRequest", path)
         assert.include(answer.body.message, "percent-encoding")
       }
-    }))
+    })
+  )
 })
 
 describe("thread ids that look like paths are refused at the API", () => {
@@ -84,7 +118,18 @@ describe("thread ids that look like paths are refused at the API", () => {
           })
       })
       const { url } = yield* startServer({ domain })
-      for (const id of ["%2E", "%2E%2E", ".%2E", "a%2Fb", "%2E%2E%2Fetc", "a%5Cb", "a%00b", "a%0Ab", "..%5C..", "%2E%2E%2E"]) {
+      for (const id of [
+        "%2E",
+        "%2E%2E",
+        ".%2E",
+        "a%2Fb",
+        "%2E%2E%2Fetc",
+        "a%5Cb",
+        "a%00b",
+        "a%0Ab",
+        "..%5C..",
+        "%2E%2E%2E"
+      ]) {
         for (const suffix of ["", "/transcript"]) {
           const answer = yield* exact(url, { path: `/v1/threads/${id}${suffix}` })
           assert.strictEqual(answer.status, 400, `${id}${suffix}: ${answer.text}`)
@@ -95,5 +140,6 @@ describe("thread ids that look like paths are refused at the API", () => {
       assert.deepStrictEqual(seen, [])
       assert.strictEqual((yield* exact(url, { path: "/v1/threads/t-1.a_b%23c" })).status, 404)
       assert.deepStrictEqual(seen, ["t-1.a_b#c"])
-    }))
+    })
+  )
 })

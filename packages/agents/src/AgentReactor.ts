@@ -21,7 +21,10 @@ interface ToolPayload {
 }
 
 const kinds = Object.fromEntries(
-  Object.values(toolPolicies).map((policy) => [policy.kind, { onProcessLoss: policy.onProcessLoss, timeout: policy.timeout }])
+  Object.values(toolPolicies).map((policy) => [
+    policy.kind,
+    { onProcessLoss: policy.onProcessLoss, timeout: policy.timeout }
+  ])
 ) as Record<EffectKind, Reactor.KindPolicy>
 
 const isReplaySafe = (kind: string) => kinds[kind as EffectKind]?.onProcessLoss === "replay-safe"
@@ -37,10 +40,10 @@ const failure = (message: string, retryable: boolean, code?: string) =>
 const worldFailure = (error: WorldError, kind: string) =>
   error._tag === "ToolInputError"
     ? failure(error.message, false)
-    // The sandbox refused to start the command: permanent until the operator acts.
-    : error._tag === "SandboxUnavailable"
-    ? failure(error.message, false, error.reason)
-    : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
+    : // The sandbox refused to start the command: permanent until the operator acts.
+      error._tag === "SandboxUnavailable"
+      ? failure(error.message, false, error.reason)
+      : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
 
 /** Longest text of one issue given back to the model (a value it sent may be echoed inside). */
 const maxIssueLength = 200
@@ -56,11 +59,18 @@ interface Issue {
  * the other fields are derived here, not chosen by the model.
  */
 const describeIssues = (issues: ReadonlyArray<Issue>): string =>
-  issues.map((issue) => {
-    const field = issue.path.map(String).join(".")
-    const text = issue.message.length > maxIssueLength ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)` : issue.message
-    return field === "threadId" || field === "text" ? `argument '${field}': ${text}` : `${field || "arguments"}: ${text}`
-  }).join("; ")
+  issues
+    .map((issue) => {
+      const field = issue.path.map(String).join(".")
+      const text =
+        issue.message.length > maxIssueLength
+          ? `${issue.message.slice(0, maxIssueLength)}… (${issue.message.length} characters)`
+          : issue.message
+      return field === "threadId" || field === "text"
+        ? `argument '${field}': ${text}`
+        : `${field || "arguments"}: ${text}`
+    })
+    .join("; ")
 
 /** Why the target thread refused the delegated message, naming each argument it refused. */
 export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<Issue> }): string =>
@@ -70,10 +80,12 @@ const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const provider = yield* ModelProvider
     const { threadId } = row.payload as { threadId: string }
-    const transcript = yield* transcriptOf(threadId).pipe(Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true)))
-    return yield* provider.step({ requestId: row.effectId, transcript, tools: toolDefinitions }).pipe(
-      Effect.mapError((e) => failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason))
+    const transcript = yield* transcriptOf(threadId).pipe(
+      Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true))
     )
+    return yield* provider
+      .step({ requestId: row.effectId, transcript, tools: toolDefinitions })
+      .pipe(Effect.mapError((e) => failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason)))
   })
 
 /** A delegate is a command to another thread, with an id derived from this effect: done once. */
@@ -82,20 +94,29 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
     const engine = yield* Engine.Engine
     const world = yield* World
     const input = yield* Schema.decodeUnknown(DelegateInput)(payload.arguments).pipe(
-      Effect.mapError((e) => failure(`delegate: invalid arguments: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`, false))
+      Effect.mapError((e) =>
+        failure(`delegate: invalid arguments: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`, false)
+      )
     )
-    yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => worldFailure(e, row.kind))
-    )
+    yield* world
+      .recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts })
+      .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
     const commandId = CommandId.boundedId("delegate:", row.effectId)
     const messageId = `d-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
     const answer = yield* engine
-      .dispatchWithReceipt({ commandId, type: "message.send", threadId: input.threadId, messageId, text: input.text }, { origin: "internal" })
+      .dispatchWithReceipt(
+        { commandId, type: "message.send", threadId: input.threadId, messageId, text: input.text },
+        { origin: "internal" }
+      )
       .pipe(
         Effect.catchAll((error) =>
           Effect.fail(
             error._tag === "StorageFailure" || error._tag === "EngineUnavailable"
-              ? failure(`delegate not recorded: ${error.message}`, true, error._tag === "StorageFailure" ? error.code : undefined)
+              ? failure(
+                  `delegate not recorded: ${error.message}`,
+                  true,
+                  error._tag === "StorageFailure" ? error.code : undefined
+                )
               : failure(delegateRefusal(error), false)
           )
         )
@@ -106,17 +127,23 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
 const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
-    return yield* world.perform({ effectId: row.effectId, attempt: row.attempts, threadId: payload.threadId, tool: payload.name as WorldToolName, arguments: payload.arguments }).pipe(
-      Effect.mapError((error) => worldFailure(error, row.kind))
-    )
+    return yield* world
+      .perform({
+        effectId: row.effectId,
+        attempt: row.attempts,
+        threadId: payload.threadId,
+        tool: payload.name as WorldToolName,
+        arguments: payload.arguments
+      })
+      .pipe(Effect.mapError((error) => worldFailure(error, row.kind)))
   })
 
 const cleanup = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const world = yield* World
-    yield* world.recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }).pipe(
-      Effect.mapError((e) => worldFailure(e, row.kind))
-    )
+    yield* world
+      .recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts })
+      .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
     return { cleaned: (row.payload as { threadId: string }).threadId }
   })
 
@@ -135,7 +162,9 @@ export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFail
   }
 }
 
-export const agentsReactor = (options: { readonly concurrency?: number } = {}): Reactor.ReactorDefinition<AgentServices> => ({
+export const agentsReactor = (
+  options: { readonly concurrency?: number } = {}
+): Reactor.ReactorDefinition<AgentServices> => ({
   name: "agents",
   kinds,
   concurrency: options.concurrency ?? 8,

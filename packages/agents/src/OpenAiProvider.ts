@@ -27,7 +27,7 @@ const providerName = "openai"
 export const make = (
   config: OpenAiProviderConfig
 ): Effect.Effect<ModelProviderShape, never, HttpClient.HttpClient | Scope.Scope> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const client = yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey })
     // strict: false, because strict mode demands every property be required and our inputs have
     // optional ones (execute's timeoutSeconds); arguments are validated by the performers anyway.
@@ -35,11 +35,16 @@ export const make = (
       Effect.provideService(OpenAiClient.OpenAiClient, client)
     )
 
-    const step = Effect.fn("OpenAiProvider.step")(function*(request: ModelStepRequest) {
+    const step = Effect.fn("OpenAiProvider.step")(function* (request: ModelStepRequest) {
       const prompt = yield* Either.match(toPrompt(request.transcript), {
         onLeft: (message) =>
           Effect.fail(
-            new ProviderError({ provider: providerName, requestId: request.requestId, reason: "invalid-request", message })
+            new ProviderError({
+              provider: providerName,
+              requestId: request.requestId,
+              reason: "invalid-request",
+              message
+            })
           ),
         onRight: Effect.succeed
       })
@@ -89,7 +94,12 @@ export const toPrompt = (transcript: ReadonlyArray<TranscriptMessage>): Either.E
           if (Either.isLeft(params)) return Either.left(`arguments of tool call ${call.id} are not valid JSON`)
           toolNames.set(call.id, call.function.name)
           parts.push(
-            Prompt.makePart("tool-call", { id: call.id, name: call.function.name, params: params.right, providerExecuted: false })
+            Prompt.makePart("tool-call", {
+              id: call.id,
+              name: call.function.name,
+              params: params.right,
+              providerExecuted: false
+            })
           )
         }
         messages.push(Prompt.makeMessage("assistant", { content: parts }))

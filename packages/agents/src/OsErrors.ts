@@ -62,4 +62,6 @@ export const describe = (code: string): string => permanent[code] ?? transient[c
 
 /** The `code` of a Node.js system error, or "UNKNOWN" for anything else. */
 export const codeOf = (cause: unknown): string =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string" ? cause.code : "UNKNOWN"
+  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
+    ? cause.code
+    : "UNKNOWN"

@@ -93,7 +93,12 @@ export const parseConfig = (env: Env): Either.Either<SandboxConfig, SandboxConfi
     if (raw === undefined) continue
     const value = Number(raw)
     if (!/^\d+$/.test(raw) || !Number.isSafeInteger(value) || value < min || value > max) {
-      return Either.left(new SandboxConfigInvalid({ variable: name, message: `${name} must be a whole number between ${min} and ${max}` }))
+      return Either.left(
+        new SandboxConfigInvalid({
+          variable: name,
+          message: `${name} must be a whole number between ${min} and ${max}`
+        })
+      )
     }
     config[key] = value
   }
@@ -123,7 +128,13 @@ export interface SandboxResult {
   readonly limit?: SandboxLimit
 }
 
-export const SandboxRefusal = Schema.Literal("bwrap-missing", "prlimit-missing", "setpriv-missing", "bad-workspace", "spawn-failed")
+export const SandboxRefusal = Schema.Literal(
+  "bwrap-missing",
+  "prlimit-missing",
+  "setpriv-missing",
+  "bad-workspace",
+  "spawn-failed"
+)
 export type SandboxRefusal = typeof SandboxRefusal.Type
 
 /** The command was not started. Permanent: repeating the call cannot help until the operator acts. */
@@ -145,37 +156,77 @@ export class SandboxUnavailable extends Schema.TaggedError<SandboxUnavailable>()
 const privilegeArguments = (config: SandboxConfig, jailed: boolean) =>
   jailed
     ? {
-      namespaces: ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"],
-      prefix: [setprivPath, "--reuid", String(config.uid), "--regid", String(config.gid), "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
-    }
+        namespaces: ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"],
+        prefix: [
+          setprivPath,
+          "--reuid",
+          String(config.uid),
+          "--regid",
+          String(config.gid),
+          "--clear-groups",
+          "--inh-caps=-all",
+          "--bounding-set=-all",
+          "--no-new-privs"
+        ]
+      }
     : { namespaces: ["--unshare-all", "--cap-drop", "ALL"], prefix: [] }
 
 /** Inside the jail: the host's /usr is its /usr. */
 const setprivPath = "/usr/bin/setpriv"
 
 /** The bwrap arguments for one run; the workspace is bound read-write at `/workspace`. */
-export const jailArguments = (config: SandboxConfig, workspace: string, command: string, jailed: boolean): ReadonlyArray<string> => [
+export const jailArguments = (
+  config: SandboxConfig,
+  workspace: string,
+  command: string,
+  jailed: boolean
+): ReadonlyArray<string> => [
   ...privilegeArguments(config, jailed).namespaces,
   "--die-with-parent",
   "--new-session",
-  "--ro-bind", "/usr", "/usr",
-  "--symlink", "usr/bin", "/bin",
-  "--symlink", "usr/sbin", "/sbin",
-  "--symlink", "usr/lib", "/lib",
-  "--symlink", "usr/lib64", "/lib64",
-  "--proc", "/proc",
-  "--dev", "/dev",
-  "--tmpfs", "/tmp",
-  "--bind", workspace, "/workspace",
-  "--chdir", "/workspace",
+  "--ro-bind",
+  "/usr",
+  "/usr",
+  "--symlink",
+  "usr/bin",
+  "/bin",
+  "--symlink",
+  "usr/sbin",
+  "/sbin",
+  "--symlink",
+  "usr/lib",
+  "/lib",
+  "--symlink",
+  "usr/lib64",
+  "/lib64",
+  "--proc",
+  "/proc",
+  "--dev",
+  "/dev",
+  "--tmpfs",
+  "/tmp",
+  "--bind",
+  workspace,
+  "/workspace",
+  "--chdir",
+  "/workspace",
   "--clearenv",
-  "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin",
-  "--setenv", "HOME", "/workspace",
-  "--setenv", "LANG", "C.UTF-8",
+  "--setenv",
+  "PATH",
+  "/usr/local/bin:/usr/bin:/bin",
+  "--setenv",
+  "HOME",
+  "/workspace",
+  "--setenv",
+  "LANG",
+  "C.UTF-8",
   // The outer pid of the jail's init, whose process group holds the command: stops reach it.
-  "--json-status-fd", "3",
+  "--json-status-fd",
+  "3",
   ...privilegeArguments(config, jailed).prefix,
-  "/bin/sh", "-c", command
+  "/bin/sh",
+  "-c",
+  command
 ]
 
 /** The rlimits, as `prlimit` arguments; CPU gets one second between SIGXCPU and SIGKILL. */
@@ -199,7 +250,10 @@ const executable = (path: string) => {
 /** Why the sandbox cannot run commands now, or undefined when it can. Checked at each call and at boot. */
 export const unavailable = (config: SandboxConfig): SandboxUnavailable | undefined => {
   if (!executable(config.prlimitPath)) {
-    return new SandboxUnavailable({ reason: "prlimit-missing", message: `prlimit (util-linux) is not installed at ${config.prlimitPath}; the sandbox cannot set its limits` })
+    return new SandboxUnavailable({
+      reason: "prlimit-missing",
+      message: `prlimit (util-linux) is not installed at ${config.prlimitPath}; the sandbox cannot set its limits`
+    })
   }
   if (config.mode === "bwrap" && !executable(config.bwrapPath)) {
     return new SandboxUnavailable({
@@ -208,7 +262,10 @@ export const unavailable = (config: SandboxConfig): SandboxUnavailable | undefin
     })
   }
   if (config.mode === "bwrap" && isJailed() && !executable(setprivPath)) {
-    return new SandboxUnavailable({ reason: "setpriv-missing", message: `setpriv (util-linux) is not installed at ${setprivPath}; the jail cannot drop root` })
+    return new SandboxUnavailable({
+      reason: "setpriv-missing",
+      message: `setpriv (util-linux) is not installed at ${setprivPath}; the jail cannot drop root`
+    })
   }
   return undefined
 }
@@ -217,17 +274,26 @@ const isJailed = () => process.getuid?.() === 0
 
 /** A thread id as a directory name: itself when it is a safe name, otherwise a digest of it. */
 export const workspaceName = (threadId: string): string =>
-  /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/.test(threadId) ? threadId : `h-${createHash("sha256").update(threadId).digest("hex").slice(0, 32)}`
+  /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/.test(threadId)
+    ? threadId
+    : `h-${createHash("sha256").update(threadId).digest("hex").slice(0, 32)}`
 
 /**
  * `<root>/<threadId>`, created if missing, and refused unless both are real directories: no symlink
  * is followed, so a link planted there cannot bind some other host directory into the jail. When the
  * jail runs under its own uid, the workspace is handed to that uid.
  */
-export const prepareWorkspace = (config: SandboxConfig, root: string, threadId: string): Effect.Effect<string, SandboxUnavailable> => {
+export const prepareWorkspace = (
+  config: SandboxConfig,
+  root: string,
+  threadId: string
+): Effect.Effect<string, SandboxUnavailable> => {
   const path = nodePath.join(root, workspaceName(threadId))
   const refuse = (cause: unknown) =>
-    new SandboxUnavailable({ reason: "bad-workspace", message: `the workspace ${path} cannot be used: ${cause instanceof Error ? cause.message : String(cause)}` })
+    new SandboxUnavailable({
+      reason: "bad-workspace",
+      message: `the workspace ${path} cannot be used: ${cause instanceof Error ? cause.message : String(cause)}`
+    })
   return Effect.tryPromise({
     try: async () => {
       for (const dir of [root, path]) {
@@ -266,7 +332,9 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
     // Root hands the jail to a dedicated uid: RLIMIT_NPROC counts per real uid, and root is exempt.
     const jailed = isJailed() && config.mode === "bwrap"
     const inJail = config.mode === "bwrap"
-    const program = inJail ? [config.bwrapPath, ...jailArguments(config, request.workspace, request.command, jailed)] : ["/bin/sh", "-c", request.command]
+    const program = inJail
+      ? [config.bwrapPath, ...jailArguments(config, request.workspace, request.command, jailed)]
+      : ["/bin/sh", "-c", request.command]
     return Effect.async<SandboxResult, SandboxUnavailable>((resume) => {
       let tracker: RunTracker
       try {
@@ -274,12 +342,29 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
           stdio: ["ignore", "pipe", "pipe", inJail ? "pipe" : "ignore"],
           // Its own process group, so a stop reaches prlimit/bwrap and everything they started.
           detached: true,
-          ...(inJail ? { env: {} } : { cwd: request.workspace, env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: request.workspace, LANG: "C.UTF-8" } })
+          ...(inJail
+            ? { env: {} }
+            : {
+                cwd: request.workspace,
+                env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: request.workspace, LANG: "C.UTF-8" }
+              })
         })
-        tracker = startRun(child, config, request.timeoutMs, (result) => resume(Effect.succeed(result)), (message) =>
-          resume(Effect.fail(new SandboxUnavailable({ reason: "spawn-failed", message }))))
+        tracker = startRun(
+          child,
+          config,
+          request.timeoutMs,
+          (result) => resume(Effect.succeed(result)),
+          (message) => resume(Effect.fail(new SandboxUnavailable({ reason: "spawn-failed", message })))
+        )
       } catch (cause) {
-        resume(Effect.fail(new SandboxUnavailable({ reason: "spawn-failed", message: cause instanceof Error ? cause.message : String(cause) })))
+        resume(
+          Effect.fail(
+            new SandboxUnavailable({
+              reason: "spawn-failed",
+              message: cause instanceof Error ? cause.message : String(cause)
+            })
+          )
+        )
         return
       }
       return Effect.promise(() => tracker.stop())

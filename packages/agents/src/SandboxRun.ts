@@ -17,7 +17,8 @@ export class Tail {
     this.total += chunk.length
     this.chunks.push(chunk)
     this.kept += chunk.length
-    while (this.chunks.length > 1 && this.kept - this.chunks[0]!.length >= this.max) this.kept -= this.chunks.shift()!.length
+    while (this.chunks.length > 1 && this.kept - this.chunks[0]!.length >= this.max)
+      this.kept -= this.chunks.shift()!.length
   }
   text(): string {
     const all = Buffer.concat(this.chunks)
@@ -36,8 +37,14 @@ export const runLimit = (observed: {
 }): SandboxLimit | undefined => {
   if (observed.stopped !== undefined) return observed.stopped
   if (observed.signal === "SIGXCPU" || /CPU time limit exceeded/.test(observed.stderr)) return "cpu"
-  if (observed.signal === "SIGXFSZ" || /File size limit exceeded|File too large/.test(observed.stderr)) return "file-size"
-  if (/Cannot fork|fork: Resource temporarily unavailable|fork failed|Resource temporarily unavailable/.test(observed.stderr)) return "processes"
+  if (observed.signal === "SIGXFSZ" || /File size limit exceeded|File too large/.test(observed.stderr))
+    return "file-size"
+  if (
+    /Cannot fork|fork: Resource temporarily unavailable|fork failed|Resource temporarily unavailable/.test(
+      observed.stderr
+    )
+  )
+    return "processes"
   if (/memory exhausted|Cannot allocate memory|[Oo]ut of memory|bad_alloc/.test(observed.stderr)) return "memory"
   return undefined
 }
@@ -132,7 +139,13 @@ export const startRun = (
     const signal = exited?.signal ?? signalOfStatus(code)
     const stderrText = stderr.text()
     // bwrap reports its own setup failures (say, an unreachable workspace) as "bwrap: …" and status 1.
-    if (config.mode === "bwrap" && code === 1 && stopped === undefined && stdout.total === 0 && stderrText.startsWith("bwrap: ")) {
+    if (
+      config.mode === "bwrap" &&
+      code === 1 &&
+      stopped === undefined &&
+      stdout.total === 0 &&
+      stderrText.startsWith("bwrap: ")
+    ) {
       onSpawnError(stderrText.trim().slice(0, 500))
       return
     }

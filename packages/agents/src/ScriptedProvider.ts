@@ -46,7 +46,9 @@ export const parseScript = (text: string): ReadonlyArray<unknown> | undefined =>
  * The scripted answer to a transcript, or why there is none (no user message, a malformed step).
  * The turn starts at the latest user message; its step number counts the assistant messages after it.
  */
-export const scriptedAnswer = (transcript: ReadonlyArray<TranscriptMessage>): Either.Either<ModelStepResponse, string> => {
+export const scriptedAnswer = (
+  transcript: ReadonlyArray<TranscriptMessage>
+): Either.Either<ModelStepResponse, string> => {
   let userIndex = transcript.length - 1
   while (userIndex >= 0 && transcript[userIndex]?.role !== "user") userIndex--
   const user = transcript[userIndex]
@@ -60,17 +62,18 @@ export const scriptedAnswer = (transcript: ReadonlyArray<TranscriptMessage>): Ei
 
   return Schema.decodeUnknownEither(ScriptStep)(raw).pipe(
     Either.mapLeft((error) => `script step ${step} is malformed: ${error.message}`),
-    Either.map((decoded): ModelStepResponse =>
-      "toolCalls" in decoded
-        ? {
-          text: decoded.text ?? "",
-          toolCalls: decoded.toolCalls.map((call, index) => ({
-            id: scriptedCallId(step, index),
-            name: call.name,
-            arguments: call.arguments
-          }))
-        }
-        : { text: decoded.text, toolCalls: [] }
+    Either.map(
+      (decoded): ModelStepResponse =>
+        "toolCalls" in decoded
+          ? {
+              text: decoded.text ?? "",
+              toolCalls: decoded.toolCalls.map((call, index) => ({
+                id: scriptedCallId(step, index),
+                name: call.name,
+                arguments: call.arguments
+              }))
+            }
+          : { text: decoded.text, toolCalls: [] }
     )
   )
 }

@@ -11,12 +11,21 @@
  * its turn ends first. A result that arrives after its turn closed is recorded as `effect.late` and
  * never touches the transcript.
  */
-import { Aggregate, CommandId, Decision, type DecideContext, type EffectIntent, type EffectOutcome } from "@orchestration/engine"
+import {
+  Aggregate,
+  CommandId,
+  Decision,
+  type DecideContext,
+  type EffectIntent,
+  type EffectOutcome
+} from "@orchestration/engine"
 import { Schema } from "effect"
 import { type EffectKind, isToolName, toolKind, toolPolicies, type ToolName } from "./Tools.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
-export const ThreadId = Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9._-]{1,128}$/, { description: "1-128 of A-Z a-z 0-9 . _ -" }))
+export const ThreadId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9._-]{1,128}$/, { description: "1-128 of A-Z a-z 0-9 . _ -" })
+)
 const MessageId = ThreadId
 
 export const DEFAULT_STEP_LIMIT = 20
@@ -38,7 +47,14 @@ const CallRecord = Schema.Struct({
 })
 export type CallRecord = typeof CallRecord.Type
 
-export const ResultOutcome = Schema.Literal("succeeded", "failed", "interrupted", "cancelled", "unknown-tool", "storage")
+export const ResultOutcome = Schema.Literal(
+  "succeeded",
+  "failed",
+  "interrupted",
+  "cancelled",
+  "unknown-tool",
+  "storage"
+)
 const ResultRecord = Schema.Struct({
   callId: Schema.String,
   transcriptId: Schema.String,
@@ -51,8 +67,18 @@ export type ResultRecord = typeof ResultRecord.Type
 export const ThreadEvent = Schema.Union(
   Aggregate.event("thread.created", { title: Schema.NullOr(Schema.String) }),
   Aggregate.event("message.queued", { messageId: Schema.String, turnId: Schema.String, text: Schema.String }),
-  Aggregate.event("turn.started", { turnId: Schema.String, ordinal: Schema.Number, messageId: Schema.String, text: Schema.String }),
-  Aggregate.event("model.responded", { turnId: Schema.String, step: Schema.Number, text: Schema.String, toolCalls: Schema.Array(CallRecord) }),
+  Aggregate.event("turn.started", {
+    turnId: Schema.String,
+    ordinal: Schema.Number,
+    messageId: Schema.String,
+    text: Schema.String
+  }),
+  Aggregate.event("model.responded", {
+    turnId: Schema.String,
+    step: Schema.Number,
+    text: Schema.String,
+    toolCalls: Schema.Array(CallRecord)
+  }),
   Aggregate.event("tool.result", { turnId: Schema.String, result: ResultRecord }),
   Aggregate.event("turn.completed", { turnId: Schema.String, steps: Schema.Number, text: Schema.String }),
   Aggregate.event("turn.ended", {
@@ -112,21 +138,36 @@ const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
     case "thread.created":
       return { ...state, exists: true }
     case "message.queued":
-      return { ...state, queue: [...state.queue, { messageId: event.messageId, text: event.text }], messageIds: [...state.messageIds, event.messageId] }
+      return {
+        ...state,
+        queue: [...state.queue, { messageId: event.messageId, text: event.text }],
+        messageIds: [...state.messageIds, event.messageId]
+      }
     case "turn.started":
       return {
         ...state,
         turns: event.ordinal,
         queue: state.queue.filter((q) => q.messageId !== event.messageId),
-        messageIds: state.messageIds.includes(event.messageId) ? state.messageIds : [...state.messageIds, event.messageId],
-        active: { turnId: event.turnId, ordinal: event.ordinal, step: 1, stepEffectId: stepEffectId(event.turnId, 1), calls: [], answered: [] }
+        messageIds: state.messageIds.includes(event.messageId)
+          ? state.messageIds
+          : [...state.messageIds, event.messageId],
+        active: {
+          turnId: event.turnId,
+          ordinal: event.ordinal,
+          step: 1,
+          stepEffectId: stepEffectId(event.turnId, 1),
+          calls: [],
+          answered: []
+        }
       }
     case "model.responded":
-      return state.active === null ? state : {
-        ...state,
-        transcriptIds: [...state.transcriptIds, ...event.toolCalls.map((c) => c.transcriptId)],
-        active: { ...state.active, step: event.step, calls: event.toolCalls, answered: [] }
-      }
+      return state.active === null
+        ? state
+        : {
+            ...state,
+            transcriptIds: [...state.transcriptIds, ...event.toolCalls.map((c) => c.transcriptId)],
+            active: { ...state.active, step: event.step, calls: event.toolCalls, answered: [] }
+          }
     case "tool.result": {
       const active = state.active
       if (active === null) return state
@@ -134,7 +175,16 @@ const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
       const allIn = active.calls.every((c) => answered.includes(c.transcriptId))
       // All results in: the next step begins (its effect was decided with this event).
       return allIn
-        ? { ...state, active: { ...active, step: active.step + 1, stepEffectId: stepEffectId(active.turnId, active.step + 1), calls: [], answered: [] } }
+        ? {
+            ...state,
+            active: {
+              ...active,
+              step: active.step + 1,
+              stepEffectId: stepEffectId(active.turnId, active.step + 1),
+              calls: [],
+              answered: []
+            }
+          }
         : { ...state, active: { ...active, answered } }
     }
     case "turn.completed":
@@ -168,7 +218,9 @@ const startTurn = (state: ThreadState, threadId: string, messageId: string, text
 /** After a turn ends: the next queued message starts its turn, in order. */
 const startNextQueued = (state: ThreadState, threadId: string) => {
   const next = state.queue[0]
-  return next === undefined || state.deleted ? { events: [], effects: [] } : startTurn(state, threadId, next.messageId, next.text)
+  return next === undefined || state.deleted
+    ? { events: [], effects: [] }
+    : startTurn(state, threadId, next.messageId, next.text)
 }
 
 /** Ends the active turn: synthetic results for unanswered calls, cancels, then the next turn. */
@@ -182,13 +234,15 @@ const endTurn = (
   const active = state.active!
   const answered = [...active.answered, ...(extra.answered ?? [])]
   const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
-  const synthetic = unanswered.map((c): ResultRecord => ({
-    callId: c.callId,
-    transcriptId: c.transcriptId,
-    effectId: c.effectId,
-    content: `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})`,
-    outcome: status === "failed" ? "failed" : "interrupted"
-  }))
+  const synthetic = unanswered.map(
+    (c): ResultRecord => ({
+      callId: c.callId,
+      transcriptId: c.transcriptId,
+      effectId: c.effectId,
+      content: `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})`,
+      outcome: status === "failed" ? "failed" : "interrupted"
+    })
+  )
   const ended: ThreadEvent = { type: "turn.ended", turnId: active.turnId, status, reason, synthetic }
   const after = { ...state, active: null }
   const next = startNextQueued(after, threadId)
@@ -200,7 +254,12 @@ const endTurn = (
 }
 
 /** The next model step once a step's results are all in, or the end of the turn at the step limit. */
-const continueTurn = (state: ThreadState, threadId: string, results: ReadonlyArray<ThreadEvent>, stepLimit: number): Decision<ThreadEvent> => {
+const continueTurn = (
+  state: ThreadState,
+  threadId: string,
+  results: ReadonlyArray<ThreadEvent>,
+  stepLimit: number
+): Decision<ThreadEvent> => {
   const active = state.active!
   const next = active.step + 1
   if (next > stepLimit) {
@@ -229,13 +288,20 @@ export const uniqueCallId = (callId: string, ordinal: number, used: ReadonlySet<
 }
 
 /** What to tell the model about a failed tool, and whether the turn itself must fail. */
-export const describeFailure = (outcome: EffectOutcome, call: CallRecord): { readonly content: string; readonly outcome: ResultRecord["outcome"]; readonly failsTurn: boolean } => {
+export const describeFailure = (
+  outcome: EffectOutcome,
+  call: CallRecord
+): { readonly content: string; readonly outcome: ResultRecord["outcome"]; readonly failsTurn: boolean } => {
   const error = outcome.error ?? { message: "failed" }
   const code = error.code ?? ""
   if (code.startsWith("SQLITE_") || error.message.startsWith("storage:") || code === "53100" || code === "ENOSPC") {
     return { content: `error: ${error.message}`, outcome: "storage", failsTurn: true }
   }
-  if (code === "process-ended" || code === "owner-lost" || (code === "timeout" && error.message.includes("may or may not"))) {
+  if (
+    code === "process-ended" ||
+    code === "owner-lost" ||
+    (code === "timeout" && error.message.includes("may or may not"))
+  ) {
     return {
       content: `interrupted: ${outcome.kind} ${outcome.effectId} may or may not have taken effect${whatIsKnown(call, code)}; verify ${whatToVerify(call)} before repeating it`,
       outcome: "interrupted",
@@ -271,12 +337,21 @@ const whatToVerify = (call: CallRecord): string => {
   }
 }
 
-const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcome, stepLimit: number, now: number): Decision<ThreadEvent> => {
+const onModelStep = (
+  state: ThreadState,
+  threadId: string,
+  outcome: EffectOutcome,
+  stepLimit: number,
+  now: number
+): Decision<ThreadEvent> => {
   const active = state.active!
   if (outcome.status === "failed" || outcome.status === "cancelled") {
     return endTurn(state, threadId, "failed", `model step failed: ${outcome.error?.message ?? outcome.status}`)
   }
-  const response = outcome.response as { text?: string; toolCalls?: ReadonlyArray<{ id: string; name: string; arguments: unknown }> }
+  const response = outcome.response as {
+    text?: string
+    toolCalls?: ReadonlyArray<{ id: string; name: string; arguments: unknown }>
+  }
   const text = response?.text ?? ""
   const toolCalls = response?.toolCalls ?? []
   if (toolCalls.length === 0) {
@@ -289,31 +364,62 @@ const onModelStep = (state: ThreadState, threadId: string, outcome: EffectOutcom
     const callId = safeCallId(call.id || `call_${active.step}_${index}`)
     const transcriptId = uniqueCallId(callId, active.ordinal, used)
     used.add(transcriptId)
-    return { callId, transcriptId, effectId: toolEffectId(active.turnId, transcriptId), name: call.name, arguments: call.arguments ?? {}, at: now }
+    return {
+      callId,
+      transcriptId,
+      effectId: toolEffectId(active.turnId, transcriptId),
+      name: call.name,
+      arguments: call.arguments ?? {},
+      at: now
+    }
   })
-  const responded: ThreadEvent = { type: "model.responded", turnId: active.turnId, step: active.step, text, toolCalls: calls }
+  const responded: ThreadEvent = {
+    type: "model.responded",
+    turnId: active.turnId,
+    step: active.step,
+    text,
+    toolCalls: calls
+  }
   // An unknown tool is an error result the model sees, never a crash and never an effect.
   const unknown = calls.filter((c) => !isToolName(c.name))
   const unknownResults: Array<ThreadEvent> = unknown.map((c) => ({
     type: "tool.result",
     turnId: active.turnId,
-    result: { callId: c.callId, transcriptId: c.transcriptId, effectId: c.effectId, content: `error: unknown tool '${c.name}'`, outcome: "unknown-tool" }
+    result: {
+      callId: c.callId,
+      transcriptId: c.transcriptId,
+      effectId: c.effectId,
+      content: `error: unknown tool '${c.name}'`,
+      outcome: "unknown-tool"
+    }
   }))
   const effects = calls
     .filter((c) => isToolName(c.name))
-    .map((c): EffectIntent => ({
-      id: c.effectId,
-      kind: toolKind(c.name as ToolName),
-      payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
-    }))
+    .map(
+      (c): EffectIntent => ({
+        id: c.effectId,
+        kind: toolKind(c.name as ToolName),
+        payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
+      })
+    )
   if (effects.length === 0) {
     const afterResponse = evolve(state, responded)
-    return continueTurn({ ...afterResponse, active: { ...afterResponse.active!, answered: calls.map((c) => c.transcriptId) } }, threadId, [responded, ...unknownResults], stepLimit)
+    return continueTurn(
+      { ...afterResponse, active: { ...afterResponse.active!, answered: calls.map((c) => c.transcriptId) } },
+      threadId,
+      [responded, ...unknownResults],
+      stepLimit
+    )
   }
   return Decision.of<ThreadEvent>({ events: [responded, ...unknownResults], effects })
 }
 
-const onToolOutcome = (state: ThreadState, threadId: string, outcome: EffectOutcome, stepLimit: number): Decision<ThreadEvent> => {
+const onToolOutcome = (
+  state: ThreadState,
+  threadId: string,
+  outcome: EffectOutcome,
+  stepLimit: number
+): Decision<ThreadEvent> => {
   const active = state.active!
   const call = active.calls.find((c) => c.effectId === outcome.effectId)!
   const base = { callId: call.callId, transcriptId: call.transcriptId, effectId: call.effectId }
@@ -328,23 +434,31 @@ const onToolOutcome = (state: ThreadState, threadId: string, outcome: EffectOutc
     if (failure.failsTurn) {
       // The failure to record is the call's one result, and the turn ends failed with its reason.
       const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-      return endTurn(state, threadId, "failed", outcome.error?.message ?? "storage failure", { events: [resultEvent], answered: [call.transcriptId] })
+      return endTurn(state, threadId, "failed", outcome.error?.message ?? "storage failure", {
+        events: [resultEvent],
+        answered: [call.transcriptId]
+      })
     }
   }
   const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
   const answered = [...active.answered, call.transcriptId]
-  if (!active.calls.every((c) => answered.includes(c.transcriptId))) return Decision.of<ThreadEvent>({ events: [resultEvent] })
+  if (!active.calls.every((c) => answered.includes(c.transcriptId)))
+    return Decision.of<ThreadEvent>({ events: [resultEvent] })
   return continueTurn({ ...state, active: { ...active, answered } }, threadId, [resultEvent], stepLimit)
 }
 
-const isFinal = (status: EffectOutcome["status"]) => status === "succeeded" || status === "failed" || status === "cancelled"
+const isFinal = (status: EffectOutcome["status"]) =>
+  status === "succeeded" || status === "failed" || status === "cancelled"
 
 export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
   const stepLimit = options.stepLimit ?? DEFAULT_STEP_LIMIT
   return Aggregate.make({
     name: "thread",
     commands: {
-      "thread.create": Aggregate.command("thread.create", { threadId: ThreadId, title: Schema.optional(Schema.String.pipe(Schema.maxLength(200))) }),
+      "thread.create": Aggregate.command("thread.create", {
+        threadId: ThreadId,
+        title: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
+      }),
       "message.send": Aggregate.command("message.send", {
         threadId: ThreadId,
         messageId: MessageId,
@@ -366,12 +480,17 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         case "message.send": {
           if (state.deleted) return Decision.reject("thread-deleted", `thread '${threadId}' was deleted`)
           if (state.messageIds.includes(command.messageId)) {
-            return Decision.reject("duplicate-message", `message '${command.messageId}' was already sent to thread '${threadId}'`)
+            return Decision.reject(
+              "duplicate-message",
+              `message '${command.messageId}' was already sent to thread '${threadId}'`
+            )
           }
           const created: Array<ThreadEvent> = state.exists ? [] : [{ type: "thread.created", title: null }]
           if (state.active !== null) {
             const turnId = turnIdOf(threadId, command.messageId)
-            return Decision.of<ThreadEvent>({ events: [...created, { type: "message.queued", messageId: command.messageId, turnId, text: command.text }] })
+            return Decision.of<ThreadEvent>({
+              events: [...created, { type: "message.queued", messageId: command.messageId, turnId, text: command.text }]
+            })
           }
           const started = startTurn(state, threadId, command.messageId, command.text)
           return Decision.of<ThreadEvent>({ events: [...created, ...started.events], effects: started.effects })
@@ -387,25 +506,37 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
           const deleted: ThreadEvent = { type: "thread.deleted" }
           if (state.active === null) return Decision.of<ThreadEvent>({ events: [deleted], effects: [cleanup] })
           const ended = endTurn({ ...state, queue: [] }, threadId, "interrupted", "thread deleted")
-          return Decision.of<ThreadEvent>({ events: [...ended.events, deleted], effects: [cleanup], cancel: ended.cancel })
+          return Decision.of<ThreadEvent>({
+            events: [...ended.events, deleted],
+            effects: [cleanup],
+            cancel: ended.cancel
+          })
         }
       }
     },
     onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) => {
       const threadId = ctx.aggregateId
       if (outcome.kind === "thread.cleanup") {
-        return outcome.status === "succeeded" ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] }) : Decision.none()
+        return outcome.status === "succeeded"
+          ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] })
+          : Decision.none()
       }
       const turnId = String((outcome.payload as { turnId?: unknown }).turnId ?? "")
       const active = state.active
-      const current = active !== null && active.turnId === turnId &&
+      const current =
+        active !== null &&
+        active.turnId === turnId &&
         (outcome.kind === "model.step"
           ? outcome.effectId === active.stepEffectId
           : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.transcriptId)))
       // A process-bound call runs at most once per call: once its call has its result (its turn
       // closed or went on), an operator's retry would perform it again for nobody to hear.
-      if (outcome.status === "retrying" && outcome.by === "operator" && !current &&
-        toolPolicies[outcome.kind as EffectKind]?.onProcessLoss === "process-bound") {
+      if (
+        outcome.status === "retrying" &&
+        outcome.by === "operator" &&
+        !current &&
+        toolPolicies[outcome.kind as EffectKind]?.onProcessLoss === "process-bound"
+      ) {
         const closed = active === null || active.turnId !== turnId
         return Decision.reject(
           "call-answered",
@@ -418,9 +549,13 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
       if (!current) {
         // Its turn closed already (interrupt, failure, delete): the row and read model move on,
         // the transcript, which holds this call's synthetic result, does not.
-        return Decision.of<ThreadEvent>({ events: [{ type: "effect.late", turnId, effectId: outcome.effectId, status: outcome.status }] })
+        return Decision.of<ThreadEvent>({
+          events: [{ type: "effect.late", turnId, effectId: outcome.effectId, status: outcome.status }]
+        })
       }
-      return outcome.kind === "model.step" ? onModelStep(state, threadId, outcome, stepLimit, ctx.now) : onToolOutcome(state, threadId, outcome, stepLimit)
+      return outcome.kind === "model.step"
+        ? onModelStep(state, threadId, outcome, stepLimit, ctx.now)
+        : onToolOutcome(state, threadId, outcome, stepLimit)
     }
   })
 }

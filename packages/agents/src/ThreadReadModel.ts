@@ -10,15 +10,21 @@ import { Effect } from "effect"
 import { Thread, type ResultRecord, type ThreadEvent } from "./Thread.js"
 import { validateTranscript, type TranscriptMessage, type TranscriptProblem } from "./Transcript.js"
 
-const run = <A>(f: (sql: SqlClientService) => Effect.Effect<A, any, any>) => Effect.flatMap(SqlClient, f).pipe(Effect.asVoid)
+const run = <A>(f: (sql: SqlClientService) => Effect.Effect<A, any, any>) =>
+  Effect.flatMap(SqlClient, f).pipe(Effect.asVoid)
 
 const appendMessage = (threadId: string, message: TranscriptMessage) =>
-  run((sql) =>
-    sql`INSERT INTO agent_messages (thread_id, position, message)
+  run(
+    (sql) =>
+      sql`INSERT INTO agent_messages (thread_id, position, message)
       SELECT ${threadId}, COALESCE(MAX(position), 0) + 1, ${JSON.stringify(message)} FROM agent_messages WHERE thread_id = ${threadId}`
   )
 
-const toolMessage = (result: ResultRecord): TranscriptMessage => ({ role: "tool", tool_call_id: result.transcriptId, content: result.content })
+const toolMessage = (result: ResultRecord): TranscriptMessage => ({
+  role: "tool",
+  tool_call_id: result.transcriptId,
+  content: result.content
+})
 
 /**
  * The call's final status as its effect row had it when it settled. The read model keeps it because
@@ -29,8 +35,9 @@ const settledStatus = (outcome: ResultRecord["outcome"]): "succeeded" | "failed"
   outcome === "succeeded" || outcome === "cancelled" ? outcome : "failed"
 
 const recordResult = (result: ResultRecord, status: "succeeded" | "failed" | "cancelled") =>
-  run((sql) =>
-    sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome}, status = ${status} WHERE effect_id = ${result.effectId}`
+  run(
+    (sql) =>
+      sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome}, status = ${status} WHERE effect_id = ${result.effectId}`
   )
 
 /** Adds a column that stores made by an older version lack; answers whether it was added. */
@@ -49,109 +56,198 @@ const addColumnIfMissing = (sql: SqlClientService, table: string, column: string
 export const ThreadViews = Projection.make(Thread, {
   name: "agent_threads",
   setup: run((sql) =>
-    Effect.all([
-      sql`CREATE TABLE IF NOT EXISTS agent_threads (thread_id TEXT PRIMARY KEY, title TEXT, status TEXT NOT NULL, updated_seq INTEGER NOT NULL)`,
-      sql`CREATE TABLE IF NOT EXISTS agent_turns (
+    Effect.all(
+      [
+        sql`CREATE TABLE IF NOT EXISTS agent_threads (thread_id TEXT PRIMARY KEY, title TEXT, status TEXT NOT NULL, updated_seq INTEGER NOT NULL)`,
+        sql`CREATE TABLE IF NOT EXISTS agent_turns (
         turn_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, ordinal INTEGER, message_id TEXT NOT NULL,
         status TEXT NOT NULL, reason TEXT, steps INTEGER NOT NULL DEFAULT 0, queued_seq INTEGER NOT NULL, updated_seq INTEGER NOT NULL)`,
-      sql`CREATE INDEX IF NOT EXISTS agent_turns_by_thread ON agent_turns (thread_id, queued_seq)`,
-      // The operator's thread list pages by recency, optionally within one status.
-      sql`CREATE INDEX IF NOT EXISTS agent_threads_by_update ON agent_threads (updated_seq)`,
-      sql`CREATE INDEX IF NOT EXISTS agent_threads_by_status ON agent_threads (status, updated_seq)`,
-      sql`CREATE TABLE IF NOT EXISTS agent_tool_calls (
+        sql`CREATE INDEX IF NOT EXISTS agent_turns_by_thread ON agent_turns (thread_id, queued_seq)`,
+        // The operator's thread list pages by recency, optionally within one status.
+        sql`CREATE INDEX IF NOT EXISTS agent_threads_by_update ON agent_threads (updated_seq)`,
+        sql`CREATE INDEX IF NOT EXISTS agent_threads_by_status ON agent_threads (status, updated_seq)`,
+        sql`CREATE TABLE IF NOT EXISTS agent_tool_calls (
         effect_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
         transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT,
         position INTEGER NOT NULL DEFAULT 0, status TEXT)`,
-      // Stores made before \`position\` existed get the column (their rows keep SQLite's rowid order).
-      addColumnIfMissing(sql, "agent_tool_calls", "position", "INTEGER NOT NULL DEFAULT 0"),
-      // Stores made before \`status\` existed get it, filled from what they still know: the late
-      // settlement, the settled row if retention kept it, else the result the model was told.
-      Effect.flatMap(addColumnIfMissing(sql, "agent_tool_calls", "status", "TEXT"), (added) =>
-        added
-          ? Effect.asVoid(sql`UPDATE agent_tool_calls SET status = COALESCE(late_status,
+        // Stores made before \`position\` existed get the column (their rows keep SQLite's rowid order).
+        addColumnIfMissing(sql, "agent_tool_calls", "position", "INTEGER NOT NULL DEFAULT 0"),
+        // Stores made before \`status\` existed get it, filled from what they still know: the late
+        // settlement, the settled row if retention kept it, else the result the model was told.
+        Effect.flatMap(addColumnIfMissing(sql, "agent_tool_calls", "status", "TEXT"), (added) =>
+          added
+            ? Effect.asVoid(sql`UPDATE agent_tool_calls SET status = COALESCE(late_status,
               (SELECT o.status FROM outbox o WHERE o.effect_id = agent_tool_calls.effect_id AND o.status IN ('succeeded', 'failed', 'cancelled')),
               CASE outcome WHEN 'succeeded' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END)
             WHERE outcome IS NOT NULL`)
-          : Effect.void),
-      sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
-      sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
-    ], { discard: true })
+            : Effect.void
+        ),
+        sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
+        sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
+      ],
+      { discard: true }
+    )
   ),
   reset: run((sql) =>
-    Effect.all([sql`DELETE FROM agent_threads`, sql`DELETE FROM agent_turns`, sql`DELETE FROM agent_tool_calls`, sql`DELETE FROM agent_messages`], {
-      discard: true
-    })
+    Effect.all(
+      [
+        sql`DELETE FROM agent_threads`,
+        sql`DELETE FROM agent_turns`,
+        sql`DELETE FROM agent_tool_calls`,
+        sql`DELETE FROM agent_messages`
+      ],
+      {
+        discard: true
+      }
+    )
   ),
   apply: (event: ThreadEvent, record) => {
     const threadId = record.aggregateId
     const seq = record.sequence
     switch (event.type) {
       case "thread.created":
-        return run((sql) => sql`INSERT INTO agent_threads ${sql.insert({ thread_id: threadId, title: event.title, status: "idle", updated_seq: seq })}`)
+        return run(
+          (sql) =>
+            sql`INSERT INTO agent_threads ${sql.insert({ thread_id: threadId, title: event.title, status: "idle", updated_seq: seq })}`
+        )
       case "message.queued":
-        return run((sql) =>
-          sql`INSERT INTO agent_turns ${
-            sql.insert({ turn_id: event.turnId, thread_id: threadId, ordinal: null, message_id: event.messageId, status: "queued", reason: null, queued_seq: seq, updated_seq: seq })
-          }`
+        return run(
+          (sql) =>
+            sql`INSERT INTO agent_turns ${sql.insert({
+              turn_id: event.turnId,
+              thread_id: threadId,
+              ordinal: null,
+              message_id: event.messageId,
+              status: "queued",
+              reason: null,
+              queued_seq: seq,
+              updated_seq: seq
+            })}`
         )
       case "turn.started":
-        return Effect.all([
-          run((sql) =>
-            sql`INSERT INTO agent_turns ${
-              sql.insert({ turn_id: event.turnId, thread_id: threadId, ordinal: event.ordinal, message_id: event.messageId, status: "running", reason: null, steps: 0, queued_seq: seq, updated_seq: seq })
-            } ON CONFLICT (turn_id) DO UPDATE SET ordinal = excluded.ordinal, status = 'running', updated_seq = excluded.updated_seq`
-          ),
-          run((sql) => sql`UPDATE agent_threads SET status = 'running', updated_seq = ${seq} WHERE thread_id = ${threadId}`),
-          appendMessage(threadId, { role: "user", content: event.text })
-        ], { discard: true })
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`INSERT INTO agent_turns ${sql.insert({
+                  turn_id: event.turnId,
+                  thread_id: threadId,
+                  ordinal: event.ordinal,
+                  message_id: event.messageId,
+                  status: "running",
+                  reason: null,
+                  steps: 0,
+                  queued_seq: seq,
+                  updated_seq: seq
+                })} ON CONFLICT (turn_id) DO UPDATE SET ordinal = excluded.ordinal, status = 'running', updated_seq = excluded.updated_seq`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_threads SET status = 'running', updated_seq = ${seq} WHERE thread_id = ${threadId}`
+            ),
+            appendMessage(threadId, { role: "user", content: event.text })
+          ],
+          { discard: true }
+        )
       case "model.responded":
-        return Effect.all([
-          run((sql) => sql`UPDATE agent_turns SET steps = ${event.step}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
-          ...event.toolCalls.map((call, position) =>
-            run((sql) =>
-              sql`INSERT INTO agent_tool_calls ${
-                sql.insert({
-                  effect_id: call.effectId, thread_id: threadId, turn_id: event.turnId, step: event.step, call_id: call.callId,
-                  transcript_id: call.transcriptId, name: call.name, arguments: JSON.stringify(call.arguments ?? {}), position
-                })
-              }`
-            )
-          ),
-          appendMessage(threadId, {
-            role: "assistant",
-            content: event.text === "" ? null : event.text,
-            tool_calls: event.toolCalls.map((call) => ({
-              id: call.transcriptId,
-              type: "function" as const,
-              function: { name: call.name, arguments: JSON.stringify(call.arguments ?? {}) }
-            }))
-          })
-        ], { discard: true })
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET steps = ${event.step}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`
+            ),
+            ...event.toolCalls.map((call, position) =>
+              run(
+                (sql) =>
+                  sql`INSERT INTO agent_tool_calls ${sql.insert({
+                    effect_id: call.effectId,
+                    thread_id: threadId,
+                    turn_id: event.turnId,
+                    step: event.step,
+                    call_id: call.callId,
+                    transcript_id: call.transcriptId,
+                    name: call.name,
+                    arguments: JSON.stringify(call.arguments ?? {}),
+                    position
+                  })}`
+              )
+            ),
+            appendMessage(threadId, {
+              role: "assistant",
+              content: event.text === "" ? null : event.text,
+              tool_calls: event.toolCalls.map((call) => ({
+                id: call.transcriptId,
+                type: "function" as const,
+                function: { name: call.name, arguments: JSON.stringify(call.arguments ?? {}) }
+              }))
+            })
+          ],
+          { discard: true }
+        )
       case "tool.result":
-        return Effect.all([recordResult(event.result, settledStatus(event.result.outcome)), appendMessage(threadId, toolMessage(event.result))], {
-          discard: true
-        })
+        return Effect.all(
+          [
+            recordResult(event.result, settledStatus(event.result.outcome)),
+            appendMessage(threadId, toolMessage(event.result))
+          ],
+          {
+            discard: true
+          }
+        )
       case "turn.completed":
-        return Effect.all([
-          run((sql) => sql`UPDATE agent_turns SET status = 'completed', steps = ${event.steps}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
-          run((sql) => sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`),
-          appendMessage(threadId, { role: "assistant", content: event.text })
-        ], { discard: true })
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET status = 'completed', steps = ${event.steps}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`
+            ),
+            appendMessage(threadId, { role: "assistant", content: event.text })
+          ],
+          { discard: true }
+        )
       case "turn.ended":
-        return Effect.all([
-          run((sql) => sql`UPDATE agent_turns SET status = ${event.status}, reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`),
-          run((sql) => sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`),
-          // The same command cancels each unanswered call's pending row; a row already running keeps
-          // running, shows its live status, and its late settlement (effect.late) records the final one.
-          ...event.synthetic.flatMap((result) => [recordResult(result, "cancelled"), appendMessage(threadId, toolMessage(result))])
-        ], { discard: true })
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET status = ${event.status}, reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId}`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`
+            ),
+            // The same command cancels each unanswered call's pending row; a row already running keeps
+            // running, shows its live status, and its late settlement (effect.late) records the final one.
+            ...event.synthetic.flatMap((result) => [
+              recordResult(result, "cancelled"),
+              appendMessage(threadId, toolMessage(result))
+            ])
+          ],
+          { discard: true }
+        )
       case "effect.late":
-        return run((sql) => sql`UPDATE agent_tool_calls SET late_status = ${event.status}, status = ${event.status} WHERE effect_id = ${event.effectId}`)
+        return run(
+          (sql) =>
+            sql`UPDATE agent_tool_calls SET late_status = ${event.status}, status = ${event.status} WHERE effect_id = ${event.effectId}`
+        )
       case "thread.deleted":
-        return Effect.all([
-          run((sql) => sql`UPDATE agent_threads SET status = 'deleted', updated_seq = ${seq} WHERE thread_id = ${threadId}`),
-          run((sql) => sql`UPDATE agent_turns SET status = 'interrupted', reason = 'thread deleted', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'queued'`)
-        ], { discard: true })
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`UPDATE agent_threads SET status = 'deleted', updated_seq = ${seq} WHERE thread_id = ${threadId}`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET status = 'interrupted', reason = 'thread deleted', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'queued'`
+            )
+          ],
+          { discard: true }
+        )
       case "thread.cleaned":
         return Effect.void
     }
@@ -161,9 +257,11 @@ export const ThreadViews = Projection.make(Thread, {
 // ---- queries ----------------------------------------------------------------------------------
 
 export const transcriptOf = (threadId: string) =>
-  Effect.flatMap(SqlClient, (sql) => sql<{ message: string }>`SELECT message FROM agent_messages WHERE thread_id = ${threadId} ORDER BY position`).pipe(
-    Effect.map((rows) => rows.map((r) => JSON.parse(r.message) as TranscriptMessage))
-  )
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ message: string }>`SELECT message FROM agent_messages WHERE thread_id = ${threadId} ORDER BY position`
+  ).pipe(Effect.map((rows) => rows.map((r) => JSON.parse(r.message) as TranscriptMessage)))
 
 export interface ToolCallView {
   readonly callId: string
@@ -204,12 +302,15 @@ export interface ThreadView {
  * call with neither (an unknown tool) failed at once.
  */
 const toolCallStatus = (live: string | null, recorded: string | null): string =>
-  live === "pending" || live === "running" ? live : recorded ?? live ?? "failed"
+  live === "pending" || live === "running" ? live : (recorded ?? live ?? "failed")
 
 export const threadView = (threadId: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
-    const [thread] = yield* sql<{ title: string | null; status: string }>`SELECT title, status FROM agent_threads WHERE thread_id = ${threadId}`
+    const [thread] = yield* sql<{
+      title: string | null
+      status: string
+    }>`SELECT title, status FROM agent_threads WHERE thread_id = ${threadId}`
     if (thread === undefined) return undefined
     const turns = yield* sql<{ turn_id: string; status: string; reason: string | null; steps: number }>`
       SELECT turn_id, status, reason, steps FROM agent_turns WHERE thread_id = ${threadId} ORDER BY queued_seq`
@@ -231,23 +332,27 @@ export const threadView = (threadId: string) =>
       threadId,
       title: thread.title,
       status: thread.status,
-      turns: turns.map((t): TurnView => ({
-        turnId: t.turn_id,
-        status: t.status,
-        ...(t.reason !== null ? { reason: t.reason } : {}),
-        steps: Number(t.steps),
-        toolCalls: calls
-          .filter((c) => c.turn_id === t.turn_id)
-          .map((c): ToolCallView => ({
-            callId: c.call_id,
-            transcriptId: c.transcript_id,
-            name: c.name,
-            effectId: c.effect_id,
-            status: toolCallStatus(c.live, c.recorded),
-            ...(c.result !== null ? { result: c.result } : {}),
-            ...(c.outcome !== null ? { outcome: c.outcome } : {})
-          }))
-      })),
+      turns: turns.map(
+        (t): TurnView => ({
+          turnId: t.turn_id,
+          status: t.status,
+          ...(t.reason !== null ? { reason: t.reason } : {}),
+          steps: Number(t.steps),
+          toolCalls: calls
+            .filter((c) => c.turn_id === t.turn_id)
+            .map(
+              (c): ToolCallView => ({
+                callId: c.call_id,
+                transcriptId: c.transcript_id,
+                name: c.name,
+                effectId: c.effect_id,
+                status: toolCallStatus(c.live, c.recorded),
+                ...(c.result !== null ? { result: c.result } : {}),
+                ...(c.outcome !== null ? { outcome: c.outcome } : {})
+              })
+            )
+        })
+      ),
       messages: yield* transcriptOf(threadId)
     }
     return view
@@ -306,7 +411,11 @@ export const listThreads = (options: ThreadListOptions) =>
     const oldest = options.order === "oldest"
     const conditions = [
       options.status === undefined ? sql`1 = 1` : sql`t.status = ${options.status}`,
-      options.after === undefined ? sql`1 = 1` : oldest ? sql`t.updated_seq > ${options.after}` : sql`t.updated_seq < ${options.after}`
+      options.after === undefined
+        ? sql`1 = 1`
+        : oldest
+          ? sql`t.updated_seq > ${options.after}`
+          : sql`t.updated_seq < ${options.after}`
     ]
     const rows = yield* sql<{
       thread_id: string
@@ -339,7 +448,10 @@ export const listThreads = (options: ThreadListOptions) =>
       WHERE ${sql.in("u.thread_id", ids)} AND u.turn_id = (
         SELECT x.turn_id FROM agent_turns x WHERE x.thread_id = u.thread_id
         ORDER BY CASE WHEN x.status = 'running' THEN 0 ELSE 1 END, x.queued_seq DESC LIMIT 1)`
-    const times = yield* sql<{ sequence: number; occurred_at: number }>`SELECT sequence, occurred_at FROM events WHERE ${sql.in("sequence", sequences)}`
+    const times = yield* sql<{
+      sequence: number
+      occurred_at: number
+    }>`SELECT sequence, occurred_at FROM events WHERE ${sql.in("sequence", sequences)}`
     const timeOf = new Map(times.map((r) => [Number(r.sequence), Number(r.occurred_at)]))
     const turnOf = new Map(turns.map((u) => [u.thread_id, u]))
     const threads = page.map((r, index): ThreadSummary => {
@@ -354,14 +466,17 @@ export const listThreads = (options: ThreadListOptions) =>
         queuedTurns: Number(r.queued_turns),
         lastSequence,
         lastEventAt: timeOf.get(lastSequence) ?? 0,
-        latestTurn: turn === undefined ? null : {
-          turnId: turn.turn_id,
-          status: turn.status,
-          reason: turn.reason,
-          steps: Number(turn.steps),
-          queuedAt: Number(turn.queued_at ?? 0),
-          updatedAt: Number(turn.updated_at ?? 0)
-        }
+        latestTurn:
+          turn === undefined
+            ? null
+            : {
+                turnId: turn.turn_id,
+                status: turn.status,
+                reason: turn.reason,
+                steps: Number(turn.steps),
+                queuedAt: Number(turn.queued_at ?? 0),
+                updatedAt: Number(turn.updated_at ?? 0)
+              }
       }
     })
     const last = page.at(-1)
@@ -369,6 +484,7 @@ export const listThreads = (options: ThreadListOptions) =>
   })
 
 /** How many threads are in each status (idle, running, deleted). */
-export const threadCountsByStatus = Effect.flatMap(SqlClient, (sql) =>
-  sql<{ status: string; n: number }>`SELECT status, COUNT(*) AS n FROM agent_threads GROUP BY status`
+export const threadCountsByStatus = Effect.flatMap(
+  SqlClient,
+  (sql) => sql<{ status: string; n: number }>`SELECT status, COUNT(*) AS n FROM agent_threads GROUP BY status`
 ).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Record<string, number>))

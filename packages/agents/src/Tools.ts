@@ -194,5 +194,10 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
     lane: "thread",
     timeout: Duration.seconds(60)
   },
-  "thread.cleanup": { kind: "thread.cleanup", onProcessLoss: "replay-safe", lane: "thread", timeout: Duration.seconds(60) }
+  "thread.cleanup": {
+    kind: "thread.cleanup",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
+    timeout: Duration.seconds(60)
+  }
 }

@@ -124,7 +124,11 @@ export const validateTranscript = (
         const toolCalls = message.tool_calls
         if (toolCalls === undefined) return
         if (toolCalls.length === 0) {
-          problems.push({ index, code: "empty-tool-calls", message: "An assistant message has an empty tool_calls list" })
+          problems.push({
+            index,
+            code: "empty-tool-calls",
+            message: "An assistant message has an empty tool_calls list"
+          })
         }
         for (const call of toolCalls) {
           if (calls.has(call.id)) {

@@ -154,7 +154,7 @@ export const executeWallClockMs = (input: ExecuteInput, sandbox: Sandbox.Sandbox
 
 /** Opens the world at `dir`, creating the directory; a refused creation fails the layer, typed. */
 export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWriteError> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const dir = yield* openRoot(options.dir)
     const ledgerPath = "ledger.jsonl"
     const executionsPath = "executions.jsonl"
@@ -163,37 +163,41 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     const blobPath = (cid: string) => `blobs/${cid}`
     const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
     const sandbox = options.sandbox ?? Sandbox.defaultConfig
-    const workspaceOf = (threadId: string) => Sandbox.prepareWorkspace(sandbox, nodePath.join(dir, "workspaces"), threadId)
+    const workspaceOf = (threadId: string) =>
+      Sandbox.prepareWorkspace(sandbox, nodePath.join(dir, "workspaces"), threadId)
     // Reading the last version and appending the next is one step per versions file, or two
     // publishes of one content could both find it missing and append it twice in a row. The lock
     // is this process's: processes sharing one world directory are not serialized with each other.
-    const versionLocks = yield* Effect.forEach(Array.from({ length: versionLockStripes }), () => Effect.makeSemaphore(1))
+    const versionLocks = yield* Effect.forEach(Array.from({ length: versionLockStripes }), () =>
+      Effect.makeSemaphore(1)
+    )
     const versionLock = (path: string) => versionLocks[stripeOf(path)]!
 
-    const recordPerformance: WorldShape["recordPerformance"] = Effect.fn("World.recordPerformance")(
-      function*(entry) {
-        const now = yield* Clock.currentTimeMillis
-        const line: LedgerEntry = {
-          effectId: entry.effectId,
-          kind: entry.kind,
-          attempt: entry.attempt,
-          at: new Date(now).toISOString()
-        }
-        yield* WorldFs.appendLine(dir, ledgerPath, line, "record performance")
-        return line
+    const recordPerformance: WorldShape["recordPerformance"] = Effect.fn("World.recordPerformance")(function* (entry) {
+      const now = yield* Clock.currentTimeMillis
+      const line: LedgerEntry = {
+        effectId: entry.effectId,
+        kind: entry.kind,
+        attempt: entry.attempt,
+        at: new Date(now).toISOString()
       }
-    )
+      yield* WorldFs.appendLine(dir, ledgerPath, line, "record performance")
+      return line
+    })
 
-    const publish: WorldShape["publish"] = Effect.fn("World.publish")(function*(raw) {
+    const publish: WorldShape["publish"] = Effect.fn("World.publish")(function* (raw) {
       const input = yield* decodeInput(PublishInput, "publish", raw)
       const cid = createHash("sha256").update(input.content, "utf8").digest("hex")
       const file = versionsPath(input.path)
-      return yield* Effect.gen(function*() {
+      return yield* Effect.gen(function* () {
         // Blob first: a version line never names content that is not on disk. A blob that exists
         // already holds this content (its name is its hash), so it is not written again.
-        yield* WorldFs.writeFileAtomic(dir, blobPath(cid), input.content, { operation: "publish blob", keepExisting: true })
+        yield* WorldFs.writeFileAtomic(dir, blobPath(cid), input.content, {
+          operation: "publish blob",
+          keepExisting: true
+        })
         const newVersion = yield* versionLock(file).withPermits(1)(
-          Effect.gen(function*() {
+          Effect.gen(function* () {
             const versions = yield* readLines(dir, file, VersionEntry)
             if (versions.at(-1)?.cid === cid) return false
             yield* WorldFs.appendLine(dir, file, { cid }, "publish version")
@@ -204,15 +208,19 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       }).pipe(Effect.mapError((error) => aboutPath(error, `cannot publish '${input.path}'`)))
     })
 
-    const execute: WorldShape["execute"] = Effect.fn("World.execute")(function*(raw, context) {
+    const execute: WorldShape["execute"] = Effect.fn("World.execute")(function* (raw, context) {
       const input = yield* decodeInput(ExecuteInput, "execute", raw)
       const workspace = yield* workspaceOf(context.threadId)
       // Recorded before the process starts: from here on the command may have acted.
       yield* WorldFs.appendLine(dir, executionsPath, { effectId: context.effectId, command: input.command }, "execute")
-      return yield* Sandbox.run(sandbox, { command: input.command, workspace, timeoutMs: executeWallClockMs(input, sandbox) })
+      return yield* Sandbox.run(sandbox, {
+        command: input.command,
+        workspace,
+        timeoutMs: executeWallClockMs(input, sandbox)
+      })
     })
 
-    const triggerEdit: WorldShape["triggerEdit"] = Effect.fn("World.triggerEdit")(function*(raw) {
+    const triggerEdit: WorldShape["triggerEdit"] = Effect.fn("World.triggerEdit")(function* (raw) {
       const input = yield* decodeInput(TriggerEditInput, "trigger_edit", raw)
       yield* WorldFs.writeFileAtomic(dir, triggerPath(input.triggerId), `${JSON.stringify(input.spec)}\n`, {
         operation: "trigger_edit",
@@ -221,7 +229,7 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       return { triggerId: input.triggerId, path: triggerPath(input.triggerId) }
     })
 
-    const mcpCall: WorldShape["mcpCall"] = Effect.fn("World.mcpCall")(function*(raw, context) {
+    const mcpCall: WorldShape["mcpCall"] = Effect.fn("World.mcpCall")(function* (raw, context) {
       const input = yield* decodeInput(McpCallInput, "mcp_call", raw)
       yield* WorldFs.appendLine(
         dir,
@@ -236,7 +244,7 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       }
     })
 
-    const perform: WorldShape["perform"] = Effect.fn("World.perform")(function*(request) {
+    const perform: WorldShape["perform"] = Effect.fn("World.perform")(function* (request) {
       const kind = toolKind(request.tool)
       const ledger = { effectId: request.effectId, kind, attempt: request.attempt }
       const context = { effectId: request.effectId, threadId: request.threadId }
@@ -270,7 +278,9 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     })
 
     const readVersions: WorldShape["readVersions"] = (path) =>
-      decodeInput(WorldPath, "publish", path).pipe(Effect.flatMap((valid) => readLines(dir, versionsPath(valid), VersionEntry)))
+      decodeInput(WorldPath, "publish", path).pipe(
+        Effect.flatMap((valid) => readLines(dir, versionsPath(valid), VersionEntry))
+      )
 
     const readBlob: WorldShape["readBlob"] = (cid) =>
       /^[0-9a-f]{64}$/.test(cid)
@@ -305,8 +315,7 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     } satisfies WorldShape
   })
 
-export const layer = (options: WorldOptions): Layer.Layer<World, WorldWriteError> =>
-  Layer.effect(World, make(options))
+export const layer = (options: WorldOptions): Layer.Layer<World, WorldWriteError> => Layer.effect(World, make(options))
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -333,7 +342,13 @@ const openRoot = (dir: string): Effect.Effect<string, WorldWriteError> => {
     },
     catch: (cause) => {
       const code = OsErrors.codeOf(cause)
-      return new WorldWriteError({ operation: "open world", path: root, code, reason: OsErrors.classify(code), message: `the world directory ${root} ${OsErrors.describe(code)} (${code})` })
+      return new WorldWriteError({
+        operation: "open world",
+        path: root,
+        code,
+        reason: OsErrors.classify(code),
+        message: `the world directory ${root} ${OsErrors.describe(code)} (${code})`
+      })
     }
   })
 }
@@ -351,7 +366,10 @@ const decodeInput = <A, I>(
  * Says which world path a failed publish is about, so the model knows which of its choices to
  * change. Reading the versions back is part of the write, so its failure is the write's failure.
  */
-const aboutPath = (error: ToolInputError | WorldWriteError | WorldReadError, prefix: string): ToolInputError | WorldWriteError => {
+const aboutPath = (
+  error: ToolInputError | WorldWriteError | WorldReadError,
+  prefix: string
+): ToolInputError | WorldWriteError => {
   if (error._tag === "ToolInputError") return error
   const advice = error.reason === "permanent" ? "; retrying will not help, choose another path" : ""
   const message = `${prefix}: ${error.message}${advice}`
@@ -363,7 +381,9 @@ const aboutPath = (error: ToolInputError | WorldWriteError | WorldReadError, pre
 const readExisting = (dir: string, path: string): Effect.Effect<string, WorldReadError> =>
   WorldFs.readText(dir, path).pipe(
     Effect.flatMap((text) =>
-      text === undefined ? Effect.fail(WorldFs.readError(path, "ENOENT", `${path} does not exist`)) : Effect.succeed(text)
+      text === undefined
+        ? Effect.fail(WorldFs.readError(path, "ENOENT", `${path} does not exist`))
+        : Effect.succeed(text)
     )
   )
 

@@ -54,7 +54,9 @@ const walkDirectories = async (root: string, segments: ReadonlyArray<string>, cr
     let stat = await lstatIfExists(current)
     if (stat === undefined) {
       if (!create) return false
-      await fs.mkdir(current).catch((cause: unknown) => (OsErrors.codeOf(cause) === "EEXIST" ? undefined : Promise.reject(cause)))
+      await fs
+        .mkdir(current)
+        .catch((cause: unknown) => (OsErrors.codeOf(cause) === "EEXIST" ? undefined : Promise.reject(cause)))
       // Created here or by a concurrent writer: either way it must now be a real directory.
       stat = await fs.lstat(current)
     }
@@ -79,7 +81,10 @@ const writeAll = async (path: string, flags: number, content: string) => {
 
 /** The path an error is about, relative to the root; `fallback` when the error names none under it. */
 const relativeTo = (root: string, cause: unknown, fallback: string) => {
-  const path = typeof cause === "object" && cause !== null && "path" in cause && typeof cause.path === "string" ? cause.path : undefined
+  const path =
+    typeof cause === "object" && cause !== null && "path" in cause && typeof cause.path === "string"
+      ? cause.path
+      : undefined
   const relative = path === undefined ? fallback : nodePath.relative(root, path)
   return relative === "" || relative.startsWith("..") || nodePath.isAbsolute(relative) ? fallback : relative
 }
@@ -87,7 +92,13 @@ const relativeTo = (root: string, cause: unknown, fallback: string) => {
 const writeError = (root: string, operation: string, target: string) => (cause: unknown) => {
   const code = OsErrors.codeOf(cause)
   const path = relativeTo(root, cause, target)
-  return new WorldWriteError({ operation, path, code, reason: OsErrors.classify(code), message: `${path} ${OsErrors.describe(code)} (${code})` })
+  return new WorldWriteError({
+    operation,
+    path,
+    code,
+    reason: OsErrors.classify(code),
+    message: `${path} ${OsErrors.describe(code)} (${code})`
+  })
 }
 
 export const readError = (path: string, code: string, message: string) =>
@@ -97,7 +108,12 @@ export const readError = (path: string, code: string, message: string) =>
  * Appends one line in one O_APPEND write: concurrent appenders and a crash leave the line whole or
  * absent, never interleaved with another. Missing parent directories are created.
  */
-export const appendLine = (root: string, relative: string, value: unknown, operation: string): Effect.Effect<void, WorldWriteError> =>
+export const appendLine = (
+  root: string,
+  relative: string,
+  value: unknown,
+  operation: string
+): Effect.Effect<void, WorldWriteError> =>
   Effect.tryPromise({
     try: async () => {
       await walkDirectories(root, segmentsOf(relative).slice(0, -1), true)
@@ -130,7 +146,9 @@ export const writeFileAtomic = (
       const temporary = nodePath.join(nodePath.dirname(target), `.${nodePath.basename(target)}.${randomUUID()}.partial`)
       try {
         await writeAll(temporary, createFlags, content)
-        await fs.rename(temporary, target).catch((cause: unknown) => Promise.reject(systemError(OsErrors.codeOf(cause), target)))
+        await fs
+          .rename(temporary, target)
+          .catch((cause: unknown) => Promise.reject(systemError(OsErrors.codeOf(cause), target)))
       } catch (cause) {
         // swallow-ok: the write already failed and that failure is reported; a temporary file left behind is only clutter.
         await fs.rm(temporary, { force: true }).catch(() => undefined)
@@ -145,9 +163,9 @@ export const readText = (root: string, relative: string): Effect.Effect<string |
   Effect.tryPromise({
     try: async () => {
       if (!(await walkDirectories(root, segmentsOf(relative).slice(0, -1), false))) return undefined
-      return await fs.readFile(nodePath.join(root, relative), { encoding: "utf8", flag: readFlags }).catch((cause: unknown) =>
-        OsErrors.codeOf(cause) === "ENOENT" ? undefined : Promise.reject(cause)
-      )
+      return await fs
+        .readFile(nodePath.join(root, relative), { encoding: "utf8", flag: readFlags })
+        .catch((cause: unknown) => (OsErrors.codeOf(cause) === "ENOENT" ? undefined : Promise.reject(cause)))
     },
     catch: (cause) => {
       const code = OsErrors.codeOf(cause)

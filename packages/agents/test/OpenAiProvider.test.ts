@@ -6,17 +6,14 @@ import { toolDefinitions } from "../src/Tools.js"
 import { type TranscriptMessage, validateTranscript } from "../src/Transcript.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
 
-const withProvider = <A, E>(
-  apiUrl: string,
-  use: (provider: ModelProvider["Type"]) => Effect.Effect<A, E>
-) =>
+const withProvider = <A, E>(apiUrl: string, use: (provider: ModelProvider["Type"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(ModelProvider, use).pipe(
     Effect.provide(OpenAiProvider.layer({ apiUrl, apiKey: Redacted.make("sk-test"), model: "gpt-test" }))
   )
 
 describe("OpenAiProvider against a local Responses API", () => {
   it.scoped("a two-step tool-using exchange completes", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([
         { type: "function_call", callId: "call_abc", name: "publish", arguments: { path: "a.md", content: "hi" } },
         { type: "text", text: "published a.md" }
@@ -24,7 +21,8 @@ describe("OpenAiProvider against a local Responses API", () => {
       let transcript: ReadonlyArray<TranscriptMessage> = [{ role: "user", content: "publish a.md" }]
 
       const first = yield* withProvider(server.apiUrl, (provider) =>
-        provider.step({ requestId: stepRequestId("turn-1", 1), transcript, tools: toolDefinitions }))
+        provider.step({ requestId: stepRequestId("turn-1", 1), transcript, tools: toolDefinitions })
+      )
       assert.deepStrictEqual(first, {
         text: "",
         toolCalls: [{ id: "call_abc", name: "publish", arguments: { path: "a.md", content: "hi" } }]
@@ -35,47 +33,67 @@ describe("OpenAiProvider against a local Responses API", () => {
         {
           role: "assistant",
           content: null,
-          tool_calls: [{ id: "call_abc", type: "function", function: { name: "publish", arguments: "{\"path\":\"a.md\",\"content\":\"hi\"}" } }]
+          tool_calls: [
+            {
+              id: "call_abc",
+              type: "function",
+              function: { name: "publish", arguments: '{"path":"a.md","content":"hi"}' }
+            }
+          ]
         },
-        { role: "tool", tool_call_id: "call_abc", content: "{\"cid\":\"8f43\",\"newVersion\":true}" }
+        { role: "tool", tool_call_id: "call_abc", content: '{"cid":"8f43","newVersion":true}' }
       ]
       const second = yield* withProvider(server.apiUrl, (provider) =>
-        provider.step({ requestId: stepRequestId("turn-1", 2), transcript, tools: toolDefinitions }))
+        provider.step({ requestId: stepRequestId("turn-1", 2), transcript, tools: toolDefinitions })
+      )
       assert.deepStrictEqual(second, { text: "published a.md", toolCalls: [] })
       assert.isTrue(validateTranscript([...transcript, { role: "assistant", content: second.text }]).valid)
 
       const requests = server.requests()
-      assert.deepStrictEqual(requests.map((request) => [request.method, request.url]), [["POST", "/v1/responses"], ["POST", "/v1/responses"]])
+      assert.deepStrictEqual(
+        requests.map((request) => [request.method, request.url]),
+        [
+          ["POST", "/v1/responses"],
+          ["POST", "/v1/responses"]
+        ]
+      )
       assert.strictEqual(requests[0]?.authorization, "Bearer sk-test")
-      assert.deepStrictEqual(requests.map((request) => request.body.metadata), [
-        { request_id: "step:turn-1#1" },
-        { request_id: "step:turn-1#2" }
-      ])
+      assert.deepStrictEqual(
+        requests.map((request) => request.body.metadata),
+        [{ request_id: "step:turn-1#1" }, { request_id: "step:turn-1#2" }]
+      )
       assert.deepStrictEqual(
         requests[0]?.body.tools?.map((tool) => [tool.type, tool.name]),
         toolDefinitions.map((definition) => ["function", definition.name])
       )
       // The history went in as Responses items: the call, then its output, unchanged JSON.
       const input = requests[1]?.body.input ?? []
-      assert.deepStrictEqual(input.map((item) => item.type ?? item.role), ["user", "function_call", "function_call_output"])
+      assert.deepStrictEqual(
+        input.map((item) => item.type ?? item.role),
+        ["user", "function_call", "function_call_output"]
+      )
       assert.deepStrictEqual(input[1], {
         ...input[1],
         call_id: "call_abc",
         name: "publish",
-        arguments: "{\"path\":\"a.md\",\"content\":\"hi\"}"
+        arguments: '{"path":"a.md","content":"hi"}'
       })
-      assert.strictEqual(input[2]?.output, "{\"cid\":\"8f43\",\"newVersion\":true}")
-    }))
+      assert.strictEqual(input[2]?.output, '{"cid":"8f43","newVersion":true}')
+    })
+  )
 
   it.scoped("an orphan tool result is refused by the provider and surfaces as a typed ProviderError", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([])
       const transcript: ReadonlyArray<TranscriptMessage> = [
         { role: "user", content: "go" },
         { role: "tool", tool_call_id: "call_zzz", content: "{}" }
       ]
-      const error = yield* Effect.flip(withProvider(server.apiUrl, (provider) =>
-        provider.step({ requestId: stepRequestId("turn-9", 1), transcript, tools: toolDefinitions })))
+      const error = yield* Effect.flip(
+        withProvider(server.apiUrl, (provider) =>
+          provider.step({ requestId: stepRequestId("turn-9", 1), transcript, tools: toolDefinitions })
+        )
+      )
       assert.strictEqual(error._tag, "ProviderError")
       assert.strictEqual(error.reason, "rejected")
       assert.strictEqual(error.status, 400)
@@ -83,39 +101,56 @@ describe("OpenAiProvider against a local Responses API", () => {
       assert.strictEqual(error.message, "No tool call found for function call output with call_id call_zzz.")
       // Our validator names the same problem before any provider is asked.
       assert.include(validateTranscript(transcript).problems[0]?.message, "No tool call found for function call output")
-    }))
+    })
+  )
 
   it.scoped("arguments the tool would refuse still reach us as a tool call, for the performer to answer", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([
         { type: "function_call", callId: "call_bad", name: "publish", arguments: { path: "../etc/passwd" } }
       ])
       const answer = yield* withProvider(server.apiUrl, (provider) =>
-        provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: toolDefinitions }))
-      assert.deepStrictEqual(answer.toolCalls, [{ id: "call_bad", name: "publish", arguments: { path: "../etc/passwd" } }])
-    }))
+        provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: toolDefinitions })
+      )
+      assert.deepStrictEqual(answer.toolCalls, [
+        { id: "call_bad", name: "publish", arguments: { path: "../etc/passwd" } }
+      ])
+    })
+  )
 
   it.scoped("a wrong base URL is refused with its status, not reported as retryable", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([])
-      const error = yield* Effect.flip(withProvider(server.apiUrl.replace("/v1", "/nope"), (provider) =>
-        provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: [] })))
+      const error = yield* Effect.flip(
+        withProvider(server.apiUrl.replace("/v1", "/nope"), (provider) =>
+          provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: [] })
+        )
+      )
       assert.deepStrictEqual([error.reason, error.status], ["rejected", 404])
-    }))
+    })
+  )
 
   it.effect("a server that is gone is a typed ProviderError marked unavailable", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       // The server's scope has closed: its port now refuses connections.
       const apiUrl = yield* Effect.scoped(Effect.map(FakeResponsesServer.make([]), (server) => server.apiUrl))
-      const error = yield* Effect.flip(withProvider(apiUrl, (provider) =>
-        provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: [] })))
+      const error = yield* Effect.flip(
+        withProvider(apiUrl, (provider) =>
+          provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: [] })
+        )
+      )
       assert.deepStrictEqual([error._tag, error.reason, error.status], ["ProviderError", "unavailable", undefined])
-    }))
+    })
+  )
 
   it("a transcript whose call arguments are not JSON cannot be converted", () => {
     const converted = OpenAiProvider.toPrompt([
       { role: "user", content: "x" },
-      { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "execute", arguments: "{" } }] }
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c", type: "function", function: { name: "execute", arguments: "{" } }]
+      }
     ])
     assert.strictEqual(converted._tag, "Left")
   })

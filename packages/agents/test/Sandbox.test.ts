@@ -26,7 +26,7 @@ const run = (ws: string, command: string, timeoutMs = 60_000, sandboxConfig = co
 
 describe("Sandbox", () => {
   it.scoped("a non-zero exit is a result with its output, and files stay in the workspace for the next run", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const first = yield* run(ws, "echo hi > f && cat f && exit 3")
       assert.strictEqual(first.exitCode, 3)
@@ -36,10 +36,11 @@ describe("Sandbox", () => {
       const second = yield* run(ws, "cat f; pwd; echo $HOME")
       assert.strictEqual(second.stdout, "hi\n/workspace\n/workspace\n")
       assert.strictEqual(yield* Effect.promise(() => fs.readFile(path.join(ws, "f"), "utf8")), "hi\n")
-    }))
+    })
+  )
 
   it.scoped("the jail has no host secrets, no network, a read-only /usr, an empty environment and no root", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const shadow = yield* run(ws, "cat /etc/shadow")
       assert.notStrictEqual(shadow.exitCode, 0)
@@ -53,42 +54,52 @@ describe("Sandbox", () => {
       const env = yield* run(ws, "env | cut -d= -f1 | sort | tr '\\n' ' '")
       assert.strictEqual(env.stdout, "HOME LANG PATH PWD ")
       if (process.getuid?.() === 0) assert.strictEqual((yield* run(ws, "id -u")).stdout, `${config.uid}\n`)
-    }))
+    })
+  )
 
   it.scoped("a fork bomb is stopped by the process limit and reported, and none of it is left", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const bomb = "b(){ b|b& };b; sleep 1 # bomb-7f3a"
       const result = yield* run(ws, bomb)
       assert.strictEqual(result.limit, "processes")
       assert.deepStrictEqual(processesWith(bomb), [])
-    }))
+    })
+  )
 
   it.scoped("a 2 GiB allocation is refused by the memory limit and reported", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       // CPU to spare, so the memory limit is the one reached.
-      const result = yield* run(ws, "head -c 2G /dev/zero | sort > /dev/null", 60_000, { ...config, cpuSeconds: 120, memoryBytes: 64 * 1024 * 1024 })
+      const result = yield* run(ws, "head -c 2G /dev/zero | sort > /dev/null", 60_000, {
+        ...config,
+        cpuSeconds: 120,
+        memoryBytes: 64 * 1024 * 1024
+      })
       assert.notStrictEqual(result.exitCode, 0)
       assert.strictEqual(result.limit, "memory")
-    }))
+    })
+  )
 
-  it.scoped("100 MB of output is stopped by the output limit; each stream keeps its last 64 KiB and its byte count", () =>
-    Effect.gen(function*() {
-      const ws = yield* workspace()
-      const result = yield* run(ws, "echo start >&2; head -c 100M /dev/zero | tr '\\0' x; echo never")
-      assert.strictEqual(result.limit, "output")
-      assert.isTrue(result.truncated)
-      assert.isAtMost(result.stdout.length, config.tailBytes)
-      assert.isAbove(result.stdoutBytes, config.outputBytes - 10)
-      assert.isBelow(result.stdoutBytes, 100 * 1024 * 1024)
-      assert.strictEqual(result.stderr, "start\n")
-      assert.strictEqual(result.stderrBytes, 6)
-      assert.notInclude(result.stdout, "never")
-    }))
+  it.scoped(
+    "100 MB of output is stopped by the output limit; each stream keeps its last 64 KiB and its byte count",
+    () =>
+      Effect.gen(function* () {
+        const ws = yield* workspace()
+        const result = yield* run(ws, "echo start >&2; head -c 100M /dev/zero | tr '\\0' x; echo never")
+        assert.strictEqual(result.limit, "output")
+        assert.isTrue(result.truncated)
+        assert.isAtMost(result.stdout.length, config.tailBytes)
+        assert.isAbove(result.stdoutBytes, config.outputBytes - 10)
+        assert.isBelow(result.stdoutBytes, 100 * 1024 * 1024)
+        assert.strictEqual(result.stderr, "start\n")
+        assert.strictEqual(result.stderrBytes, 6)
+        assert.notInclude(result.stdout, "never")
+      })
+  )
 
   it.scoped("the CPU and file-size limits end the command and are reported", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const cpu = yield* run(ws, "while :; do :; done")
       assert.strictEqual(cpu.limit, "cpu")
@@ -96,54 +107,62 @@ describe("Sandbox", () => {
       const big = yield* run(ws, "head -c 2M /dev/zero > big")
       assert.strictEqual(big.limit, "file-size")
       assert.strictEqual((yield* Effect.promise(() => fs.stat(path.join(ws, "big")))).size, config.fileSizeBytes)
-    }))
+    })
+  )
 
   it.scoped("the wall clock stops a run with SIGTERM and is reported; no process is left", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const result = yield* run(ws, "sleep 6001", 500)
       assert.strictEqual(result.limit, "timeout")
       assert.strictEqual(result.signal, "SIGTERM")
       assert.isBelow(result.durationMs, 30_000)
       assert.deepStrictEqual(processesWith("sleep", "6001"), [])
-    }))
+    })
+  )
 
-  it.scoped("interrupting a run sends SIGTERM, then SIGKILL after the grace to what ignores it, and waits until nothing is left", () =>
-    Effect.gen(function*() {
-      const ws = yield* workspace()
-      const fiber = yield* Effect.fork(run(ws, "trap '' TERM; sleep 6002; sleep 6003"))
-      yield* Effect.promise(async () => {
-        for (let i = 0; i < 300 && processesWith("sleep", "6002").length === 0; i++) await new Promise((r) => setTimeout(r, 100))
+  it.scoped(
+    "interrupting a run sends SIGTERM, then SIGKILL after the grace to what ignores it, and waits until nothing is left",
+    () =>
+      Effect.gen(function* () {
+        const ws = yield* workspace()
+        const fiber = yield* Effect.fork(run(ws, "trap '' TERM; sleep 6002; sleep 6003"))
+        yield* Effect.promise(async () => {
+          for (let i = 0; i < 300 && processesWith("sleep", "6002").length === 0; i++)
+            await new Promise((r) => setTimeout(r, 100))
+        })
+        assert.strictEqual(processesWith("sleep", "6002").length, 1)
+        const started = performance.now()
+        yield* Fiber.interrupt(fiber)
+        // The trap makes the shell and its sleep ignore SIGTERM: only the SIGKILL after the grace ends them.
+        assert.isAtLeast(performance.now() - started, config.killGraceMs - 50)
+        assert.deepStrictEqual(processesWith("sleep", "6002"), [])
+        assert.deepStrictEqual(processesWith("sleep", "6003"), [])
       })
-      assert.strictEqual(processesWith("sleep", "6002").length, 1)
-      const started = performance.now()
-      yield* Fiber.interrupt(fiber)
-      // The trap makes the shell and its sleep ignore SIGTERM: only the SIGKILL after the grace ends them.
-      assert.isAtLeast(performance.now() - started, config.killGraceMs - 50)
-      assert.deepStrictEqual(processesWith("sleep", "6002"), [])
-      assert.deepStrictEqual(processesWith("sleep", "6003"), [])
-    }))
+  )
 
   it.scoped("without bwrap, a command is refused with a permanent reason and nothing runs", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const ws = yield* workspace()
       const error = yield* Effect.flip(run(ws, "touch ran", 60_000, { ...config, bwrapPath: "/nonexistent/bwrap" }))
       assert.strictEqual(error._tag, "SandboxUnavailable")
       assert.strictEqual(error.reason, "bwrap-missing")
       assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(ws)), [])
-    }))
+    })
+  )
 
   it.scoped("SANDBOX=none runs on the host, in the workspace, with the limits still set", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const host = { ...config, mode: "none" as const }
       const ws = yield* workspace("t1", host)
       const result = yield* run(ws, "pwd; test -e /etc/hostname && echo host", 60_000, host)
       assert.strictEqual(result.stdout, `${ws}\nhost\n`)
       assert.strictEqual((yield* run(ws, "head -c 2M /dev/zero > big", 60_000, host)).limit, "file-size")
-    }))
+    })
+  )
 
   it.scoped("a workspace that is a symlink is refused, not followed", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* tempDir
       const root = path.join(dir, "workspaces")
       yield* Effect.promise(async () => {
@@ -154,7 +173,8 @@ describe("Sandbox", () => {
       assert.strictEqual(error.reason, "bad-workspace")
       // An unsafe thread id becomes a digest, never a path.
       assert.match(Sandbox.workspaceName("../etc"), /^h-[0-9a-f]{32}$/)
-    }))
+    })
+  )
 })
 
 describe("Sandbox limits, given/when/then", () => {
@@ -168,8 +188,17 @@ describe("Sandbox limits, given/when/then", () => {
   })
 
   it("given SANDBOX_* variables, the config has them; given a bad one, it is named", () => {
-    const parsed = Sandbox.parseConfig({ SANDBOX_CPU_SECONDS: "30", SANDBOX_MAX_PROCESSES: "100", SANDBOX_OUTPUT_BYTES: "4096" })
-    assert.deepStrictEqual(Either.getOrThrow(parsed), { ...Sandbox.defaultConfig, cpuSeconds: 30, maxProcesses: 100, outputBytes: 4096 })
+    const parsed = Sandbox.parseConfig({
+      SANDBOX_CPU_SECONDS: "30",
+      SANDBOX_MAX_PROCESSES: "100",
+      SANDBOX_OUTPUT_BYTES: "4096"
+    })
+    assert.deepStrictEqual(Either.getOrThrow(parsed), {
+      ...Sandbox.defaultConfig,
+      cpuSeconds: 30,
+      maxProcesses: 100,
+      outputBytes: 4096
+    })
     assert.strictEqual(Either.getOrThrow(Sandbox.parseConfig({ SANDBOX: "none" })).mode, "none")
     const bad = Sandbox.parseConfig({ SANDBOX_MEMORY_BYTES: "lots" })
     assert.isTrue(Either.isLeft(bad) && bad.left.variable === "SANDBOX_MEMORY_BYTES")

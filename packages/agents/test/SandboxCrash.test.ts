@@ -10,7 +10,12 @@ import { script, tempDir } from "./fixtures/agents.js"
 const child = fileURLToPath(new URL("../dist/test/fixtures/agents-child.js", import.meta.url))
 
 const lines = (file: string): Array<Record<string, any>> =>
-  existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : []
+  existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : []
 
 /** pid → [parent pid, argv], from the process table. */
 const processTable = () => {
@@ -35,7 +40,9 @@ const sleepsUnder = (root: number, seconds: string) => {
     for (let p = table.get(pid)?.ppid; p !== undefined && p > 1; p = table.get(p)?.ppid) if (p === root) return true
     return false
   }
-  return [...table].filter(([pid, info]) => info.argv[0] === "sleep" && info.argv[1] === seconds && descends(pid)).map(([pid]) => pid)
+  return [...table]
+    .filter(([pid, info]) => info.argv[0] === "sleep" && info.argv[1] === seconds && descends(pid))
+    .map(([pid]) => pid)
 }
 
 const alive = (pid: number) => processTable().has(pid)
@@ -44,7 +51,10 @@ describe("SIGKILL of the server while a sandboxed command runs", () => {
   it.live("no process of the command is left, and after restart the call is answered interrupted, run once", () =>
     Effect.gen(function* () {
       const dir = tempDir("agents-sandbox-crash-")
-      const text = script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 600" } }] }, { text: "resumed" })
+      const text = script(
+        { toolCalls: [{ name: "execute", arguments: { command: "sleep 600" } }] },
+        { text: "resumed" }
+      )
       const server = spawn(process.execPath, [child, dir, "send", "t1", "m1", text], { stdio: "ignore" })
       const sleeps = yield* Effect.promise(async () => {
         for (let i = 0; i < 1_200; i++) {
@@ -70,10 +80,14 @@ describe("SIGKILL of the server while a sandboxed command runs", () => {
       const final = out.find((l) => "thread" in l)!
       const results = final.transcript.messages.filter((m: any) => m.role === "tool").map((m: any) => m.content)
       assert.strictEqual(results.length, 1)
-      assert.match(results[0], /^interrupted: tool\.execute tool:t1:m1:call_1_0 may or may not have taken effect \(the command "sleep 600" requested at [^ ]+ may have started; any process of it died with the server/)
+      assert.match(
+        results[0],
+        /^interrupted: tool\.execute tool:t1:m1:call_1_0 may or may not have taken effect \(the command "sleep 600" requested at [^ ]+ may have started; any process of it died with the server/
+      )
       assert.strictEqual(final.thread.turns[0].status, "completed")
       const world = join(dir, "world")
       assert.strictEqual(lines(join(world, "ledger.jsonl")).filter((l) => l.kind === "tool.execute").length, 1)
       assert.strictEqual(lines(join(world, "executions.jsonl")).length, 1)
-    }))
+    })
+  )
 })

@@ -15,20 +15,26 @@ describe("a scripted turn runs real commands in the thread's sandbox", () => {
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
       const world = yield* World
-      yield* engine.dispatchWithReceipt(send("t1", "m1", script(
-        { toolCalls: [execute("echo hi > f && cat f && exit 3")] },
-        {
-          toolCalls: [
-            execute("cat f"),
-            execute("cat /etc/shadow"),
-            execute("getent hosts example.com"),
-            execute("echo planted > /usr/planted"),
-            execute(bomb),
-            execute("head -c 100M /dev/zero")
-          ]
-        },
-        { text: "done" }
-      )))
+      yield* engine.dispatchWithReceipt(
+        send(
+          "t1",
+          "m1",
+          script(
+            { toolCalls: [execute("echo hi > f && cat f && exit 3")] },
+            {
+              toolCalls: [
+                execute("cat f"),
+                execute("cat /etc/shadow"),
+                execute("getent hosts example.com"),
+                execute("echo planted > /usr/planted"),
+                execute(bomb),
+                execute("head -c 100M /dev/zero")
+              ]
+            },
+            { text: "done" }
+          )
+        )
+      )
       yield* waitFor(allTurnsTerminal("t1", 1), "turn done", 120_000)
       assert.strictEqual((yield* threadView("t1"))!.turns[0]!.status, "completed")
       const transcript = (yield* transcriptView("t1"))!
@@ -48,5 +54,6 @@ describe("a scripted turn runs real commands in the thread's sandbox", () => {
       // Each command ran once, in the thread's workspace; nothing of the jail's reached the host.
       assert.strictEqual((yield* world.readExecutions).length, 7)
       assert.strictEqual(readFileSync(join(world.dir, "workspaces", "t1", "f"), "utf8"), "hi\n")
-    }).pipe(Effect.provide(agentsStack())))
+    }).pipe(Effect.provide(agentsStack()))
+  )
 })

@@ -7,51 +7,78 @@ import { Thread } from "../src/Thread.js"
 import { ThreadViews } from "../src/ThreadReadModel.js"
 
 // The engine's tables (migrated), without the projection: the test builds the old table itself.
-const engineWithoutViews = Engine.layer({ aggregates: [Thread], projections: [] }).pipe(Layer.provideMerge(TestStore.layer()))
+const engineWithoutViews = Engine.layer({ aggregates: [Thread], projections: [] }).pipe(
+  Layer.provideMerge(TestStore.layer())
+)
 
 describe("the tool-call read model", () => {
-  it.effect("a store from before the recorded status gets the column, filled from the late settlement, the settled row, else the result", () =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient
-      // The table as an older version made it: no position, no status.
-      yield* sql`CREATE TABLE agent_tool_calls (
+  it.effect(
+    "a store from before the recorded status gets the column, filled from the late settlement, the settled row, else the result",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient
+        // The table as an older version made it: no position, no status.
+        yield* sql`CREATE TABLE agent_tool_calls (
         effect_id TEXT PRIMARY KEY, thread_id TEXT NOT NULL, turn_id TEXT NOT NULL, step INTEGER NOT NULL, call_id TEXT NOT NULL,
         transcript_id TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, result TEXT, outcome TEXT, late_status TEXT)`
-      const calls: ReadonlyArray<readonly [string, string | null, string | null]> = [
-        ["tool:late", "interrupted", "succeeded"],
-        ["tool:kept-row", "interrupted", null],
-        ["tool:pruned-ok", "succeeded", null],
-        ["tool:pruned-storage", "storage", null],
-        ["tool:unknown", "unknown-tool", null],
-        ["tool:open", null, null]
-      ]
-      for (const [effectId, outcome, late] of calls) {
-        yield* sql`INSERT INTO agent_tool_calls ${
-          sql.insert({
-            effect_id: effectId, thread_id: "t1", turn_id: "t1:m1", step: 1, call_id: effectId, transcript_id: effectId, name: "publish",
-            arguments: "{}", result: outcome === null ? null : "r", outcome, late_status: late
-          })
-        }`
-      }
-      // Retention kept two rows: one cancelled when its turn was interrupted, one still running.
-      for (const effectId of ["tool:kept-row", "tool:open"]) {
-        yield* Outbox.insert([{ effectId, commandId: "c", aggregateType: "thread", aggregateId: "t1", kind: "tool.publish", payloadJson: "{}", lane: "l", availableAt: 0, now: 0 }])
-      }
-      yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'tool:kept-row'`
-      yield* sql`UPDATE outbox SET status = 'running' WHERE effect_id = 'tool:open'`
+        const calls: ReadonlyArray<readonly [string, string | null, string | null]> = [
+          ["tool:late", "interrupted", "succeeded"],
+          ["tool:kept-row", "interrupted", null],
+          ["tool:pruned-ok", "succeeded", null],
+          ["tool:pruned-storage", "storage", null],
+          ["tool:unknown", "unknown-tool", null],
+          ["tool:open", null, null]
+        ]
+        for (const [effectId, outcome, late] of calls) {
+          yield* sql`INSERT INTO agent_tool_calls ${sql.insert({
+            effect_id: effectId,
+            thread_id: "t1",
+            turn_id: "t1:m1",
+            step: 1,
+            call_id: effectId,
+            transcript_id: effectId,
+            name: "publish",
+            arguments: "{}",
+            result: outcome === null ? null : "r",
+            outcome,
+            late_status: late
+          })}`
+        }
+        // Retention kept two rows: one cancelled when its turn was interrupted, one still running.
+        for (const effectId of ["tool:kept-row", "tool:open"]) {
+          yield* Outbox.insert([
+            {
+              effectId,
+              commandId: "c",
+              aggregateType: "thread",
+              aggregateId: "t1",
+              kind: "tool.publish",
+              payloadJson: "{}",
+              lane: "l",
+              availableAt: 0,
+              now: 0
+            }
+          ])
+        }
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'tool:kept-row'`
+        yield* sql`UPDATE outbox SET status = 'running' WHERE effect_id = 'tool:open'`
 
-      yield* ThreadViews.setup
-      // Setup is idempotent: a second run (the next boot) changes nothing.
-      yield* ThreadViews.setup
-      const rows = yield* sql<{ effect_id: string; status: string | null; position: number }>`
+        yield* ThreadViews.setup
+        // Setup is idempotent: a second run (the next boot) changes nothing.
+        yield* ThreadViews.setup
+        const rows = yield* sql<{ effect_id: string; status: string | null; position: number }>`
         SELECT effect_id, status, position FROM agent_tool_calls ORDER BY effect_id`
-      assert.deepStrictEqual(rows.map((r) => [r.effect_id, r.status, Number(r.position)]), [
-        ["tool:kept-row", "cancelled", 0],
-        ["tool:late", "succeeded", 0],
-        ["tool:open", null, 0],
-        ["tool:pruned-ok", "succeeded", 0],
-        ["tool:pruned-storage", "failed", 0],
-        ["tool:unknown", "failed", 0]
-      ])
-    }).pipe(Effect.provide(engineWithoutViews)))
+        assert.deepStrictEqual(
+          rows.map((r) => [r.effect_id, r.status, Number(r.position)]),
+          [
+            ["tool:kept-row", "cancelled", 0],
+            ["tool:late", "succeeded", 0],
+            ["tool:open", null, 0],
+            ["tool:pruned-ok", "succeeded", 0],
+            ["tool:pruned-storage", "failed", 0],
+            ["tool:unknown", "failed", 0]
+          ]
+        )
+      }).pipe(Effect.provide(engineWithoutViews))
+  )
 })

@@ -19,11 +19,17 @@ describe("tool failures the model can act on", () => {
       const engine = yield* Engine.Engine
       const world = yield* World
       // `a.jsonl/b` makes `versions/a.jsonl` a directory, so `a` has nowhere to keep its versions.
-      yield* engine.dispatchWithReceipt(send("t1", "m1", script(
-        { toolCalls: [{ name: "publish", arguments: { path: "a.jsonl/b", content: "x" } }] },
-        { toolCalls: [{ name: "publish", arguments: { path: "a", content: "y" } }] },
-        { text: "I will use another path" }
-      )))
+      yield* engine.dispatchWithReceipt(
+        send(
+          "t1",
+          "m1",
+          script(
+            { toolCalls: [{ name: "publish", arguments: { path: "a.jsonl/b", content: "x" } }] },
+            { toolCalls: [{ name: "publish", arguments: { path: "a", content: "y" } }] },
+            { text: "I will use another path" }
+          )
+        )
+      )
       // The clock never moves: a retry (which waits a backoff) would never let the turn end.
       yield* eventually(allTurnsTerminal("t1", 1), "turn done without waiting for retries")
       const row = (yield* Outbox.find("tool:t1:m1:call_2_0"))!
@@ -34,17 +40,27 @@ describe("tool failures the model can act on", () => {
       assert.include(call.result, "versions/a.jsonl is a directory")
       assert.include(call.result, "retrying will not help")
       assert.notInclude(call.result, world.dir)
-      assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => t.status), ["completed"])
+      assert.deepStrictEqual(
+        (yield* turnStatus("t1")).map((t) => t.status),
+        ["completed"]
+      )
       assert.isTrue((yield* transcriptView("t1"))!.valid)
-    }).pipe(Effect.provide(agentsStack())))
+    }).pipe(Effect.provide(agentsStack()))
+  )
 
   it.effect("a delegate the target thread refuses names the field and what it allows", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(send("t1", "m1", script(
-        { toolCalls: [{ name: "delegate", arguments: { threadId: "no spaces/here", text: "hi" } }] },
-        { text: "ok" }
-      )))
+      yield* engine.dispatchWithReceipt(
+        send(
+          "t1",
+          "m1",
+          script(
+            { toolCalls: [{ name: "delegate", arguments: { threadId: "no spaces/here", text: "hi" } }] },
+            { text: "ok" }
+          )
+        )
+      )
       yield* eventually(allTurnsTerminal("t1", 1), "turn done")
       const row = (yield* Outbox.find("tool:t1:m1:call_1_0"))!
       assert.deepStrictEqual([row.status, row.attempts], ["failed", 1])
@@ -53,27 +69,48 @@ describe("tool failures the model can act on", () => {
       assert.include(call.result, "threadId")
       assert.include(call.result, "A-Z a-z 0-9")
       assert.notInclude(call.result, "messageId")
-      assert.deepStrictEqual((yield* turnStatus("t1")).map((t) => t.status), ["completed"])
-    }).pipe(Effect.provide(agentsStack())))
+      assert.deepStrictEqual(
+        (yield* turnStatus("t1")).map((t) => t.status),
+        ["completed"]
+      )
+    }).pipe(Effect.provide(agentsStack()))
+  )
 
-  it.effect("8 threads publishing the same content at once all succeed at their first attempt: one blob, one version", () =>
-    Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const world = yield* World
-      const threads = Array.from({ length: 8 }, (_, i) => `t${i}`)
-      const publish = script({ toolCalls: [{ name: "publish", arguments: { path: "shared.md", content: "same" } }] }, { text: "done" })
-      yield* Effect.forEach(threads, (threadId) => engine.dispatchWithReceipt(send(threadId, "m1", publish)), { concurrency: "unbounded" })
-      yield* Effect.forEach(threads, (threadId) => eventually(allTurnsTerminal(threadId, 1), `${threadId} done`))
-      const rows = yield* Effect.forEach(threads, (threadId) => Outbox.find(`tool:${threadId}:m1:call_1_0`))
-      assert.deepStrictEqual(rows.map((r) => [r!.status, r!.attempts]), threads.map(() => ["succeeded", 1]))
-      const cid = createHash("sha256").update("same", "utf8").digest("hex")
-      assert.deepStrictEqual(yield* world.readVersions("shared.md"), [{ cid }])
-      assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "blobs"))), [cid])
-    }).pipe(Effect.provide(agentsStack())))
+  it.effect(
+    "8 threads publishing the same content at once all succeed at their first attempt: one blob, one version",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const world = yield* World
+        const threads = Array.from({ length: 8 }, (_, i) => `t${i}`)
+        const publish = script(
+          { toolCalls: [{ name: "publish", arguments: { path: "shared.md", content: "same" } }] },
+          { text: "done" }
+        )
+        yield* Effect.forEach(threads, (threadId) => engine.dispatchWithReceipt(send(threadId, "m1", publish)), {
+          concurrency: "unbounded"
+        })
+        yield* Effect.forEach(threads, (threadId) => eventually(allTurnsTerminal(threadId, 1), `${threadId} done`))
+        const rows = yield* Effect.forEach(threads, (threadId) => Outbox.find(`tool:${threadId}:m1:call_1_0`))
+        assert.deepStrictEqual(
+          rows.map((r) => [r!.status, r!.attempts]),
+          threads.map(() => ["succeeded", 1])
+        )
+        const cid = createHash("sha256").update("same", "utf8").digest("hex")
+        assert.deepStrictEqual(yield* world.readVersions("shared.md"), [{ cid }])
+        assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "blobs"))), [cid])
+      }).pipe(Effect.provide(agentsStack()))
+  )
 
   it("a delegate refusal names the model's arguments, bounds what it echoes, and keeps the engine's message when it has no issues", () => {
     const long = `Expected at most 100000 characters, actual "${"x".repeat(5_000)}"`
-    const text = delegateRefusal({ message: "invalid 'message.send' command", issues: [{ path: ["text"], message: long }, { path: ["messageId"], message: "bad" }] })
+    const text = delegateRefusal({
+      message: "invalid 'message.send' command",
+      issues: [
+        { path: ["text"], message: long },
+        { path: ["messageId"], message: "bad" }
+      ]
+    })
     assert.include(text, "delegate refused: argument 'text': Expected at most 100000 characters")
     assert.include(text, `(${long.length} characters)`)
     assert.isBelow(text.length, 400)

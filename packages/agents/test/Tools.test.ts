@@ -38,7 +38,10 @@ describe("Tools", () => {
   })
 
   it("every tool has a definition, a kind named tool.<name>, and a name OpenAI accepts", () => {
-    assert.deepStrictEqual(toolDefinitions.map((definition) => definition.name), [...toolNames])
+    assert.deepStrictEqual(
+      toolDefinitions.map((definition) => definition.name),
+      [...toolNames]
+    )
     for (const name of toolNames) {
       assert.match(name, /^[a-zA-Z0-9_-]+$/)
       assert.strictEqual(toolPolicies[toolKind(name)].tool, name)
@@ -49,13 +52,19 @@ describe("Tools", () => {
     // The first call of the first step of message m1 on thread t1, as a scripted turn makes it.
     assert.strictEqual(toolEffectId(turnIdOf("t1", "m1"), scriptedCallId(1, 0)), "tool:t1:m1:call_1_0")
     const examples = markdownFiles(repoRoot).flatMap((file) =>
-      [...readFileSync(file, "utf8").matchAll(/'(tool:[^'\s]+)'/g)].map((match) => [file.slice(repoRoot.length), match[1]!] as const)
+      [...readFileSync(file, "utf8").matchAll(/'(tool:[^'\s]+)'/g)].map(
+        (match) => [file.slice(repoRoot.length), match[1]!] as const
+      )
     )
     assert.isAbove(examples.length, 0)
     for (const [file, id] of examples) {
       const [, thread, message, step, index] = /^tool:([^:]+):([^:]+):call_(\d+)_(\d+)$/.exec(id) ?? []
       assert.isDefined(thread, `${file}: ${id}`)
-      assert.strictEqual(id, toolEffectId(turnIdOf(thread!, message!), scriptedCallId(Number(step), Number(index))), file)
+      assert.strictEqual(
+        id,
+        toolEffectId(turnIdOf(thread!, message!), scriptedCallId(Number(step), Number(index))),
+        file
+      )
     }
   })
 })

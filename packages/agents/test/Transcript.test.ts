@@ -6,7 +6,11 @@ const text = (content: string): TranscriptMessage => ({ role: "assistant", conte
 const calls = (...ids: ReadonlyArray<string>): TranscriptMessage => ({
   role: "assistant",
   content: null,
-  tool_calls: ids.map((id) => ({ id, type: "function", function: { name: "publish", arguments: `{"path":"${id}.md"}` } }))
+  tool_calls: ids.map((id) => ({
+    id,
+    type: "function",
+    function: { name: "publish", arguments: `{"path":"${id}.md"}` }
+  }))
 })
 const result = (id: string, content = `{"ok":true}`): TranscriptMessage => ({ role: "tool", tool_call_id: id, content })
 
@@ -48,7 +52,15 @@ describe("validateTranscript", () => {
   })
 
   it("reports a call id used twice across the transcript", () => {
-    const transcript = [user("one"), calls("call_1_0"), result("call_1_0"), text("ok"), user("two"), calls("call_1_0"), result("call_1_0")]
+    const transcript = [
+      user("one"),
+      calls("call_1_0"),
+      result("call_1_0"),
+      text("ok"),
+      user("two"),
+      calls("call_1_0"),
+      result("call_1_0")
+    ]
     assert.deepStrictEqual(codes(transcript), [[5, "duplicate-call-id", "call_1_0"]])
   })
 
@@ -75,7 +87,14 @@ describe("validateTranscript", () => {
   })
 
   it("reports a second result for a call answered in an earlier step", () => {
-    const transcript = [user("go"), calls("call_a"), result("call_a"), calls("call_b"), result("call_b"), result("call_a")]
+    const transcript = [
+      user("go"),
+      calls("call_a"),
+      result("call_a"),
+      calls("call_b"),
+      result("call_b"),
+      result("call_a")
+    ]
     assert.deepStrictEqual(codes(transcript), [[5, "duplicate-result", "call_a"]])
   })
 
@@ -94,13 +113,20 @@ describe("validateTranscript", () => {
   it("reports trailing open calls unless a turn in progress is being checked", () => {
     const inProgress = [user("go"), calls("call_a", "call_b"), result("call_a")]
     assert.deepStrictEqual(codes(inProgress), [[1, "unanswered-call", "call_b"]])
-    assert.deepStrictEqual(validateTranscript(inProgress, { allowTrailingOpenCalls: true }), { valid: true, problems: [] })
+    assert.deepStrictEqual(validateTranscript(inProgress, { allowTrailingOpenCalls: true }), {
+      valid: true,
+      problems: []
+    })
   })
 
   it("reports arguments that are not JSON and an empty tool_calls list", () => {
     const transcript: ReadonlyArray<TranscriptMessage> = [
       user("go"),
-      { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "execute", arguments: "{not json" } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "execute", arguments: "{not json" } }]
+      },
       result("c1"),
       { role: "assistant", content: "nothing to do", tool_calls: [] }
     ]

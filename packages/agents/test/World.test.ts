@@ -12,7 +12,7 @@ const openWorld = Effect.flatMap(tempDir, (dir) => World.make({ dir }))
 
 describe("World", () => {
   it.scoped("publishing the same content twice makes one version", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const first = yield* world.publish({ path: "docs/a.md", content: "hello" })
       const second = yield* world.publish({ path: "docs/a.md", content: "hello" })
@@ -21,20 +21,22 @@ describe("World", () => {
       assert.strictEqual(second.cid, first.cid)
       assert.deepStrictEqual(yield* world.readVersions("docs/a.md"), [{ cid: first.cid }])
       assert.strictEqual(yield* world.readBlob(first.cid), "hello")
-    }))
+    })
+  )
 
   it.scoped("new content makes a new version, and so does going back to older content", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const one = yield* world.publish({ path: "a.md", content: "one" })
       const two = yield* world.publish({ path: "a.md", content: "two" })
       const back = yield* world.publish({ path: "a.md", content: "one" })
       assert.isTrue(back.newVersion)
       assert.deepStrictEqual(yield* world.readVersions("a.md"), [{ cid: one.cid }, { cid: two.cid }, { cid: one.cid }])
-    }))
+    })
+  )
 
   it.scoped("paths that are absolute, escape with .., or are too long are refused and write nothing", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const bad = [
         "/etc/passwd",
@@ -56,14 +58,27 @@ describe("World", () => {
       // A name containing dots is not an escape, and 256 characters are allowed.
       assert.isTrue((yield* world.publish({ path: "notes/v1..v2.md", content: "x" })).newVersion)
       assert.isTrue((yield* world.publish({ path: `${"d/".repeat(4)}${"y".repeat(248)}`, content: "x" })).newVersion)
-    }))
+    })
+  )
 
   it.scoped("perform appends the ledger line before the performance, with the Clock's time", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
-      yield* world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "publish", arguments: { path: "a.md", content: "x" } })
+      yield* world.perform({
+        effectId: "tool:t1:call_1_0",
+        attempt: 1,
+        threadId: "t1",
+        tool: "publish",
+        arguments: { path: "a.md", content: "x" }
+      })
       yield* TestClock.adjust("5 seconds")
-      const answer = yield* world.perform({ effectId: "tool:t1:call_1_1", attempt: 2, threadId: "t1", tool: "execute", arguments: { command: "no-such-tool" } })
+      const answer = yield* world.perform({
+        effectId: "tool:t1:call_1_1",
+        attempt: 2,
+        threadId: "t1",
+        tool: "execute",
+        arguments: { command: "no-such-tool" }
+      })
       // Not in the jail: a non-zero exit is still a performance with a result.
       assert.strictEqual((answer as World.ExecuteResult).exitCode, 127)
       assert.deepStrictEqual(yield* world.readLedger, [
@@ -71,38 +86,67 @@ describe("World", () => {
         { effectId: "tool:t1:call_1_1", kind: "tool.execute", attempt: 2, at: "1970-01-01T00:00:05.000Z" }
       ])
       assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "tool:t1:call_1_1", command: "no-such-tool" }])
-    }))
+    })
+  )
 
   it.scoped("refused arguments never reach the ledger", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const error = yield* Effect.flip(
-        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "publish", arguments: { path: "../x", content: 1 } })
+        world.perform({
+          effectId: "tool:t1:call_1_0",
+          attempt: 1,
+          threadId: "t1",
+          tool: "publish",
+          arguments: { path: "../x", content: 1 }
+        })
       )
       assert.strictEqual(error._tag, "ToolInputError")
       assert.deepStrictEqual(yield* world.readLedger, [])
-    }))
+    })
+  )
 
   it.scoped("execute runs the command in the thread's workspace, after its run is recorded", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
-      const result = yield* world.execute({ command: "echo hi > f && cat f && exit 3" }, { effectId: "e1", threadId: "t1" })
+      const result = yield* world.execute(
+        { command: "echo hi > f && cat f && exit 3" },
+        { effectId: "e1", threadId: "t1" }
+      )
       assert.deepStrictEqual([result.exitCode, result.stdout, result.truncated], [3, "hi\n", false])
-      assert.deepStrictEqual(yield* world.readExecutions, [{ effectId: "e1", command: "echo hi > f && cat f && exit 3" }])
-      assert.strictEqual(yield* Effect.promise(() => fs.readFile(path.join(world.dir, "workspaces", "t1", "f"), "utf8")), "hi\n")
+      assert.deepStrictEqual(yield* world.readExecutions, [
+        { effectId: "e1", command: "echo hi > f && cat f && exit 3" }
+      ])
+      assert.strictEqual(
+        yield* Effect.promise(() => fs.readFile(path.join(world.dir, "workspaces", "t1", "f"), "utf8")),
+        "hi\n"
+      )
       // Another thread has its own workspace.
       assert.strictEqual((yield* world.execute({ command: "cat f" }, { effectId: "e2", threadId: "t2" })).exitCode, 1)
-    }))
+    })
+  )
 
   it.scoped("without bwrap, execute is refused before its ledger line, with a permanent reason", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* tempDir
       const world = yield* World.make({ dir, sandbox: { ...Sandbox.defaultConfig, bwrapPath: "/nonexistent/bwrap" } })
-      const error = yield* Effect.flip(world.perform({ effectId: "e1", attempt: 1, threadId: "t1", tool: "execute", arguments: { command: "touch x" } }))
-      assert.deepStrictEqual([error._tag, error._tag === "SandboxUnavailable" ? error.reason : ""], ["SandboxUnavailable", "bwrap-missing"])
+      const error = yield* Effect.flip(
+        world.perform({
+          effectId: "e1",
+          attempt: 1,
+          threadId: "t1",
+          tool: "execute",
+          arguments: { command: "touch x" }
+        })
+      )
+      assert.deepStrictEqual(
+        [error._tag, error._tag === "SandboxUnavailable" ? error.reason : ""],
+        ["SandboxUnavailable", "bwrap-missing"]
+      )
       assert.deepStrictEqual(yield* world.readLedger, [])
       assert.deepStrictEqual(yield* world.readExecutions, [])
-    }))
+    })
+  )
 
   it("the wall clock is the kind's timeout less the kill grace, lowered by timeoutSeconds", () => {
     const sandbox = Sandbox.defaultConfig
@@ -111,21 +155,24 @@ describe("World", () => {
   })
 
   it.scoped("trigger_edit puts the whole trigger and refuses unsafe ids", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* world.triggerEdit({ triggerId: "nightly", spec: { cron: "0 3 * * *" } })
       const answer = yield* world.triggerEdit({ triggerId: "nightly", spec: { cron: "0 4 * * *" } })
       assert.deepStrictEqual(answer, { triggerId: "nightly", path: "triggers/nightly.json" })
       assert.deepStrictEqual(yield* world.readTrigger("nightly"), { cron: "0 4 * * *" })
-      assert.deepStrictEqual(sorted(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "triggers")))), ["nightly.json"])
+      assert.deepStrictEqual(sorted(yield* Effect.promise(() => fs.readdir(path.join(world.dir, "triggers")))), [
+        "nightly.json"
+      ])
       for (const triggerId of ["../escape", "a/b", ".hidden", ""]) {
         const error = yield* Effect.flip(world.triggerEdit({ triggerId, spec: {} }))
         assert.strictEqual(error._tag, "ToolInputError", triggerId)
       }
-    }))
+    })
+  )
 
   it.scoped("mcp_call is recorded with its effect id and answered by the simulation", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const answer = yield* world.perform({
         effectId: "tool:t1:call_1_0",
@@ -134,91 +181,112 @@ describe("World", () => {
         tool: "mcp_call",
         arguments: { server: "github", tool: "create_issue", arguments: { title: "x" } }
       })
-      assert.deepStrictEqual(answer, { server: "github", tool: "create_issue", content: [{ type: "text", text: "simulated github/create_issue" }] })
+      assert.deepStrictEqual(answer, {
+        server: "github",
+        tool: "create_issue",
+        content: [{ type: "text", text: "simulated github/create_issue" }]
+      })
       assert.deepStrictEqual(yield* world.readMcpCalls, [
         { effectId: "tool:t1:call_1_0", server: "github", tool: "create_issue", arguments: { title: "x" } }
       ])
-    }))
+    })
+  )
 })
 
 describe("World write failures are typed, never swallowed", () => {
   it.scoped("a world under a regular file cannot be opened", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const dir = yield* tempDir
       yield* Effect.promise(() => fs.writeFile(path.join(dir, "file"), ""))
       const error = yield* Effect.flip(World.make({ dir: path.join(dir, "file", "world") }))
       assert.strictEqual(error._tag, "WorldWriteError")
       assert.strictEqual(error.code, "ENOTDIR")
       assert.strictEqual(error.operation, "open world")
-    }))
+    })
+  )
 
   it.scoped("a refused ledger line stops the performance: nothing is performed", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       // A link to /dev/full would answer ENOSPC, were links followed: the world refuses the link itself.
       yield* Effect.promise(() => fs.symlink("/dev/full", path.join(world.dir, "ledger.jsonl")))
       const error = yield* Effect.flip(
-        world.perform({ effectId: "tool:t1:call_1_0", attempt: 1, threadId: "t1", tool: "execute", arguments: { command: "deploy" } })
+        world.perform({
+          effectId: "tool:t1:call_1_0",
+          attempt: 1,
+          threadId: "t1",
+          tool: "execute",
+          arguments: { command: "deploy" }
+        })
       )
       assert.strictEqual(error._tag, "WorldWriteError")
       assert.strictEqual(error._tag === "WorldWriteError" && error.code, "ELOOP")
       assert.deepStrictEqual(yield* world.readExecutions, [])
-    }))
+    })
+  )
 
   it.scoped("a ledger that cannot be appended to fails recordPerformance", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "ledger.jsonl")))
       const error = yield* Effect.flip(world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 }))
       assert.strictEqual(error.code, "EISDIR")
       assert.strictEqual(error.operation, "record performance")
-    }))
+    })
+  )
 
   it.scoped("a publish whose blob cannot be written fails and records no version", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* Effect.promise(() => fs.writeFile(path.join(world.dir, "blobs"), "in the way"))
       const error = yield* Effect.flip(world.publish({ path: "a.md", content: "x" }))
       assert.strictEqual(error._tag, "WorldWriteError")
       assert.deepStrictEqual(yield* world.readVersions("a.md"), [])
-    }))
+    })
+  )
 
   it.scoped("an execution log that cannot be appended to fails execute before it answers", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* Effect.promise(() => fs.mkdir(path.join(world.dir, "executions.jsonl")))
       const error = yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" }))
-      assert.deepStrictEqual([error._tag, error._tag === "WorldWriteError" ? error.code : ""], ["WorldWriteError", "EISDIR"])
-    }))
+      assert.deepStrictEqual(
+        [error._tag, error._tag === "WorldWriteError" ? error.code : ""],
+        ["WorldWriteError", "EISDIR"]
+      )
+    })
+  )
 
   it.scoped("a malformed ledger line is reported, not skipped", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 })
-      yield* Effect.promise(() => fs.appendFile(path.join(world.dir, "ledger.jsonl"), "{\"effectId\":\n"))
+      yield* Effect.promise(() => fs.appendFile(path.join(world.dir, "ledger.jsonl"), '{"effectId":\n'))
       const error = yield* Effect.flip(world.readLedger)
       assert.strictEqual(error.code, "MALFORMED_LINE")
       assert.include(error.message, "line 2")
-    }))
+    })
+  )
 })
 
 describe("the world never writes through a symbolic link", () => {
   /** A world and, beside it, a directory outside the world that must stay untouched. */
-  const worldAndOutside = Effect.gen(function*() {
+  const worldAndOutside = Effect.gen(function* () {
     const dir = yield* tempDir
     const outside = path.join(dir, "outside")
     yield* Effect.promise(() => fs.mkdir(outside))
     yield* Effect.promise(() => fs.writeFile(path.join(outside, "target"), "original"))
     const world = yield* World.make({ dir: path.join(dir, "world") })
-    const outsideFiles = () => Effect.promise(async () => {
-      const names = sorted(await fs.readdir(outside))
-      return Promise.all(names.map(async (name) => [name, await fs.readFile(path.join(outside, name), "utf8")]))
-    })
+    const outsideFiles = () =>
+      Effect.promise(async () => {
+        const names = sorted(await fs.readdir(outside))
+        return Promise.all(names.map(async (name) => [name, await fs.readFile(path.join(outside, name), "utf8")]))
+      })
     return { world, outside, outsideFiles }
   })
 
   it.scoped("a planted file link is refused on every world write, permanently, and nothing lands outside", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { world, outside, outsideFiles } = yield* worldAndOutside
       const target = path.join(outside, "target")
       const plant = (relative: string) =>
@@ -251,10 +319,11 @@ describe("the world never writes through a symbolic link", () => {
       assert.deepStrictEqual(yield* outsideFiles(), [["target", "original"]])
       // The link is still a link: it was neither written through nor replaced.
       assert.isTrue((yield* Effect.promise(() => fs.lstat(path.join(world.dir, "blobs", cid)))).isSymbolicLink())
-    }))
+    })
+  )
 
   it.scoped("a planted directory link is refused, and nothing lands outside", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const { world, outside, outsideFiles } = yield* worldAndOutside
       for (const directory of ["versions", "blobs", "triggers"]) {
         yield* Effect.promise(() => fs.symlink(outside, path.join(world.dir, directory)))
@@ -276,12 +345,13 @@ describe("the world never writes through a symbolic link", () => {
       // Reads refuse the link too, instead of reading outside.
       const read = yield* Effect.flip(world.readVersions("a.md"))
       assert.deepStrictEqual([read._tag, read._tag === "WorldReadError" && read.code], ["WorldReadError", "ELOOP"])
-    }))
+    })
+  )
 })
 
 describe("concurrent publishes and permanent failures", () => {
   it.scoped("8 concurrent publishes of the same content all succeed: one blob, one version", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       // Repeated rounds: a shared temporary file loses a race only some of the time.
       for (let round = 0; round < 10; round++) {
@@ -298,20 +368,22 @@ describe("concurrent publishes and permanent failures", () => {
       }
       const blobs = yield* Effect.promise(() => fs.readdir(path.join(world.dir, "blobs")))
       assert.strictEqual(blobs.length, 10, JSON.stringify(blobs))
-    }))
+    })
+  )
 
   it.scoped("a blob cut short is written again by the next publish of its content", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       const first = yield* world.publish({ path: "a.md", content: "hello world" })
       yield* Effect.promise(() => fs.truncate(path.join(world.dir, "blobs", first.cid), 0))
       const again = yield* world.publish({ path: "b.md", content: "hello world" })
       assert.strictEqual(again.cid, first.cid)
       assert.strictEqual(yield* world.readBlob(first.cid), "hello world")
-    }))
+    })
+  )
 
   it.scoped("a path whose versions file is a directory fails permanently, naming the path", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const world = yield* openWorld
       yield* world.publish({ path: "a.jsonl/b", content: "x" })
       const error = yield* Effect.flip(world.publish({ path: "a", content: "y" }))
@@ -321,7 +393,8 @@ describe("concurrent publishes and permanent failures", () => {
       assert.include(failure.message, "'a'")
       assert.include(failure.message, "is a directory")
       assert.notInclude(failure.message, world.dir)
-    }))
+    })
+  )
 })
 
 const sorted = (names: ReadonlyArray<string>) => [...names].sort()

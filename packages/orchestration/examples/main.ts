@@ -28,16 +28,29 @@ const program = Effect.gen(function* () {
   show("retry the same deposit", { sequence: retried.sequence, duplicate: retried.duplicate })
   const conflict = yield* Effect.flip(engine.dispatchWithReceipt({ ...deposit, amount: 5 }))
   show("same id, other amount", { error: conflict._tag, message: conflict.message })
-  const rejected = yield* Effect.flip(engine.dispatchWithReceipt({ commandId: "example-withdraw-1", type: "account.withdraw", accountId: "acc-1", amount: 1_000 }))
+  const rejected = yield* Effect.flip(
+    engine.dispatchWithReceipt({
+      commandId: "example-withdraw-1",
+      type: "account.withdraw",
+      accountId: "acc-1",
+      amount: 1_000
+    })
+  )
   show("withdraw 1000", { error: rejected._tag, message: rejected.message })
-  const invalid = yield* Effect.flip(engine.dispatchWithReceipt({ commandId: "outcome:forged#1", type: "account.open", accountId: "x", owner: "y" }))
+  const invalid = yield* Effect.flip(
+    engine.dispatchWithReceipt({ commandId: "outcome:forged#1", type: "account.open", accountId: "x", owner: "y" })
+  )
   show("forged engine id", { error: invalid._tag, message: invalid.message })
 
   console.log("\nthe log:")
   for (const event of yield* engine.readEvents({ limit: 20 })) {
-    console.log(`  #${event.sequence} ${event.type} ${event.aggregateId} v${event.version} (command ${event.commandId})`)
+    console.log(
+      `  #${event.sequence} ${event.type} ${event.aggregateId} v${event.version} (command ${event.commandId})`
+    )
   }
-  console.log("\nan acknowledgement means the command's events, read model, receipt and outbox rows committed together.")
+  console.log(
+    "\nan acknowledgement means the command's events, read model, receipt and outbox rows committed together."
+  )
 })
 
 const EngineLive = Engine.layer({ aggregates: [Account], projections: [Balances] }).pipe(

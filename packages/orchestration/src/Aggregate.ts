@@ -80,7 +80,11 @@ export interface EventRecord {
   readonly schemaVersion: number
 }
 
-export interface AggregateDefinition<S, C extends { readonly type: string; readonly commandId: string }, E extends { readonly type: string }> {
+export interface AggregateDefinition<
+  S,
+  C extends { readonly type: string; readonly commandId: string },
+  E extends { readonly type: string }
+> {
   readonly name: string
   /** One schema per command type, keyed by that type; each decodes to a member of C. */
   readonly commands: { readonly [type: string]: Schema.Schema<any, any, never> }
@@ -98,7 +102,11 @@ export interface AggregateDefinition<S, C extends { readonly type: string; reado
   /** Version written with new events; bump it when the event shapes change and upcast old ones. */
   readonly eventSchemaVersion: number
   /** Turns a stored payload of an older schema version into the current encoded shape. */
-  readonly upcast: (stored: { readonly type: string; readonly payload: unknown; readonly schemaVersion: number }) => unknown
+  readonly upcast: (stored: {
+    readonly type: string
+    readonly payload: unknown
+    readonly schemaVersion: number
+  }) => unknown
 }
 
 export type AnyAggregate = AggregateDefinition<any, any, any>
@@ -121,7 +129,11 @@ export const make = <
   readonly decide: (state: S, command: CommandOf<Cmds>, ctx: DecideContext) => Decision<E> | Rejection
   readonly onOutcome?: (state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection
   readonly eventSchemaVersion?: number
-  readonly upcast?: (stored: { readonly type: string; readonly payload: unknown; readonly schemaVersion: number }) => unknown
+  readonly upcast?: (stored: {
+    readonly type: string
+    readonly payload: unknown
+    readonly schemaVersion: number
+  }) => unknown
 }): AggregateDefinition<S, CommandOf<Cmds> & { readonly type: string; readonly commandId: string }, E> => ({
   ...definition,
   commands: definition.commands as any,

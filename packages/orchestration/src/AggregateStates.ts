@@ -20,9 +20,10 @@ export const keyOf = (aggregateType: string, aggregateId: string) => `${aggregat
 export const decodeEvent = (aggregate: AnyAggregate, record: EventRecord): Either.Either<unknown, UndecodableEvent> => {
   let payload: unknown
   try {
-    payload = record.schemaVersion === aggregate.eventSchemaVersion
-      ? record.payload
-      : aggregate.upcast({ type: record.type, payload: record.payload, schemaVersion: record.schemaVersion })
+    payload =
+      record.schemaVersion === aggregate.eventSchemaVersion
+        ? record.payload
+        : aggregate.upcast({ type: record.type, payload: record.payload, schemaVersion: record.schemaVersion })
   } catch (error) {
     return Either.left(undecodable(record, `upcast threw: ${String(error)}`))
   }

@@ -22,10 +22,13 @@ export interface BootOptions<R> {
 }
 
 /** What boot did, for the start-up line and /health. */
-export class BootReport extends Context.Tag("orchestration/BootReport")<BootReport, {
-  readonly reconciled: ReconcileReport
-  readonly reactors: ReadonlyArray<Reactor.ReactorHandle>
-}>() {}
+export class BootReport extends Context.Tag("orchestration/BootReport")<
+  BootReport,
+  {
+    readonly reconciled: ReconcileReport
+    readonly reactors: ReadonlyArray<Reactor.ReactorHandle>
+  }
+>() {}
 
 export const policiesOf = (reactors: ReadonlyArray<Reactor.ReactorDefinition<any>>) => {
   const policies = new Map<string, Reactor.ProcessLossPolicy>()

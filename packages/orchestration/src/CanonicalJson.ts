@@ -18,5 +18,4 @@ export const canonicalJson = (value: unknown): string => {
   return `{${entries.join(",")}}`
 }
 
-export const fingerprint = (value: unknown): string =>
-  createHash("sha256").update(canonicalJson(value)).digest("hex")
+export const fingerprint = (value: unknown): string => createHash("sha256").update(canonicalJson(value)).digest("hex")

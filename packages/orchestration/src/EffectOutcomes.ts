@@ -44,7 +44,11 @@ const operatorFields = {
 }
 
 /** The effect was performed; `response` is what it answered. */
-export const EffectSucceed = Schema.Struct({ type: Schema.Literal("effect.succeed"), ...settlementFields, response: Schema.Unknown })
+export const EffectSucceed = Schema.Struct({
+  type: Schema.Literal("effect.succeed"),
+  ...settlementFields,
+  response: Schema.Unknown
+})
 /** The effect failed. With `retryAt` the row goes back to pending until then; without, it is final. */
 export const EffectFail = Schema.Struct({
   type: Schema.Literal("effect.fail"),
@@ -53,7 +57,11 @@ export const EffectFail = Schema.Struct({
   retryAt: Schema.optional(Schema.Number)
 })
 /** A replay-safe row whose owner is gone goes back to pending, with the reason stored. */
-export const EffectRequeue = Schema.Struct({ type: Schema.Literal("effect.requeue"), ...settlementFields, reason: Schema.String })
+export const EffectRequeue = Schema.Struct({
+  type: Schema.Literal("effect.requeue"),
+  ...settlementFields,
+  reason: Schema.String
+})
 
 /** An operator sends a failed or cancelled row back to pending, to be performed again. */
 export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"), ...operatorFields })
@@ -154,40 +162,67 @@ export const performanceMayBeRunning = (row: SettlementTarget, now: number): boo
 }
 
 /** Pure: does an operator's retry or cancel apply to the row as it is now, and what does it change? */
-export const decideOperatorAction = (row: SettlementTarget | undefined, command: OperatorCommand, now: number): SettlementDecision => {
+export const decideOperatorAction = (
+  row: SettlementTarget | undefined,
+  command: OperatorCommand,
+  now: number
+): SettlementDecision => {
   const action = command.type === "effect.retry" ? "retry" : "cancel"
   if (row === undefined || row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
-    return { _tag: "Refused", reason: "no-such-effect", message: `no effect '${command.effectId}' belongs to ${command.aggregateType} '${command.aggregateId}'` }
+    return {
+      _tag: "Refused",
+      reason: "no-such-effect",
+      message: `no effect '${command.effectId}' belongs to ${command.aggregateType} '${command.aggregateId}'`
+    }
   }
   if (command.attempt !== undefined && row.attempts !== command.attempt) {
-    return { _tag: "Refused", reason: "attempt-moved", message: `effect '${row.effectId}' is at attempt ${row.attempts}, not ${command.attempt}` }
+    return {
+      _tag: "Refused",
+      reason: "attempt-moved",
+      message: `effect '${row.effectId}' is at attempt ${row.attempts}, not ${command.attempt}`
+    }
   }
   const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
   const reason = command.reason ?? `${action === "retry" ? "retried" : "cancelled"} by an operator`
   if (action === "cancel") {
     if (row.status !== "pending" && row.status !== "running") {
-      return { _tag: "Refused", reason: "not-cancellable", message: `effect '${row.effectId}' is already ${row.status}` }
+      return {
+        _tag: "Refused",
+        reason: "not-cancellable",
+        message: `effect '${row.effectId}' is already ${row.status}`
+      }
     }
     return {
       _tag: "Apply",
-      change: { status: "cancelled", error: JSON.stringify({ message: reason }), keepLease: row.status === "running", operatorAction: true },
+      change: {
+        status: "cancelled",
+        error: JSON.stringify({ message: reason }),
+        keepLease: row.status === "running",
+        operatorAction: true
+      },
       outcome: { ...base, status: "cancelled", error: { message: reason } }
     }
   }
   if (row.status !== "failed" && row.status !== "cancelled") {
-    return { _tag: "Refused", reason: "not-retryable", message: `effect '${row.effectId}' is ${row.status}; only failed or cancelled effects can be retried` }
+    return {
+      _tag: "Refused",
+      reason: "not-retryable",
+      message: `effect '${row.effectId}' is ${row.status}; only failed or cancelled effects can be retried`
+    }
   }
   const code = errorCode(row.error)
   if (row.status === "failed" && code !== undefined && processLossCodes.includes(code)) {
     return {
       _tag: "Refused",
       reason: "may-have-taken-effect",
-      message: `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${code}) and may have taken effect; ` +
+      message:
+        `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${code}) and may have taken effect; ` +
         "a process-bound effect is never performed twice"
     }
   }
   if (performanceMayBeRunning(row, now)) {
-    const until = row.leaseExpiresAt === null ? "" : ` (its lease runs until ${new Date(row.leaseExpiresAt).toISOString()})`
+    const until =
+      row.leaseExpiresAt === null ? "" : ` (its lease runs until ${new Date(row.leaseExpiresAt).toISOString()})`
     return {
       _tag: "Refused",
       reason: "performance-may-be-running",
@@ -207,10 +242,14 @@ export const decideSettlement = (
   command: SettlementCommand,
   now: number
 ): SettlementDecision => {
-  if (command.type === "effect.retry" || command.type === "effect.cancel") return decideOperatorAction(row, command, now)
+  if (command.type === "effect.retry" || command.type === "effect.cancel")
+    return decideOperatorAction(row, command, now)
   if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
   if (row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
-    return { _tag: "Stale", message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'` }
+    return {
+      _tag: "Stale",
+      message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
+    }
   }
   const base = { effectId: row.effectId, kind: row.kind, payload: row.payload, attempt: row.attempts, by: command.by }
   // A quarantined row is a running row whose settlement is parked: releasing it settles that attempt.
@@ -230,15 +269,15 @@ export const decideSettlement = (
     case "effect.fail":
       return command.retryAt !== undefined
         ? {
-          _tag: "Apply",
-          change: { status: "pending", availableAt: command.retryAt, error: JSON.stringify(command.error) },
-          outcome: { ...base, status: "retrying", error: command.error }
-        }
+            _tag: "Apply",
+            change: { status: "pending", availableAt: command.retryAt, error: JSON.stringify(command.error) },
+            outcome: { ...base, status: "retrying", error: command.error }
+          }
         : {
-          _tag: "Apply",
-          change: { status: "failed", error: JSON.stringify(command.error) },
-          outcome: { ...base, status: "failed", error: command.error }
-        }
+            _tag: "Apply",
+            change: { status: "failed", error: JSON.stringify(command.error) },
+            outcome: { ...base, status: "failed", error: command.error }
+          }
     case "effect.requeue":
       return {
         _tag: "Apply",
@@ -302,7 +341,13 @@ export const defaultOperatorId = (
 /** The command for an operator's action on a row: what the operator sent and which row, nothing of its state. */
 export const operatorCommand = (
   action: "retry" | "cancel",
-  row: { readonly effectId: string; readonly aggregateType: string; readonly aggregateId: string; readonly attempts: number; readonly operatorActions: number },
+  row: {
+    readonly effectId: string
+    readonly aggregateType: string
+    readonly aggregateId: string
+    readonly attempts: number
+    readonly operatorActions: number
+  },
   commandId?: string
 ): OperatorCommand => ({
   type: action === "retry" ? "effect.retry" : "effect.cancel",

@@ -4,7 +4,24 @@
  * the single processor fiber; see Processor.ts for what one commit holds.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Chunk, Context, Deferred, Effect, Either, Exit, FiberId, Layer, Option, ParseResult, PubSub, Queue, Schedule, Schema, Stream } from "effect"
+import {
+  Cause,
+  Chunk,
+  Context,
+  Deferred,
+  Effect,
+  Either,
+  Exit,
+  FiberId,
+  Layer,
+  Option,
+  ParseResult,
+  PubSub,
+  Queue,
+  Schedule,
+  Schema,
+  Stream
+} from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { decodeEvent, keyOf, makeAggregateStates } from "./AggregateStates.js"
 import { fingerprint } from "./CanonicalJson.js"
@@ -78,14 +95,19 @@ export interface ReadEventsOptions {
 
 export interface EngineShape {
   /** The only way in. Answers once the command's receipt committed (or was found). */
-  readonly dispatchWithReceipt: (command: unknown, options?: DispatchOptions) => Effect.Effect<DispatchAnswer, DispatchError>
+  readonly dispatchWithReceipt: (
+    command: unknown,
+    options?: DispatchOptions
+  ) => Effect.Effect<DispatchAnswer, DispatchError>
   /**
    * Runs one internal command right away, before activation (boot reconcile): the processor is still
    * parked, so nothing else is admitted before it. Dies if the engine is already active.
    */
   readonly dispatchDuringBoot: (command: unknown) => Effect.Effect<DispatchAnswer, DispatchError>
   /** The same for many commands, group-committed; one answer per command, in order. */
-  readonly dispatchManyDuringBoot: (commands: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Exit.Exit<DispatchAnswer, DispatchError>>>
+  readonly dispatchManyDuringBoot: (
+    commands: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<Exit.Exit<DispatchAnswer, DispatchError>>>
   /** Resolves when the engine is activated (reactors park on it). */
   readonly awaitActivation: Effect.Effect<void>
   readonly isActive: Effect.Effect<boolean>
@@ -102,7 +124,10 @@ export interface EngineShape {
   readonly receipt: (commandId: string) => Effect.Effect<Option.Option<Receipts.Receipt>, StorageFailure>
   readonly readEvents: (options?: ReadEventsOptions) => Effect.Effect<ReadonlyArray<EventRecord>, StorageFailure>
   /** Catches up from the table, then follows new commits: every event once, in order. */
-  readonly followEvents: (options?: { readonly after?: number; readonly aggregateId?: string }) => Stream.Stream<EventRecord, StorageFailure>
+  readonly followEvents: (options?: {
+    readonly after?: number
+    readonly aggregateId?: string
+  }) => Stream.Stream<EventRecord, StorageFailure>
   /** Decodes a stored event with its aggregate's schema. */
   readonly decode: (record: EventRecord) => Effect.Effect<unknown, UndecodableEvent>
   /** Empties every projection and replays the whole log into them, in one transaction. */
@@ -138,7 +163,11 @@ const formatIssues = (error: ParseResult.ParseError) =>
     message: issue.message
   }))
 
-const identityOf = (raw: Record<string, unknown>, aggregate: AnyAggregate, aggregateId: string): Receipts.CommandIdentity => ({
+const identityOf = (
+  raw: Record<string, unknown>,
+  aggregate: AnyAggregate,
+  aggregateId: string
+): Receipts.CommandIdentity => ({
   commandId: raw.commandId as string,
   aggregateType: aggregate.name,
   aggregateId,
@@ -164,21 +193,27 @@ export const make = (config: EngineConfig) =>
 
     const backend = yield* StoreBackend
     // On a shared store several processes may boot at once; one migrates and sets up at a time.
-    yield* backend.exclusively(
-      "migrate",
-      Effect.gen(function* () {
-        yield* migrate.pipe(Effect.mapError(toStorageFailure("migrate")))
-        for (const projection of projections) {
-          yield* projection.setup.pipe(Effect.mapError(toStorageFailure(`setup projection ${projection.name}`)))
-        }
-      })
-    ).pipe(Effect.mapError(toStorageFailure("migrate")))
+    yield* backend
+      .exclusively(
+        "migrate",
+        Effect.gen(function* () {
+          yield* migrate.pipe(Effect.mapError(toStorageFailure("migrate")))
+          for (const projection of projections) {
+            yield* projection.setup.pipe(Effect.mapError(toStorageFailure(`setup projection ${projection.name}`)))
+          }
+        })
+      )
+      .pipe(Effect.mapError(toStorageFailure("migrate")))
 
     type Decoder = (raw: unknown) => Either.Either<any, ParseResult.ParseError>
-    const decoderOf = (schema: Schema.Schema<any, any, never>): Decoder => Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+    const decoderOf = (schema: Schema.Schema<any, any, never>): Decoder =>
+      Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
     const routes = new Map<string, { aggregate: AnyAggregate; decode: Decoder }>()
     const settlementDecoders = new Map<string, Decoder>(
-      Object.entries(settlementSchemas as Record<string, Schema.Schema<any, any, never>>).map(([type, schema]) => [type, decoderOf(schema)])
+      Object.entries(settlementSchemas as Record<string, Schema.Schema<any, any, never>>).map(([type, schema]) => [
+        type,
+        decoderOf(schema)
+      ])
     )
     const aggregatesByName = new Map<string, AnyAggregate>()
     for (const aggregate of config.aggregates) {
@@ -222,31 +257,33 @@ export const make = (config: EngineConfig) =>
 
     /** Commits a batch and rings whoever waits on what it changed. */
     const runBatch = (batch: ReadonlyArray<QueuedCommand>) =>
-      writer.withPermits(1)(
-        Effect.gen(function* () {
-          const before = head.value
-          const committedBefore = counters.committedCommands
-          counters.transactions++
-          const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
-            counters.abandonedBatches++
-          })
-          let outboxChanged = false
-          for (const result of results) {
-            if (Exit.isSuccess(result) && !result.value.duplicate) {
-              counters.committedCommands++
-              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
-              outboxChanged = true
+      writer
+        .withPermits(1)(
+          Effect.gen(function* () {
+            const before = head.value
+            const committedBefore = counters.committedCommands
+            counters.transactions++
+            const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
+              counters.abandonedBatches++
+            })
+            let outboxChanged = false
+            for (const result of results) {
+              if (Exit.isSuccess(result) && !result.value.duplicate) {
+                counters.committedCommands++
+                // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
+                outboxChanged = true
+              }
             }
-          }
-          if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
-          if (head.value > before) yield* PubSub.publish(commits, head.value)
-          if (outboxChanged) yield* PubSub.publish(outboxChanges, undefined)
-          return results
-        })
-      ).pipe(
-        Effect.provideService(SqlClient, sql),
-        Effect.withSpan("Engine.commitBatch", { attributes: { commands: batch.length }, captureStackTrace: false })
-      )
+            if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
+            if (head.value > before) yield* PubSub.publish(commits, head.value)
+            if (outboxChanged) yield* PubSub.publish(outboxChanges, undefined)
+            return results
+          })
+        )
+        .pipe(
+          Effect.provideService(SqlClient, sql),
+          Effect.withSpan("Engine.commitBatch", { attributes: { commands: batch.length }, captureStackTrace: false })
+        )
 
     const processor = Effect.gen(function* () {
       yield* Deferred.await(activated)
@@ -267,9 +304,13 @@ export const make = (config: EngineConfig) =>
     // failed LISTEN is re-opened; a store without other processes gives an empty stream, which ends here.
     yield* Effect.forkScoped(
       backend.foreignCommitHints.pipe(
-        Stream.tapError((error) => Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)),
+        Stream.tapError((error) =>
+          Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)
+        ),
         Stream.retry(Schedule.spaced("1 second")),
-        Stream.runForEach(() => PubSub.publish(commits, head.value).pipe(Effect.zipRight(PubSub.publish(outboxChanges, undefined)))),
+        Stream.runForEach(() =>
+          PubSub.publish(commits, head.value).pipe(Effect.zipRight(PubSub.publish(outboxChanges, undefined)))
+        ),
         Effect.provideService(SqlClient, sql)
       )
     )
@@ -290,12 +331,18 @@ export const make = (config: EngineConfig) =>
       const decodeSettlement = settlementDecoders.get(raw.type)
       if (decodeSettlement !== undefined) {
         const decoded = decodeSettlement(raw)
-        if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+        if (Either.isLeft(decoded))
+          return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
         const settlement: SettlementCommand = decoded.right
         const aggregate = aggregatesByName.get(settlement.aggregateType)
         if (aggregate === undefined) return invalid(`no aggregate named '${settlement.aggregateType}'`, commandId)
         const identity = identityOf(raw, aggregate, settlement.aggregateId)
-        return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true } satisfies QueuedCommand
+        return {
+          identity,
+          aggregate,
+          decide: decideSettlementCommand(aggregate, identity, settlement),
+          settles: true
+        } satisfies QueuedCommand
       }
       const route = routes.get(raw.type)
       if (route === undefined) return invalid(`unknown command type '${raw.type}'`, commandId)
@@ -341,7 +388,8 @@ export const make = (config: EngineConfig) =>
       Effect.gen(function* () {
         const id = command.identity.commandId
         const conflict = Receipts.conflictWith(running.identity, command.identity)
-        if (conflict !== undefined) return yield* Effect.fail(new CommandIdConflict({ commandId: id, message: conflict }))
+        if (conflict !== undefined)
+          return yield* Effect.fail(new CommandIdConflict({ commandId: id, message: conflict }))
         const first = yield* Effect.exit(Deferred.await(running.done))
         if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
         const error = Option.getOrUndefined(Cause.failureOption(first.cause))
@@ -369,12 +417,15 @@ export const make = (config: EngineConfig) =>
         const running = inFlight.get(id)
         if (running !== undefined) return coalesce(command, running)
         // A client admitted while open may get here after the drain ended (its free-space check is async).
-        if (phase === "closed") return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
+        if (phase === "closed")
+          return Effect.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine is shutting down" }))
         const done = Deferred.unsafeMake<DispatchAnswer, DispatchError>(FiberId.none)
         inFlight.set(id, { identity: command.identity, done })
         if (!queue.unsafeOffer({ ...command, done })) {
           inFlight.delete(id)
-          return Effect.fail(new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" }))
+          return Effect.fail(
+            new EngineUnavailable({ reason: "overloaded", message: "the command queue is full; retry shortly" })
+          )
         }
         unanswered++
         return Deferred.await(done)
@@ -392,7 +443,9 @@ export const make = (config: EngineConfig) =>
      * too), so it is refused; the room left is for settles of running work, reconcile and operators.
      */
     const replayOnly = (command: QueuedCommand, space: { readonly freeBytes: number; readonly floorBytes: number }) =>
-      Effect.flatMap(receipt(command.identity.commandId), (found) => (Option.isSome(found) ? enqueue(command) : Effect.fail(belowFloor(space))))
+      Effect.flatMap(receipt(command.identity.commandId), (found) =>
+        Option.isSome(found) ? enqueue(command) : Effect.fail(belowFloor(space))
+      )
 
     // Few Effect steps and no span on purpose: this runs once per command, and a span alone cost
     // ≈ 10 µs of it (docs/benchmarks.md). The HTTP edge traces each request; batches have a span.
@@ -404,7 +457,9 @@ export const make = (config: EngineConfig) =>
         const refused = admission(origin)
         if (refused !== undefined) return Effect.fail(refused)
         if (origin === "client") {
-          return Effect.flatMap(freeSpace.check, (space) => (space.belowFloor ? replayOnly(command, space) : enqueue(command)))
+          return Effect.flatMap(freeSpace.check, (space) =>
+            space.belowFloor ? replayOnly(command, space) : enqueue(command)
+          )
         }
         return enqueue(command)
       })
@@ -415,7 +470,8 @@ export const make = (config: EngineConfig) =>
     /** Boot-time commands in group-committed batches (reconcile settles thousands of rows this way). */
     const dispatchManyDuringBoot = (inputs: ReadonlyArray<unknown>) =>
       Effect.gen(function* () {
-        if (phase !== "parked") return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
+        if (phase !== "parked")
+          return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
         const results: Array<CommandResult> = []
         const prepared: Array<{ readonly index: number; readonly command: QueuedCommand }> = []
         for (const [index, input] of inputs.entries()) {
@@ -453,7 +509,11 @@ export const make = (config: EngineConfig) =>
           let cursor = options.after ?? 0
           const next = Effect.gen(function* () {
             while (true) {
-              const page = yield* readEvents({ after: cursor, limit: 500, ...(options.aggregateId ? { aggregateId: options.aggregateId } : {}) })
+              const page = yield* readEvents({
+                after: cursor,
+                limit: 500,
+                ...(options.aggregateId ? { aggregateId: options.aggregateId } : {})
+              })
               if (page.length > 0) {
                 cursor = page[page.length - 1]!.sequence
                 return Chunk.fromIterable(page)
@@ -467,7 +527,8 @@ export const make = (config: EngineConfig) =>
 
     const decode = (record: EventRecord) => {
       const aggregate = aggregatesByName.get(record.aggregateType)
-      if (aggregate === undefined) return Effect.dieMessage(`no aggregate named '${record.aggregateType}' is registered`)
+      if (aggregate === undefined)
+        return Effect.dieMessage(`no aggregate named '${record.aggregateType}' is registered`)
       return decodeEvent(aggregate, record)
     }
 
@@ -520,8 +581,20 @@ export const make = (config: EngineConfig) =>
       phase = "closed"
       // Anything still queued (only possible if never activated) is told, never left waiting.
       const left = yield* Queue.takeAll(queue)
-      yield* Effect.forEach(left, (item) =>
-        deliver(item, Exit.fail(new EngineUnavailable({ reason: "shutting-down", message: "the engine shut down before this command ran" }))), { discard: true })
+      yield* Effect.forEach(
+        left,
+        (item) =>
+          deliver(
+            item,
+            Exit.fail(
+              new EngineUnavailable({
+                reason: "shutting-down",
+                message: "the engine shut down before this command ran"
+              })
+            )
+          ),
+        { discard: true }
+      )
     })
 
     yield* Effect.addFinalizer(() => shutdown)

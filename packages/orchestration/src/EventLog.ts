@@ -48,23 +48,27 @@ export interface NewEvent {
 }
 
 /** Appends events in order and answers their records with the sequences the store assigned. */
-export const append = (events: ReadonlyArray<NewEvent>): Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient> =>
+export const append = (
+  events: ReadonlyArray<NewEvent>
+): Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     if (events.length === 0) return []
     const sql = yield* SqlClient
-    const rows = yield* sql<{ sequence: number; event_id: string }>`INSERT INTO events ${
-      sql.insert(events.map((e) => ({
-        event_id: e.eventId,
-        aggregate_type: e.aggregateType,
-        aggregate_id: e.aggregateId,
-        version: e.version,
-        type: e.type,
-        schema_version: e.schemaVersion,
-        payload: e.payloadJson,
-        command_id: e.commandId,
-        occurred_at: e.occurredAt
-      }))).returning("sequence, event_id")
-    }`
+    const rows = yield* sql<{ sequence: number; event_id: string }>`INSERT INTO events ${sql
+      .insert(
+        events.map((e) => ({
+          event_id: e.eventId,
+          aggregate_type: e.aggregateType,
+          aggregate_id: e.aggregateId,
+          version: e.version,
+          type: e.type,
+          schema_version: e.schemaVersion,
+          payload: e.payloadJson,
+          command_id: e.commandId,
+          occurred_at: e.occurredAt
+        }))
+      )
+      .returning("sequence, event_id")}`
     const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
     return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
   })
@@ -84,14 +88,17 @@ export const recordOf = (e: NewEvent, sequence: number): EventRecord => ({
 })
 
 export const forAggregate = (aggregateType: string, aggregateId: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${aggregateId} AND aggregate_type = ${aggregateType} ORDER BY version`
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${aggregateId} AND aggregate_type = ${aggregateType} ORDER BY version`
   ).pipe(Effect.map((rows) => rows.map(toRecord)))
 
 export const forCommand = (commandId: string) =>
-  Effect.flatMap(SqlClient, (sql) => sql<EventRow>`SELECT * FROM events WHERE command_id = ${commandId} ORDER BY sequence`).pipe(
-    Effect.map((rows) => rows.map(toRecord))
-  )
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql<EventRow>`SELECT * FROM events WHERE command_id = ${commandId} ORDER BY sequence`
+  ).pipe(Effect.map((rows) => rows.map(toRecord)))
 
 export interface ReadOptions {
   readonly after: number
@@ -108,6 +115,7 @@ export const read = (options: ReadOptions) =>
   ).pipe(Effect.map((rows) => rows.map(toRecord)))
 
 /** The highest committed sequence, 0 for an empty log. */
-export const head = Effect.flatMap(SqlClient, (sql) => sql<{ head: number | null }>`SELECT MAX(sequence) AS head FROM events`).pipe(
-  Effect.map((rows) => Number(rows[0]?.head ?? 0))
-)
+export const head = Effect.flatMap(
+  SqlClient,
+  (sql) => sql<{ head: number | null }>`SELECT MAX(sequence) AS head FROM events`
+).pipe(Effect.map((rows) => Number(rows[0]?.head ?? 0)))

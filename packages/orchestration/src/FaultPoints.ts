@@ -61,11 +61,14 @@ export const parse = (spec: string): ReadonlyArray<Rule> =>
       if (!faultPointNames.includes(point as FaultPointName)) {
         throw new Error(`FAULT_POINTS: unknown point '${point}' (known: ${faultPointNames.join(", ")})`)
       }
-      const options = new Map(filters.map((f) => {
-        const [k, v] = f.split("=")
-        if (!filterNames.includes(k!)) throw new Error(`FAULT_POINTS: unknown filter '${k}' in '${entry}' (known: ${filterNames.join(", ")})`)
-        return [k!, v ?? ""] as const
-      }))
+      const options = new Map(
+        filters.map((f) => {
+          const [k, v] = f.split("=")
+          if (!filterNames.includes(k!))
+            throw new Error(`FAULT_POINTS: unknown filter '${k}' in '${entry}' (known: ${filterNames.join(", ")})`)
+          return [k!, v ?? ""] as const
+        })
+      )
       const number = (key: string) => {
         const raw = options.get(key)
         if (raw === undefined) return undefined

@@ -27,7 +27,11 @@ export class FreeSpace extends Context.Reference<FreeSpace>()("orchestration/Fre
  * The real probe: statfs on the data directory, re-read at most every `cacheFor` (default 250 ms) so
  * admitting a command costs no syscall. A failing probe reports 0 free (fail closed).
  */
-export const layer = (options: { readonly directory: string; readonly floorBytes: number; readonly cacheFor?: Duration.DurationInput }) =>
+export const layer = (options: {
+  readonly directory: string
+  readonly floorBytes: number
+  readonly cacheFor?: Duration.DurationInput
+}) =>
   Layer.sync(FreeSpace, () => {
     const cacheMs = Duration.toMillis(options.cacheFor ?? "250 millis")
     let last: { at: number; report: SpaceReport } | undefined
@@ -35,7 +39,13 @@ export const layer = (options: { readonly directory: string; readonly floorBytes
       Effect.map((s) => s.bavail * s.bsize),
       Effect.tapError((error) => Effect.logError("free-space probe failed; treating the volume as full", error)),
       Effect.orElseSucceed(() => 0),
-      Effect.map((freeBytes): SpaceReport => ({ freeBytes, floorBytes: options.floorBytes, belowFloor: freeBytes < options.floorBytes }))
+      Effect.map(
+        (freeBytes): SpaceReport => ({
+          freeBytes,
+          floorBytes: options.floorBytes,
+          belowFloor: freeBytes < options.floorBytes
+        })
+      )
     )
     return {
       check: Effect.gen(function* () {

@@ -100,8 +100,8 @@ export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
   Effect.gen(function* () {
     if (rows.length === 0) return
     const sql = yield* SqlClient
-    yield* sql`INSERT INTO outbox ${
-      sql.insert(rows.map((r) => ({
+    yield* sql`INSERT INTO outbox ${sql.insert(
+      rows.map((r) => ({
         effect_id: r.effectId,
         command_id: r.commandId,
         aggregate_type: r.aggregateType,
@@ -114,8 +114,8 @@ export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
         available_at: r.availableAt,
         created_at: r.now,
         updated_at: r.now
-      })))
-    } ON CONFLICT (effect_id) DO NOTHING`
+      }))
+    )} ON CONFLICT (effect_id) DO NOTHING`
   })
 
 export const find = (effectId: string) =>
@@ -140,13 +140,23 @@ export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHo
 
 /** An owner's heartbeat row, if it has one: whether it stopped, and when it last beat. */
 export const ownerLiveness = (ownerId: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ heartbeat_at: number; stopped_at: number | null }>`SELECT heartbeat_at, stopped_at FROM owners WHERE owner_id = ${ownerId}`
-  ).pipe(Effect.map((rows) =>
-    rows[0] === undefined
-      ? undefined
-      : { heartbeatAt: Number(rows[0].heartbeat_at), stoppedAt: rows[0].stopped_at === null ? null : Number(rows[0].stopped_at) }
-  ))
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{
+        heartbeat_at: number
+        stopped_at: number | null
+      }>`SELECT heartbeat_at, stopped_at FROM owners WHERE owner_id = ${ownerId}`
+  ).pipe(
+    Effect.map((rows) =>
+      rows[0] === undefined
+        ? undefined
+        : {
+            heartbeatAt: Number(rows[0].heartbeat_at),
+            stoppedAt: rows[0].stopped_at === null ? null : Number(rows[0].stopped_at)
+          }
+    )
+  )
 
 /**
  * Applies a settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in
@@ -172,9 +182,17 @@ export const applyChange = (effectId: string, attempt: number, change: RowChange
   })
 
 /** Cancels a pending row of this aggregate (a decision's `cancel`); other statuses are left as they are. */
-export const cancelPending = (effectId: string, aggregateType: string, aggregateId: string, reason: string, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason })}, updated_at = ${now}
+export const cancelPending = (
+  effectId: string,
+  aggregateType: string,
+  aggregateId: string,
+  reason: string,
+  now: number
+) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason })}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'pending' AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId}`
   )
 
@@ -195,8 +213,10 @@ export interface ClaimRequest {
  * operator releases or fails it.
  */
 export const claim = (request: ClaimRequest) =>
-  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
-    sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
+  Effect.flatMap(
+    Effect.zip(SqlClient, StoreBackend),
+    ([sql, backend]) =>
+      sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
         lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
       WHERE sequence IN (
         SELECT o.sequence FROM outbox o
@@ -212,8 +232,10 @@ export const claim = (request: ClaimRequest) =>
 
 /** Extends a lease this owner still holds. False when it was lost (reclaimed, settled, or stale). */
 export const renew = (effectId: string, attempt: number, owner: string, expiresAt: number, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`UPDATE outbox SET lease_expires_at = ${expiresAt}, updated_at = ${now}
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ effect_id: string }>`UPDATE outbox SET lease_expires_at = ${expiresAt}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
@@ -223,15 +245,19 @@ export const renew = (effectId: string, attempt: number, owner: string, expiresA
  * (an operator's cancel keeps the lease until then). `updated_at` stays: it dates the settlement.
  */
 export const acknowledgeStopped = (effectId: string, attempt: number, owner: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
       WHERE effect_id = ${effectId} AND attempts = ${attempt} AND lease_owner = ${owner} AND status <> 'running'`
   ).pipe(Effect.asVoid)
 
 /** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
 export const release = (effectId: string, attempt: number, owner: string, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
         available_at = ${now}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
       RETURNING effect_id`
@@ -242,8 +268,10 @@ export const release = (effectId: string, attempt: number, owner: string, now: n
  * cleared, the record stored. False when the row is no longer running at this attempt.
  */
 export const park = (effectId: string, attempt: number, record: QuarantineRecord) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ effect_id: string }>`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
         lease_owner = NULL, lease_expires_at = NULL, updated_at = ${record.at}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}
       RETURNING effect_id`
@@ -251,16 +279,20 @@ export const park = (effectId: string, attempt: number, record: QuarantineRecord
 
 /** Stores a newer record on a row that is still parked at this attempt (a release that failed again). */
 export const reparked = (effectId: string, attempt: number, record: QuarantineRecord) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ effect_id: string }>`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
       WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
 
 /** An operator ends a parked row as failed, with their reason; the owning aggregate is not told. */
 export const failParked = (effectId: string, attempt: number, errorJson: string, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ effect_id: string }>`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ effect_id: string }>`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
   ).pipe(Effect.map((rows) => rows.length === 1))
@@ -279,8 +311,10 @@ export const runningNotOwnedBy = (liveOwners: ReadonlyArray<string>, limit: numb
  * this process alone (StoreBackend.holdNodeId), so those owners are dead.
  */
 export const runningOfEarlierIncarnations = (nodeId: string, currentOwner: string, limit: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<Row>`SELECT o.* FROM outbox o JOIN owners w ON w.owner_id = o.lease_owner
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<Row>`SELECT o.* FROM outbox o JOIN owners w ON w.owner_id = o.lease_owner
       WHERE o.status = 'running' AND w.node_id = ${nodeId} AND o.lease_owner <> ${currentOwner}
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
@@ -289,9 +323,17 @@ export const runningOfEarlierIncarnations = (nodeId: string, currentOwner: strin
  * Running rows whose lease expired and whose owner's heartbeat stopped before `deadBefore`, never
  * `judge`'s own: a process that could not renew its own lease is alive, whatever its heartbeat says.
  */
-export const reclaimable = (now: number, deadBefore: number, limit: number, kinds: ReadonlyArray<string>, judge: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<Row>`SELECT o.* FROM outbox o LEFT JOIN owners w ON w.owner_id = o.lease_owner
+export const reclaimable = (
+  now: number,
+  deadBefore: number,
+  limit: number,
+  kinds: ReadonlyArray<string>,
+  judge: string
+) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<Row>`SELECT o.* FROM outbox o LEFT JOIN owners w ON w.owner_id = o.lease_owner
       WHERE o.status = 'running' AND o.lease_expires_at < ${now} AND ${sql.in("o.kind", kinds)}
         AND (o.lease_owner IS NULL OR o.lease_owner <> ${judge})
         AND (w.owner_id IS NULL OR w.stopped_at IS NOT NULL OR w.heartbeat_at < ${deadBefore})
@@ -300,8 +342,10 @@ export const reclaimable = (now: number, deadBefore: number, limit: number, kind
 
 /** The earliest time a pending row of these kinds becomes due, if any. */
 export const nextDue = (kinds: ReadonlyArray<string>, after: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ due: number | null }>`SELECT MIN(available_at) AS due FROM outbox
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ due: number | null }>`SELECT MIN(available_at) AS due FROM outbox
       WHERE status = 'pending' AND ${sql.in("kind", kinds)} AND sequence > ${after}`
   ).pipe(Effect.map((rows) => (rows[0]?.due === null || rows[0]?.due === undefined ? undefined : Number(rows[0].due))))
 
@@ -322,16 +366,22 @@ export const list = (options: ListOptions = {}) =>
     return sql<Row>`SELECT * FROM outbox WHERE ${sql.and(conditions)} ORDER BY sequence LIMIT ${options.limit ?? 100}`
   }).pipe(Effect.map((rows) => rows.map(toRow)))
 
-export const countsByStatus = Effect.flatMap(SqlClient, (sql) =>
-  sql<{ status: OutboxStatus; n: number }>`SELECT status, COUNT(*) AS n FROM outbox GROUP BY status`
-).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Partial<Record<OutboxStatus, number>>))
+export const countsByStatus = Effect.flatMap(
+  SqlClient,
+  (sql) => sql<{ status: OutboxStatus; n: number }>`SELECT status, COUNT(*) AS n FROM outbox GROUP BY status`
+).pipe(
+  Effect.map(
+    (rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Partial<Record<OutboxStatus, number>>
+  )
+)
 
 // ---- reactor cursors -------------------------------------------------------------------------
 
 export const cursor = (reactor: string) =>
-  Effect.flatMap(SqlClient, (sql) => sql<{ position: number }>`SELECT position FROM reactor_cursors WHERE reactor = ${reactor}`).pipe(
-    Effect.map((rows) => Number(rows[0]?.position ?? 0))
-  )
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql<{ position: number }>`SELECT position FROM reactor_cursors WHERE reactor = ${reactor}`
+  ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
 
 /**
  * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
@@ -354,16 +404,23 @@ export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now
 // ---- owners and heartbeats ----------------------------------------------------------------------
 
 export const heartbeat = (ownerId: string, nodeId: string, now: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`INSERT INTO owners (owner_id, node_id, started_at, heartbeat_at) VALUES (${ownerId}, ${nodeId}, ${now}, ${now})
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`INSERT INTO owners (owner_id, node_id, started_at, heartbeat_at) VALUES (${ownerId}, ${nodeId}, ${now}, ${now})
       ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL`
   )
 
 export const markStopped = (ownerId: string, now: number) =>
-  Effect.flatMap(SqlClient, (sql) => sql`UPDATE owners SET stopped_at = ${now}, heartbeat_at = ${now} WHERE owner_id = ${ownerId}`)
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql`UPDATE owners SET stopped_at = ${now}, heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
+  )
 
 /** Owners whose heartbeat is fresher than `aliveAfter` and who have not stopped. */
 export const liveOwners = (aliveAfter: number) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql<{ owner_id: string }>`SELECT owner_id FROM owners WHERE stopped_at IS NULL AND heartbeat_at >= ${aliveAfter}`
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ owner_id: string }>`SELECT owner_id FROM owners WHERE stopped_at IS NULL AND heartbeat_at >= ${aliveAfter}`
   ).pipe(Effect.map((rows) => rows.map((r) => r.owner_id)))

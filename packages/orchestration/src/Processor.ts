@@ -90,8 +90,13 @@ const constraintDefect = (identity: Receipts.CommandIdentity, projection: string
   })
 
 /** The decision of a domain command: the aggregate's pure decider. */
-export const decideCommand = (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: unknown): Decide => (state, ctx) =>
-  Effect.try({ try: () => aggregate.decide(state, command, ctx), catch: (error) => commandDefect(identity, "decide", error) })
+export const decideCommand =
+  (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: unknown): Decide =>
+  (state, ctx) =>
+    Effect.try({
+      try: () => aggregate.decide(state, command, ctx),
+      catch: (error) => commandDefect(identity, "decide", error)
+    })
 
 /**
  * The decision of a settlement: check it against the row as it is now (a settle that lost its lease
@@ -99,42 +104,40 @@ export const decideCommand = (aggregate: AnyAggregate, identity: Receipts.Comman
  * An operator's action that the row's state (or, for a retry, the owning aggregate) does not allow
  * is refused without a receipt, so it never answers for a later request under the same id.
  */
-export const decideSettlementCommand = (
-  aggregate: AnyAggregate,
-  identity: Receipts.CommandIdentity,
-  command: SettlementCommand
-): Decide => (state, ctx) =>
-  Effect.gen(function* () {
-    const operator = command.type === "effect.retry" || command.type === "effect.cancel"
-    const refuse = (reason: EffectActionRefused["reason"], message: string) =>
-      new EffectActionRefused({
-        commandId: identity.commandId,
-        effectId: command.effectId,
-        action: command.type === "effect.retry" ? "retry" : "cancel",
-        reason,
-        message
-      })
-    const row = yield* Outbox.find(command.effectId)
-    // Whether a cancelled performance may still run depends on its lease owner's liveness.
-    const holder = operator && row?.leaseOwner != null ? yield* Outbox.ownerLiveness(row.leaseOwner) : undefined
-    const verdict = decideSettlement(row && Outbox.toTarget(row, holder), command, ctx.now)
-    if (verdict._tag === "Stale") return Decision.reject("stale-outcome", verdict.message)
-    if (verdict._tag === "Refused") return refuse(verdict.reason, verdict.message)
-    // The aggregate decides first (pure), so an operator retry it refuses changes nothing.
-    let decision: Decision<any> | Rejection = Decision.none()
-    if (aggregate.onOutcome !== undefined) {
-      decision = yield* Effect.try({
-        try: () => aggregate.onOutcome!(state, verdict.outcome, ctx),
-        catch: (error) => commandDefect(identity, "decide", error)
-      })
-    }
-    if (decision._tag === "Rejection") {
-      if (command.type === "effect.retry") return refuse("refused-by-owner", decision.message)
-      decision = Decision.none()
-    }
-    yield* Outbox.applyChange(command.effectId, verdict.outcome.attempt, verdict.change, ctx.now)
-    return decision
-  })
+export const decideSettlementCommand =
+  (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: SettlementCommand): Decide =>
+  (state, ctx) =>
+    Effect.gen(function* () {
+      const operator = command.type === "effect.retry" || command.type === "effect.cancel"
+      const refuse = (reason: EffectActionRefused["reason"], message: string) =>
+        new EffectActionRefused({
+          commandId: identity.commandId,
+          effectId: command.effectId,
+          action: command.type === "effect.retry" ? "retry" : "cancel",
+          reason,
+          message
+        })
+      const row = yield* Outbox.find(command.effectId)
+      // Whether a cancelled performance may still run depends on its lease owner's liveness.
+      const holder = operator && row?.leaseOwner != null ? yield* Outbox.ownerLiveness(row.leaseOwner) : undefined
+      const verdict = decideSettlement(row && Outbox.toTarget(row, holder), command, ctx.now)
+      if (verdict._tag === "Stale") return Decision.reject("stale-outcome", verdict.message)
+      if (verdict._tag === "Refused") return refuse(verdict.reason, verdict.message)
+      // The aggregate decides first (pure), so an operator retry it refuses changes nothing.
+      let decision: Decision<any> | Rejection = Decision.none()
+      if (aggregate.onOutcome !== undefined) {
+        decision = yield* Effect.try({
+          try: () => aggregate.onOutcome!(state, verdict.outcome, ctx),
+          catch: (error) => commandDefect(identity, "decide", error)
+        })
+      }
+      if (decision._tag === "Rejection") {
+        if (command.type === "effect.retry") return refuse("refused-by-owner", decision.message)
+        decision = Decision.none()
+      }
+      yield* Outbox.applyChange(command.effectId, verdict.outcome.attempt, verdict.change, ctx.now)
+      return decision
+    })
 
 export type CommandResult = Exit.Exit<DispatchAnswer, DispatchError>
 
@@ -270,17 +273,19 @@ const decideAndWrite = (
     }
 
     if (faults) yield* faults.before("events", commandId)
-    const records = yield* deps.writer.appendEvents(encoded.map((e, index) => ({
-      eventId: `${commandId}/event-${index}`,
-      aggregateType: aggregate.name,
-      aggregateId: identity.aggregateId,
-      version: current.version + index + 1,
-      type: e.type,
-      schemaVersion: aggregate.eventSchemaVersion,
-      payloadJson: e.json,
-      commandId,
-      occurredAt: now
-    })))
+    const records = yield* deps.writer.appendEvents(
+      encoded.map((e, index) => ({
+        eventId: `${commandId}/event-${index}`,
+        aggregateType: aggregate.name,
+        aggregateId: identity.aggregateId,
+        version: current.version + index + 1,
+        type: e.type,
+        schemaVersion: aggregate.eventSchemaVersion,
+        payloadJson: e.json,
+        commandId,
+        occurredAt: now
+      }))
+    )
 
     for (const [index, record] of records.entries()) {
       for (const projection of deps.projections) {
@@ -296,24 +301,32 @@ const decideAndWrite = (
       }
     }
 
-    const effectIds = decision.effects.map((intent, index) =>
-      intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
+    const effectIds = decision.effects.map(
+      (intent, index) => intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
     )
     const badId = effectIds.find((id) => id.length > EFFECT_ID_MAX || commandIdProblem(id, "internal") !== undefined)
     if (badId !== undefined) {
-      return yield* Effect.fail(commandDefect(identity, "decide", new Error(`effect id '${badId.slice(0, 80)}…' does not fit the id rules; build it with CommandId.boundedId`)))
+      return yield* Effect.fail(
+        commandDefect(
+          identity,
+          "decide",
+          new Error(`effect id '${badId.slice(0, 80)}…' does not fit the id rules; build it with CommandId.boundedId`)
+        )
+      )
     }
-    const effectRows = decision.effects.map((intent, index): Outbox.NewOutboxRow => ({
-      effectId: effectIds[index]!,
-      commandId,
-      aggregateType: aggregate.name,
-      aggregateId: identity.aggregateId,
-      kind: intent.kind,
-      payloadJson: canonicalJson(intent.payload),
-      lane: intent.lane ?? `${aggregate.name}:${identity.aggregateId}`,
-      availableAt: intent.availableAt ?? now,
-      now
-    }))
+    const effectRows = decision.effects.map(
+      (intent, index): Outbox.NewOutboxRow => ({
+        effectId: effectIds[index]!,
+        commandId,
+        aggregateType: aggregate.name,
+        aggregateId: identity.aggregateId,
+        kind: intent.kind,
+        payloadJson: canonicalJson(intent.payload),
+        lane: intent.lane ?? `${aggregate.name}:${identity.aggregateId}`,
+        availableAt: intent.availableAt ?? now,
+        now
+      })
+    )
     if (effectRows.length > 0) {
       if (faults) yield* faults.before("outbox", commandId)
       yield* deps.writer.insertOutbox(effectRows)
@@ -398,7 +411,8 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           return current !== undefined
             ? decideAndWrite(deps, env, item, current, head)
             : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
-              decideAndWrite(deps, env, item, loaded, head))
+                decideAndWrite(deps, env, item, loaded, head)
+              )
         })
         const exit = isolate ? yield* deps.writer.savepoint(body, isStorageCause) : yield* Effect.exit(body)
         if (!isolate && Exit.isFailure(exit)) {

@@ -45,7 +45,11 @@ export type SettleFailure =
  * `registered`: whether the row's aggregate type is registered with this engine (a settlement of an
  * unregistered type is refused as InvalidCommand before anything runs).
  */
-export const classify = (registered: boolean, aggregateType: string, cause: Cause.Cause<DispatchError>): SettleFailure => {
+export const classify = (
+  registered: boolean,
+  aggregateType: string,
+  cause: Cause.Cause<DispatchError>
+): SettleFailure => {
   const failure = Cause.failureOption(cause)
   // A defect is the engine's own bug (the processor turns its defects into StorageFailure already).
   if (Option.isNone(failure)) return { _tag: "Fatal" }
@@ -62,7 +66,11 @@ export const classify = (registered: boolean, aggregateType: string, cause: Caus
     case "InvalidCommand":
       return registered
         ? { _tag: "Fatal" }
-        : { _tag: "Quarantine", reason: "aggregate-unregistered", message: `no aggregate named '${aggregateType}' is registered` }
+        : {
+            _tag: "Quarantine",
+            reason: "aggregate-unregistered",
+            message: `no aggregate named '${aggregateType}' is registered`
+          }
     case "StorageFailure":
     case "EngineUnavailable":
     case "CommandIdConflict":
@@ -79,16 +87,25 @@ export const park = (
 ) =>
   Effect.gen(function* () {
     const at = yield* Clock.currentTimeMillis
-    const parked = yield* Outbox.park(row.effectId, row.attempts, { reason: failure.reason, message: failure.message, by, at, settlement })
+    const parked = yield* Outbox.park(row.effectId, row.attempts, {
+      reason: failure.reason,
+      message: failure.message,
+      by,
+      at,
+      settlement
+    })
     if (parked) {
-      yield* Effect.logError("effect quarantined: its aggregate cannot record its settlement; an operator releases or fails it", {
-        effectId: row.effectId,
-        kind: row.kind,
-        aggregate: `${row.aggregateType}/${row.aggregateId}`,
-        attempt: row.attempts,
-        reason: failure.reason,
-        message: failure.message
-      })
+      yield* Effect.logError(
+        "effect quarantined: its aggregate cannot record its settlement; an operator releases or fails it",
+        {
+          effectId: row.effectId,
+          kind: row.kind,
+          aggregate: `${row.aggregateType}/${row.aggregateId}`,
+          attempt: row.attempts,
+          reason: failure.reason,
+          message: failure.message
+        }
+      )
     }
     return parked
   }).pipe(Effect.mapError(toStorageFailure("quarantine an effect")))
@@ -97,7 +114,12 @@ export const park = (
  * After a settlement of `row` failed: classifies the failure and parks the row when it is a
  * per-aggregate problem. The caller decides what Stale and Fatal mean where it runs.
  */
-export const afterFailedSettle = (row: Outbox.OutboxRow, settlement: Record<string, unknown>, cause: Cause.Cause<DispatchError>, by: SettledBy) =>
+export const afterFailedSettle = (
+  row: Outbox.OutboxRow,
+  settlement: Record<string, unknown>,
+  cause: Cause.Cause<DispatchError>,
+  by: SettledBy
+) =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const failure = classify(engine.aggregate(row.aggregateType) !== undefined, row.aggregateType, cause)
@@ -126,7 +148,10 @@ const parkedRow = (effectId: string) =>
       return yield* new EffectNotQuarantined({
         effectId,
         status: row?.status ?? "missing",
-        message: row === undefined ? `no effect '${effectId}' exists` : `effect '${effectId}' is ${row.status}, not quarantined`
+        message:
+          row === undefined
+            ? `no effect '${effectId}' exists`
+            : `effect '${effectId}' is ${row.status}, not quarantined`
       })
     }
     return { row, record: row.quarantine }
@@ -139,22 +164,32 @@ const parkedRow = (effectId: string) =>
  */
 export const release = (
   effectId: string
-): Effect.Effect<DispatchAnswer, EffectNotQuarantined | EffectStillQuarantined | StorageFailure | DispatchError, Engine | SqlClient> =>
+): Effect.Effect<
+  DispatchAnswer,
+  EffectNotQuarantined | EffectStillQuarantined | StorageFailure | DispatchError,
+  Engine | SqlClient
+> =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const { row, record } = yield* parkedRow(effectId)
     yield* engine.releaseAggregate(row.aggregateType, row.aggregateId)
     const exit = yield* Effect.exit(engine.dispatchWithReceipt(record.settlement, { origin: "internal" }))
     if (Exit.isSuccess(exit)) {
-      yield* Effect.logWarning("quarantined effect released: its settlement is recorded", { effectId, commandId: exit.value.commandId })
+      yield* Effect.logWarning("quarantined effect released: its settlement is recorded", {
+        effectId,
+        commandId: exit.value.commandId
+      })
       return exit.value
     }
     const failure = classify(engine.aggregate(row.aggregateType) !== undefined, row.aggregateType, exit.cause)
     if (failure._tag !== "Quarantine") return yield* Effect.failCause(exit.cause)
     const at = yield* Clock.currentTimeMillis
-    yield* Outbox.reparked(effectId, row.attempts, { ...record, reason: failure.reason, message: failure.message, at }).pipe(
-      Effect.mapError(toStorageFailure("quarantine an effect"))
-    )
+    yield* Outbox.reparked(effectId, row.attempts, {
+      ...record,
+      reason: failure.reason,
+      message: failure.message,
+      at
+    }).pipe(Effect.mapError(toStorageFailure("quarantine an effect")))
     return yield* new EffectStillQuarantined({ effectId, reason: failure.reason, message: failure.message })
   }).pipe(Effect.withSpan("Quarantine.release"))
 
@@ -165,7 +200,10 @@ export const failedByOperator = (reason: string) => ({ message: reason, code: "f
  * Ends a parked row as failed with the operator's reason. The owning aggregate is not told (it
  * cannot record anything; that is why the row was parked): the row, its record and the reason stay.
  */
-export const fail = (effectId: string, reason: string): Effect.Effect<Outbox.OutboxRow, EffectNotQuarantined | StorageFailure, SqlClient> =>
+export const fail = (
+  effectId: string,
+  reason: string
+): Effect.Effect<Outbox.OutboxRow, EffectNotQuarantined | StorageFailure, SqlClient> =>
   Effect.gen(function* () {
     const { row } = yield* parkedRow(effectId)
     const now = yield* Clock.currentTimeMillis
@@ -176,7 +214,11 @@ export const fail = (effectId: string, reason: string): Effect.Effect<Outbox.Out
     if (!failed || after === undefined) {
       // Released or failed by someone else between the read and the write: the operator is told.
       const status = after?.status ?? "missing"
-      return yield* new EffectNotQuarantined({ effectId, status, message: `effect '${effectId}' changed meanwhile; it is ${status}` })
+      return yield* new EffectNotQuarantined({
+        effectId,
+        status,
+        message: `effect '${effectId}' changed meanwhile; it is ${status}`
+      })
     }
     yield* Effect.logWarning("quarantined effect failed by an operator", { effectId, attempt: row.attempts })
     return after

@@ -5,7 +5,22 @@
  * never loses it: the row stays committed, and boot reconcile or a live peer settles it by policy.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Clock, Deferred, Duration, Effect, Either, Exit, FiberMap, Layer, Option, PubSub, Queue, Schema, type Scope } from "effect"
+import {
+  Cause,
+  Clock,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Exit,
+  FiberMap,
+  Layer,
+  Option,
+  PubSub,
+  Queue,
+  Schema,
+  type Scope
+} from "effect"
 import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
@@ -91,15 +106,23 @@ export const verdictFor = (
   if (failure instanceof TimedOut) {
     const after = Duration.format(Duration.decode(policy.timeout))
     if (policy.onProcessLoss === "process-bound") {
-      return { type: "effect.fail", error: { message: `timed out after ${after}; may or may not have taken effect`, code: "timeout" } }
+      return {
+        type: "effect.fail",
+        error: { message: `timed out after ${after}; may or may not have taken effect`, code: "timeout" }
+      }
     }
     const error = { message: `timed out after ${after}`, code: "timeout" }
-    return attemptsLeft ? { type: "effect.fail", error, retryAt } : { type: "effect.fail", error: exhausted(error, row) }
+    return attemptsLeft
+      ? { type: "effect.fail", error, retryAt }
+      : { type: "effect.fail", error: exhausted(error, row) }
   }
   if (failure instanceof EffectFailure) {
-    const error: EffectError = failure.code === undefined ? { message: failure.message } : { message: failure.message, code: failure.code }
+    const error: EffectError =
+      failure.code === undefined ? { message: failure.message } : { message: failure.message, code: failure.code }
     if (!failure.retryable) return { type: "effect.fail", error }
-    return attemptsLeft ? { type: "effect.fail", error, retryAt } : { type: "effect.fail", error: exhausted(error, row) }
+    return attemptsLeft
+      ? { type: "effect.fail", error, retryAt }
+      : { type: "effect.fail", error: exhausted(error, row) }
   }
   // A defect or an unexpected interruption: stored with its text, never retried blindly.
   return { type: "effect.fail", error: { message: `handler defect: ${Cause.pretty(exit.cause)}`, code: "defect" } }
@@ -121,7 +144,9 @@ export interface ReactorHandle {
  * performing until the scope closes, when it stops claiming, gives in-flight handlers the grace
  * period, hands replay-safe leftovers back to pending and leaves process-bound ones for reconcile.
  */
-export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorHandle, never, Engine | Worker | SqlClient | Scope.Scope | R> =>
+export const run = <R>(
+  definition: ReactorDefinition<R>
+): Effect.Effect<ReactorHandle, never, Engine | Worker | SqlClient | Scope.Scope | R> =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const worker = yield* Worker
@@ -136,7 +161,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
 
     const wake = yield* Queue.sliding<void>(1)
     const ring = yield* PubSub.subscribe(engine.outboxChanges)
-    yield* Effect.forkScoped(Effect.forever(Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring)), Effect.zipRight(Queue.offer(wake, undefined)))))
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring)), Effect.zipRight(Queue.offer(wake, undefined)))
+      )
+    )
     const running = yield* FiberMap.make<string>()
     let stopping = false
     let settledSinceCursor = false
@@ -165,13 +194,18 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           if (Exit.isSuccess(exit)) return "settled" as const
           const error = Option.getOrUndefined(Cause.failureOption(exit.cause))
           if (error instanceof CommandRejected) {
-            yield* Effect.logInfo("settle was stale: the lease was lost before it landed", { effectId: row.effectId, reason: error.message })
+            yield* Effect.logInfo("settle was stale: the lease was lost before it landed", {
+              effectId: row.effectId,
+              reason: error.message
+            })
             return "stale" as const
           }
           // A conflict means an earlier try under this id committed after all (an ambiguous commit).
           if (error instanceof CommandIdConflict) return "settled" as const
           if (error instanceof EngineUnavailable && error.reason === "shutting-down") {
-            yield* Effect.logWarning("engine closed before the settle landed; boot reconcile will settle it", { effectId: row.effectId })
+            yield* Effect.logWarning("engine closed before the settle landed; boot reconcile will settle it", {
+              effectId: row.effectId
+            })
             return "abandoned" as const
           }
           if (error instanceof StorageFailure) {
@@ -183,27 +217,41 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             })
             command = { ...base, type: "effect.fail", error: { message: `storage: ${error.code}`, code: error.code } }
           } else if (!(error instanceof EngineUnavailable)) {
-            const failure = Quarantine.classify(engine.aggregate(row.aggregateType) !== undefined, row.aggregateType, exit.cause)
-            const fallbackTried = command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
+            const failure = Quarantine.classify(
+              engine.aggregate(row.aggregateType) !== undefined,
+              row.aggregateType,
+              exit.cause
+            )
+            const fallbackTried =
+              command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
             if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
               // The aggregate cannot record anything about this row: park it with what was performed,
               // for an operator to release or fail. Never left running, never retried in silence.
               return yield* Quarantine.park(row, performed, failure, by).pipe(
                 Effect.as("quarantined" as const),
                 Effect.catchAll((stored) =>
-                  Effect.logError("could not quarantine the effect; its lease will lapse and a reclaim will", { effectId: row.effectId, stored })
-                    .pipe(Effect.as("abandoned" as const)))
+                  Effect.logError("could not quarantine the effect; its lease will lapse and a reclaim will", {
+                    effectId: row.effectId,
+                    stored
+                  }).pipe(Effect.as("abandoned" as const))
+                )
               )
             }
             // A defect recording the outcome: record that instead, once; the row must not stay running.
             if (fallbackTried || failure._tag !== "Quarantine") {
-              yield* Effect.logError("could not record the outcome at all", { effectId: row.effectId, cause: Cause.pretty(exit.cause) })
+              yield* Effect.logError("could not record the outcome at all", {
+                effectId: row.effectId,
+                cause: Cause.pretty(exit.cause)
+              })
               return "abandoned" as const
             }
             command = {
               ...base,
               type: "effect.fail",
-              error: { message: `outcome could not be recorded: ${error?.message ?? Cause.pretty(exit.cause)}`, code: "outcome-not-recorded" }
+              error: {
+                message: `outcome could not be recorded: ${error?.message ?? Cause.pretty(exit.cause)}`,
+                code: "outcome-not-recorded"
+              }
             }
             continue
           }
@@ -221,10 +269,13 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
       Outbox.acknowledgeStopped(row.effectId, row.attempts, worker.ownerId).pipe(
         Effect.retry({ times: 3 }),
         Effect.catchAll((error) =>
-          Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
-            effectId: row.effectId,
-            error: toStorageFailure("acknowledge stopped")(error)
-          })
+          Effect.logWarning(
+            "could not record that this performance stopped; a retry of it waits until this owner stops",
+            {
+              effectId: row.effectId,
+              error: toStorageFailure("acknowledge stopped")(error)
+            }
+          )
         ),
         Effect.provide(context)
       )
@@ -260,7 +311,8 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
               yield* Effect.sleep(Duration.millis(wait))
               const answer = yield* renew
               if (Either.isLeft(answer)) {
-                if (!inDoubt) yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
+                if (!inDoubt)
+                  yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
                 inDoubt = true
                 wait = Math.min(retryIn, renewEvery)
                 retryIn *= 2
@@ -273,30 +325,42 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
             }
           })
         )
-        const performed = yield* definition.handle(row).pipe(
-          Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
-          Effect.exit,
-          Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
-        )
+        const performed = yield* definition
+          .handle(row)
+          .pipe(
+            Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
+            Effect.exit,
+            Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
+          )
         if (performed === "lease-lost") {
           // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
           yield* acknowledgeStopped(row)
-          return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", { effectId: row.effectId })
+          return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", {
+            effectId: row.effectId
+          })
         }
         if (inDoubt) {
           // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
           // settle anyway; the settle records the refusal, and its transaction re-checks the row.
           const answer = yield* renew
           if (Either.isRight(answer) && !answer.right) {
-            return yield* Effect.logWarning("lease lost while its renewal was in doubt; the outcome is not this owner's to record", {
-              effectId: row.effectId,
-              performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
-            })
+            return yield* Effect.logWarning(
+              "lease lost while its renewal was in doubt; the outcome is not this owner's to record",
+              {
+                effectId: row.effectId,
+                performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
+              }
+            )
           }
         }
         yield* faults.hit("reactor.after-perform", { kind: row.kind })
         const now = yield* Clock.currentTimeMillis
-        const settled = yield* settle(row, verdictFor(performed, row, policy, retry, now), "reactor", outcomeId(row.effectId, row.attempts))
+        const settled = yield* settle(
+          row,
+          verdictFor(performed, row, policy, retry, now),
+          "reactor",
+          outcomeId(row.effectId, row.attempts)
+        )
         if (settled === "stale") yield* acknowledgeStopped(row)
         settledSinceCursor = true
         yield* faults.hit("reactor.after-settle", { kind: row.kind })
@@ -307,10 +371,12 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           // one stays running for boot reconcile, which fails it with its stored reason.
           definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
             ? Clock.currentTimeMillis.pipe(
-              Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
-              Effect.catchAll((error) => Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })),
-              Effect.provide(context)
-            )
+                Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
+                Effect.catchAll((error) =>
+                  Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })
+                ),
+                Effect.provide(context)
+              )
             : Effect.void
         ),
         Effect.ensuring(Queue.offer(wake, undefined)),
@@ -343,7 +409,11 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           }
           const exit = yield* Effect.exit(dispatch(command))
           if (Exit.isSuccess(exit)) {
-            yield* Effect.logWarning("reclaimed a dead owner's effect", { effectId: row.effectId, owner: row.leaseOwner, replaySafe })
+            yield* Effect.logWarning("reclaimed a dead owner's effect", {
+              effectId: row.effectId,
+              owner: row.leaseOwner,
+              replaySafe
+            })
           } else if ((yield* Quarantine.afterFailedSettle(row, command, exit.cause, "reclaim"))._tag === "Fatal") {
             yield* Effect.logWarning("could not reclaim a dead owner's effect; trying again at the next poll", {
               effectId: row.effectId,
@@ -393,7 +463,10 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
           Effect.catchAll((error) =>
             Effect.gen(function* () {
               // The store is failing: back off instead of spinning on it.
-              yield* Effect.logError("reactor step failed; cooling off", { coolOffMs: coolOff, error: toStorageFailure("reactor")(error) })
+              yield* Effect.logError("reactor step failed; cooling off", {
+                coolOffMs: coolOff,
+                error: toStorageFailure("reactor")(error)
+              })
               const wait = coolOff
               coolOff = Math.min(coolOff * 2, 10_000)
               return (yield* Clock.currentTimeMillis) + wait
@@ -417,7 +490,9 @@ export const run = <R>(definition: ReactorDefinition<R>): Effect.Effect<ReactorH
         yield* Effect.interruptible(FiberMap.awaitEmpty(running)).pipe(
           Effect.timeout(grace),
           Effect.catchAll(() => Effect.logWarning("shutdown grace ran out; interrupting in-flight effects")),
-          Effect.catchAllCause((cause) => Effect.logError("an in-flight effect ended with a defect at shutdown", Cause.pretty(cause)))
+          Effect.catchAllCause((cause) =>
+            Effect.logError("an in-flight effect ended with a defect at shutdown", Cause.pretty(cause))
+          )
         )
         yield* FiberMap.clear(running)
       }).pipe(log)

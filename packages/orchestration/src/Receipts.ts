@@ -94,17 +94,18 @@ export const insertValues = (receipt: Receipt): ReadonlyArray<string | number | 
 ]
 
 export const find = (commandIds: ReadonlyArray<string>) =>
-  Effect.flatMap(SqlClient, (sql) => sql<ReceiptRow>`SELECT * FROM receipts WHERE ${sql.in("command_id", commandIds)}`).pipe(
-    Effect.map((rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)])))
-  )
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql<ReceiptRow>`SELECT * FROM receipts WHERE ${sql.in("command_id", commandIds)}`
+  ).pipe(Effect.map((rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)]))))
 
-export const findOne = (commandId: string) =>
-  Effect.map(find([commandId]), (receipts) => receipts.get(commandId))
+export const findOne = (commandId: string) => Effect.map(find([commandId]), (receipts) => receipts.get(commandId))
 
 export const insert = (receipt: Receipt) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`INSERT INTO receipts ${
-      sql.insert({
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`INSERT INTO receipts ${sql.insert({
         command_id: receipt.commandId,
         aggregate_type: receipt.aggregateType,
         aggregate_id: receipt.aggregateId,
@@ -116,6 +117,5 @@ export const insert = (receipt: Receipt) =>
         effect_ids: JSON.stringify(receipt.effectIds),
         rejection: receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
         accepted_at: receipt.acceptedAt
-      })
-    }`
+      })}`
   )

@@ -43,7 +43,9 @@ export interface ReconcileOptions {
   readonly progressEvery?: number
 }
 
-export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Effect<ReconcileReport, StorageFailure | DispatchError, Engine | SqlClient> =>
+export const reconcileAfterProcessLoss = (
+  options: ReconcileOptions
+): Effect.Effect<ReconcileReport, StorageFailure | DispatchError, Engine | SqlClient> =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const faults = yield* FaultPoints
@@ -51,7 +53,9 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
     const dispatchAll = (commands: ReadonlyArray<unknown>) =>
       Effect.flatMap(engine.isActive, (active) =>
         active
-          ? Effect.forEach(commands, (command) => Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" })))
+          ? Effect.forEach(commands, (command) =>
+              Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
+            )
           : engine.dispatchManyDuringBoot(commands)
       )
     const report = { requeued: 0, failed: 0, alreadySettled: 0, quarantined: 0 }
@@ -59,12 +63,13 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
     const skipped = new Set<string>()
     while (true) {
       const own = options.earlierIncarnationsOf
-      const running = own === undefined
-        ? Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500)
-        : Outbox.runningOfEarlierIncarnations(own.nodeId, own.currentOwner, 500)
-      const rows = (yield* running.pipe(
-        Effect.mapError(toStorageFailure("reconcile: read running rows"))
-      )).filter((row) => !skipped.has(row.effectId))
+      const running =
+        own === undefined
+          ? Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500)
+          : Outbox.runningOfEarlierIncarnations(own.nodeId, own.currentOwner, 500)
+      const rows = (yield* running.pipe(Effect.mapError(toStorageFailure("reconcile: read running rows")))).filter(
+        (row) => !skipped.has(row.effectId)
+      )
       if (rows.length === 0) break
       const planned = rows.map((row) => {
         const policy = options.policies.get(row.kind) ?? "process-bound"
@@ -76,9 +81,10 @@ export const reconcileAfterProcessLoss = (options: ReconcileOptions): Effect.Eff
           aggregateId: row.aggregateId,
           by: "reconcile"
         }
-        const command = policy === "replay-safe"
-          ? { ...base, type: "effect.requeue", reason: requeueReason }
-          : { ...base, type: "effect.fail", error: { message: processEndedReason, code: "process-ended" } }
+        const command =
+          policy === "replay-safe"
+            ? { ...base, type: "effect.requeue", reason: requeueReason }
+            : { ...base, type: "effect.fail", error: { message: processEndedReason, code: "process-ended" } }
         return { row, policy, command }
       })
       const answers = yield* dispatchAll(planned.map((p) => p.command))

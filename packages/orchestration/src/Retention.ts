@@ -43,7 +43,9 @@ export const layer = (options: RetentionOptions = {}) =>
       Effect.forever(
         Effect.sleep(options.every ?? "1 minute").pipe(
           Effect.zipRight(pruneOnce(options)),
-          Effect.tap((pruned) => (pruned.effects + pruned.receipts > 0 ? Effect.logDebug("retention pruned", pruned) : Effect.void)),
+          Effect.tap((pruned) =>
+            pruned.effects + pruned.receipts > 0 ? Effect.logDebug("retention pruned", pruned) : Effect.void
+          ),
           Effect.catchAll((failure) => Effect.logWarning("retention round failed; trying again next round", failure))
         )
       )

@@ -83,22 +83,26 @@ export const layer = (options: WorkerOptions = {}) =>
           })
         )
       }).pipe(Effect.mapError(toStorageFailure("heartbeat")), Effect.provideService(SqlClient, sql))
-      yield* (yield* StoreBackend).holdNodeId(nodeId).pipe(
-        Effect.catchTag("SqlError", (error) => Effect.fail(toStorageFailure("hold node id")(error)))
-      )
+      yield* (yield* StoreBackend)
+        .holdNodeId(nodeId)
+        .pipe(Effect.catchTag("SqlError", (error) => Effect.fail(toStorageFailure("hold node id")(error))))
       yield* beat
       yield* Effect.forkScoped(
         Effect.forever(
           Effect.sleep(identity.heartbeatEvery).pipe(
             Effect.zipRight(beat),
-            Effect.catchAll((failure) => Effect.logWarning("heartbeat not recorded; retrying at the next beat", failure))
+            Effect.catchAll((failure) =>
+              Effect.logWarning("heartbeat not recorded; retrying at the next beat", failure)
+            )
           )
         )
       )
       yield* Effect.addFinalizer(() =>
         Clock.currentTimeMillis.pipe(
           Effect.flatMap((now) => Outbox.markStopped(identity.ownerId, now)),
-          Effect.catchAll((error) => Effect.logWarning("could not mark the worker stopped; its heartbeat will expire instead", error)),
+          Effect.catchAll((error) =>
+            Effect.logWarning("could not mark the worker stopped; its heartbeat will expire instead", error)
+          ),
           Effect.provideService(SqlClient, sql)
         )
       )

@@ -1,5 +1,11 @@
 export * as Aggregate from "./Aggregate.js"
-export { Decision, type DecideContext, type EffectIntent, type EventRecord, type AggregateDefinition } from "./Aggregate.js"
+export {
+  Decision,
+  type DecideContext,
+  type EffectIntent,
+  type EventRecord,
+  type AggregateDefinition
+} from "./Aggregate.js"
 export * as CanonicalJson from "./CanonicalJson.js"
 export * as CommandId from "./CommandId.js"
 export * as Engine from "./Engine.js"
@@ -11,7 +17,12 @@ export * as Projection from "./Projection.js"
 export * as Receipts from "./Receipts.js"
 export * as SqliteStore from "./storage/SqliteStore.js"
 export * as StorageErrors from "./storage/StorageErrors.js"
-export { StorageFaults, driverError, layerFromSpec as storageFaultsFromSpec, type WritePoint } from "./storage/StorageFaults.js"
+export {
+  StorageFaults,
+  driverError,
+  layerFromSpec as storageFaultsFromSpec,
+  type WritePoint
+} from "./storage/StorageFaults.js"
 export { writeTransaction } from "./storage/Transactions.js"
 export * as WriteProbe from "./storage/WriteProbe.js"
 export * as Boot from "./Boot.js"

@@ -7,14 +7,38 @@
 import { SafeIntegers, SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Fiber, Layer } from "effect"
-import { CommandIdConflict, CommandRejected, Engine, SqliteStore, StorageFailure, StorageFaults, driverError, type WritePoint } from "../src/index.js"
+import {
+  CommandIdConflict,
+  CommandRejected,
+  Engine,
+  SqliteStore,
+  StorageFailure,
+  StorageFaults,
+  driverError,
+  type WritePoint
+} from "../src/index.js"
 import * as SqliteClient from "../src/storage/SqliteClient.js"
 import { writeTransaction } from "../src/storage/Transactions.js"
 import { accountsConfig, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 
-const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({ commandId, type: "account.open", accountId, owner })
-const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.deposit", accountId, amount })
-const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.withdraw", accountId, amount })
+const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
+  commandId,
+  type: "account.open",
+  accountId,
+  owner
+})
+const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.deposit",
+  accountId,
+  amount
+})
+const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.withdraw",
+  accountId,
+  amount
+})
 
 type Path = "raw" | "generic"
 
@@ -35,7 +59,8 @@ const hasRawConnection = Effect.map(Effect.serviceOption(SqliteClient.SqliteConn
 const armedFaults = () => {
   const armed: { point: WritePoint | undefined } = { point: undefined }
   const layer = Layer.succeed(StorageFaults, {
-    before: (point) => (point === armed.point ? Effect.fail(driverError("SQLITE_FULL", `SQLITE_FULL: injected at ${point}`)) : Effect.void)
+    before: (point) =>
+      point === armed.point ? Effect.fail(driverError("SQLITE_FULL", `SQLITE_FULL: injected at ${point}`)) : Effect.void
   })
   return { armed, layer }
 }
@@ -44,7 +69,8 @@ const armedFaults = () => {
 const script = Effect.gen(function* () {
   const engine = yield* Engine.Engine
   const answers: Array<unknown> = []
-  const record = <A, E>(effect: Effect.Effect<A, E>) => Effect.flatMap(Effect.exit(effect), (exit) => Effect.sync(() => answers.push(exit)))
+  const record = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.flatMap(Effect.exit(effect), (exit) => Effect.sync(() => answers.push(exit)))
   yield* record(engine.dispatchWithReceipt(open("c-1")))
   yield* record(engine.dispatchWithReceipt(open("c-1")))
   yield* record(engine.dispatchWithReceipt(open("c-1", "acc-1", "bob")))
@@ -81,28 +107,32 @@ describe("the raw SQLite commit path and the generic one", () => {
       assert.strictEqual(raw.rows.receipts!.length, 8)
       const statuses = raw.answers.map((a) => (Exit.isSuccess(a as Exit.Exit<unknown, unknown>) ? "ok" : "fail"))
       assert.deepStrictEqual(statuses, ["ok", "ok", "fail", "ok", "fail", "fail", "ok", "fail", "ok", "ok", "ok", "ok"])
-    }))
+    })
+  )
 })
 
 for (const path of ["raw", "generic"] as const) {
   describe(`commit path: ${path}`, () => {
-    it.effect("a duplicate is answered from its receipt; another payload under the id is a conflict; nothing is written again", () =>
-      Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        const first = yield* engine.dispatchWithReceipt(open("c-1"))
-        const before = yield* snapshot
-        const again = yield* engine.dispatchWithReceipt(open("c-1"))
-        assert.deepStrictEqual({ ...again, duplicate: false }, first)
-        const conflict = yield* Effect.flip(engine.dispatchWithReceipt(open("c-1", "acc-1", "bob")))
-        assert.instanceOf(conflict, CommandIdConflict)
-        const rejected = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5, "acc-9")))
-        assert.instanceOf(rejected, CommandRejected)
-        const rejectedAgain = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5, "acc-9")))
-        assert.isTrue(rejectedAgain instanceof CommandRejected && rejectedAgain.duplicate)
-        const after = yield* snapshot
-        assert.deepStrictEqual({ ...after, receipts: before.receipts! }, before)
-        assert.strictEqual(after.receipts!.length, before.receipts!.length + 1)
-      }).pipe(Effect.provide(engineOn(path))))
+    it.effect(
+      "a duplicate is answered from its receipt; another payload under the id is a conflict; nothing is written again",
+      () =>
+        Effect.gen(function* () {
+          const engine = yield* Engine.Engine
+          const first = yield* engine.dispatchWithReceipt(open("c-1"))
+          const before = yield* snapshot
+          const again = yield* engine.dispatchWithReceipt(open("c-1"))
+          assert.deepStrictEqual({ ...again, duplicate: false }, first)
+          const conflict = yield* Effect.flip(engine.dispatchWithReceipt(open("c-1", "acc-1", "bob")))
+          assert.instanceOf(conflict, CommandIdConflict)
+          const rejected = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5, "acc-9")))
+          assert.instanceOf(rejected, CommandRejected)
+          const rejectedAgain = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 5, "acc-9")))
+          assert.isTrue(rejectedAgain instanceof CommandRejected && rejectedAgain.duplicate)
+          const after = yield* snapshot
+          assert.deepStrictEqual({ ...after, receipts: before.receipts! }, before)
+          assert.strictEqual(after.receipts!.length, before.receipts!.length + 1)
+        }).pipe(Effect.provide(engineOn(path)))
+    )
 
     for (const point of ["events", "projections", "outbox", "receipts"] as const) {
       it.effect(`a storage failure at ${point} fails the command and leaves every table unchanged`, () => {
@@ -141,17 +171,28 @@ for (const path of ["raw", "generic"] as const) {
         const [good, rejected, tooBig, good2] = yield* Fiber.joinAll(fibers)
         assert.isTrue(good!._tag === "Right" && good!.right.events.length === 1)
         assert.isTrue(rejected!._tag === "Left" && rejected!.left._tag === "CommandRejected")
-        assert.isTrue(tooBig!._tag === "Left" && tooBig!.left._tag === "StorageFailure" && tooBig!.left.reason === "disk-full")
+        assert.isTrue(
+          tooBig!._tag === "Left" && tooBig!.left._tag === "StorageFailure" && tooBig!.left.reason === "disk-full"
+        )
         assert.isTrue(good2!._tag === "Right" && good2!.right.events.length === 1)
-        const receipts = yield* sql<{ command_id: string; status: string }>`SELECT command_id, status FROM receipts ORDER BY command_id`
-        assert.deepStrictEqual(receipts.map((r) => [r.command_id, r.status]), [
-          ["c-1", "accepted"],
-          ["d-1", "accepted"],
-          ["d-2", "accepted"],
-          ["w-1", "rejected"]
-        ])
+        const receipts = yield* sql<{
+          command_id: string
+          status: string
+        }>`SELECT command_id, status FROM receipts ORDER BY command_id`
+        assert.deepStrictEqual(
+          receipts.map((r) => [r.command_id, r.status]),
+          [
+            ["c-1", "accepted"],
+            ["d-1", "accepted"],
+            ["d-2", "accepted"],
+            ["w-1", "rejected"]
+          ]
+        )
         const events = yield* sql<{ command_id: string }>`SELECT command_id FROM events ORDER BY sequence`
-        assert.deepStrictEqual(events.map((e) => e.command_id), ["c-1", "d-1", "d-2"])
+        assert.deepStrictEqual(
+          events.map((e) => e.command_id),
+          ["c-1", "d-1", "d-2"]
+        )
       }).pipe(Effect.provide(engineOn(path, { filename: file, activation: "manual" })))
     })
 
@@ -170,8 +211,12 @@ for (const path of ["raw", "generic"] as const) {
         assert.isTrue(Exit.isSuccess(deposited!))
         assert.strictEqual((yield* engine.stats).transactions, 1)
         const rows = yield* snapshot
-        assert.deepStrictEqual(rows.receipts!.map((r) => (r as { command_id: string }).command_id).sort(), ["c-1", "d-1"])
-      }).pipe(Effect.provide(engineOn(path, { activation: "manual" }))))
+        assert.deepStrictEqual(rows.receipts!.map((r) => (r as { command_id: string }).command_id).sort(), [
+          "c-1",
+          "d-1"
+        ])
+      }).pipe(Effect.provide(engineOn(path, { activation: "manual" })))
+    )
   })
 }
 
@@ -184,7 +229,8 @@ describe("our SQLite client", () => {
       assert.include(String((refused.cause as Error).message), "no such table")
       yield* sql`CREATE TABLE created_later (id INTEGER)`
       assert.deepStrictEqual(yield* read, [{ n: 0 }])
-    }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" }))))
+    }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" })))
+  )
 
   it.effect("offers the raw connection it runs on, so writes through either are one database", () =>
     Effect.gen(function* () {
@@ -193,38 +239,47 @@ describe("our SQLite client", () => {
       yield* sql`CREATE TABLE t (id INTEGER)`
       conn.prepare("INSERT INTO t (id) VALUES (?)").run(7)
       assert.deepStrictEqual(yield* sql`SELECT id FROM t`, [{ id: 7 }])
-    }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" }))))
+    }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" })))
+  )
 
-  it.effect("runs statements inside a transaction directly, with the same rows, errors and safe integers as outside", () =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient
-      yield* sql`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL)`
-      const insert = (k: string, v: number) => sql`INSERT INTO kv ${sql.insert({ k, v })}`
-      const read = sql<{ k: string; v: number }>`SELECT k, v FROM kv ORDER BY k`
-      yield* insert("a", 1)
-      const inside = yield* writeTransaction(
-        "test",
-        Effect.gen(function* () {
-          yield* insert("b", 2)
-          const rows = yield* read
-          const duplicate = yield* Effect.flip(insert("a", 3))
-          const big = yield* Effect.provideService(sql`SELECT 9007199254740993 AS n`, SafeIntegers, true)
-          return { rows, duplicate, big }
-        })
-      )
-      assert.deepStrictEqual(inside.rows, [{ k: "a", v: 1 }, { k: "b", v: 2 }])
-      assert.strictEqual(inside.duplicate._tag, "SqlError")
-      assert.strictEqual((inside.duplicate.cause as { code: string }).code, "SQLITE_CONSTRAINT_PRIMARYKEY")
-      assert.deepStrictEqual(inside.big, [{ n: 9007199254740993n }])
-      // The same statements outside a transaction take @effect/sql's own path and agree.
-      assert.deepStrictEqual(yield* read, inside.rows)
-      const outside = yield* Effect.flip(insert("a", 3))
-      assert.strictEqual((outside.cause as { code: string }).code, "SQLITE_CONSTRAINT_PRIMARYKEY")
-    }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" }))))
+  it.effect(
+    "runs statements inside a transaction directly, with the same rows, errors and safe integers as outside",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient
+        yield* sql`CREATE TABLE kv (k TEXT PRIMARY KEY, v INTEGER NOT NULL)`
+        const insert = (k: string, v: number) => sql`INSERT INTO kv ${sql.insert({ k, v })}`
+        const read = sql<{ k: string; v: number }>`SELECT k, v FROM kv ORDER BY k`
+        yield* insert("a", 1)
+        const inside = yield* writeTransaction(
+          "test",
+          Effect.gen(function* () {
+            yield* insert("b", 2)
+            const rows = yield* read
+            const duplicate = yield* Effect.flip(insert("a", 3))
+            const big = yield* Effect.provideService(sql`SELECT 9007199254740993 AS n`, SafeIntegers, true)
+            return { rows, duplicate, big }
+          })
+        )
+        assert.deepStrictEqual(inside.rows, [
+          { k: "a", v: 1 },
+          { k: "b", v: 2 }
+        ])
+        assert.strictEqual(inside.duplicate._tag, "SqlError")
+        assert.strictEqual((inside.duplicate.cause as { code: string }).code, "SQLITE_CONSTRAINT_PRIMARYKEY")
+        assert.deepStrictEqual(inside.big, [{ n: 9007199254740993n }])
+        // The same statements outside a transaction take @effect/sql's own path and agree.
+        assert.deepStrictEqual(yield* read, inside.rows)
+        const outside = yield* Effect.flip(insert("a", 3))
+        assert.strictEqual((outside.cause as { code: string }).code, "SQLITE_CONSTRAINT_PRIMARYKEY")
+      }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" })))
+  )
 
   it("keeps the most recently used prepared statements and drops the oldest", () => {
     const prepared: Array<string> = []
-    const db = { prepare: (text: string) => (prepared.push(text), { text }) } as unknown as Parameters<typeof SqliteClient.makePrepareCache>[0]
+    const db = { prepare: (text: string) => (prepared.push(text), { text }) } as unknown as Parameters<
+      typeof SqliteClient.makePrepareCache
+    >[0]
     const prepare = SqliteClient.makePrepareCache(db, 2)
     prepare("a")
     prepare("b")

@@ -16,33 +16,69 @@ describe("reading the log", () => {
       const follower = yield* Effect.fork(engine.followEvents({ after: 0 }).pipe(Stream.take(total), Stream.runCollect))
       const client = (c: number) =>
         Effect.gen(function* () {
-          if (c !== 0) yield* engine.dispatchWithReceipt({ commandId: `open-${c}`, type: "account.open", accountId: `acc-${c}`, owner: "o" })
+          if (c !== 0)
+            yield* engine.dispatchWithReceipt({
+              commandId: `open-${c}`,
+              type: "account.open",
+              accountId: `acc-${c}`,
+              owner: "o"
+            })
           for (let i = 1; i < perClient; i++) {
-            yield* engine.dispatchWithReceipt({ commandId: `dep-${c}-${i}`, type: "account.deposit", accountId: `acc-${c}`, amount: i })
+            yield* engine.dispatchWithReceipt({
+              commandId: `dep-${c}-${i}`,
+              type: "account.deposit",
+              accountId: `acc-${c}`,
+              amount: i
+            })
           }
         })
-      yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), client, { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(
+        Array.from({ length: clients }, (_, c) => c),
+        client,
+        { concurrency: "unbounded", discard: true }
+      )
       const seen = Chunk.toReadonlyArray(yield* Fiber.join(follower)).map((e) => e.sequence)
-      assert.deepStrictEqual(seen, Array.from({ length: total }, (_, i) => i + 1))
-    }).pipe(Effect.provide(engineLayer())))
+      assert.deepStrictEqual(
+        seen,
+        Array.from({ length: total }, (_, i) => i + 1)
+      )
+    }).pipe(Effect.provide(engineLayer()))
+  )
 
   it.effect("a follower that starts after N continues from N+1, and can filter by aggregate", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
       for (let i = 0; i < 3; i++) {
-        yield* engine.dispatchWithReceipt({ commandId: `open-${i}`, type: "account.open", accountId: `acc-${i}`, owner: "o" })
+        yield* engine.dispatchWithReceipt({
+          commandId: `open-${i}`,
+          type: "account.open",
+          accountId: `acc-${i}`,
+          owner: "o"
+        })
       }
       const tail = yield* Effect.fork(engine.followEvents({ after: 2 }).pipe(Stream.take(2), Stream.runCollect))
-      const onlyAcc1 = yield* Effect.fork(engine.followEvents({ aggregateId: "acc-1" }).pipe(Stream.take(2), Stream.runCollect))
+      const onlyAcc1 = yield* Effect.fork(
+        engine.followEvents({ aggregateId: "acc-1" }).pipe(Stream.take(2), Stream.runCollect)
+      )
       yield* engine.dispatchWithReceipt({ commandId: "dep-1", type: "account.deposit", accountId: "acc-1", amount: 3 })
-      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(tail)).map((e) => e.sequence), [3, 4])
-      assert.deepStrictEqual(Chunk.toReadonlyArray(yield* Fiber.join(onlyAcc1)).map((e) => [e.sequence, e.type]), [
-        [2, "account.opened"],
-        [4, "account.deposited"]
-      ])
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(yield* Fiber.join(tail)).map((e) => e.sequence),
+        [3, 4]
+      )
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(yield* Fiber.join(onlyAcc1)).map((e) => [e.sequence, e.type]),
+        [
+          [2, "account.opened"],
+          [4, "account.deposited"]
+        ]
+      )
       const page = yield* engine.readEvents({ after: 1, limit: 2 })
-      assert.deepStrictEqual(page.map((e) => e.sequence), [2, 3])
+      assert.deepStrictEqual(
+        page.map((e) => e.sequence),
+        [2, 3]
+      )
       const decoded = yield* engine.decode(page[0]!)
       assert.deepStrictEqual(decoded, { type: "account.opened", owner: "o", at: 0 })
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 })

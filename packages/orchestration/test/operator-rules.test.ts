@@ -31,62 +31,125 @@ const action = (type: "effect.retry" | "effect.cancel", attempt?: number): Effec
   ...(attempt === undefined ? {} : { attempt })
 })
 
-const verdict = (target: EffectOutcomes.SettlementTarget | undefined, type: "effect.retry" | "effect.cancel", attempt?: number) => {
+const verdict = (
+  target: EffectOutcomes.SettlementTarget | undefined,
+  type: "effect.retry" | "effect.cancel",
+  attempt?: number
+) => {
   const decision = EffectOutcomes.decideOperatorAction(target, action(type, attempt), now)
   return decision._tag === "Refused" ? decision.reason : decision._tag === "Apply" ? decision.change : decision._tag
 }
 
 describe("the operator action rule", () => {
   it("retry: a failed or cancelled row goes back to pending and counts the action; anything else is refused with its reason", () => {
-    assert.deepStrictEqual(verdict(row(), "effect.retry"), { status: "pending", availableAt: now, operatorAction: true })
-    assert.deepStrictEqual(verdict(row({ status: "cancelled" }), "effect.retry"), { status: "pending", availableAt: now, operatorAction: true })
-    for (const status of ["pending", "running", "succeeded"]) assert.strictEqual(verdict(row({ status }), "effect.retry"), "not-retryable")
+    assert.deepStrictEqual(verdict(row(), "effect.retry"), {
+      status: "pending",
+      availableAt: now,
+      operatorAction: true
+    })
+    assert.deepStrictEqual(verdict(row({ status: "cancelled" }), "effect.retry"), {
+      status: "pending",
+      availableAt: now,
+      operatorAction: true
+    })
+    for (const status of ["pending", "running", "succeeded"])
+      assert.strictEqual(verdict(row({ status }), "effect.retry"), "not-retryable")
     assert.strictEqual(verdict(undefined, "effect.retry"), "no-such-effect")
     assert.strictEqual(verdict(row({ aggregateId: "j2" }), "effect.retry"), "no-such-effect")
     assert.strictEqual(verdict(row(), "effect.retry", 2), "attempt-moved")
   })
 
   it("retry: a row failed by process loss may have taken effect and is never retried; other failures are", () => {
-    assert.strictEqual(verdict(row({ error: { message: "server process ended", code: "process-ended" } }), "effect.retry"), "may-have-taken-effect")
-    assert.strictEqual(verdict(row({ error: { message: "owner stopped", code: "owner-lost" } }), "effect.retry"), "may-have-taken-effect")
-    assert.deepStrictEqual(verdict(row({ error: { message: "bounced", code: "bounced" } }), "effect.retry"), { status: "pending", availableAt: now, operatorAction: true })
+    assert.strictEqual(
+      verdict(row({ error: { message: "server process ended", code: "process-ended" } }), "effect.retry"),
+      "may-have-taken-effect"
+    )
+    assert.strictEqual(
+      verdict(row({ error: { message: "owner stopped", code: "owner-lost" } }), "effect.retry"),
+      "may-have-taken-effect"
+    )
+    assert.deepStrictEqual(verdict(row({ error: { message: "bounced", code: "bounced" } }), "effect.retry"), {
+      status: "pending",
+      availableAt: now,
+      operatorAction: true
+    })
   })
 
   it("retry of a cancelled row: refused while its cancelled performance may still run, allowed once its owner stopped it or is gone", () => {
-    const cancelled = (fields: Partial<EffectOutcomes.SettlementTarget>) => row({ status: "cancelled", leaseOwner: "w1", leaseExpiresAt: now + 20_000, ...fields })
+    const cancelled = (fields: Partial<EffectOutcomes.SettlementTarget>) =>
+      row({ status: "cancelled", leaseOwner: "w1", leaseExpiresAt: now + 20_000, ...fields })
     const live = { heartbeatAt: now - 500, stoppedAt: null }
     // The lease is held and its owner beats: the handler may still run.
     assert.strictEqual(verdict(cancelled({ leaseHolder: live }), "effect.retry"), "performance-may-be-running")
     // Lease ran out, but the owner beat after that: alive, it has not said its handler stopped.
-    assert.strictEqual(verdict(cancelled({ leaseExpiresAt: now - 5_000, leaseHolder: live }), "effect.retry"), "performance-may-be-running")
+    assert.strictEqual(
+      verdict(cancelled({ leaseExpiresAt: now - 5_000, leaseHolder: live }), "effect.retry"),
+      "performance-may-be-running"
+    )
     // The owner acknowledged (lease cleared), stopped, has no heartbeat row, or died before its lease ran out.
     const allowed: EffectOutcomes.RowChange = { status: "pending", availableAt: now, operatorAction: true }
     assert.deepStrictEqual(verdict(cancelled({ leaseOwner: null, leaseExpiresAt: null }), "effect.retry"), allowed)
-    assert.deepStrictEqual(verdict(cancelled({ leaseHolder: { heartbeatAt: now - 500, stoppedAt: now - 400 } }), "effect.retry"), allowed)
+    assert.deepStrictEqual(
+      verdict(cancelled({ leaseHolder: { heartbeatAt: now - 500, stoppedAt: now - 400 } }), "effect.retry"),
+      allowed
+    )
     assert.deepStrictEqual(verdict(cancelled({ leaseHolder: undefined }), "effect.retry"), allowed)
-    assert.deepStrictEqual(verdict(cancelled({ leaseExpiresAt: now - 5_000, leaseHolder: { heartbeatAt: now - 30_000, stoppedAt: null } }), "effect.retry"), allowed)
+    assert.deepStrictEqual(
+      verdict(
+        cancelled({ leaseExpiresAt: now - 5_000, leaseHolder: { heartbeatAt: now - 30_000, stoppedAt: null } }),
+        "effect.retry"
+      ),
+      allowed
+    )
   })
 
   it("cancel: a pending row is cancelled; a running one too, keeping its lease owner until the handler stopped; a settled one is refused", () => {
     const error = JSON.stringify({ message: "cancelled by an operator" })
-    assert.deepStrictEqual(verdict(row({ status: "pending" }), "effect.cancel"), { status: "cancelled", error, keepLease: false, operatorAction: true })
-    assert.deepStrictEqual(verdict(row({ status: "running", leaseOwner: "w1" }), "effect.cancel"), { status: "cancelled", error, keepLease: true, operatorAction: true })
-    for (const status of ["succeeded", "failed", "cancelled"]) assert.strictEqual(verdict(row({ status }), "effect.cancel"), "not-cancellable")
+    assert.deepStrictEqual(verdict(row({ status: "pending" }), "effect.cancel"), {
+      status: "cancelled",
+      error,
+      keepLease: false,
+      operatorAction: true
+    })
+    assert.deepStrictEqual(verdict(row({ status: "running", leaseOwner: "w1" }), "effect.cancel"), {
+      status: "cancelled",
+      error,
+      keepLease: true,
+      operatorAction: true
+    })
+    for (const status of ["succeeded", "failed", "cancelled"])
+      assert.strictEqual(verdict(row({ status }), "effect.cancel"), "not-cancellable")
   })
 })
 
 describe("the default operator command id", () => {
-  const target = { effectId: "e1", aggregateType: "job", aggregateId: "j1", attempts: 2, operatorActions: 1, updatedAt: 5_000 }
+  const target = {
+    effectId: "e1",
+    aggregateType: "job",
+    aggregateId: "j1",
+    attempts: 2,
+    operatorActions: 1,
+    updatedAt: 5_000
+  }
 
   it("names the row's state: attempts and the operator actions applied so far", () => {
-    assert.strictEqual(EffectOutcomes.defaultOperatorId("retry", { ...target, operatorActions: 0 }, undefined), "operator:retry:e1#2.0")
+    assert.strictEqual(
+      EffectOutcomes.defaultOperatorId("retry", { ...target, operatorActions: 0 }, undefined),
+      "operator:retry:e1#2.0"
+    )
     assert.strictEqual(EffectOutcomes.defaultOperatorId("retry", target, undefined), "operator:retry:e1#2.1")
   })
 
   it("a request that finds the row as the same action left it repeats that action's id; after any later change it is a new action", () => {
     assert.strictEqual(EffectOutcomes.previousOperatorId("cancel", target), "operator:cancel:e1#2.0")
-    assert.strictEqual(EffectOutcomes.defaultOperatorId("cancel", target, { status: "accepted", acceptedAt: 5_000 }), "operator:cancel:e1#2.0")
-    assert.strictEqual(EffectOutcomes.defaultOperatorId("cancel", target, { status: "accepted", acceptedAt: 4_000 }), "operator:cancel:e1#2.1")
+    assert.strictEqual(
+      EffectOutcomes.defaultOperatorId("cancel", target, { status: "accepted", acceptedAt: 5_000 }),
+      "operator:cancel:e1#2.0"
+    )
+    assert.strictEqual(
+      EffectOutcomes.defaultOperatorId("cancel", target, { status: "accepted", acceptedAt: 4_000 }),
+      "operator:cancel:e1#2.1"
+    )
     assert.strictEqual(EffectOutcomes.defaultOperatorId("cancel", target, undefined), "operator:cancel:e1#2.1")
   })
 

@@ -1,11 +1,24 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, TestClock } from "effect"
-import { CanonicalJson, CommandId, EffectFailure, EffectOutcomes, FaultPoints, Reactor, Receipts, StorageErrors, Worker } from "../src/index.js"
+import {
+  CanonicalJson,
+  CommandId,
+  EffectFailure,
+  EffectOutcomes,
+  FaultPoints,
+  Reactor,
+  Receipts,
+  StorageErrors,
+  Worker
+} from "../src/index.js"
 import type * as Outbox from "../src/Outbox.js"
 
 describe("canonical JSON and fingerprints", () => {
   it("sorts keys at every depth and drops undefined, so key order never changes a fingerprint", () => {
-    assert.strictEqual(CanonicalJson.canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: undefined } }), '{"a":{"d":[1,{"y":2,"z":1}]},"b":1}')
+    assert.strictEqual(
+      CanonicalJson.canonicalJson({ b: 1, a: { d: [1, { z: 1, y: 2 }], c: undefined } }),
+      '{"a":{"d":[1,{"y":2,"z":1}]},"b":1}'
+    )
     assert.strictEqual(CanonicalJson.fingerprint({ a: 1, b: 2 }), CanonicalJson.fingerprint({ b: 2, a: 1 }))
     assert.notStrictEqual(CanonicalJson.fingerprint({ a: 1 }), CanonicalJson.fingerprint({ a: "1" }))
   })
@@ -65,9 +78,12 @@ describe("storage error classification", () => {
 describe("fault points", () => {
   it("fire only where configured: by point, kind, nth hit, or seeded probability", () => {
     const fired: Array<string> = []
-    const points = FaultPoints.fromSpec("reactor.after-perform:kind=tool.execute:nth=2,reconcile.mid", (p) => fired.push(p))
+    const points = FaultPoints.fromSpec("reactor.after-perform:kind=tool.execute:nth=2,reconcile.mid", (p) =>
+      fired.push(p)
+    )
     assert.isTrue(points.enabled)
-    const hit = (point: FaultPoints.FaultPointName, kind?: string) => Effect.runSync(points.hit(point, kind === undefined ? {} : { kind }))
+    const hit = (point: FaultPoints.FaultPointName, kind?: string) =>
+      Effect.runSync(points.hit(point, kind === undefined ? {} : { kind }))
     hit("reactor.after-perform", "tool.publish")
     hit("reactor.after-perform", "tool.execute")
     assert.deepStrictEqual(fired, [])
@@ -105,39 +121,77 @@ describe("fault points", () => {
       assert.isTrue(Exit.isSuccess(yield* Fiber.await(held)))
       // Only the configured hit is held.
       yield* points.hit("reconcile.mid")
-    }))
+    })
+  )
 })
 
 describe("reactor verdicts", () => {
   const row = { attempts: 1 } as Outbox.OutboxRow
   const retry = Reactor.defaultRetry
   it("backoff doubles from the base up to the cap", () => {
-    assert.deepStrictEqual([1, 2, 3, 6, 10].map((a) => Reactor.backoffMillis(retry, a)), [1_000, 2_000, 4_000, 30_000, 30_000])
+    assert.deepStrictEqual(
+      [1, 2, 3, 6, 10].map((a) => Reactor.backoffMillis(retry, a)),
+      [1_000, 2_000, 4_000, 30_000, 30_000]
+    )
     assert.strictEqual(Reactor.backoffMillis({ ...retry, backoff: "fixed" }, 4), 1_000)
   })
   it("a non-retryable failure is final at once; a retryable one is retried while attempts remain", () => {
     const policy = { onProcessLoss: "replay-safe", timeout: "1 second" } as const
-    const final = Reactor.verdictFor(Exit.fail(new EffectFailure({ message: "bad input", retryable: false })), row, policy, retry, 0)
+    const final = Reactor.verdictFor(
+      Exit.fail(new EffectFailure({ message: "bad input", retryable: false })),
+      row,
+      policy,
+      retry,
+      0
+    )
     assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input" } })
-    const again = Reactor.verdictFor(Exit.fail(new EffectFailure({ message: "busy", retryable: true })), row, policy, retry, 0)
+    const again = Reactor.verdictFor(
+      Exit.fail(new EffectFailure({ message: "busy", retryable: true })),
+      row,
+      policy,
+      retry,
+      0
+    )
     assert.deepStrictEqual(again, { type: "effect.fail", error: { message: "busy" }, retryAt: 1_000 })
     const defect = Reactor.verdictFor(Exit.die(new Error("boom")), row, policy, retry, 0)
-    assert.isTrue(defect.type === "effect.fail" && defect.error.message.startsWith("handler defect:") && defect.error.message.includes("boom"))
+    assert.isTrue(
+      defect.type === "effect.fail" &&
+        defect.error.message.startsWith("handler defect:") &&
+        defect.error.message.includes("boom")
+    )
   })
 })
 
 describe("settlement against the row as it is now", () => {
   const row: EffectOutcomes.SettlementTarget = {
-    effectId: "job:j1", kind: "work.safe", aggregateType: "job", aggregateId: "j1", status: "running", attempts: 2, payload: {},
-    error: null, leaseOwner: "owner-A", leaseExpiresAt: null, operatorActions: 0
+    effectId: "job:j1",
+    kind: "work.safe",
+    aggregateType: "job",
+    aggregateId: "j1",
+    status: "running",
+    attempts: 2,
+    payload: {},
+    error: null,
+    leaseOwner: "owner-A",
+    leaseExpiresAt: null,
+    operatorActions: 0
   }
   const succeed = (attempt: number): EffectOutcomes.SettlementCommand => ({
-    type: "effect.succeed", commandId: EffectOutcomes.outcomeId("job:j1", attempt), effectId: "job:j1", attempt,
-    aggregateType: "job", aggregateId: "j1", by: "reactor", response: "done"
+    type: "effect.succeed",
+    commandId: EffectOutcomes.outcomeId("job:j1", attempt),
+    effectId: "job:j1",
+    attempt,
+    aggregateType: "job",
+    aggregateId: "j1",
+    by: "reactor",
+    response: "done"
   })
   it("given a row claimed again at attempt 2, when attempt 1's outcome arrives, then it is stale", () => {
     const decision = EffectOutcomes.decideSettlement(row, succeed(1), 0)
-    assert.deepStrictEqual(decision, { _tag: "Stale", message: "effect 'job:j1' is running at attempt 2; this settles attempt 1" })
+    assert.deepStrictEqual(decision, {
+      _tag: "Stale",
+      message: "effect 'job:j1' is running at attempt 2; this settles attempt 1"
+    })
   })
   it("given the same row, when attempt 2's outcome arrives, then it applies", () => {
     assert.strictEqual(EffectOutcomes.decideSettlement(row, succeed(2), 0)._tag, "Apply")

@@ -24,13 +24,23 @@ const previousProcess = (file: string, jobs: ReadonlyArray<readonly [string, str
     yield* engine.activate
     for (const [id, kind] of jobs) yield* engine.dispatchWithReceipt(submit(id, kind))
     yield* Outbox.heartbeat("dead-process", "node-A", 0)
-    yield* Outbox.claim({ kinds: jobs.map(([, kind]) => kind), owner: "dead-process", now: 0, leaseMs: 30_000, limit: 10, after: 0 })
+    yield* Outbox.claim({
+      kinds: jobs.map(([, kind]) => kind),
+      owner: "dead-process",
+      now: 0,
+      leaseMs: 30_000,
+      limit: 10,
+      after: 0
+    })
   }).pipe(Effect.provide(jobsEngine(file)))
 
 /** Makes one job's stored event undecodable, as a bad migration or a dropped event type would. */
 const corruptJob = (jobId: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`UPDATE events SET payload = ${JSON.stringify({ type: "job.submitted", kind: 42, effectId: `job:${jobId}` })} WHERE aggregate_id = ${jobId}`)
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`UPDATE events SET payload = ${JSON.stringify({ type: "job.submitted", kind: 42, effectId: `job:${jobId}` })} WHERE aggregate_id = ${jobId}`
+  )
 
 /** Runs `f` against the store file alone (no engine), to arrange what a previous process left. */
 const withStore = <A, E>(file: string, f: Effect.Effect<A, E, SqlClient>) => f.pipe(Effect.provide(jobsEngine(file)))
@@ -38,9 +48,11 @@ const withStore = <A, E>(file: string, f: Effect.Effect<A, E, SqlClient>) => f.p
 /** A log collector: every message logged, as text. */
 const captureLogs = () => {
   const messages: Array<string> = []
-  const layer = Logger.add(Logger.make(({ message }) => {
-    messages.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
-  }))
+  const layer = Logger.add(
+    Logger.make(({ message }) => {
+      messages.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
+    })
+  )
   return { messages, layer }
 }
 
@@ -53,70 +65,101 @@ const explodingJob = (effectId: string) => ({
   }
 })
 
-const quarantineOf = (row: Outbox.OutboxRow | undefined) => (row as unknown as { quarantine: any } | undefined)?.quarantine
+const quarantineOf = (row: Outbox.OutboxRow | undefined) =>
+  (row as unknown as { quarantine: any } | undefined)?.quarantine
 
 describe("quarantine at boot", () => {
-  it.effect("a running row whose aggregate has an undecodable event is quarantined with its reason; the node boots and serves others", () => {
-    const file = tempDbFile()
-    const handler = scriptedHandler()
-    const next = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const report = yield* Boot.BootReport
-      yield* engine.activate
-      const bad = (yield* Outbox.find("job:bad"))!
-      assert.strictEqual(bad.status, "quarantined")
-      assert.strictEqual(bad.leaseOwner, null)
-      const record = quarantineOf(bad)
-      assert.strictEqual(record.reason, "aggregate-unavailable")
-      assert.include(record.message, "cannot be decoded")
-      assert.strictEqual(record.by, "reconcile")
-      // The settlement it could not record is kept, so a release records exactly that.
-      assert.strictEqual(record.settlement.type, "effect.fail")
-      assert.strictEqual(record.settlement.commandId, "reconcile:job:bad#1")
-      assert.strictEqual(report.reconciled.quarantined, 1)
-      assert.strictEqual(report.reconciled.failed, 1)
-      // The other aggregate's row was settled by policy, and new work of another aggregate runs.
-      assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
-      yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
-      yield* eventually(Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"), "later job performed")
-      assert.strictEqual((yield* Outbox.countsByStatus).quarantined, 1)
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
-    return Effect.gen(function* () {
-      yield* previousProcess(file, [["bad", "work.bound"], ["good", "work.bound"]])
-      yield* withStore(file, corruptJob("bad"))
-      yield* next
-    })
-  })
-
-  it.effect("a running row whose aggregate type is no longer registered is quarantined; a second boot succeeds too", () => {
-    const file = tempDbFile()
-    const boot = (check: (report: Boot.BootReport["Type"]) => Effect.Effect<void, unknown, SqlClient | Engine.Engine>) =>
-      Effect.gen(function* () {
+  it.effect(
+    "a running row whose aggregate has an undecodable event is quarantined with its reason; the node boots and serves others",
+    () => {
+      const file = tempDbFile()
+      const handler = scriptedHandler()
+      const next = Effect.gen(function* () {
         const engine = yield* Engine.Engine
+        const report = yield* Boot.BootReport
         yield* engine.activate
-        yield* check(yield* Boot.BootReport)
-      }).pipe(Effect.provide(stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" })))
-    return Effect.gen(function* () {
-      yield* previousProcess(file, [["old", "work.safe"], ["good", "work.safe"]])
-      yield* withStore(file, Effect.flatMap(SqlClient, (sql) => sql`UPDATE outbox SET aggregate_type = 'retired' WHERE effect_id = 'job:old'`))
-      yield* boot((report) =>
+        const bad = (yield* Outbox.find("job:bad"))!
+        assert.strictEqual(bad.status, "quarantined")
+        assert.strictEqual(bad.leaseOwner, null)
+        const record = quarantineOf(bad)
+        assert.strictEqual(record.reason, "aggregate-unavailable")
+        assert.include(record.message, "cannot be decoded")
+        assert.strictEqual(record.by, "reconcile")
+        // The settlement it could not record is kept, so a release records exactly that.
+        assert.strictEqual(record.settlement.type, "effect.fail")
+        assert.strictEqual(record.settlement.commandId, "reconcile:job:bad#1")
+        assert.strictEqual(report.reconciled.quarantined, 1)
+        assert.strictEqual(report.reconciled.failed, 1)
+        // The other aggregate's row was settled by policy, and new work of another aggregate runs.
+        assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
+        yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"),
+          "later job performed"
+        )
+        assert.strictEqual((yield* Outbox.countsByStatus).quarantined, 1)
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
+      return Effect.gen(function* () {
+        yield* previousProcess(file, [
+          ["bad", "work.bound"],
+          ["good", "work.bound"]
+        ])
+        yield* withStore(file, corruptJob("bad"))
+        yield* next
+      })
+    }
+  )
+
+  it.effect(
+    "a running row whose aggregate type is no longer registered is quarantined; a second boot succeeds too",
+    () => {
+      const file = tempDbFile()
+      const boot = (
+        check: (report: Boot.BootReport["Type"]) => Effect.Effect<void, unknown, SqlClient | Engine.Engine>
+      ) =>
         Effect.gen(function* () {
-          assert.strictEqual(report.reconciled.quarantined, 1)
-          assert.strictEqual(report.reconciled.requeued, 1)
-          const old = (yield* Outbox.find("job:old"))!
-          assert.strictEqual(old.status, "quarantined")
-          assert.strictEqual(quarantineOf(old).reason, "aggregate-unregistered")
-          assert.include(quarantineOf(old).message, "retired")
-          yield* eventually(Effect.map(Outbox.find("job:good"), (row) => row?.status === "succeeded"), "good job redone")
-        }))
-      // The next boot finds nothing running and the row still parked: it boots as well.
-      yield* boot((report) =>
-        Effect.gen(function* () {
-          assert.strictEqual(report.reconciled.quarantined, 0)
-          assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
-        }))
-    })
-  })
+          const engine = yield* Engine.Engine
+          yield* engine.activate
+          yield* check(yield* Boot.BootReport)
+        }).pipe(
+          Effect.provide(stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" }))
+        )
+      return Effect.gen(function* () {
+        yield* previousProcess(file, [
+          ["old", "work.safe"],
+          ["good", "work.safe"]
+        ])
+        yield* withStore(
+          file,
+          Effect.flatMap(
+            SqlClient,
+            (sql) => sql`UPDATE outbox SET aggregate_type = 'retired' WHERE effect_id = 'job:old'`
+          )
+        )
+        yield* boot((report) =>
+          Effect.gen(function* () {
+            assert.strictEqual(report.reconciled.quarantined, 1)
+            assert.strictEqual(report.reconciled.requeued, 1)
+            const old = (yield* Outbox.find("job:old"))!
+            assert.strictEqual(old.status, "quarantined")
+            assert.strictEqual(quarantineOf(old).reason, "aggregate-unregistered")
+            assert.include(quarantineOf(old).message, "retired")
+            yield* eventually(
+              Effect.map(Outbox.find("job:good"), (row) => row?.status === "succeeded"),
+              "good job redone"
+            )
+          })
+        )
+        // The next boot finds nothing running and the row still parked: it boots as well.
+        yield* boot((report) =>
+          Effect.gen(function* () {
+            assert.strictEqual(report.reconciled.quarantined, 0)
+            assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
+          })
+        )
+      })
+    }
+  )
 
   it.effect("a running row whose settlement hits a CommandDefect is quarantined; the other rows settle", () => {
     const file = tempDbFile()
@@ -132,12 +175,22 @@ describe("quarantine at boot", () => {
       // Nothing of the failed settlement was written: the job heard nothing yet.
       assert.deepStrictEqual(yield* jobStatus("job:bad"), { status: "submitted", detail: null })
       assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
-    }).pipe(Effect.provide(stack([testReactor(scriptedHandler().handle)], {
-      filename: file,
-      activation: "manual",
-      engine: { aggregates: [explodingJob("job:bad")] }
-    })))
-    return Effect.zipRight(previousProcess(file, [["bad", "work.bound"], ["good", "work.bound"]]), next)
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(scriptedHandler().handle)], {
+          filename: file,
+          activation: "manual",
+          engine: { aggregates: [explodingJob("job:bad")] }
+        })
+      )
+    )
+    return Effect.zipRight(
+      previousProcess(file, [
+        ["bad", "work.bound"],
+        ["good", "work.bound"]
+      ]),
+      next
+    )
   })
 
   it.effect("a kind that no reactor declares is settled as process-bound at boot, never performed again", () => {
@@ -166,7 +219,12 @@ describe("quarantine at boot", () => {
     })
     const next = Effect.gen(function* () {
       const failure = yield* Effect.flip(
-        Effect.provide(Boot.BootReport, stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" }).pipe(Layer.provide(faults)))
+        Effect.provide(
+          Boot.BootReport,
+          stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" }).pipe(
+            Layer.provide(faults)
+          )
+        )
       )
       assert.strictEqual(failure._tag, "StorageFailure")
       // Nothing was parked: the row is still running, for the next boot to settle.
@@ -186,12 +244,18 @@ describe("quarantine at run time", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
-      yield* eventually(Effect.map(Outbox.find("job:bad"), (row) => row?.status === "running"), "bad claimed")
+      yield* eventually(
+        Effect.map(Outbox.find("job:bad"), (row) => row?.status === "running"),
+        "bad claimed"
+      )
       // Another command evicts the bad job's state (cache of one), then its log is corrupted.
       yield* engine.dispatchWithReceipt(submit("other", "work.safe"))
       yield* corruptJob("bad")
       yield* gate.open
-      yield* eventually(Effect.map(Outbox.find("job:bad"), (row) => row?.status !== "running"), "bad no longer running")
+      yield* eventually(
+        Effect.map(Outbox.find("job:bad"), (row) => row?.status !== "running"),
+        "bad no longer running"
+      )
       const bad = (yield* Outbox.find("job:bad"))!
       assert.strictEqual(bad.status, "quarantined")
       const record = quarantineOf(bad)
@@ -201,9 +265,15 @@ describe("quarantine at run time", () => {
       assert.deepStrictEqual([record.settlement.type, record.settlement.response], ["effect.succeed", { done: "bad" }])
       // Time passes: no reclaim, no retry, one log line.
       yield* TestClock.adjust("1 minute")
-      yield* eventually(Effect.map(Outbox.find("job:other"), (row) => row?.status === "succeeded"), "other job performed")
+      yield* eventually(
+        Effect.map(Outbox.find("job:other"), (row) => row?.status === "succeeded"),
+        "other job performed"
+      )
       assert.strictEqual((yield* Outbox.find("job:bad"))!.status, "quarantined")
-      assert.deepStrictEqual(handler.performed.filter((p) => p.startsWith("job:bad#")), ["job:bad#1"])
+      assert.deepStrictEqual(
+        handler.performed.filter((p) => p.startsWith("job:bad#")),
+        ["job:bad#1"]
+      )
       assert.strictEqual(logs.messages.filter((m) => m.includes("quarantined")).length, 1, logs.messages.join("\n"))
     }).pipe(
       Effect.provide(stack([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } })),
@@ -211,40 +281,55 @@ describe("quarantine at run time", () => {
     )
   })
 
-  it.effect("a dead owner's row whose aggregate cannot be replayed is parked by the reclaim, not retried every second", () => {
-    const file = tempDbFile()
-    const logs = captureLogs()
-    const next = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      // After boot's reconcile, a dead peer's claim of this row is found by the running reclaim.
-      yield* Outbox.heartbeat("dead-peer", "node-B", 0)
-      yield* sql`UPDATE outbox SET status = 'running', attempts = 1, lease_owner = 'dead-peer', lease_expires_at = 0 WHERE effect_id = 'job:bad'`
-      yield* corruptJob("bad")
-      yield* TestClock.adjust("1 minute")
-      yield* engine.activate
-      yield* eventually(Effect.map(Outbox.find("job:bad"), (row) => row?.status !== "running"), "bad no longer running")
-      const bad = (yield* Outbox.find("job:bad"))!
-      assert.strictEqual(bad.status, "quarantined")
-      assert.strictEqual(quarantineOf(bad).by, "reclaim")
-      assert.strictEqual(quarantineOf(bad).reason, "aggregate-unavailable")
-      yield* TestClock.adjust("10 seconds")
-      assert.strictEqual(logs.messages.filter((m) => m.includes("quarantined")).length, 1, logs.messages.join("\n"))
-    }).pipe(
-      Effect.provide(stack([testReactor(scriptedHandler().handle, { kinds: { "work.bound": { onProcessLoss: "process-bound", timeout: "1 minute" } } })], {
-        filename: file,
-        activation: "manual"
-      })),
-      Effect.provide(logs.layer)
-    )
-    // The job was submitted by a previous process with no reactor of its kind running.
-    const previous = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.activate
-      yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
-    }).pipe(Effect.provide(jobsEngine(file)))
-    return Effect.zipRight(previous, next)
-  })
+  it.effect(
+    "a dead owner's row whose aggregate cannot be replayed is parked by the reclaim, not retried every second",
+    () => {
+      const file = tempDbFile()
+      const logs = captureLogs()
+      const next = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const sql = yield* SqlClient
+        // After boot's reconcile, a dead peer's claim of this row is found by the running reclaim.
+        yield* Outbox.heartbeat("dead-peer", "node-B", 0)
+        yield* sql`UPDATE outbox SET status = 'running', attempts = 1, lease_owner = 'dead-peer', lease_expires_at = 0 WHERE effect_id = 'job:bad'`
+        yield* corruptJob("bad")
+        yield* TestClock.adjust("1 minute")
+        yield* engine.activate
+        yield* eventually(
+          Effect.map(Outbox.find("job:bad"), (row) => row?.status !== "running"),
+          "bad no longer running"
+        )
+        const bad = (yield* Outbox.find("job:bad"))!
+        assert.strictEqual(bad.status, "quarantined")
+        assert.strictEqual(quarantineOf(bad).by, "reclaim")
+        assert.strictEqual(quarantineOf(bad).reason, "aggregate-unavailable")
+        yield* TestClock.adjust("10 seconds")
+        assert.strictEqual(logs.messages.filter((m) => m.includes("quarantined")).length, 1, logs.messages.join("\n"))
+      }).pipe(
+        Effect.provide(
+          stack(
+            [
+              testReactor(scriptedHandler().handle, {
+                kinds: { "work.bound": { onProcessLoss: "process-bound", timeout: "1 minute" } }
+              })
+            ],
+            {
+              filename: file,
+              activation: "manual"
+            }
+          )
+        ),
+        Effect.provide(logs.layer)
+      )
+      // The job was submitted by a previous process with no reactor of its kind running.
+      const previous = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.activate
+        yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
+      }).pipe(Effect.provide(jobsEngine(file)))
+      return Effect.zipRight(previous, next)
+    }
+  )
 })
 
 /** Runs a job whose handler answers while its aggregate's log is corrupted: the settle parks it. */
@@ -252,67 +337,92 @@ const parkAtRunTime = (jobId: string) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     yield* engine.dispatchWithReceipt(submit(jobId, "work.bound"))
-    yield* eventually(Effect.map(Outbox.find(`job:${jobId}`), (row) => row?.status === "running"), `${jobId} claimed`)
+    yield* eventually(
+      Effect.map(Outbox.find(`job:${jobId}`), (row) => row?.status === "running"),
+      `${jobId} claimed`
+    )
     yield* engine.dispatchWithReceipt(submit(`${jobId}-evicts`, "work.safe"))
     yield* corruptJob(jobId)
   })
 
 const repairJob = (jobId: string) =>
-  Effect.flatMap(SqlClient, (sql) =>
-    sql`UPDATE events SET payload = ${JSON.stringify({ type: "job.submitted", kind: "work.bound", effectId: `job:${jobId}` })} WHERE aggregate_id = ${jobId}`)
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql`UPDATE events SET payload = ${JSON.stringify({ type: "job.submitted", kind: "work.bound", effectId: `job:${jobId}` })} WHERE aggregate_id = ${jobId}`
+  )
 
 describe("operator actions on a quarantined effect", () => {
-  it.effect("release after the aggregate type is registered again records the parked settlement; a second release is refused", () => {
-    const file = tempDbFile()
-    const noJobs = stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual", engine: { aggregates: [] } })
-    const withJobs = stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" })
-    return Effect.gen(function* () {
-      yield* previousProcess(file, [["old", "work.bound"]])
-      // This deployment no longer registers jobs: the row is parked, the node boots.
-      yield* Effect.gen(function* () {
-        assert.strictEqual((yield* Boot.BootReport).reconciled.quarantined, 1)
-        const refused = yield* Effect.flip(Quarantine.release("job:old"))
-        assert.strictEqual(refused._tag, "EffectStillQuarantined")
-        assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
-      }).pipe(Effect.provide(noJobs))
-      // The next deployment registers jobs again; the operator releases the row.
-      yield* Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        yield* engine.activate
-        assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
-        const answer = yield* Quarantine.release("job:old")
-        assert.strictEqual(answer.commandId, "reconcile:job:old#1")
-        const row = (yield* Outbox.find("job:old"))!
-        assert.strictEqual(row.status, "failed")
-        assert.deepStrictEqual(yield* jobStatus("job:old"), { status: "failed", detail: processEndedReason })
-        const again = yield* Effect.flip(Quarantine.release("job:old"))
-        assert.strictEqual(again._tag, "EffectNotQuarantined")
-        assert.strictEqual((again as Quarantine.EffectNotQuarantined).status, "failed")
-      }).pipe(Effect.provide(withJobs))
-    })
-  })
+  it.effect(
+    "release after the aggregate type is registered again records the parked settlement; a second release is refused",
+    () => {
+      const file = tempDbFile()
+      const noJobs = stack([testReactor(scriptedHandler().handle)], {
+        filename: file,
+        activation: "manual",
+        engine: { aggregates: [] }
+      })
+      const withJobs = stack([testReactor(scriptedHandler().handle)], { filename: file, activation: "manual" })
+      return Effect.gen(function* () {
+        yield* previousProcess(file, [["old", "work.bound"]])
+        // This deployment no longer registers jobs: the row is parked, the node boots.
+        yield* Effect.gen(function* () {
+          assert.strictEqual((yield* Boot.BootReport).reconciled.quarantined, 1)
+          const refused = yield* Effect.flip(Quarantine.release("job:old"))
+          assert.strictEqual(refused._tag, "EffectStillQuarantined")
+          assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
+        }).pipe(Effect.provide(noJobs))
+        // The next deployment registers jobs again; the operator releases the row.
+        yield* Effect.gen(function* () {
+          const engine = yield* Engine.Engine
+          yield* engine.activate
+          assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
+          const answer = yield* Quarantine.release("job:old")
+          assert.strictEqual(answer.commandId, "reconcile:job:old#1")
+          const row = (yield* Outbox.find("job:old"))!
+          assert.strictEqual(row.status, "failed")
+          assert.deepStrictEqual(yield* jobStatus("job:old"), { status: "failed", detail: processEndedReason })
+          const again = yield* Effect.flip(Quarantine.release("job:old"))
+          assert.strictEqual(again._tag, "EffectNotQuarantined")
+          assert.strictEqual((again as Quarantine.EffectNotQuarantined).status, "failed")
+        }).pipe(Effect.provide(withJobs))
+      })
+    }
+  )
 
-  it.effect("release after the log is repaired records what the handler answered; before the repair it stays parked", () => {
-    const handler = scriptedHandler()
-    const gate = gated({ done: "bad" })
-    handler.behaviors.set("job:bad", gate.behavior)
-    return Effect.gen(function* () {
-      yield* parkAtRunTime("bad")
-      yield* gate.open
-      yield* eventually(Effect.map(Outbox.find("job:bad"), (row) => row?.status === "quarantined"), "bad parked")
-      const still = yield* Effect.flip(Quarantine.release("job:bad"))
-      assert.strictEqual(still._tag, "EffectStillQuarantined")
-      assert.strictEqual((still as Quarantine.EffectStillQuarantined).reason, "aggregate-unavailable")
-      yield* repairJob("bad")
-      const answer = yield* Quarantine.release("job:bad")
-      assert.strictEqual(answer.commandId, "outcome:job:bad#1")
-      const row = (yield* Outbox.find("job:bad"))!
-      assert.deepStrictEqual([row.status, row.response], ["succeeded", { done: "bad" }])
-      assert.deepStrictEqual(yield* jobStatus("job:bad"), { status: "succeeded", detail: JSON.stringify({ done: "bad" }) })
-      // Performed once: a release records the outcome, it does not perform the effect again.
-      assert.deepStrictEqual(handler.performed.filter((p) => p.startsWith("job:bad#")), ["job:bad#1"])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } })))
-  })
+  it.effect(
+    "release after the log is repaired records what the handler answered; before the repair it stays parked",
+    () => {
+      const handler = scriptedHandler()
+      const gate = gated({ done: "bad" })
+      handler.behaviors.set("job:bad", gate.behavior)
+      return Effect.gen(function* () {
+        yield* parkAtRunTime("bad")
+        yield* gate.open
+        yield* eventually(
+          Effect.map(Outbox.find("job:bad"), (row) => row?.status === "quarantined"),
+          "bad parked"
+        )
+        const still = yield* Effect.flip(Quarantine.release("job:bad"))
+        assert.strictEqual(still._tag, "EffectStillQuarantined")
+        assert.strictEqual((still as Quarantine.EffectStillQuarantined).reason, "aggregate-unavailable")
+        yield* repairJob("bad")
+        const answer = yield* Quarantine.release("job:bad")
+        assert.strictEqual(answer.commandId, "outcome:job:bad#1")
+        const row = (yield* Outbox.find("job:bad"))!
+        assert.deepStrictEqual([row.status, row.response], ["succeeded", { done: "bad" }])
+        assert.deepStrictEqual(yield* jobStatus("job:bad"), {
+          status: "succeeded",
+          detail: JSON.stringify({ done: "bad" })
+        })
+        // Performed once: a release records the outcome, it does not perform the effect again.
+        assert.deepStrictEqual(
+          handler.performed.filter((p) => p.startsWith("job:bad#")),
+          ["job:bad#1"]
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } })))
+    }
+  )
 
   it.effect("fail settles the row failed with the operator's reason and tells the aggregate nothing", () => {
     const file = tempDbFile()
@@ -332,12 +442,19 @@ describe("operator actions on a quarantined effect", () => {
       assert.deepStrictEqual(yield* jobStatus("job:bad"), { status: "submitted", detail: null })
       const again = yield* Effect.flip(Quarantine.fail("job:bad", "twice"))
       assert.strictEqual(again._tag, "EffectNotQuarantined")
-      assert.deepStrictEqual((yield* Outbox.find("job:bad"))!.error, { message: "repaired the job by hand", code: "failed-by-operator" })
-    }).pipe(Effect.provide(stack([testReactor(scriptedHandler().handle)], {
-      filename: file,
-      activation: "manual",
-      engine: { aggregates: [explodingJob("job:bad")] }
-    })))
+      assert.deepStrictEqual((yield* Outbox.find("job:bad"))!.error, {
+        message: "repaired the job by hand",
+        code: "failed-by-operator"
+      })
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(scriptedHandler().handle)], {
+          filename: file,
+          activation: "manual",
+          engine: { aggregates: [explodingJob("job:bad")] }
+        })
+      )
+    )
     return Effect.zipRight(previousProcess(file, [["bad", "work.bound"]]), next)
   })
 })
@@ -356,9 +473,16 @@ describe("the quarantine migration", () => {
       yield* sql`DELETE FROM outbox WHERE effect_id = 'c'`
       yield* migrate
       const kept = yield* Outbox.list()
-      assert.deepStrictEqual(kept.map((r) => [r.sequence, r.effectId, r.status, r.quarantine]), [[1, "a", "succeeded", null], [2, "b", "succeeded", null]])
+      assert.deepStrictEqual(
+        kept.map((r) => [r.sequence, r.effectId, r.status, r.quarantine]),
+        [
+          [1, "a", "succeeded", null],
+          [2, "b", "succeeded", null]
+        ]
+      )
       yield* sql`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, available_at, created_at, updated_at)
         VALUES ('d', 'c', 'job', 'd', 'work.safe', '{}', 'd', 'quarantined', 0, 0, 0)`
       assert.strictEqual((yield* Outbox.find("d"))!.sequence, 4)
-    }).pipe(Effect.provide(TestStore.layer())))
+    }).pipe(Effect.provide(TestStore.layer()))
+  )
 })

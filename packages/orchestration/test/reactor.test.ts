@@ -12,11 +12,23 @@ describe("reactors: wake-up", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.sync(() => handler.performed.length === 1), "performed")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"), "settled")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 1),
+        "performed"
+      )
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"),
+        "settled"
+      )
       const row = yield* Outbox.find("job:j1")
-      assert.deepStrictEqual([row?.status, row?.attempts, row?.response, row?.leaseOwner], ["succeeded", 1, { done: "job:j1" }, null])
-      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "succeeded", detail: JSON.stringify({ done: "job:j1" }) })
+      assert.deepStrictEqual(
+        [row?.status, row?.attempts, row?.response, row?.leaseOwner],
+        ["succeeded", 1, { done: "job:j1" }, null]
+      )
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), {
+        status: "succeeded",
+        detail: JSON.stringify({ done: "job:j1" })
+      })
       assert.deepStrictEqual(handler.performed, ["job:j1#1"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
@@ -29,63 +41,97 @@ describe("reactors: timing under TestClock", () => {
       // First let the reactor go idle (it has run a job and is waiting for its next poll).
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("warm-up", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:warm-up"), (row) => row?.status === "succeeded"), "warm-up settled")
+      yield* eventually(
+        Effect.map(Outbox.find("job:warm-up"), (row) => row?.status === "succeeded"),
+        "warm-up settled"
+      )
       yield* settle
       // A row committed without a ring (as another process would write it).
-      yield* Outbox.insert([{
-        effectId: "silent-1",
-        commandId: "external",
-        aggregateType: "job",
-        aggregateId: "silent",
-        kind: "work.safe",
-        payloadJson: "{}",
-        lane: "job:silent",
-        availableAt: 0,
-        now: 0
-      }])
+      yield* Outbox.insert([
+        {
+          effectId: "silent-1",
+          commandId: "external",
+          aggregateType: "job",
+          aggregateId: "silent",
+          kind: "work.safe",
+          payloadJson: "{}",
+          lane: "job:silent",
+          availableAt: 0,
+          now: 0
+        }
+      ])
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:warm-up#1"])
       yield* TestClock.adjust("999 millis")
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:warm-up#1"])
       yield* TestClock.adjust("1 millis")
-      yield* eventually(Effect.sync(() => handler.performed.length === 2), "performed after the poll")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 2),
+        "performed after the poll"
+      )
       assert.deepStrictEqual(handler.performed, ["job:warm-up#1", "silent-1#1"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 
-  it.effect("backoff is honoured exactly: a retryable failure runs again at attempt 2 after 1 s, attempt 3 after 2 s more", () => {
-    const handler = scriptedHandler()
-    handler.behaviors.set("job:j1", (row) => row.attempts < 3 ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true })) : Effect.succeed("ok"))
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1), "first failure settled")
-      const row = yield* Outbox.find("job:j1")
-      assert.strictEqual(row!.availableAt, 1_000)
-      assert.deepStrictEqual(row!.error, { message: "flaky 1" })
-      yield* TestClock.adjust("999 millis")
-      yield* settle
-      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
-      yield* TestClock.adjust("1 millis")
-      yield* eventually(Effect.sync(() => handler.performed.length === 2), "second attempt at 1 s")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"), "second failure settled")
-      assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 3_000)
-      yield* TestClock.adjust("1999 millis")
-      yield* settle
-      assert.strictEqual(handler.performed.length, 2)
-      yield* TestClock.adjust("1 millis")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "third attempt succeeds")
-      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2", "job:j1#3"])
-      const sql = yield* SqlClient
-      const outcomes = yield* sql<{ payload: string }>`SELECT payload FROM events WHERE type = 'job.outcome' ORDER BY sequence`
-      assert.deepStrictEqual(outcomes.map((o) => JSON.parse(o.payload).status), ["retrying", "retrying", "succeeded"])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
-  })
+  it.effect(
+    "backoff is honoured exactly: a retryable failure runs again at attempt 2 after 1 s, attempt 3 after 2 s more",
+    () => {
+      const handler = scriptedHandler()
+      handler.behaviors.set("job:j1", (row) =>
+        row.attempts < 3
+          ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true }))
+          : Effect.succeed("ok")
+      )
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1),
+          "first failure settled"
+        )
+        const row = yield* Outbox.find("job:j1")
+        assert.strictEqual(row!.availableAt, 1_000)
+        assert.deepStrictEqual(row!.error, { message: "flaky 1" })
+        yield* TestClock.adjust("999 millis")
+        yield* settle
+        assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+        yield* TestClock.adjust("1 millis")
+        yield* eventually(
+          Effect.sync(() => handler.performed.length === 2),
+          "second attempt at 1 s"
+        )
+        yield* eventually(
+          Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"),
+          "second failure settled"
+        )
+        assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 3_000)
+        yield* TestClock.adjust("1999 millis")
+        yield* settle
+        assert.strictEqual(handler.performed.length, 2)
+        yield* TestClock.adjust("1 millis")
+        yield* eventually(
+          Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+          "third attempt succeeds"
+        )
+        assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2", "job:j1#3"])
+        const sql = yield* SqlClient
+        const outcomes = yield* sql<{
+          payload: string
+        }>`SELECT payload FROM events WHERE type = 'job.outcome' ORDER BY sequence`
+        assert.deepStrictEqual(
+          outcomes.map((o) => JSON.parse(o.payload).status),
+          ["retrying", "retrying", "succeeded"]
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+    }
+  )
 
   it.effect("the wait for a due row ends when it is due, however long the step that computed it took", () => {
     const handler = scriptedHandler()
-    handler.behaviors.set("job:j1", (row) => row.attempts < 2 ? Effect.fail(new EffectFailure({ message: "flaky", retryable: true })) : Effect.succeed("ok"))
+    handler.behaviors.set("job:j1", (row) =>
+      row.attempts < 2 ? Effect.fail(new EffectFailure({ message: "flaky", retryable: true })) : Effect.succeed("ok")
+    )
     // A step that is slow between reading the clock and going to sleep (as a PostgreSQL round trip is):
     // the storage guard's probe, which every step consults, stops once when armed.
     const slow = { armed: false }
@@ -101,7 +147,10 @@ describe("reactors: timing under TestClock", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1), "first failure settled")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1),
+        "first failure settled"
+      )
       assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 1_000)
       yield* settle
       // A ring (a row of a kind this reactor does not handle) starts a step at 0 ms; it reads the clock,
@@ -115,27 +164,50 @@ describe("reactors: timing under TestClock", () => {
       assert.deepStrictEqual(handler.performed, ["job:j1#1"])
       // The row is due at 1 s: the reactor wakes then, not 500 ms late.
       yield* TestClock.adjust("500 millis")
-      yield* eventually(Effect.sync(() => handler.performed.length === 2), "second attempt when due at 1 s")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "second attempt settled")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 2),
+        "second attempt when due at 1 s"
+      )
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "second attempt settled"
+      )
     }).pipe(Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(probe))))
   })
 
   it.effect("after max attempts the row is failed with its error and attempt count, and the aggregate knows", () => {
     const handler = scriptedHandler()
-    handler.behaviors.set("job:j1", (row) => Effect.fail(new EffectFailure({ message: `down ${row.attempts}`, retryable: true, code: "E_DOWN" })))
+    handler.behaviors.set("job:j1", (row) =>
+      Effect.fail(new EffectFailure({ message: `down ${row.attempts}`, retryable: true, code: "E_DOWN" }))
+    )
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.sync(() => handler.performed.length === 1), "attempt 1")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "pending"), "attempt 1 settled")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 1),
+        "attempt 1"
+      )
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "pending"),
+        "attempt 1 settled"
+      )
       yield* TestClock.adjust("1 second")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"), "attempt 2 settled")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.attempts === 2 && r.status === "pending"),
+        "attempt 2 settled"
+      )
       yield* TestClock.adjust("2 seconds")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "dead letter")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"),
+        "dead letter"
+      )
       const row = (yield* Outbox.find("job:j1"))!
       assert.strictEqual(row.attempts, 3)
       assert.deepStrictEqual(row.error, { message: "down 3 (gave up after 3 attempts)", code: "E_DOWN" })
-      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "down 3 (gave up after 3 attempts)" })
+      assert.deepStrictEqual(yield* jobStatus("job:j1"), {
+        status: "failed",
+        detail: "down 3 (gave up after 3 attempts)"
+      })
       yield* TestClock.adjust("1 minute")
       yield* settle
       assert.strictEqual(handler.performed.length, 3)
@@ -164,8 +236,14 @@ describe("reactors: timing under TestClock", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
       yield* TestClock.adjust("2 seconds")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "healed")
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)])), Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "healed"
+      )
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)])),
+      Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+    )
   })
 })
 
@@ -177,14 +255,24 @@ describe("reactors: lanes", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 3 }))
-      yield* eventually(Effect.sync(() => handler.performed.length === 1), "first of the lane")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 1),
+        "first of the lane"
+      )
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
       for (const [i, g] of gates.entries()) {
         yield* g.open
-        if (i < 2) yield* eventually(Effect.sync(() => handler.performed.length === i + 2), `lane item ${i + 1}`)
+        if (i < 2)
+          yield* eventually(
+            Effect.sync(() => handler.performed.length === i + 2),
+            `lane item ${i + 1}`
+          )
       }
-      yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "lane done")
+      yield* eventually(
+        Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3),
+        "lane done"
+      )
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1", "job:j1:1#1", "job:j1:2#1"])
       assert.strictEqual(handler.maxRunning(), 1)
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
@@ -197,14 +285,23 @@ describe("reactors: lanes", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       for (const i of [0, 1, 2]) yield* engine.dispatchWithReceipt(submit(`j${i}`, "work.safe"))
-      yield* eventually(Effect.sync(() => handler.performed.length === 2), "two lanes at once")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 2),
+        "two lanes at once"
+      )
       yield* settle
       assert.strictEqual(handler.running(), 2)
       yield* gates[0]!.open
-      yield* eventually(Effect.sync(() => handler.performed.length === 3), "third lane gets the freed slot")
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 3),
+        "third lane gets the freed slot"
+      )
       yield* gates[1]!.open
       yield* gates[2]!.open
-      yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3), "all done")
+      yield* eventually(
+        Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 3),
+        "all done"
+      )
       assert.strictEqual(handler.maxRunning(), 2)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 2 })])))
   })
@@ -213,25 +310,39 @@ describe("reactors: lanes", () => {
 describe("reactors: cursors", () => {
   it.effect("an operator retry of a row below the reactor's cursor is performed again (the cursor moves back)", () => {
     const handler = scriptedHandler()
-    handler.behaviors.set("job:j1", (row) => (row.attempts === 1 ? Effect.fail(new EffectFailure({ message: "no", retryable: false })) : Effect.succeed("yes")))
+    handler.behaviors.set("job:j1", (row) =>
+      row.attempts === 1 ? Effect.fail(new EffectFailure({ message: "no", retryable: false })) : Effect.succeed("yes")
+    )
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "failed")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"),
+        "failed"
+      )
       const failed = (yield* Outbox.find("job:j1"))!
       // The reactor has moved its cursor past the settled row: its claims no longer look at it.
-      yield* eventually(Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence), "cursor past the failed row")
-      yield* engine.dispatchWithReceipt({
-        type: "effect.retry",
-        commandId: EffectOutcomes.operatorId("retry", "job:j1", 1, 0),
-        effectId: "job:j1",
-        attempt: 1,
-        aggregateType: "job",
-        aggregateId: "j1",
-        by: "operator"
-      }, { origin: "internal" })
+      yield* eventually(
+        Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence),
+        "cursor past the failed row"
+      )
+      yield* engine.dispatchWithReceipt(
+        {
+          type: "effect.retry",
+          commandId: EffectOutcomes.operatorId("retry", "job:j1", 1, 0),
+          effectId: "job:j1",
+          attempt: 1,
+          aggregateType: "job",
+          aggregateId: "j1",
+          by: "operator"
+        },
+        { origin: "internal" }
+      )
       assert.isBelow(yield* Outbox.cursor("test-reactor"), failed.sequence)
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"), "performed again")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "performed again"
+      )
       assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })

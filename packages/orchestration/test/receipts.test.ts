@@ -5,8 +5,18 @@ import { Account, Balances } from "../examples/Accounts.js"
 import { counting } from "./fixtures/counting.js"
 import { engineLayer, rowCounts, snapshot, waitForQueueDepth } from "./fixtures/harness.js"
 
-const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({ commandId, type: "account.open", accountId, owner })
-const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.deposit", accountId, amount })
+const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
+  commandId,
+  type: "account.open",
+  accountId,
+  owner
+})
+const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.deposit",
+  accountId,
+  amount
+})
 
 const withCounting = () => {
   const { aggregate, calls } = counting(Account)
@@ -38,7 +48,9 @@ describe("receipts", () => {
       const before = yield* snapshot
       const otherPayload = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 11)))
       const otherAggregate = yield* Effect.flip(engine.dispatchWithReceipt(deposit("d-1", 10, "acc-2")))
-      const otherType = yield* Effect.flip(engine.dispatchWithReceipt({ commandId: "d-1", type: "account.withdraw", accountId: "acc-1", amount: 10 }))
+      const otherType = yield* Effect.flip(
+        engine.dispatchWithReceipt({ commandId: "d-1", type: "account.withdraw", accountId: "acc-1", amount: 10 })
+      )
       for (const error of [otherPayload, otherAggregate, otherType]) {
         assert.instanceOf(error, CommandIdConflict)
         assert.strictEqual((error as CommandIdConflict).commandId, "d-1")
@@ -47,7 +59,8 @@ describe("receipts", () => {
       assert.include(otherAggregate.message, "acc-2")
       assert.include(otherType.message, "account.withdraw")
       assert.deepStrictEqual(yield* snapshot, before)
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 
   it.effect("a rejection is stored and its retry returns it without deciding again", () => {
     const { layer, calls } = withCounting()
@@ -78,20 +91,29 @@ describe("receipts", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(open("c-1"))
       // A close on an account that is not open decides nothing, like a Stop on an idle thread.
-      const idleClose = yield* engine.dispatchWithReceipt({ commandId: "close-1", type: "account.close", accountId: "acc-2" })
+      const idleClose = yield* engine.dispatchWithReceipt({
+        commandId: "close-1",
+        type: "account.close",
+        accountId: "acc-2"
+      })
       assert.deepStrictEqual(idleClose.events, [])
       const receipt = yield* engine.receipt("close-1")
       assert.isTrue(receipt._tag === "Some" && receipt.value.status === "accepted")
       // acc-2 is opened afterwards; replaying the old close must not close it.
       yield* engine.dispatchWithReceipt(open("c-2", "acc-2"))
       const before = yield* snapshot
-      const replay = yield* engine.dispatchWithReceipt({ commandId: "close-1", type: "account.close", accountId: "acc-2" })
+      const replay = yield* engine.dispatchWithReceipt({
+        commandId: "close-1",
+        type: "account.close",
+        accountId: "acc-2"
+      })
       assert.strictEqual(replay.duplicate, true)
       assert.strictEqual(replay.sequence, idleClose.sequence)
       assert.deepStrictEqual(yield* snapshot, before)
       const deposit2 = yield* engine.dispatchWithReceipt(deposit("d-2", 3, "acc-2"))
       assert.strictEqual(deposit2.events.length, 1)
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 
   it.effect("a command that decides no events answers the log head it saw", () =>
     Effect.gen(function* () {
@@ -100,21 +122,26 @@ describe("receipts", () => {
       const touch = yield* engine.dispatchWithReceipt({ commandId: "t-1", type: "account.touch", accountId: "acc-9" })
       assert.strictEqual(touch.sequence, opened.sequence)
       assert.deepStrictEqual(touch.effectIds, [])
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 
   it.effect("two dispatches of one id at the same instant give one commit and two identical answers", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(open("c-1"))
-      const [a, b] = yield* Effect.all([engine.dispatchWithReceipt(deposit("d-1", 7)), engine.dispatchWithReceipt(deposit("d-1", 7))], {
-        concurrency: "unbounded"
-      })
+      const [a, b] = yield* Effect.all(
+        [engine.dispatchWithReceipt(deposit("d-1", 7)), engine.dispatchWithReceipt(deposit("d-1", 7))],
+        {
+          concurrency: "unbounded"
+        }
+      )
       assert.deepStrictEqual({ ...a, duplicate: false }, { ...b, duplicate: false })
       assert.deepStrictEqual([a.duplicate, b.duplicate].sort(), [false, true])
       const counts = yield* rowCounts
       assert.strictEqual(counts.events, 2)
       assert.strictEqual(counts.receipts, 2)
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 
   it.effect("a concurrent duplicate with another payload is a conflict, not a storage error", () =>
     Effect.gen(function* () {
@@ -128,19 +155,26 @@ describe("receipts", () => {
       const firstAnswer = yield* Fiber.join(first)
       assert.strictEqual(firstAnswer.duplicate, false)
       assert.strictEqual((yield* rowCounts).receipts, 1)
-    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } }))))
+    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } })))
+  )
 
   it.effect("the fingerprint is taken before schema defaults, so a default never turns a retry into a conflict", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(open("c-1"))
       const first = yield* engine.dispatchWithReceipt(deposit("d-1", 7))
-      const retry = yield* engine.dispatchWithReceipt({ amount: 7, accountId: "acc-1", type: "account.deposit", commandId: "d-1" })
+      const retry = yield* engine.dispatchWithReceipt({
+        amount: 7,
+        accountId: "acc-1",
+        type: "account.deposit",
+        commandId: "d-1"
+      })
       assert.strictEqual(retry.duplicate, true)
       assert.strictEqual(retry.sequence, first.sequence)
       const withMemo = yield* Effect.flip(engine.dispatchWithReceipt({ ...deposit("d-1", 7), memo: "" }))
       assert.instanceOf(withMemo, CommandIdConflict)
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 })
 
 describe("the write probe", () => {
@@ -149,10 +183,13 @@ describe("the write probe", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(open("c-1"))
       const before = yield* snapshot
-      yield* Effect.all([WriteProbe.probeWrite, WriteProbe.probeWrite, WriteProbe.probeWrite], { concurrency: "unbounded" })
+      yield* Effect.all([WriteProbe.probeWrite, WriteProbe.probeWrite, WriteProbe.probeWrite], {
+        concurrency: "unbounded"
+      })
       assert.deepStrictEqual(yield* snapshot, before)
       assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
-    }).pipe(Effect.provide(engineLayer())))
+    }).pipe(Effect.provide(engineLayer()))
+  )
 })
 
 describe("coalesced rejections", () => {
@@ -170,5 +207,6 @@ describe("coalesced rejections", () => {
       assert.deepStrictEqual([(a as CommandRejected).duplicate, (b as CommandRejected).duplicate], [false, true])
       assert.strictEqual((b as CommandRejected).message, (a as CommandRejected).message)
       assert.strictEqual((yield* rowCounts).receipts, 1)
-    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } }))))
+    }).pipe(Effect.provide(engineLayer({ config: { activation: "manual" } })))
+  )
 })

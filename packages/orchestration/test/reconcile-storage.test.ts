@@ -18,7 +18,14 @@ describe("reconcileAfterProcessLoss", () => {
       yield* engine.dispatchWithReceipt(submit("bound", "work.bound"))
       // An earlier incarnation of this node (node-A): its heartbeat row names the node.
       yield* Outbox.heartbeat("dead-process", "node-A", 0)
-      yield* Outbox.claim({ kinds: ["work.safe", "work.bound"], owner: "dead-process", now: 0, leaseMs: 30_000, limit: 10, after: 0 })
+      yield* Outbox.claim({
+        kinds: ["work.safe", "work.bound"],
+        owner: "dead-process",
+        now: 0,
+        leaseMs: 30_000,
+        limit: 10,
+        after: 0
+      })
     }).pipe(Effect.provide(jobsEngine(file)))
 
     const handler = scriptedHandler()
@@ -28,20 +35,37 @@ describe("reconcileAfterProcessLoss", () => {
       const client = yield* Effect.fork(engine.dispatchWithReceipt(submit("client", "work.safe")))
       yield* engine.activate
       yield* Fiber.join(client)
-      yield* eventually(Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 2), "safe redone, client done")
+      yield* eventually(
+        Effect.map(Outbox.list({ status: "succeeded" }), (rows) => rows.length === 2),
+        "safe redone, client done"
+      )
       const sql = yield* SqlClient
-      const log = yield* sql<{ sequence: number; command_id: string; type: string }>`SELECT sequence, command_id, type FROM events ORDER BY sequence`
+      const log = yield* sql<{
+        sequence: number
+        command_id: string
+        type: string
+      }>`SELECT sequence, command_id, type FROM events ORDER BY sequence`
       const after = log.filter((e) => e.sequence > 2) // 1-2: the previous process's submits
       // Reconcile's two settlements come first, then the client's command, then reactor outcomes.
-      assert.deepStrictEqual(after.slice(0, 3).map((e) => e.command_id), ["reconcile:job:safe#1", "reconcile:job:bound#1", "submit-client"])
+      assert.deepStrictEqual(
+        after.slice(0, 3).map((e) => e.command_id),
+        ["reconcile:job:safe#1", "reconcile:job:bound#1", "submit-client"]
+      )
       assert.isTrue(after.slice(3).every((e) => e.command_id.startsWith("outcome:")))
-      assert.deepStrictEqual(yield* jobStatus("job:bound"), { status: "failed", detail: "server process ended before the effect completed" })
+      assert.deepStrictEqual(yield* jobStatus("job:bound"), {
+        status: "failed",
+        detail: "server process ended before the effect completed"
+      })
       const safe = (yield* Outbox.find("job:safe"))!
       assert.deepStrictEqual([safe.status, safe.attempts], ["succeeded", 2])
       // The first claim of this process was after reconcile: attempt 2 of the requeued row.
       assert.deepStrictEqual(handler.performed.sort(), ["job:client#1", "job:safe#2"])
-      const requeued = yield* sql<{ payload: string }>`SELECT payload FROM events WHERE command_id = 'reconcile:job:safe#1'`
-      assert.deepStrictEqual(JSON.parse(requeued[0]!.payload).error, { message: "requeued after the previous server process ended" })
+      const requeued = yield* sql<{
+        payload: string
+      }>`SELECT payload FROM events WHERE command_id = 'reconcile:job:safe#1'`
+      assert.deepStrictEqual(JSON.parse(requeued[0]!.payload).error, {
+        message: "requeued after the previous server process ended"
+      })
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
     return Effect.zipRight(previous, next)
   })
@@ -55,10 +79,19 @@ describe("retention", () => {
       for (const job of ["done", "running", "pending"]) yield* engine.dispatchWithReceipt(submit(job, "work.safe"))
       // "done" is performed and settled; "running" stays claimed; "pending" is never claimed.
       yield* Outbox.claim({ kinds: ["work.safe"], owner: "w", now: 0, leaseMs: 1_000, limit: 2, after: 0 })
-      yield* engine.dispatchWithReceipt({
-        type: "effect.succeed", commandId: "outcome:job:done#1", effectId: "job:done", attempt: 1,
-        aggregateType: "job", aggregateId: "done", by: "reactor", response: "ok"
-      }, { origin: "internal" })
+      yield* engine.dispatchWithReceipt(
+        {
+          type: "effect.succeed",
+          commandId: "outcome:job:done#1",
+          effectId: "job:done",
+          attempt: 1,
+          aggregateType: "job",
+          aggregateId: "done",
+          by: "reactor",
+          response: "ok"
+        },
+        { origin: "internal" }
+      )
       yield* TestClock.adjust("8 days")
       assert.deepStrictEqual(yield* Retention.pruneOnce(), { effects: 1, receipts: 0 })
       assert.isUndefined(yield* Outbox.find("job:done"))
@@ -70,7 +103,8 @@ describe("retention", () => {
       // A retry older than the receipt period is treated as new: documented, and here decided again.
       const again = yield* Effect.flip(engine.dispatchWithReceipt(submit("done", "work.safe")))
       assert.strictEqual(again._tag, "CommandRejected")
-    }).pipe(Effect.provide(jobsEngine())))
+    }).pipe(Effect.provide(jobsEngine()))
+  )
 })
 
 describe("ingestion ids", () => {

@@ -21,12 +21,23 @@ const counterV = (version: 1 | 2) =>
     decide: (total, command) =>
       total + command.n > 10
         ? Decision.reject("too-big")
-        : Decision.of<Added>({ events: [version === 1 ? ({ type: "counter.added", by: command.n } as never) : { type: "counter.added", amount: command.n }] }),
+        : Decision.of<Added>({
+            events: [
+              version === 1
+                ? ({ type: "counter.added", by: command.n } as never)
+                : { type: "counter.added", amount: command.n }
+            ]
+          }),
     eventSchemaVersion: version,
-    upcast: (stored) => (stored.schemaVersion === 1 ? { type: stored.type, amount: (stored.payload as { by: number }).by } : stored.payload)
+    upcast: (stored) =>
+      stored.schemaVersion === 1 ? { type: stored.type, amount: (stored.payload as { by: number }).by } : stored.payload
   })
 
-const engineOver = (file: string, aggregate: Aggregate.AnyAggregate, projections: ReadonlyArray<Projection.Projection> = []) =>
+const engineOver = (
+  file: string,
+  aggregate: Aggregate.AnyAggregate,
+  projections: ReadonlyArray<Projection.Projection> = []
+) =>
   Engine.layer({ aggregates: [aggregate], projections }).pipe(Layer.provideMerge(TestStore.layer({ filename: file })))
 
 describe("schema versions", () => {
@@ -40,7 +51,9 @@ describe("schema versions", () => {
     const v2 = Effect.gen(function* () {
       const engine = yield* Engine.Engine
       // State 9 was rebuilt through the upcast: 2 more would exceed 10.
-      const refused = yield* Effect.flip(engine.dispatchWithReceipt({ commandId: "a3", type: "counter.add", counterId: "c", n: 2 }))
+      const refused = yield* Effect.flip(
+        engine.dispatchWithReceipt({ commandId: "a3", type: "counter.add", counterId: "c", n: 2 })
+      )
       assert.strictEqual(refused._tag, "CommandRejected")
       const ok = yield* engine.dispatchWithReceipt({ commandId: "a4", type: "counter.add", counterId: "c", n: 1 })
       assert.strictEqual(ok.events[0]!.schemaVersion, 2)
@@ -52,27 +65,32 @@ describe("schema versions", () => {
 })
 
 describe("projection defects", () => {
-  it.effect("a projection that throws fails its command with CommandDefect; nothing of it commits; others are served", () => {
-    const counter = counterV(2)
-    const fragile = Projection.make(counter, {
-      name: "fragile",
-      setup: Effect.void,
-      reset: Effect.void,
-      apply: (event) => {
-        if (event.amount === 7) throw new Error("projection bug")
-        return Effect.void
-      }
-    })
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      const error = yield* Effect.flip(engine.dispatchWithReceipt({ commandId: "bad", type: "counter.add", counterId: "c", n: 7 }))
-      assert.instanceOf(error, CommandDefect)
-      assert.strictEqual((error as CommandDefect).stage, "projection")
-      const [events] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM events`
-      assert.strictEqual(Number(events!.n), 0)
-      const ok = yield* engine.dispatchWithReceipt({ commandId: "good", type: "counter.add", counterId: "c", n: 3 })
-      assert.strictEqual(ok.events[0]!.version, 1)
-    }).pipe(Effect.provide(engineOver(":memory:", counter, [fragile])))
-  })
+  it.effect(
+    "a projection that throws fails its command with CommandDefect; nothing of it commits; others are served",
+    () => {
+      const counter = counterV(2)
+      const fragile = Projection.make(counter, {
+        name: "fragile",
+        setup: Effect.void,
+        reset: Effect.void,
+        apply: (event) => {
+          if (event.amount === 7) throw new Error("projection bug")
+          return Effect.void
+        }
+      })
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const sql = yield* SqlClient
+        const error = yield* Effect.flip(
+          engine.dispatchWithReceipt({ commandId: "bad", type: "counter.add", counterId: "c", n: 7 })
+        )
+        assert.instanceOf(error, CommandDefect)
+        assert.strictEqual((error as CommandDefect).stage, "projection")
+        const [events] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM events`
+        assert.strictEqual(Number(events!.n), 0)
+        const ok = yield* engine.dispatchWithReceipt({ commandId: "good", type: "counter.add", counterId: "c", n: 3 })
+        assert.strictEqual(ok.events[0]!.version, 1)
+      }).pipe(Effect.provide(engineOver(":memory:", counter, [fragile])))
+    }
+  )
 })

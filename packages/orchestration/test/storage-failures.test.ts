@@ -1,15 +1,38 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
-import { CommandRejected, Engine, StorageFailure, StorageFaults, WriteProbe, driverError, type WritePoint } from "../src/index.js"
+import {
+  CommandRejected,
+  Engine,
+  StorageFailure,
+  StorageFaults,
+  WriteProbe,
+  driverError,
+  type WritePoint
+} from "../src/index.js"
 import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
-const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({ commandId, type: "account.open", accountId, owner })
-const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.deposit", accountId, amount })
-const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({ commandId, type: "account.withdraw", accountId, amount })
+const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
+  commandId,
+  type: "account.open",
+  accountId,
+  owner
+})
+const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.deposit",
+  accountId,
+  amount
+})
+const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.withdraw",
+  accountId,
+  amount
+})
 
 /** A fault layer the test arms: the next write at `point` fails with the driver code given. */
 const armedFaults = () => {
@@ -103,102 +126,131 @@ describe("a real SQLITE_FULL (max_page_count)", () => {
     }).pipe(Effect.provide(engineLayer({ filename: file })))
   })
 
-  it.effect("group commit: a good, a rejected and a storage-failing command in one batch each get their own answer", () => {
-    const file = tempDbFile()
-    const seed = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(open("c-1"))
-    }).pipe(Effect.provide(engineLayer({ filename: file })))
-    const batch = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* capDatabase(6)
-      // Parked: the three commands queue up and the processor takes them as one batch.
-      const good = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(deposit("d-1", 5))))
-      const rejected = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(withdraw("w-1", 1_000))))
-      const tooBig = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(open("c-2", "acc-2", "x".repeat(400_000)))))
-      yield* waitForQueueDepth(3)
-      yield* engine.activate
-      const [goodAnswer, rejectedAnswer, tooBigAnswer] = yield* Fiber.joinAll([good, rejected, tooBig])
-      const stats = yield* engine.stats
-      // One batch was tried and abandoned on the storage error, then re-run command by command.
-      assert.strictEqual(stats.abandonedBatches, 1)
-      assert.isTrue(goodAnswer!._tag === "Right" && goodAnswer!.right.events.length === 1)
-      assert.isTrue(rejectedAnswer!._tag === "Left" && rejectedAnswer!.left._tag === "CommandRejected")
-      assert.isTrue(tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure")
-      if (tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure") {
-        assert.strictEqual(tooBigAnswer!.left.reason, "disk-full")
-      }
-    }).pipe(Effect.provide(engineLayer({ filename: file, config: { activation: "manual" } })))
-    // Reopen the file: what was answered accepted is on disk, and only that.
-    const check = Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      const receipts = yield* sql<{ command_id: string; status: string }>`SELECT command_id, status FROM receipts ORDER BY command_id`
-      assert.deepStrictEqual(receipts.map((r) => [r.command_id, r.status]), [
-        ["c-1", "accepted"],
-        ["d-1", "accepted"],
-        ["w-1", "rejected"]
-      ])
-      const events = yield* sql<{ command_id: string }>`SELECT command_id FROM events ORDER BY sequence`
-      assert.deepStrictEqual(events.map((e) => e.command_id), ["c-1", "d-1"])
-      const retry = yield* engine.dispatchWithReceipt(deposit("d-1", 5))
-      assert.strictEqual(retry.duplicate, true)
-    }).pipe(Effect.provide(engineLayer({ filename: file })))
-    return Effect.all([seed, batch, check], { discard: true })
-  })
+  it.effect(
+    "group commit: a good, a rejected and a storage-failing command in one batch each get their own answer",
+    () => {
+      const file = tempDbFile()
+      const seed = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(open("c-1"))
+      }).pipe(Effect.provide(engineLayer({ filename: file })))
+      const batch = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* capDatabase(6)
+        // Parked: the three commands queue up and the processor takes them as one batch.
+        const good = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(deposit("d-1", 5))))
+        const rejected = yield* Effect.fork(Effect.either(engine.dispatchWithReceipt(withdraw("w-1", 1_000))))
+        const tooBig = yield* Effect.fork(
+          Effect.either(engine.dispatchWithReceipt(open("c-2", "acc-2", "x".repeat(400_000))))
+        )
+        yield* waitForQueueDepth(3)
+        yield* engine.activate
+        const [goodAnswer, rejectedAnswer, tooBigAnswer] = yield* Fiber.joinAll([good, rejected, tooBig])
+        const stats = yield* engine.stats
+        // One batch was tried and abandoned on the storage error, then re-run command by command.
+        assert.strictEqual(stats.abandonedBatches, 1)
+        assert.isTrue(goodAnswer!._tag === "Right" && goodAnswer!.right.events.length === 1)
+        assert.isTrue(rejectedAnswer!._tag === "Left" && rejectedAnswer!.left._tag === "CommandRejected")
+        assert.isTrue(tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure")
+        if (tooBigAnswer!._tag === "Left" && tooBigAnswer!.left._tag === "StorageFailure") {
+          assert.strictEqual(tooBigAnswer!.left.reason, "disk-full")
+        }
+      }).pipe(Effect.provide(engineLayer({ filename: file, config: { activation: "manual" } })))
+      // Reopen the file: what was answered accepted is on disk, and only that.
+      const check = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const sql = yield* SqlClient
+        const receipts = yield* sql<{
+          command_id: string
+          status: string
+        }>`SELECT command_id, status FROM receipts ORDER BY command_id`
+        assert.deepStrictEqual(
+          receipts.map((r) => [r.command_id, r.status]),
+          [
+            ["c-1", "accepted"],
+            ["d-1", "accepted"],
+            ["w-1", "rejected"]
+          ]
+        )
+        const events = yield* sql<{ command_id: string }>`SELECT command_id FROM events ORDER BY sequence`
+        assert.deepStrictEqual(
+          events.map((e) => e.command_id),
+          ["c-1", "d-1"]
+        )
+        const retry = yield* engine.dispatchWithReceipt(deposit("d-1", 5))
+        assert.strictEqual(retry.duplicate, true)
+      }).pipe(Effect.provide(engineLayer({ filename: file })))
+      return Effect.all([seed, batch, check], { discard: true })
+    }
+  )
 })
 
 describe("the write probe", () => {
-  it.effect("is refused with disk-full while the store has no room to grow, lands once it has, and leaves no receipt", () =>
-    Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(open("c-1"))
-      const before = yield* snapshot
-      // A migration that rebuilds a table leaves free pages, which a write reuses without growing the
-      // file: compact first, so the store truly has no room.
-      yield* Effect.flatMap(SqlClient, (sql) => sql.unsafe("VACUUM"))
-      yield* capDatabase(0)
-      const refused = yield* Effect.flip(WriteProbe.probeWrite)
-      assert.deepStrictEqual([refused.reason, refused.code], ["disk-full", "SQLITE_FULL"])
-      yield* uncap
-      yield* WriteProbe.probeWrite
-      yield* WriteProbe.probeWrite
-      assert.deepStrictEqual(yield* snapshot, before)
-      assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
-    }).pipe(Effect.provide(engineLayer({ filename: tempDbFile() }))))
+  it.effect(
+    "is refused with disk-full while the store has no room to grow, lands once it has, and leaves no receipt",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(open("c-1"))
+        const before = yield* snapshot
+        // A migration that rebuilds a table leaves free pages, which a write reuses without growing the
+        // file: compact first, so the store truly has no room.
+        yield* Effect.flatMap(SqlClient, (sql) => sql.unsafe("VACUUM"))
+        yield* capDatabase(0)
+        const refused = yield* Effect.flip(WriteProbe.probeWrite)
+        assert.deepStrictEqual([refused.reason, refused.code], ["disk-full", "SQLITE_FULL"])
+        yield* uncap
+        yield* WriteProbe.probeWrite
+        yield* WriteProbe.probeWrite
+        assert.deepStrictEqual(yield* snapshot, before)
+        assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
+      }).pipe(Effect.provide(engineLayer({ filename: tempDbFile() })))
+  )
 })
 
 // SQLite-only (a real SQLITE_FULL via max_page_count); moved here from reconcile-storage so the
 // PostgreSQL conformance run can include that file.
 describe("a settle refused by the store", () => {
-  it.effect("a real SQLITE_FULL on the outcome ends with the row and the aggregate failed with the storage reason", () => {
-    const handler = scriptedHandler()
-    const performing = gated("x".repeat(300_000))
-    handler.behaviors.set("job:j1", performing.behavior)
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "running"), "claimed")
-      const [pages] = yield* sql<{ page_count: number }>`PRAGMA page_count`
-      yield* sql.unsafe(`PRAGMA max_page_count = ${Number(pages!.page_count)}`)
-      // The effect answers 300 kB: recording it needs pages the store will not give.
-      yield* performing.open
-      for (let i = 0; i < 5; i++) {
-        yield* TestClock.adjust("1 second")
-        yield* settle
-        // Never "succeeded" with a missing result: the row is still running, or failed with the refusal.
-        assert.notStrictEqual((yield* Outbox.find("job:j1"))!.status, "succeeded")
-      }
-      yield* sql.unsafe("PRAGMA max_page_count = 1073741823")
-      yield* TestClock.adjust("10 seconds")
-      yield* eventually(Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"), "the refusal became the outcome")
-      const row = (yield* Outbox.find("job:j1"))!
-      assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL" })
-      assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "storage: SQLITE_FULL" })
-      // The job is terminal, never "succeeded" with a missing result, and the store takes new work.
-      yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
-      yield* eventually(Effect.map(Outbox.find("job:j2"), (r) => r?.status === "succeeded"), "next job")
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
-  })
+  it.effect(
+    "a real SQLITE_FULL on the outcome ends with the row and the aggregate failed with the storage reason",
+    () => {
+      const handler = scriptedHandler()
+      const performing = gated("x".repeat(300_000))
+      handler.behaviors.set("job:j1", performing.behavior)
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const sql = yield* SqlClient
+        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:j1"), (r) => r?.status === "running"),
+          "claimed"
+        )
+        const [pages] = yield* sql<{ page_count: number }>`PRAGMA page_count`
+        yield* sql.unsafe(`PRAGMA max_page_count = ${Number(pages!.page_count)}`)
+        // The effect answers 300 kB: recording it needs pages the store will not give.
+        yield* performing.open
+        for (let i = 0; i < 5; i++) {
+          yield* TestClock.adjust("1 second")
+          yield* settle
+          // Never "succeeded" with a missing result: the row is still running, or failed with the refusal.
+          assert.notStrictEqual((yield* Outbox.find("job:j1"))!.status, "succeeded")
+        }
+        yield* sql.unsafe("PRAGMA max_page_count = 1073741823")
+        yield* TestClock.adjust("10 seconds")
+        yield* eventually(
+          Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"),
+          "the refusal became the outcome"
+        )
+        const row = (yield* Outbox.find("job:j1"))!
+        assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL" })
+        assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "storage: SQLITE_FULL" })
+        // The job is terminal, never "succeeded" with a missing result, and the store takes new work.
+        yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:j2"), (r) => r?.status === "succeeded"),
+          "next job"
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+    }
+  )
 })

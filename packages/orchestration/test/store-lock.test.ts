@@ -23,7 +23,12 @@ describe("one engine per SQLite file", () => {
       yield* kill(holder)
       const sequence = yield* Effect.gen(function* () {
         const engine = yield* Engine.Engine
-        const answer = yield* engine.dispatchWithReceipt({ commandId: "after", type: "account.open", accountId: "acc-after", owner: "me" })
+        const answer = yield* engine.dispatchWithReceipt({
+          commandId: "after",
+          type: "account.open",
+          accountId: "acc-after",
+          owner: "me"
+        })
         return answer.sequence
       }).pipe(Effect.provide(engineLayer({ filename: file })))
       assert.strictEqual(sequence, 2)

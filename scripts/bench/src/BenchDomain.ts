@@ -23,14 +23,17 @@ export const Counter = Aggregate.make({
   events: CounterEvent,
   aggregateId: (command) => command.counterId,
   initialState: { bumps: 0 },
-  evolve: (state: { bumps: number }, event: CounterEvent) => (event.type === "counter.bumped" ? { bumps: state.bumps + 1 } : state),
+  evolve: (state: { bumps: number }, event: CounterEvent) =>
+    event.type === "counter.bumped" ? { bumps: state.bumps + 1 } : state,
   decide: (_state, command) =>
     Decision.of<CounterEvent>({
       events: [{ type: "counter.bumped", n: command.n }],
       effects: [{ kind: effectKind, key: "0", payload: { n: command.n } }]
     }),
   onOutcome: (_state, outcome) =>
-    Decision.of<CounterEvent>({ events: [{ type: "counter.effect-done", effectId: outcome.effectId, status: outcome.status }] })
+    Decision.of<CounterEvent>({
+      events: [{ type: "counter.effect-done", effectId: outcome.effectId, status: outcome.status }]
+    })
 })
 
 /** The read model: one upserted row per counter, the same statement the floor runs. */
@@ -40,12 +43,16 @@ export const Counters = Projection.make(Counter, {
   setup: Effect.flatMap(SqlClient, (sql) =>
     sql`CREATE TABLE IF NOT EXISTS bench_counters (counter_id TEXT PRIMARY KEY, total INTEGER NOT NULL, updated_seq INTEGER NOT NULL)`.pipe(
       Effect.asVoid
-    )),
+    )
+  ),
   reset: Effect.flatMap(SqlClient, (sql) => sql`DELETE FROM bench_counters`.pipe(Effect.asVoid)),
   apply: (_event, record) =>
     Effect.flatMap(SqlClient, (sql) =>
       sql`INSERT INTO bench_counters (counter_id, total, updated_seq) VALUES (${record.aggregateId}, 1, ${record.sequence})
-        ON CONFLICT (counter_id) DO UPDATE SET total = bench_counters.total + 1, updated_seq = excluded.updated_seq`.pipe(Effect.asVoid))
+        ON CONFLICT (counter_id) DO UPDATE SET total = bench_counters.total + 1, updated_seq = excluded.updated_seq`.pipe(
+        Effect.asVoid
+      )
+    )
 })
 
 /** Client `client` sends to its own counter, so the state cache serves every command after the first. */

@@ -23,11 +23,14 @@ export const bulkLoad = (dir: string, rows: number, options: BulkOptions) => {
     db.pragma("journal_mode = WAL")
     // Loading is setup, not measurement: durability of the loader's commits does not matter.
     db.pragma("synchronous = NORMAL")
-    const event = db.prepare(`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
+    const event =
+      db.prepare(`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
       VALUES (?, 'counter', ?, 1, 'counter.bumped', 1, ?, ?, ?)`)
-    const receipt = db.prepare(`INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
+    const receipt =
+      db.prepare(`INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
       last_sequence, effect_ids, rejection, accepted_at) VALUES (?, 'counter', ?, 'counter.bump', ?, 'accepted', ?, ?, ?, NULL, ?)`)
-    const outbox = db.prepare(`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
+    const outbox =
+      db.prepare(`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
       available_at, lease_owner, lease_expires_at, response, created_at, updated_at) VALUES (?, ?, 'counter', ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)`)
     const counter = db.prepare("INSERT INTO bench_counters (counter_id, total, updated_seq) VALUES (?, 1, ?)")
     const running = options.outboxStatus === "running"
@@ -37,7 +40,10 @@ export const bulkLoad = (dir: string, rows: number, options: BulkOptions) => {
         const commandId = `hist-${i}`
         // One aggregate (and so one lane) per row, as many independent commands would leave.
         const aggregateId = `h-${i}`
-        const sequence = Number(event.run(`${commandId}/e0`, aggregateId, JSON.stringify({ type: "counter.bumped", n: i }), commandId, now).lastInsertRowid)
+        const sequence = Number(
+          event.run(`${commandId}/e0`, aggregateId, JSON.stringify({ type: "counter.bumped", n: i }), commandId, now)
+            .lastInsertRowid
+        )
         receipt.run(commandId, aggregateId, `fp-${i}`, sequence, sequence, JSON.stringify([`${commandId}:0`]), now)
         outbox.run(
           `${commandId}:0`,
@@ -48,7 +54,7 @@ export const bulkLoad = (dir: string, rows: number, options: BulkOptions) => {
           `counter:${aggregateId}`,
           options.outboxStatus,
           now,
-          running ? options.deadOwner ?? "dead-owner" : null,
+          running ? (options.deadOwner ?? "dead-owner") : null,
           running ? now + 60_000 : null,
           running ? null : '{"ok":true}',
           now,

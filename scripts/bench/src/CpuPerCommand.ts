@@ -41,7 +41,10 @@ class StepCounter extends Supervisor.AbstractSupervisor<void> {
 
 /** Runs `program` with every instruction reported to `counter`. */
 const counted = <A, E, R>(counter: StepCounter, program: Effect.Effect<A, E, R>) =>
-  program.pipe(Effect.supervised(counter), Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision)))
+  program.pipe(
+    Effect.supervised(counter),
+    Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))
+  )
 
 const dispatch = (clients: number, maxBatch: number, counter?: StepCounter) =>
   withTempDir("cpu", (dir) =>
@@ -49,10 +52,14 @@ const dispatch = (clients: number, maxBatch: number, counter?: StepCounter) =>
       Effect.gen(function* () {
         const context = yield* Layer.build(engineLayer(dir, { maxBatch }))
         const engine = yield* Effect.provide(Engine.Engine, context)
-        yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), (c) => engine.dispatchWithReceipt(bump("warm", c, c)), {
-          concurrency: "unbounded",
-          discard: true
-        })
+        yield* Effect.forEach(
+          Array.from({ length: clients }, (_, c) => c),
+          (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
+          {
+            concurrency: "unbounded",
+            discard: true
+          }
+        )
         const before = yield* engine.stats
         const cpu0 = cpuMicros()
         if (counter) counter.on = true
@@ -63,7 +70,8 @@ const dispatch = (clients: number, maxBatch: number, counter?: StepCounter) =>
         const transactions = after.transactions - before.transactions
         return { cpuPerCommand: cpu / ops, perSecond: ops / run.seconds, perTransaction: ops / transactions }
       }).pipe((program) => (counter ? counted(counter, program) : program))
-    ))
+    )
+  )
 
 const reconcile = (rows: number, counter?: StepCounter) =>
   withTempDir("cpu-reconcile", async (dir) => {
@@ -75,7 +83,9 @@ const reconcile = (rows: number, counter?: StepCounter) =>
         const cpu0 = cpuMicros()
         const t0 = performance.now()
         if (counter) counter.on = true
-        yield* Reconcile.reconcileAfterProcessLoss({ policies: new Map([[effectKind, "replay-safe" as const]]) }).pipe(Effect.provide(context))
+        yield* Reconcile.reconcileAfterProcessLoss({ policies: new Map([[effectKind, "replay-safe" as const]]) }).pipe(
+          Effect.provide(context)
+        )
         if (counter) counter.on = false
         return { ms: performance.now() - t0, cpuPerRow: (cpuMicros() - cpu0) / rows }
       }).pipe((program) => (counter ? counted(counter, program) : program))
@@ -88,14 +98,18 @@ const line = (label: string, r: { cpuPerCommand: number; perSecond: number; perT
       (r.perTransaction === undefined ? "" : `  ${r.perTransaction.toFixed(1)} cmd/tx`)
   )
 const reconcileLine = (rows: number, r: { ms: number; cpuPerRow: number }) =>
-  console.log(`reconcile ${rows} rows${" ".repeat(Math.max(0, 18 - String(rows).length))}${r.ms.toFixed(0)} ms, cpu ${r.cpuPerRow.toFixed(0)} µs/row`)
+  console.log(
+    `reconcile ${rows} rows${" ".repeat(Math.max(0, 18 - String(rows).length))}${r.ms.toFixed(0)} ms, cpu ${r.cpuPerRow.toFixed(0)} µs/row`
+  )
 
 if (only === "steps") {
   const forDispatch = new StepCounter()
   await dispatch(16, 64, forDispatch)
   const forReconcile = new StepCounter()
   await reconcile(ops, forReconcile)
-  console.log(`Effect steps: ${(forDispatch.steps / ops).toFixed(1)} per command (16 clients, group commit), ${(forReconcile.steps / ops).toFixed(1)} per reconciled row`)
+  console.log(
+    `Effect steps: ${(forDispatch.steps / ops).toFixed(1)} per command (16 clients, group commit), ${(forReconcile.steps / ops).toFixed(1)} per reconciled row`
+  )
 } else if (only === "dispatch16") {
   line("engine 16 clients, group commit", await dispatch(16, 64))
 } else if (only === "dispatch1") {

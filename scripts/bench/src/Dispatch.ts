@@ -15,11 +15,14 @@ export const runDispatch = (dir: string, clients: number, ops: number, maxBatch:
       const context = yield* Layer.build(engineLayer(dir, { maxBatch }))
       const engine = yield* Effect.provide(Engine.Engine, context)
       // Warm the per-client state cache and the statement cache, off the clock.
-      yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), (c) => engine.dispatchWithReceipt(bump("warm", c, c)), {
-        concurrency: "unbounded",
-        discard: true
-      })
+      yield* Effect.forEach(
+        Array.from({ length: clients }, (_, c) => c),
+        (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
+        {
+          concurrency: "unbounded",
+          discard: true
+        }
+      )
       return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump("run", i, c)))
     })
   )
-

@@ -80,7 +80,11 @@ export const runEndToEnd = (dir: string, clients: number, ops: number): Promise<
           if (handled !== undefined && run === "run") pickupMs.push(Math.max(0, handled - answeredAt))
           handledAt.delete(effectId)
         })
-      yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), (c) => once("warm", c, c), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(
+        Array.from({ length: clients }, (_, c) => c),
+        (c) => once("warm", c, c),
+        { concurrency: "unbounded", discard: true }
+      )
       const result = yield* closedLoopEffect(clients, ops, (i, c) => once("run", i, c))
       return { ...result, pickupMs }
     })

@@ -9,7 +9,9 @@ export const benchConfig: EngineConfig = { aggregates: [Counter], projections: [
 export const storeFile = (dir: string) => join(dir, "engine.db")
 
 export const engineLayer = (dir: string, config: Partial<EngineConfig> = {}) =>
-  Engine.layer({ ...benchConfig, ...config }).pipe(Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" })))
+  Engine.layer({ ...benchConfig, ...config }).pipe(
+    Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
+  )
 
 /** Runs a scoped benchmark program; a failure is raised, never swallowed. */
 export const runBench = <A, E>(program: Effect.Effect<A, E, Scope.Scope>): Promise<A> =>

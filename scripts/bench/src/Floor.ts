@@ -38,13 +38,16 @@ export const runFloor = (dir: string, ops: number, batch: number): RunResult => 
     db.pragma("synchronous = FULL")
     db.exec(floorSchema)
     const findReceipt = db.prepare("SELECT * FROM receipts WHERE command_id = ?")
-    const insertEvent = db.prepare(`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
+    const insertEvent =
+      db.prepare(`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
       VALUES (?, 'counter', ?, ?, 'counter.bumped', 1, ?, ?, ?) RETURNING sequence`)
     const upsert = db.prepare(`INSERT INTO bench_counters (counter_id, total, updated_seq) VALUES (?, 1, ?)
       ON CONFLICT (counter_id) DO UPDATE SET total = total + 1, updated_seq = excluded.updated_seq`)
-    const insertReceipt = db.prepare(`INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status,
+    const insertReceipt =
+      db.prepare(`INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status,
       first_sequence, last_sequence, effect_ids, rejection, accepted_at) VALUES (?, 'counter', ?, 'counter.bump', ?, 'accepted', ?, ?, ?, NULL, ?)`)
-    const insertOutbox = db.prepare(`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status,
+    const insertOutbox =
+      db.prepare(`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status,
       attempts, available_at, created_at, updated_at) VALUES (?, ?, 'counter', ?, 'bench.effect', ?, ?, 'pending', 0, ?, ?, ?)
       ON CONFLICT (effect_id) DO NOTHING`)
     const versions = new Map<string, number>()
@@ -55,13 +58,29 @@ export const runFloor = (dir: string, ops: number, batch: number): RunResult => 
       if (findReceipt.get(commandId) !== undefined) throw new Error(`floor: receipt ${commandId} already exists`)
       const version = (versions.get(aggregateId) ?? 0) + 1
       versions.set(aggregateId, version)
-      const { sequence } = insertEvent.get(`${commandId}/e0`, aggregateId, version, JSON.stringify({ type: "counter.bumped", by: 1 }), commandId, now) as {
+      const { sequence } = insertEvent.get(
+        `${commandId}/e0`,
+        aggregateId,
+        version,
+        JSON.stringify({ type: "counter.bumped", by: 1 }),
+        commandId,
+        now
+      ) as {
         sequence: number
       }
       upsert.run(aggregateId, sequence)
       const effectId = `${commandId}:0`
       insertReceipt.run(commandId, aggregateId, `fp-${i}`, sequence, sequence, JSON.stringify([effectId]), now)
-      insertOutbox.run(effectId, commandId, aggregateId, JSON.stringify({ n: i }), `counter:${aggregateId}`, now, now, now)
+      insertOutbox.run(
+        effectId,
+        commandId,
+        aggregateId,
+        JSON.stringify({ n: i }),
+        `counter:${aggregateId}`,
+        now,
+        now,
+        now
+      )
     }
     const transaction = db.transaction((from: number, to: number) => {
       for (let i = from; i < to; i++) command(i)

@@ -35,7 +35,10 @@ export const describeMachine = (): Machine => {
   const db = new Database(":memory:")
   const sqlite = (db.prepare("SELECT sqlite_version() AS v").get() as { v: string }).v
   db.close()
-  const free = execFileSync("free", ["-m"], { encoding: "utf8" }).split("\n").find((line) => line.startsWith("Mem:")) ?? "free: n/a"
+  const free =
+    execFileSync("free", ["-m"], { encoding: "utf8" })
+      .split("\n")
+      .find((line) => line.startsWith("Mem:")) ?? "free: n/a"
   return {
     date: new Date().toISOString(),
     cpus: availableParallelism(),

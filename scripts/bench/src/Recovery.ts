@@ -27,11 +27,12 @@ const timeReconcile = (dir: string, rows: number) =>
     Effect.gen(function* () {
       const context = yield* Layer.build(engineLayer(dir, { activation: "manual" }))
       const start = nowMs()
-      const report = yield* Reconcile.reconcileAfterProcessLoss({ policies: new Map([[effectKind, "replay-safe" as const]]) }).pipe(
-        Effect.provide(context)
-      )
+      const report = yield* Reconcile.reconcileAfterProcessLoss({
+        policies: new Map([[effectKind, "replay-safe" as const]])
+      }).pipe(Effect.provide(context))
       const elapsed = nowMs() - start
-      if (report.requeued !== rows) return yield* Effect.dieMessage(`reconcile requeued ${report.requeued} of ${rows} rows`)
+      if (report.requeued !== rows)
+        return yield* Effect.dieMessage(`reconcile requeued ${report.requeued} of ${rows} rows`)
       return elapsed
     })
   )

@@ -70,7 +70,9 @@ export class Results {
       const digits = f.unit === "ms" || f.unit === "MB" ? 1 : 0
       const p50 = f.p50.length > 0 ? fmt(spread(f.p50).median, 2) : ""
       const p99 = f.p99.length > 0 ? fmt(spread(f.p99).median, 2) : ""
-      lines.push(`| ${f.name} | ${f.unit} | ${fmt(s.min, digits)} | ${fmt(s.median, digits)} | ${fmt(s.max, digits)} | ${p50} | ${p99} | ${f.values.length} | ${f.note} |`)
+      lines.push(
+        `| ${f.name} | ${f.unit} | ${fmt(s.min, digits)} | ${fmt(s.median, digits)} | ${fmt(s.max, digits)} | ${p50} | ${p99} | ${f.values.length} | ${f.note} |`
+      )
     }
     return lines.join("\n")
   }
@@ -83,7 +85,13 @@ export interface Ratio {
   readonly met: boolean | undefined
 }
 
-export const renderMarkdown = (profile: string, machine: Machine, results: Results, ratios: ReadonlyArray<Ratio>, summary: string) =>
+export const renderMarkdown = (
+  profile: string,
+  machine: Machine,
+  results: Results,
+  ratios: ReadonlyArray<Ratio>,
+  summary: string
+) =>
   [
     `### ${profile === "full" ? "Full run (`pnpm bench`)" : "Quick run (`pnpm bench --quick`; smaller sizes, fewer rounds, noisier)"}`,
     "",
@@ -95,7 +103,9 @@ export const renderMarkdown = (profile: string, machine: Machine, results: Resul
     "",
     "| ratio (ours ÷ theirs) | value | target | met |",
     "|---|---:|---|---|",
-    ...ratios.map((r) => `| ${r.name} | ${fmt(r.value, 2)} | ${r.target} | ${r.met === undefined ? "n/a" : r.met ? "yes" : "no"} |`),
+    ...ratios.map(
+      (r) => `| ${r.name} | ${fmt(r.value, 2)} | ${r.target} | ${r.met === undefined ? "n/a" : r.met ? "yes" : "no"} |`
+    ),
     "",
     ...results.notes.map((n) => `- ${n}`),
     "",

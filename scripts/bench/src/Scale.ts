@@ -20,7 +20,10 @@ export const runScale = async (dir: string, rows: number, ops: number): Promise<
   if (rows > 0) bulkLoad(dir, rows, { outboxStatus: "succeeded" })
   const child = fileURLToPath(new URL("./ScaleChild.js", import.meta.url))
   // A fresh process, so the resident memory is the engine's over this store and nothing else's.
-  const output = execFileSync(process.execPath, [child, dir, String(ops)], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] })
+  const output = execFileSync(process.execPath, [child, dir, String(ops)], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "inherit"]
+  })
   const measured = JSON.parse(output.trim().split("\n").pop() ?? "{}") as Omit<ScaleResult, "rows">
   return { rows, ...measured }
 }

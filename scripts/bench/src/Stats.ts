@@ -41,7 +41,11 @@ export const nowMs = () => performance.now()
  * Closed loop: `clients` loops that each start the next operation as soon as their last one answered,
  * until `total` were started. `op` gets the operation index and the client index.
  */
-export const closedLoop = async (clients: number, total: number, op: (i: number, client: number) => Promise<void>): Promise<RunResult> => {
+export const closedLoop = async (
+  clients: number,
+  total: number,
+  op: (i: number, client: number) => Promise<void>
+): Promise<RunResult> => {
   const latencies: Array<number> = []
   let next = 0
   const client = async (_: unknown, c: number) => {
@@ -58,7 +62,11 @@ export const closedLoop = async (clients: number, total: number, op: (i: number,
 }
 
 /** The same closed loop as an Effect, so engine clients are fibers and no Promise sits on the path. */
-export const closedLoopEffect = <E, R>(clients: number, total: number, op: (i: number, client: number) => Effect.Effect<unknown, E, R>) =>
+export const closedLoopEffect = <E, R>(
+  clients: number,
+  total: number,
+  op: (i: number, client: number) => Effect.Effect<unknown, E, R>
+) =>
   Effect.suspend(() => {
     const latencies: Array<number> = []
     let next = 0
@@ -67,13 +75,20 @@ export const closedLoopEffect = <E, R>(clients: number, total: number, op: (i: n
         if (next >= total) return Effect.void
         const i = next++
         const t0 = nowMs()
-        return op(i, c).pipe(Effect.zipRight(Effect.sync(() => latencies.push(nowMs() - t0))), Effect.zipRight(client(c)))
+        return op(i, c).pipe(
+          Effect.zipRight(Effect.sync(() => latencies.push(nowMs() - t0))),
+          Effect.zipRight(client(c))
+        )
       })
     const start = nowMs()
-    return Effect.forEach(Array.from({ length: clients }, (_, c) => c), client, { concurrency: "unbounded", discard: true }).pipe(
-      Effect.map((): RunResult => ({ ops: total, seconds: (nowMs() - start) / 1000, latenciesMs: latencies }))
-    )
+    return Effect.forEach(
+      Array.from({ length: clients }, (_, c) => c),
+      client,
+      { concurrency: "unbounded", discard: true }
+    ).pipe(Effect.map((): RunResult => ({ ops: total, seconds: (nowMs() - start) / 1000, latenciesMs: latencies })))
   })
 
 export const fmt = (value: number, digits = 0): string =>
-  Number.isFinite(value) ? value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits }) : "n/a"
+  Number.isFinite(value)
+    ? value.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+    : "n/a"

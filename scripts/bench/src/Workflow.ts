@@ -36,7 +36,11 @@ export const runWorkflow = (dir: string, clients: number, ops: number): Promise<
         )
       )
       const execute = (id: string, n: number) => Command.execute({ commandId: id, n }).pipe(Effect.provide(context))
-      yield* Effect.forEach(Array.from({ length: clients }, (_, c) => c), (c) => execute(`warm-${c}`, c), { concurrency: "unbounded", discard: true })
+      yield* Effect.forEach(
+        Array.from({ length: clients }, (_, c) => c),
+        (c) => execute(`warm-${c}`, c),
+        { concurrency: "unbounded", discard: true }
+      )
       return yield* closedLoopEffect(clients, ops, (i) => execute(`run-${i}`, i))
     })
   )

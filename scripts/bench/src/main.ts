@@ -44,23 +44,48 @@ const emmettTotals: Record<string, { stored: number; attempted: number }> = {}
 
 for (let round = 1; round <= profile.rounds; round++) {
   progress(`round ${round}/${profile.rounds}: floor and fsync`)
-  results.addRun("floor, 1 tx per command", "cmd/s", await withTempDir("floor", async (dir) => runFloor(dir, profile.floorOps, 1)))
-  results.addRun("floor, 64 per tx", "cmd/s", await withTempDir("floor", async (dir) => runFloor(dir, profile.floorOps * 4, 64)), [])
-  results.addRun("floor through @effect/sql, 64 per tx", "cmd/s", await withTempDir("floor", (dir) => runEffectSqlFloor(dir, profile.floorOps * 2, 64)), [])
-  results.addRun("fsync (4 KiB write + fdatasync)", "op/s", await withTempDir("fsync", async (dir) => runFsync(dir, profile.fsyncOps)))
+  results.addRun(
+    "floor, 1 tx per command",
+    "cmd/s",
+    await withTempDir("floor", async (dir) => runFloor(dir, profile.floorOps, 1))
+  )
+  results.addRun(
+    "floor, 64 per tx",
+    "cmd/s",
+    await withTempDir("floor", async (dir) => runFloor(dir, profile.floorOps * 4, 64)),
+    []
+  )
+  results.addRun(
+    "floor through @effect/sql, 64 per tx",
+    "cmd/s",
+    await withTempDir("floor", (dir) => runEffectSqlFloor(dir, profile.floorOps * 2, 64)),
+    []
+  )
+  results.addRun(
+    "fsync (4 KiB write + fdatasync)",
+    "op/s",
+    await withTempDir("fsync", async (dir) => runFsync(dir, profile.fsyncOps))
+  )
 
   for (const clients of profile.clients) {
-    for (const [label, maxBatch] of [["off", 1], ["on", 64]] as const) {
+    for (const [label, maxBatch] of [
+      ["off", 1],
+      ["on", 64]
+    ] as const) {
       progress(`round ${round}: engine dispatch, ${clients} clients, group commit ${label}`)
       const ops = label === "off" ? profile.dispatchOps.off : profile.dispatchOps.on
-      const run = await withTempDir("dispatch", (dir) => runDispatch(dir, clients, Math.max(ops, clients * 2), maxBatch))
+      const run = await withTempDir("dispatch", (dir) =>
+        runDispatch(dir, clients, Math.max(ops, clients * 2), maxBatch)
+      )
       results.addRun(`engine dispatch, ${clients} clients, group commit ${label}`, "cmd/s", run)
     }
   }
 
   progress(`round ${round}: end to end and pickup`)
   for (const clients of [1, 16]) {
-    const run = await withTempDir("e2e", (dir) => runEndToEnd(dir, clients, clients === 1 ? profile.pickupOps : profile.endToEndOps))
+    const run = await withTempDir("e2e", (dir) =>
+      runEndToEnd(dir, clients, clients === 1 ? profile.pickupOps : profile.endToEndOps)
+    )
     results.addRun(`end to end (command → effect → outcome), ${clients} clients`, "cmd/s", run)
     if (clients === 1) results.addLatencies("pickup (commit → claim), 1 client", run.pickupMs)
   }
@@ -96,22 +121,32 @@ for (const rows of profile.reconcileRows) {
   const result = await withTempDir("recovery", (dir) => runRecovery(dir, rows))
   results.addValue(`reconcile ${rows} dead running rows`, "ms", result.reconcileMs)
   results.addValue(`first claim after restart (${rows} rows just requeued)`, "ms", result.firstClaimAfterRestartMs)
-  progress(`recovery ${rows}: reconcile ${fmt(result.reconcileMs)} ms, first claim ${fmt(result.firstClaimAfterRestartMs, 1)} ms`)
+  progress(
+    `recovery ${rows}: reconcile ${fmt(result.reconcileMs)} ms, first claim ${fmt(result.firstClaimAfterRestartMs, 1)} ms`
+  )
 }
 
 for (const rows of [0, ...profile.scaleRows]) {
   progress(`scale: ${rows} settled rows, dispatch at 16 clients in a fresh process`)
   const result = await withTempDir("scale", (dir) => runScale(dir, rows, profile.scaleOps))
   results.addValue(`dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`, "cmd/s", result.perSecond)
-  results.setNote(`dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`, `p50 ${fmt(result.p50Ms, 2)} ms, p99 ${fmt(result.p99Ms, 2)} ms`)
+  results.setNote(
+    `dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`,
+    `p50 ${fmt(result.p50Ms, 2)} ms, p99 ${fmt(result.p99Ms, 2)} ms`
+  )
   results.addValue(`resident memory after ${rows.toLocaleString("en-US")} settled rows`, "MB", result.rssMb)
 }
 
 for (const [clients, errors] of Object.entries(emmettErrors)) {
-  const text = Object.entries(errors).map(([k, n]) => `${k} ×${n}`).join(", ")
+  const text = Object.entries(errors)
+    .map(([k, n]) => `${k} ×${n}`)
+    .join(", ")
   const totals = emmettTotals[clients]
   const stored = totals === undefined ? "" : `stored ${totals.stored} of ${totals.attempted}; `
-  results.setNote(`Emmett CommandHandler, ${clients} clients`, stored + (text === "" ? "no errors" : `errors (not counted as throughput): ${text}`))
+  results.setNote(
+    `Emmett CommandHandler, ${clients} clients`,
+    stored + (text === "" ? "no errors" : `errors (not counted as throughput): ${text}`)
+  )
 }
 results.setNote("floor, 64 per tx", "rate only")
 results.setNote("floor through @effect/sql, 64 per tx", "same statements via @effect/sql-sqlite-node; rate only")
@@ -129,9 +164,13 @@ const ratio = (a: string, b: string) => results.median(a) / results.median(b)
 // The quick profile reconciles fewer rows; its 10k figure is scaled linearly and labelled as such.
 const measured10k = results.median("reconcile 10000 dead running rows")
 const smallest = profile.reconcileRows[0]!
-const reconcile10k = Number.isFinite(measured10k) ? measured10k : (results.median(`reconcile ${smallest} dead running rows`) * 10_000) / smallest
+const reconcile10k = Number.isFinite(measured10k)
+  ? measured10k
+  : (results.median(`reconcile ${smallest} dead running rows`) * 10_000) / smallest
 if (!Number.isFinite(measured10k)) {
-  results.notes.push(`reconcile_10k_ms is scaled ×${10_000 / smallest} from the ${smallest}-row measurement (quick profile); the full run measures 10,000 rows.`)
+  results.notes.push(
+    `reconcile_10k_ms is scaled ×${10_000 / smallest} from the ${smallest}-row measurement (quick profile); the full run measures 10,000 rows.`
+  )
 }
 const ratios: Array<Ratio> = []
 const add = (name: string, value: number, target: string, threshold: number | undefined, lowerIsBetter = false) =>
@@ -139,22 +178,69 @@ const add = (name: string, value: number, target: string, threshold: number | un
     name,
     value,
     target,
-    met: threshold === undefined || !Number.isFinite(value) ? undefined : lowerIsBetter ? value < threshold : value >= threshold
+    met:
+      threshold === undefined || !Number.isFinite(value)
+        ? undefined
+        : lowerIsBetter
+          ? value < threshold
+          : value >= threshold
   })
-add("engine_vs_floor (engine 16 clients group commit ÷ floor 64 per tx)", ratio("engine dispatch, 16 clients, group commit on", "floor, 64 per tx"), "≥ 0.5", 0.5)
-add("group_commit_gain (16 clients, on ÷ off)", ratio("engine dispatch, 16 clients, group commit on", "engine dispatch, 16 clients, group commit off"), "≥ 5", 5)
+add(
+  "engine_vs_floor (engine 16 clients group commit ÷ floor 64 per tx)",
+  ratio("engine dispatch, 16 clients, group commit on", "floor, 64 per tx"),
+  "≥ 0.5",
+  0.5
+)
+add(
+  "group_commit_gain (16 clients, on ÷ off)",
+  ratio("engine dispatch, 16 clients, group commit on", "engine dispatch, 16 clients, group commit off"),
+  "≥ 5",
+  5
+)
 add("pickup_p50_ms", results.median("pickup (commit → claim), 1 client"), "< 2 ms", 2, true)
-add(Number.isFinite(measured10k) ? "reconcile_10k_ms" : `reconcile_10k_ms (scaled from ${smallest} rows)`, reconcile10k, "< 1000 ms", 1000, true)
-add("vs_workflow (end to end 16 clients ÷ workflows/s 16 clients)", ratio("end to end (command → effect → outcome), 16 clients", "@effect/workflow end to end, 16 clients"), "≥ 20", 20)
-add("vs_emmett (dispatch 1 client ÷ Emmett 1 client)", ratio("engine dispatch, 1 clients, group commit on", "Emmett CommandHandler, 1 clients"), "≥ 10", 10)
-add("floor through @effect/sql ÷ raw floor, 64 per tx", ratio("floor through @effect/sql, 64 per tx", "floor, 64 per tx"), "(context)", undefined)
-add("engine tx per command ÷ floor 1 tx per command (16 clients, off)", ratio("engine dispatch, 16 clients, group commit off", "floor, 1 tx per command"), "(context)", undefined)
-add("floor 1 tx per command ÷ fsync", ratio("floor, 1 tx per command", "fsync (4 KiB write + fdatasync)"), "(context)", undefined)
+add(
+  Number.isFinite(measured10k) ? "reconcile_10k_ms" : `reconcile_10k_ms (scaled from ${smallest} rows)`,
+  reconcile10k,
+  "< 1000 ms",
+  1000,
+  true
+)
+add(
+  "vs_workflow (end to end 16 clients ÷ workflows/s 16 clients)",
+  ratio("end to end (command → effect → outcome), 16 clients", "@effect/workflow end to end, 16 clients"),
+  "≥ 20",
+  20
+)
+add(
+  "vs_emmett (dispatch 1 client ÷ Emmett 1 client)",
+  ratio("engine dispatch, 1 clients, group commit on", "Emmett CommandHandler, 1 clients"),
+  "≥ 10",
+  10
+)
+add(
+  "floor through @effect/sql ÷ raw floor, 64 per tx",
+  ratio("floor through @effect/sql, 64 per tx", "floor, 64 per tx"),
+  "(context)",
+  undefined
+)
+add(
+  "engine tx per command ÷ floor 1 tx per command (16 clients, off)",
+  ratio("engine dispatch, 16 clients, group commit off", "floor, 1 tx per command"),
+  "(context)",
+  undefined
+)
+add(
+  "floor 1 tx per command ÷ fsync",
+  ratio("floor, 1 tx per command", "fsync (4 KiB write + fdatasync)"),
+  "(context)",
+  undefined
+)
 
 const num = (value: number, digits: number) => (Number.isFinite(value) ? value.toFixed(digits) : "n/a")
-const summary = `bench: engine_vs_floor=${num(ratios[0]!.value, 2)} group_commit_gain=${num(ratios[1]!.value, 2)} pickup_p50_ms=${
-  num(ratios[2]!.value, 2)
-} reconcile_10k_ms=${num(reconcile10k, 0)} vs_workflow=${num(ratios[4]!.value, 2)} vs_emmett=${num(ratios[5]!.value, 2)}`
+const summary = `bench: engine_vs_floor=${num(ratios[0]!.value, 2)} group_commit_gain=${num(ratios[1]!.value, 2)} pickup_p50_ms=${num(
+  ratios[2]!.value,
+  2
+)} reconcile_10k_ms=${num(reconcile10k, 0)} vs_workflow=${num(ratios[4]!.value, 2)} vs_emmett=${num(ratios[5]!.value, 2)}`
 
 const markdown = renderMarkdown(profile.name, machine, results, ratios, summary)
 const docPath = fileURLToPath(new URL("../../../../docs/benchmarks.md", import.meta.url))

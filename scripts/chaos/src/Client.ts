@@ -55,12 +55,17 @@ export const makeClient = () => {
     if (result.status === 503) return false
     const previous = acked.get(command.commandId)
     if (result.status === 200 || result.status === 422) {
-      const ack: Ack = { sequence: result.status === 200 ? result.body.sequence : -1, status: result.status === 200 ? "accepted" : "rejected" }
+      const ack: Ack = {
+        sequence: result.status === 200 ? result.body.sequence : -1,
+        status: result.status === 200 ? "accepted" : "rejected"
+      }
       if (previous !== undefined) {
         stats.retriesAfterAck++
         // A retry of an acknowledged command must be answered from its receipt, never applied again.
         if (result.body.duplicate !== true || (ack.status === "accepted" && ack.sequence !== previous.sequence)) {
-          stats.duplicateViolations.push(`${command.commandId}: retry answered ${JSON.stringify(result.body).slice(0, 200)}`)
+          stats.duplicateViolations.push(
+            `${command.commandId}: retry answered ${JSON.stringify(result.body).slice(0, 200)}`
+          )
         }
       } else {
         acked.set(command.commandId, ack)
@@ -69,7 +74,9 @@ export const makeClient = () => {
       pending.delete(command.commandId)
       return true
     }
-    throw new Error(`unexpected answer ${result.status} to ${command.commandId}: ${JSON.stringify(result.body).slice(0, 300)}`)
+    throw new Error(
+      `unexpected answer ${result.status} to ${command.commandId}: ${JSON.stringify(result.body).slice(0, 300)}`
+    )
   }
 
   return {

@@ -48,8 +48,13 @@ export const runCrash = async (options: CrashOptions) => {
       kills++
       faultKills++
       server = undefined
-      const why = String(error instanceof Error ? error.message : error).split("\n").find((l) => /fault point|StoreLocked|Error|did not/.test(l)) ?? ""
-      options.log(`chaos: cycle ${cycle}/${options.cycles} died while starting (${fault ?? "no fault"}) ${why.slice(0, 160)}`)
+      const why =
+        String(error instanceof Error ? error.message : error)
+          .split("\n")
+          .find((l) => /fault point|StoreLocked|Error|did not/.test(l)) ?? ""
+      options.log(
+        `chaos: cycle ${cycle}/${options.cycles} died while starting (${fault ?? "no fault"}) ${why.slice(0, 160)}`
+      )
       continue
     }
     if ((cycle - 1) % (options.workEvery ?? 1) === 0) {
@@ -62,12 +67,17 @@ export const runCrash = async (options: CrashOptions) => {
       await client.replay(running.url, sample)
       await client.flush(running.url)
     })().catch(() => undefined) // swallow-ok: the server is killed under the client on purpose; unanswered commands stay queued
-    const fired = await Promise.race([running.exited.then(() => true), sleep(fault === undefined ? random.int(50, 600) : 1_200).then(() => false)])
+    const fired = await Promise.race([
+      running.exited.then(() => true),
+      sleep(fault === undefined ? random.int(50, 600) : 1_200).then(() => false)
+    ])
     if (fired) faultKills++
     await kill(running)
     kills++
     await work
-    options.log(`chaos: cycle ${cycle}/${options.cycles} kill ${kills} (${fired ? `fault ${fault}` : fault === undefined ? "random instant" : `timer; ${fault} not reached`}) acked=${client.stats.acked} queued=${client.pending.size}`)
+    options.log(
+      `chaos: cycle ${cycle}/${options.cycles} kill ${kills} (${fired ? `fault ${fault}` : fault === undefined ? "random instant" : `timer; ${fault} not reached`}) acked=${client.stats.acked} queued=${client.pending.size}`
+    )
   }
 
   // The last start: no faults, finish every queued command, let the system quiesce, check.
@@ -83,5 +93,14 @@ export const runCrash = async (options: CrashOptions) => {
   if (!quiet) report.details.push("the system did not quiesce within 600 s")
   const exit = await stop(final)
   if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
-  return { cycles: options.cycles, kills, faultKills, acked: client.stats.acked, retries: client.stats.retriesAfterAck, report, dataDir, quiet }
+  return {
+    cycles: options.cycles,
+    kills,
+    faultKills,
+    acked: client.stats.acked,
+    retries: client.stats.retriesAfterAck,
+    report,
+    dataDir,
+    quiet
+  }
 }

@@ -13,7 +13,11 @@ import { quiesce } from "./Invariants.js"
 import { sleep, start, stop } from "./ServerProcess.js"
 
 const post = (base: string, body: unknown) =>
-  json(`${base}/v1/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+  json(`${base}/v1/commands`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
 
 /** Writes zeros until the file system says ENOSPC. */
 const fill = (file: string) => {
@@ -36,11 +40,15 @@ const fill = (file: string) => {
 const ioErrors = async (log: (line: string) => void) => {
   const counts = { ackedLost: 0, silentFailures: 0, stuck: 0, transcriptViolations: 0, recovered: true }
   const dataDir = mkdtempSync(join(tmpdir(), "chaos-ioerr-"))
-  const server = await start(dataDir, { STORAGE_FAULTS: "events:nth=5:code=SQLITE_IOERR_WRITE,events:nth=9:code=SQLITE_IOERR_FSYNC" })
+  const server = await start(dataDir, {
+    STORAGE_FAULTS: "events:nth=5:code=SQLITE_IOERR_WRITE,events:nth=9:code=SQLITE_IOERR_FSYNC"
+  })
   const threads = ["io-a", "io-b", "io-c", "io-d"]
   const acked = new Map<string, unknown>()
   try {
-    const script = JSON.stringify({ script: [{ toolCalls: [{ name: "publish", arguments: { path: "io.md", content: "io" } }] }, { text: "ok" }] })
+    const script = JSON.stringify({
+      script: [{ toolCalls: [{ name: "publish", arguments: { path: "io.md", content: "io" } }] }, { text: "ok" }]
+    })
     for (const threadId of threads) {
       const command = { commandId: `io-${threadId}`, type: "message.send", threadId, messageId: "m1", text: script }
       for (let attempt = 0; attempt < 5; attempt++) {
@@ -54,7 +62,9 @@ const ioErrors = async (log: (line: string) => void) => {
           log(`io-error: ${command.commandId} answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`)
           break
         }
-        log(`io-error: ${command.commandId} refused visibly (503 ${answer.body.reason ?? answer.body.message}); retrying with the same id`)
+        log(
+          `io-error: ${command.commandId} refused visibly (503 ${answer.body.reason ?? answer.body.message}); retrying with the same id`
+        )
       }
     }
     if (!(await quiesce(server.url, threads, 60_000))) counts.stuck++
@@ -62,7 +72,8 @@ const ioErrors = async (log: (line: string) => void) => {
       const thread = await json(`${server.url}/v1/threads/${threadId}`)
       for (const turn of thread.body?.turns ?? []) {
         if (!["completed", "failed", "interrupted"].includes(turn.status)) counts.stuck++
-        if (turn.status === "failed" && !String(turn.reason).startsWith("storage")) log(`io-error: ${threadId} failed for another reason: ${turn.reason}`)
+        if (turn.status === "failed" && !String(turn.reason).startsWith("storage"))
+          log(`io-error: ${threadId} failed for another reason: ${turn.reason}`)
       }
       const transcript = await json(`${server.url}/v1/threads/${threadId}/transcript`)
       if (transcript.status === 200 && transcript.body.valid !== true) counts.transcriptViolations++
@@ -78,13 +89,20 @@ const ioErrors = async (log: (line: string) => void) => {
   return counts
 }
 
-export const runDiskFull = async (options: { readonly seed: number; readonly allowSkip: boolean; readonly log: (line: string) => void }) => {
+export const runDiskFull = async (options: {
+  readonly seed: number
+  readonly allowSkip: boolean
+  readonly log: (line: string) => void
+}) => {
   const io = await ioErrors(options.log)
   const mountPoint = mkdtempSync(join(tmpdir(), "chaos-disk-"))
   const mounted = spawnSync("mount", ["-t", "tmpfs", "-o", "size=48m", "tmpfs", mountPoint], { encoding: "utf8" })
   if (mounted.status !== 0) {
     const why = (mounted.stderr || mounted.error?.message || "mount failed").trim()
-    return { ok: options.allowSkip, line: `disk-full: skipped (cannot mount a tmpfs: ${why})${options.allowSkip ? "" : "; use --allow-skip to accept"}` }
+    return {
+      ok: options.allowSkip,
+      line: `disk-full: skipped (cannot mount a tmpfs: ${why})${options.allowSkip ? "" : "; use --allow-skip to accept"}`
+    }
   }
   const dataDir = join(mountPoint, "data")
   mkdirSync(dataDir)
@@ -103,7 +121,14 @@ export const runDiskFull = async (options: { readonly seed: number; readonly all
       type: "message.send",
       threadId: "disk-a",
       messageId: "m1",
-      text: JSON.stringify({ script: [{ toolCalls: [{ name: "execute", arguments: { command: "sleep 1.5; head -c 20000 /dev/zero | tr '\\0' x" } }] }, { text: "never" }] })
+      text: JSON.stringify({
+        script: [
+          {
+            toolCalls: [{ name: "execute", arguments: { command: "sleep 1.5; head -c 20000 /dev/zero | tr '\\0' x" } }]
+          },
+          { text: "never" }
+        ]
+      })
     }
     client.submit(longTurn)
     await client.flush(server.url)
@@ -112,16 +137,26 @@ export const runDiskFull = async (options: { readonly seed: number; readonly all
     fill(filler)
 
     // New work is refused visibly, and /health says so.
-    const refused = await post(server.url, { commandId: "disk-new", type: "message.send", threadId: "disk-b", messageId: "m1", text: "hello" })
+    const refused = await post(server.url, {
+      commandId: "disk-new",
+      type: "message.send",
+      threadId: "disk-b",
+      messageId: "m1",
+      text: "hello"
+    })
     if (refused.status === 200) client.acked.set("disk-new", { sequence: refused.body.sequence, status: "accepted" })
     else if (refused.status !== 503 || refused.body?.error !== "StorageUnavailable") {
       silentFailures++
-      options.log(`disk-full: new work while full answered ${refused.status} ${JSON.stringify(refused.body).slice(0, 200)}`)
+      options.log(
+        `disk-full: new work while full answered ${refused.status} ${JSON.stringify(refused.body).slice(0, 200)}`
+      )
     }
     const health = await json(`${server.url}/health`)
     if (health.status !== 503 || health.body?.status !== "unavailable") {
       silentFailures++
-      options.log(`disk-full: /health while full answered ${health.status} ${JSON.stringify(health.body).slice(0, 200)}`)
+      options.log(
+        `disk-full: /health while full answered ${health.status} ${JSON.stringify(health.body).slice(0, 200)}`
+      )
     }
     // The long execute finishes in this window; its outcome cannot be written yet.
     await sleep(2_500)
@@ -151,13 +186,21 @@ export const runDiskFull = async (options: { readonly seed: number; readonly all
       if (receipt.status !== 200) ackedLost++
     }
     // Space is back: new work is admitted and completes, without a restart.
-    const after = await post(server.url, { commandId: "disk-after", type: "message.send", threadId: "disk-c", messageId: "m1", text: "back?" })
+    const after = await post(server.url, {
+      commandId: "disk-after",
+      type: "message.send",
+      threadId: "disk-c",
+      messageId: "m1",
+      text: "back?"
+    })
     if (after.status === 200) {
       recovered = await quiesce(server.url, ["disk-c"], 30_000)
       const done = await json(`${server.url}/v1/threads/disk-c`)
       recovered &&= done.body?.turns?.[0]?.status === "completed"
     } else {
-      options.log(`disk-full: after freeing space, new work answered ${after.status} ${JSON.stringify(after.body).slice(0, 200)}`)
+      options.log(
+        `disk-full: after freeing space, new work answered ${after.status} ${JSON.stringify(after.body).slice(0, 200)}`
+      )
     }
   } finally {
     await stop(server)

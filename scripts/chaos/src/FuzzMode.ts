@@ -29,11 +29,22 @@ const maxErrorBody = 4_096
 const send = (base: string, probe: Probe) =>
   new Promise<{ status: number; text: string }>((resolve, reject) => {
     const url = new URL(base)
-    const req = request({ host: url.hostname, port: Number(url.port), method: probe.method, path: probe.path, headers: probe.headers ?? {} }, (response) => {
-      const chunks: Array<Buffer> = []
-      response.on("data", (chunk: Buffer) => chunks.push(chunk))
-      response.on("end", () => resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }))
-    })
+    const req = request(
+      {
+        host: url.hostname,
+        port: Number(url.port),
+        method: probe.method,
+        path: probe.path,
+        headers: probe.headers ?? {}
+      },
+      (response) => {
+        const chunks: Array<Buffer> = []
+        response.on("data", (chunk: Buffer) => chunks.push(chunk))
+        response.on("end", () =>
+          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") })
+        )
+      }
+    )
     req.setTimeout(10_000, () => req.destroy(new Error("no answer within 10 s")))
     req.on("error", reject)
     req.end(probe.body)
@@ -41,14 +52,40 @@ const send = (base: string, probe: Probe) =>
 
 /** Ways to spell `/v1/...` that one router reads as the same route. */
 const spell = (random: Random, path: string) =>
-  random.pick([path, `/${path}`, path.replace("/v1/", "/V1/"), path.replace("/v1/", "/%761/"), path.replace("/v1/", "/%76%31/"), path.replace("/v1/", "/v1//"), path.toUpperCase()])
+  random.pick([
+    path,
+    `/${path}`,
+    path.replace("/v1/", "/V1/"),
+    path.replace("/v1/", "/%761/"),
+    path.replace("/v1/", "/%76%31/"),
+    path.replace("/v1/", "/v1//"),
+    path.toUpperCase()
+  ])
 
-const foreignHosts = ["evil.example", "evil.example:80", "127.0.0.1.evil.example", "localhost.evil.example", "0.0.0.0", "[::2]"]
-const foreignOrigins = ["http://evil.example", "null", "http://127.0.0.1:1", "https://localhost", "file://", "not a url"]
+const foreignHosts = [
+  "evil.example",
+  "evil.example:80",
+  "127.0.0.1.evil.example",
+  "localhost.evil.example",
+  "0.0.0.0",
+  "[::2]"
+]
+const foreignOrigins = [
+  "http://evil.example",
+  "null",
+  "http://127.0.0.1:1",
+  "https://localhost",
+  "file://",
+  "not a url"
+]
 
 /** A valid command or operator action that must still be refused: foreign Host, foreign Origin or not JSON. */
 const hostile = (random: Random, effectIds: ReadonlyArray<string>, port: string): Probe => {
-  const command = JSON.stringify({ commandId: `hostile-${random.int(0, 1e9)}`, type: "thread.create", threadId: `hostile-${random.int(0, 1e6)}` })
+  const command = JSON.stringify({
+    commandId: `hostile-${random.int(0, 1e9)}`,
+    type: "thread.create",
+    threadId: `hostile-${random.int(0, 1e6)}`
+  })
   const effectId = encodeURIComponent(effectIds.length === 0 ? "none" : random.pick(effectIds))
   const target = random.pick([
     { path: "/v1/commands", body: command as string | undefined },
@@ -60,9 +97,22 @@ const hostile = (random: Random, effectIds: ReadonlyArray<string>, port: string)
     { ...json, host: random.pick(foreignHosts) },
     { ...json, host: `127.0.0.1:${port}`, origin: random.pick(foreignOrigins) },
     {},
-    { "content-type": random.pick(["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", ""]) }
+    {
+      "content-type": random.pick([
+        "text/plain",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        ""
+      ])
+    }
   ])
-  return { method: "POST", path: spell(random, target.path), headers, ...(target.body === undefined ? {} : { body: target.body }), hostile: true }
+  return {
+    method: "POST",
+    path: spell(random, target.path),
+    headers,
+    ...(target.body === undefined ? {} : { body: target.body }),
+    hostile: true
+  }
 }
 
 /** Ids of tens of KB in paths, query strings and bodies: refused with a short answer. */
@@ -74,24 +124,60 @@ const oversized = (random: Random): Probe => {
     { method: "GET", path: `/v1/threads/${id}/transcript` },
     { method: "GET", path: `/v1/effects?status=${id}&kind=${id}` },
     { method: "GET", path: `/v1/events?after=${id}` },
-    { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: JSON.stringify({ commandId: id.repeat(8), type: id, threadId: id }) },
+    {
+      method: "POST",
+      path: "/v1/commands",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ commandId: id.repeat(8), type: id, threadId: id })
+    },
     { method: "GET", path: "/v1/events/stream", headers: { "last-event-id": id } }
   ])
 }
 
-const weirdIds = ["", " ", "../../etc/passwd", "%00", "a".repeat(129), "a".repeat(5_000), "😀", "caf\u00e9", "outcome:x#1", "reconcile:x#1", "a/b", "a?b", "#x y", "../.."]
+const weirdIds = [
+  "",
+  " ",
+  "../../etc/passwd",
+  "%00",
+  "a".repeat(129),
+  "a".repeat(5_000),
+  "😀",
+  "caf\u00e9",
+  "outcome:x#1",
+  "reconcile:x#1",
+  "a/b",
+  "a?b",
+  "#x y",
+  "../.."
+]
 const values = [null, true, 42, -1, 1e308, "", "x".repeat(300), [], {}, { nested: { deep: [1, 2] } }]
 
 const badCommand = (random: Random): Probe => {
   const kind = random.int(0, 9)
-  const base = { commandId: `fuzz-${random.int(0, 1e9)}`, type: "message.send", threadId: "fuzz-thread", messageId: "m1", text: "hi" }
+  const base = {
+    commandId: `fuzz-${random.int(0, 1e9)}`,
+    type: "message.send",
+    threadId: "fuzz-thread",
+    messageId: "m1",
+    text: "hi"
+  }
   let body: unknown
   switch (kind) {
     case 0:
-      return { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: random.pick(["{", "[1,", "nul", "{\"a\":}", "\u0000", "{}}"]) }
+      return {
+        method: "POST",
+        path: "/v1/commands",
+        headers: { "content-type": "application/json" },
+        body: random.pick(["{", "[1,", "nul", '{"a":}', "\u0000", "{}}"])
+      }
     case 1:
       // Only ids a client may not use, so every request here must be refused.
-      body = { ...base, commandId: random.pick(weirdIds.filter((id) => !/^[A-Za-z0-9:._\-#]{1,128}$/.test(id) || /^(outcome|reconcile):/.test(id))) }
+      body = {
+        ...base,
+        commandId: random.pick(
+          weirdIds.filter((id) => !/^[A-Za-z0-9:._\-#]{1,128}$/.test(id) || /^(outcome|reconcile):/.test(id))
+        )
+      }
       break
     case 2:
       body = { ...base, type: random.pick(["effect.succeed", "effect.fail", "engine.x", "thread.teleport", "", 7]) }
@@ -102,22 +188,48 @@ const badCommand = (random: Random): Probe => {
       break
     }
     case 4:
-      body = { ...base, [random.pick(["threadId", "messageId", "text"])]: random.pick(values.filter((v) => typeof v !== "string")) }
+      body = {
+        ...base,
+        [random.pick(["threadId", "messageId", "text"])]: random.pick(values.filter((v) => typeof v !== "string"))
+      }
       break
     case 5:
-      body = { ...base, threadId: random.pick(weirdIds.filter((id) => id !== "" && !/^[A-Za-z0-9._-]{1,128}$/.test(id))) }
+      body = {
+        ...base,
+        threadId: random.pick(weirdIds.filter((id) => id !== "" && !/^[A-Za-z0-9._-]{1,128}$/.test(id)))
+      }
       break
     case 6:
       body = random.pick([null, 7, "text", [base], true])
       break
     case 7:
-      return { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...base, text: "x".repeat(1_100_000) }) }
+      return {
+        method: "POST",
+        path: "/v1/commands",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...base, text: "x".repeat(1_100_000) })
+      }
     case 8:
-      return { method: "POST", path: "/v1/commands", headers: { "content-type": random.pick(["text/plain", "application/xml", "multipart/form-data"]) }, body: JSON.stringify(base) }
+      return {
+        method: "POST",
+        path: "/v1/commands",
+        headers: { "content-type": random.pick(["text/plain", "application/xml", "multipart/form-data"]) },
+        body: JSON.stringify(base)
+      }
     default:
-      body = { ...base, extra: random.pick(values), type: "thread.create", title: random.pick(values.filter((v) => typeof v !== "string")) }
+      body = {
+        ...base,
+        extra: random.pick(values),
+        type: "thread.create",
+        title: random.pick(values.filter((v) => typeof v !== "string"))
+      }
   }
-  return { method: "POST", path: "/v1/commands", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }
+  return {
+    method: "POST",
+    path: "/v1/commands",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body)
+  }
 }
 
 const badRead = (random: Random): Probe => {
@@ -128,15 +240,36 @@ const badRead = (random: Random): Probe => {
     { method: "GET", path: `/v1/threads/${id}/transcript` },
     { method: "GET", path: `/v1/effects/${id}` },
     { method: "POST", path: `/v1/effects/${id}/retry`, headers: { "content-type": "application/json" }, body: "{}" },
-    { method: "POST", path: `/v1/effects/${id}/cancel`, headers: { "content-type": "application/json" }, body: random.pick(["{", "{\"commandId\":\"\"}", "[]"]) },
-    { method: "GET", path: `/v1/events?after=${random.pick(["-1", "abc", "1e99", "", "1.5"])}&limit=${random.pick(["0", "-5", "100000", "x"])}` },
-    { method: "GET", path: `/v1/effects?status=${random.pick(["bogus", "", "RUNNING"])}&limit=${random.pick(["-1", "1e9", "many"])}` },
-    { method: random.pick(["PUT", "DELETE", "PATCH"]), path: random.pick(["/v1/commands", "/v1/events", "/health", "/v1/threads/x"]) },
-    { method: "GET", path: random.pick(["/v2/commands", "/v1/nothing", "/v1/commands/", "/v1//threads", "/%2e%2e/etc"]) }
+    {
+      method: "POST",
+      path: `/v1/effects/${id}/cancel`,
+      headers: { "content-type": "application/json" },
+      body: random.pick(["{", '{"commandId":""}', "[]"])
+    },
+    {
+      method: "GET",
+      path: `/v1/events?after=${random.pick(["-1", "abc", "1e99", "", "1.5"])}&limit=${random.pick(["0", "-5", "100000", "x"])}`
+    },
+    {
+      method: "GET",
+      path: `/v1/effects?status=${random.pick(["bogus", "", "RUNNING"])}&limit=${random.pick(["-1", "1e9", "many"])}`
+    },
+    {
+      method: random.pick(["PUT", "DELETE", "PATCH"]),
+      path: random.pick(["/v1/commands", "/v1/events", "/health", "/v1/threads/x"])
+    },
+    {
+      method: "GET",
+      path: random.pick(["/v2/commands", "/v1/nothing", "/v1/commands/", "/v1//threads", "/%2e%2e/etc"])
+    }
   ])
 }
 
-export const runFuzz = async (options: { readonly requests: number; readonly seed: number; readonly log: (line: string) => void }) => {
+export const runFuzz = async (options: {
+  readonly requests: number
+  readonly seed: number
+  readonly log: (line: string) => void
+}) => {
   const random = seeded(options.seed * 7919)
   const dataDir = mkdtempSync(join(tmpdir(), "chaos-fuzz-"))
   const server = await start(dataDir)
@@ -145,12 +278,20 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
     await json(`${server.url}/v1/commands`, {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ commandId: `seed-${n}`, type: "message.send", threadId: "fuzz-seed", messageId: `m${n}`, text: "hello" })
+      body: JSON.stringify({
+        commandId: `seed-${n}`,
+        type: "message.send",
+        threadId: "fuzz-seed",
+        messageId: `m${n}`,
+        text: "hello"
+      })
     })
   }
   await quiesce(server.url, ["fuzz-seed"], 30_000)
   const before = JSON.stringify(await allEvents(server.url))
-  const effectIds = ((await json(`${server.url}/v1/effects?limit=20`)).body?.effects ?? []).map((e: { effectId: string }) => e.effectId)
+  const effectIds = ((await json(`${server.url}/v1/effects?limit=20`)).body?.effects ?? []).map(
+    (e: { effectId: string }) => e.effectId
+  )
   const port = new URL(server.url).port
   let serverErrors = 0
   let untyped = 0
@@ -159,7 +300,14 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
   const samples: Array<string> = []
   for (let i = 0; i < options.requests; i++) {
     const roll = random.int(0, 9)
-    const probe = roll < 5 ? badCommand(random) : roll < 7 ? badRead(random) : roll < 9 ? hostile(random, effectIds, port) : oversized(random)
+    const probe =
+      roll < 5
+        ? badCommand(random)
+        : roll < 7
+          ? badRead(random)
+          : roll < 9
+            ? hostile(random, effectIds, port)
+            : oversized(random)
     let status = 0
     let body: any
     let text = ""
@@ -179,9 +327,14 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
       serverErrors++
       samples.push(`${probe.method} ${probe.path} → ${status}`)
     }
-    if (status >= 400 && (typeof body !== "object" || body === null || typeof body.error !== "string" || typeof body.message !== "string")) {
+    if (
+      status >= 400 &&
+      (typeof body !== "object" || body === null || typeof body.error !== "string" || typeof body.message !== "string")
+    ) {
       untyped++
-      samples.push(`${probe.method} ${probe.path.slice(0, 60)} → ${status} untyped ${JSON.stringify(body).slice(0, 120)}`)
+      samples.push(
+        `${probe.method} ${probe.path.slice(0, 60)} → ${status} untyped ${JSON.stringify(body).slice(0, 120)}`
+      )
     }
     if (probe.hostile === true && status < 400) {
       hostileServed++
@@ -198,13 +351,15 @@ export const runFuzz = async (options: { readonly requests: number; readonly see
   const stateChanged = before === after ? 0 : 1
   if (stateChanged) {
     const known = (JSON.parse(before) as Array<{ sequence: number }>).length
-    for (const event of afterEvents.slice(known).slice(0, 5)) samples.push(`new event ${event.sequence} ${event.type} from ${event.commandId}`)
+    for (const event of afterEvents.slice(known).slice(0, 5))
+      samples.push(`new event ${event.sequence} ${event.type} from ${event.commandId}`)
   }
   await stop(server)
   for (const sample of samples.slice(0, 10)) options.log(`fuzz: problem: ${sample}`)
   return {
     ok: serverErrors === 0 && untyped === 0 && stateChanged === 0 && hostileServed === 0 && oversizedAnswers === 0,
-    line: `fuzz: requests=${options.requests} server_errors=${serverErrors} untyped_errors=${untyped} state_changed=${stateChanged} ` +
+    line:
+      `fuzz: requests=${options.requests} server_errors=${serverErrors} untyped_errors=${untyped} state_changed=${stateChanged} ` +
       `hostile_served=${hostileServed} oversized_answers=${oversizedAnswers}`
   }
 }

@@ -15,15 +15,22 @@ export interface Report {
 }
 
 const lines = (file: string): Array<any> =>
-  existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : []
+  existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : []
 
 const filesUnder = (dir: string): Array<string> =>
-  !existsSync(dir) ? [] : readdirSync(dir).flatMap((name) => {
-    const path = join(dir, name)
-    return statSync(path).isDirectory() ? filesUnder(path) : [path]
-  })
+  !existsSync(dir)
+    ? []
+    : readdirSync(dir).flatMap((name) => {
+        const path = join(dir, name)
+        return statSync(path).isDirectory() ? filesUnder(path) : [path]
+      })
 
-const asList = (body: any): Array<any> => (Array.isArray(body) ? body : body?.effects ?? body?.items ?? [])
+const asList = (body: any): Array<any> => (Array.isArray(body) ? body : (body?.effects ?? body?.items ?? []))
 
 /** Every event of the log, through the cursor API. */
 export const allEvents = async (base: string) => {
@@ -89,7 +96,9 @@ export const check = async (
   const seenOnce = sseSeen.slice(0, expected.length)
   if (new Set(sseSeen).size !== sseSeen.length || seenOnce.some((s, i) => s !== expected[i])) {
     report.lost++
-    report.details.push(`SSE follower saw ${sseSeen.length} events (${new Set(sseSeen).size} distinct), the log has ${expected.length}`)
+    report.details.push(
+      `SSE follower saw ${sseSeen.length} events (${new Set(sseSeen).size} distinct), the log has ${expected.length}`
+    )
   }
 
   // No process-bound effect happened twice; publish leaves one version per content.
@@ -127,7 +136,9 @@ export const check = async (
     const transcript = await json(`${base}/v1/threads/${encodeURIComponent(threadId)}/transcript`)
     if (transcript.body?.valid !== true) {
       report.transcriptViolations++
-      report.details.push(`transcript of ${threadId} invalid: ${JSON.stringify(transcript.body?.problems ?? transcript.body).slice(0, 200)}`)
+      report.details.push(
+        `transcript of ${threadId} invalid: ${JSON.stringify(transcript.body?.problems ?? transcript.body).slice(0, 200)}`
+      )
     }
   }
   return report

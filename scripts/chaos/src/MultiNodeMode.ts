@@ -39,7 +39,8 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     NODE_ID: `node-${index + 1}`,
     ...(fault === undefined ? {} : { FAULT_POINTS: fault })
   })
-  const live = () => nodes.filter((n): n is Server => n !== undefined && n.process.exitCode === null && n.process.signalCode === null)
+  const live = () =>
+    nodes.filter((n): n is Server => n !== undefined && n.process.exitCode === null && n.process.signalCode === null)
   const anyUrl = () => {
     const up = live()
     return up.length === 0 ? undefined : up[0]!.url
@@ -54,7 +55,10 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       return true
     } catch (error) {
       nodes[index] = undefined
-      const why = String(error instanceof Error ? error.message : error).split("\n").find((l) => /fault point|NodeIdInUse|Error|did not/.test(l)) ?? ""
+      const why =
+        String(error instanceof Error ? error.message : error)
+          .split("\n")
+          .find((l) => /fault point|NodeIdInUse|Error|did not/.test(l)) ?? ""
       options.log(`chaos: node-${index + 1} died while starting (${fault ?? "no fault"}) ${why.slice(0, 160)}`)
       return false
     }
@@ -64,7 +68,8 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     for (let i = 0; i < options.nodes; i++) await startNode(i)
     for (let cycle = 1; cycle <= options.cycles; cycle++) {
       // Nodes a fault point killed come back (fault-free) before the cycle's work.
-      for (let i = 0; i < options.nodes; i++) if (nodes[i] === undefined || !live().includes(nodes[i]!)) await startNode(i)
+      for (let i = 0; i < options.nodes; i++)
+        if (nodes[i] === undefined || !live().includes(nodes[i]!)) await startNode(i)
       const up = live()
       if (up.length === 0) continue
       const victimIndex = random.int(0, options.nodes - 1)
@@ -87,7 +92,9 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       const point = random.chance(0.5) ? random.pick(faultPoints) : undefined
       const fault = point === undefined ? undefined : `${point}:nth=${random.int(1, 3)}`
       await startNode(victimIndex, fault)
-      options.log(`chaos: cycle ${cycle}/${options.cycles} killed node-${victimIndex + 1} (kill ${kills}; restarted ${fault === undefined ? "clean" : `with ${fault}`}) acked=${client.stats.acked} queued=${client.pending.size}`)
+      options.log(
+        `chaos: cycle ${cycle}/${options.cycles} killed node-${victimIndex + 1} (kill ${kills}; restarted ${fault === undefined ? "clean" : `with ${fault}`}) acked=${client.stats.acked} queued=${client.pending.size}`
+      )
     }
 
     // Every node back without faults; finish the queued work through node 1; quiesce; check.

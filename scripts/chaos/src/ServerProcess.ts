@@ -21,7 +21,9 @@ export const freePort = () =>
     probe.once("error", reject)
     probe.listen(0, "127.0.0.1", () => {
       const address = probe.address()
-      probe.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
+      probe.close(() =>
+        typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))
+      )
     })
   })
 
@@ -54,7 +56,8 @@ export const start = async (dataDir: string, env: Record<string, string> = {}, t
       const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(2_000) })
       const body = await response.text()
       const starting = body.includes('"status":"starting"')
-      if ((response.status === 200 || response.status === 503) && !starting) return { url, process: child, exited, output: () => output }
+      if ((response.status === 200 || response.status === 503) && !starting)
+        return { url, process: child, exited, output: () => output }
     } catch {
       // swallow-ok: not listening yet; the loop retries until the deadline
     }

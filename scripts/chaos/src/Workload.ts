@@ -10,12 +10,19 @@ export const message = (random: Random, threadId: string, n: number): Command =>
     {
       toolCalls: [
         { name: "publish", arguments: { path: `docs/${threadId}/${n % 3}.md`, content: `content ${n % 2}` } },
-        { name: "execute", arguments: { command: `echo job-${threadId}-${n}${random.chance(0.3) ? `; sleep ${(random.int(200, 1_200) / 1_000).toFixed(1)}` : ""}` } }
+        {
+          name: "execute",
+          arguments: {
+            command: `echo job-${threadId}-${n}${random.chance(0.3) ? `; sleep ${(random.int(200, 1_200) / 1_000).toFixed(1)}` : ""}`
+          }
+        }
       ]
     }
   ]
   if (random.chance(0.4)) {
-    steps.push({ toolCalls: [{ name: "delegate", arguments: { threadId: `${threadId}-helper`, text: `help with ${n}` } }] })
+    steps.push({
+      toolCalls: [{ name: "delegate", arguments: { threadId: `${threadId}-helper`, text: `help with ${n}` } }]
+    })
   }
   steps.push({ text: `finished ${n}` })
   return {

@@ -13,9 +13,19 @@ import { quiesce } from "./Invariants.js"
 import { kill, sleep, start, stop } from "./ServerProcess.js"
 
 const say = (line = "") => console.log(line)
-const lines = (file: string): Array<any> => (existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : [])
+const lines = (file: string): Array<any> =>
+  existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : []
 const post = (base: string, body: unknown) =>
-  json(`${base}/v1/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+  json(`${base}/v1/commands`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body)
+  })
 
 const main = async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "demo-"))
@@ -31,14 +41,21 @@ const main = async () => {
       { text: "Released: the notes are published; I checked the deploy before doing anything else." }
     ]
   }
-  const sent = await post(server.url, { commandId: "demo-send", type: "message.send", threadId: "demo", messageId: "m1", text: JSON.stringify(script) })
+  const sent = await post(server.url, {
+    commandId: "demo-send",
+    type: "message.send",
+    threadId: "demo",
+    messageId: "m1",
+    text: JSON.stringify(script)
+  })
   say(`demo: message accepted at sequence ${sent.body.sequence} (the intent is durable; the work has not happened yet)`)
 
   const executeId = "tool:demo:m1:call_2_0"
   const world = join(dataDir, "world")
   const deadline = Date.now() + 30_000
   // Wait until the deploy has really started in the (simulated) sandbox, not merely been claimed.
-  while (Date.now() < deadline && !lines(join(world, "executions.jsonl")).some((l) => l.effectId === executeId)) await sleep(20)
+  while (Date.now() < deadline && !lines(join(world, "executions.jsonl")).some((l) => l.effectId === executeId))
+    await sleep(20)
   say(`demo: ${executeId} is running (a 60 s deploy); the document is published`)
   await kill(server)
   say("demo: server killed with SIGKILL in the middle of the deploy")
@@ -55,24 +72,30 @@ const main = async () => {
   }
   const startup = await startupLine()
   say(`demo: restarted; ${startup ?? "(no reconcile line in the start-up output)"}`)
-  if (startup === undefined || !/1 failed/.test(startup)) problems.push("reconcile did not report settling the cut-off execute")
+  if (startup === undefined || !/1 failed/.test(startup))
+    problems.push("reconcile did not report settling the cut-off execute")
   await quiesce(server.url, ["demo"], 60_000)
 
   const thread = await json(`${server.url}/v1/threads/demo`)
   const turn = thread.body.turns?.[0]
   say(`demo: turn ${turn?.turnId} is ${turn?.status} after ${turn?.steps} model steps`)
-  for (const call of turn?.toolCalls ?? []) say(`demo:   ${call.name} (${call.effectId}): ${call.status} → ${String(call.result).slice(0, 140)}`)
+  for (const call of turn?.toolCalls ?? [])
+    say(`demo:   ${call.name} (${call.effectId}): ${call.status} → ${String(call.result).slice(0, 140)}`)
   if (turn?.status !== "completed") problems.push(`the turn is ${turn?.status}, not completed`)
   const execute = (turn?.toolCalls ?? []).find((c: any) => c.name === "execute")
-  if (!String(execute?.result).startsWith("interrupted: tool.execute")) problems.push("the cut-off execute was not answered as interrupted")
+  if (!String(execute?.result).startsWith("interrupted: tool.execute"))
+    problems.push("the cut-off execute was not answered as interrupted")
 
   const transcript = await json(`${server.url}/v1/threads/demo/transcript`)
   say(`demo: transcript (${transcript.body.messages.length} messages, valid=${transcript.body.valid}):`)
   for (const m of transcript.body.messages) {
-    const text = m.tool_calls ? `calls ${m.tool_calls.map((c: any) => `${c.function.name}#${c.id}`).join(", ")}` : String(m.content).slice(0, 110)
+    const text = m.tool_calls
+      ? `calls ${m.tool_calls.map((c: any) => `${c.function.name}#${c.id}`).join(", ")}`
+      : String(m.content).slice(0, 110)
     say(`demo:   ${m.role.padEnd(9)} ${text}`)
   }
-  if (transcript.body.valid !== true) problems.push(`the transcript is invalid: ${JSON.stringify(transcript.body.problems)}`)
+  if (transcript.body.valid !== true)
+    problems.push(`the transcript is invalid: ${JSON.stringify(transcript.body.problems)}`)
 
   const ledger = lines(join(world, "ledger.jsonl"))
   const executes = ledger.filter((l) => l.kind === "tool.execute")

@@ -34,7 +34,12 @@ const main = async () => {
       `chaos: postgres nodes=${nodes} cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} ` +
         `duplicate_effects=${r.duplicateEffects} transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled}`
     )
-    const ok = r.lost === 0 && r.duplicateEffects === 0 && r.transcriptViolations === 0 && r.unsettled === 0 && r.details.length === 0
+    const ok =
+      r.lost === 0 &&
+      r.duplicateEffects === 0 &&
+      r.transcriptViolations === 0 &&
+      r.unsettled === 0 &&
+      r.details.length === 0
     return ok ? 0 : 1
   }
   let failed = false
@@ -54,14 +59,25 @@ const main = async () => {
   }
   const cycles = value("cycles", quick ? 24 : 100)
   log(`chaos: seed=${seed} cycles=${cycles}`)
-  const result = await runCrash({ cycles, seed, threads: value("threads", quick ? 4 : 8), workEvery: value("work-every", 1), log })
+  const result = await runCrash({
+    cycles,
+    seed,
+    threads: value("threads", quick ? 4 : 8),
+    workEvery: value("work-every", 1),
+    log
+  })
   for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
   const r = result.report
   console.log(
     `chaos: cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} duplicate_effects=${r.duplicateEffects} ` +
       `transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled}`
   )
-  const ok = r.lost === 0 && r.duplicateEffects === 0 && r.transcriptViolations === 0 && r.unsettled === 0 && result.report.details.length === 0
+  const ok =
+    r.lost === 0 &&
+    r.duplicateEffects === 0 &&
+    r.transcriptViolations === 0 &&
+    r.unsettled === 0 &&
+    result.report.details.length === 0
   return failed || !ok ? 1 : 0
 }
 

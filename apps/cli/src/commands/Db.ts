@@ -14,26 +14,38 @@ import * as Render from "../Render.js"
 
 const storeOptions = {
   dataDir: Options.directory("data-dir", { exists: "either" }).pipe(
-    Options.withDescription("The server's data directory (DATA_DIR); the store is <data-dir>/engine.db. Default: $DATA_DIR, else ./data."),
+    Options.withDescription(
+      "The server's data directory (DATA_DIR); the store is <data-dir>/engine.db. Default: $DATA_DIR, else ./data."
+    ),
     Options.optional
   ),
-  db: Options.file("db").pipe(Options.withDescription("The SQLite file itself (overrides --data-dir)."), Options.optional),
+  db: Options.file("db").pipe(
+    Options.withDescription("The SQLite file itself (overrides --data-dir)."),
+    Options.optional
+  ),
   progress: Options.boolean("progress").pipe(
-    Options.withDescription("Draw the progress bar on stderr even when it is not a terminal (on a terminal it is drawn for large stores).")
+    Options.withDescription(
+      "Draw the progress bar on stderr even when it is not a terminal (on a terminal it is drawn for large stores)."
+    )
   )
 }
 
 const storeFile = (options: { readonly dataDir: Option.Option<string>; readonly db: Option.Option<string> }) =>
   Effect.gen(function* () {
     // A server configured with DATABASE_URL keeps its store in PostgreSQL: there is no file to read.
-    if (Option.isNone(options.db) && Option.isNone(options.dataDir) && (process.env.DATABASE_URL?.trim() ?? "") !== "") {
+    if (
+      Option.isNone(options.db) &&
+      Option.isNone(options.dataDir) &&
+      (process.env.DATABASE_URL?.trim() ?? "") !== ""
+    ) {
       return yield* new UsageError({
-        message: "db commands read the SQLite store, and DATABASE_URL points at PostgreSQL; use its own tools (pg_dump), or pass --db <file>"
+        message:
+          "db commands read the SQLite store, and DATABASE_URL points at PostgreSQL; use its own tools (pg_dump), or pass --db <file>"
       })
     }
     return StoreFile.fileOf({
       db: Option.getOrUndefined(options.db),
-      dataDir: Option.getOrElse(options.dataDir, () => (process.env.DATA_DIR?.trim() || "./data"))
+      dataDir: Option.getOrElse(options.dataDir, () => process.env.DATA_DIR?.trim() || "./data")
     })
   })
 
@@ -61,12 +73,20 @@ export const renderCheck = (report: Check.CheckReport): string => {
     ["receipts", String(c.receipts)],
     ["effects", `${c.effects} (${c.settledEffects} settled)`],
     ["transcripts", c.transcripts === null ? "none in this store" : String(c.transcripts)],
-    ["world", report.world === null ? "none found (the ledger is not checked)" : `${report.world.dir} (${report.world.ledgerEntries} ledger entries)`]
+    [
+      "world",
+      report.world === null
+        ? "none found (the ledger is not checked)"
+        : `${report.world.dir} (${report.world.ledgerEntries} ledger entries)`
+    ]
   ])
   const verdict = report.ok
     ? "ok: no problems found"
     : `${report.problems.length} problem(s) found\n\n` +
-      Render.table(["CHECK", "SUBJECT", "PROBLEM"], report.problems.map((p) => [p.check, p.subject, p.message]))
+      Render.table(
+        ["CHECK", "SUBJECT", "PROBLEM"],
+        report.problems.map((p) => [p.check, p.subject, p.message])
+      )
   return `db check ${report.file}\n${summary}\n\n${verdict}`
 }
 
@@ -78,43 +98,53 @@ const worldDirOption = Options.directory("world-dir", { exists: "either" }).pipe
   Options.optional
 )
 
-const check = Command.make("check", {
-  ...storeOptions,
-  worldDir: worldDirOption,
-  json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON."))
-}, (options) =>
-  Effect.scoped(
-    Effect.gen(function* () {
-      const file = yield* storeFile(options)
-      const worldDir = yield* worldDirOf(options.worldDir, file)
-      const store = yield* StoreFile.open(file)
-      // One read transaction: a consistent snapshot, and a server cannot take the file meanwhile.
-      yield* Effect.acquireRelease(
-        StoreFile.read(store, "beginning a read of", (s) => s.exec("BEGIN")),
-        () => Effect.sync(() => store.exec("COMMIT"))
-      )
-      const now = yield* Clock.currentTimeMillis
-      const report = yield* Check.run(store, {
-        now,
-        worldDir,
-        progress: (total) => Progress.make({ label: "checking", total, unit: "rows", forced: options.progress })
+const check = Command.make(
+  "check",
+  {
+    ...storeOptions,
+    worldDir: worldDirOption,
+    json: Options.boolean("json").pipe(Options.withDescription("Print the report as JSON."))
+  },
+  (options) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const file = yield* storeFile(options)
+        const worldDir = yield* worldDirOf(options.worldDir, file)
+        const store = yield* StoreFile.open(file)
+        // One read transaction: a consistent snapshot, and a server cannot take the file meanwhile.
+        yield* Effect.acquireRelease(
+          StoreFile.read(store, "beginning a read of", (s) => s.exec("BEGIN")),
+          () => Effect.sync(() => store.exec("COMMIT"))
+        )
+        const now = yield* Clock.currentTimeMillis
+        const report = yield* Check.run(store, {
+          now,
+          worldDir,
+          progress: (total) => Progress.make({ label: "checking", total, unit: "rows", forced: options.progress })
+        })
+        yield* Render.output(options.json, report, renderCheck)
+        if (!report.ok)
+          return yield* new ProblemsFound({
+            count: report.problems.length,
+            message: `${report.problems.length} problem(s) found`
+          })
       })
-      yield* Render.output(options.json, report, renderCheck)
-      if (!report.ok) return yield* new ProblemsFound({ count: report.problems.length, message: `${report.problems.length} problem(s) found` })
-    })
-  )).pipe(
-    Command.withDescription(
-      "Check the store's invariants offline: event sequence gaps, receipts without their events, events without receipts, " +
-        "settled effects whose owner never heard the outcome, invalid transcripts, process-bound effects performed twice (the world's ledger). " +
-        "Exit 0 when clean, 1 when problems are found."
     )
+).pipe(
+  Command.withDescription(
+    "Check the store's invariants offline: event sequence gaps, receipts without their events, events without receipts, " +
+      "settled effects whose owner never heard the outcome, invalid transcripts, process-bound effects performed twice (the world's ledger). " +
+      "Exit 0 when clean, 1 when problems are found."
   )
+)
 
 const backup = Command.make(
   "backup",
   {
     ...storeOptions,
-    target: Args.path({ name: "file", exists: "either" }).pipe(Args.withDescription("Where to write the copy (a new SQLite file).")),
+    target: Args.path({ name: "file", exists: "either" }).pipe(
+      Args.withDescription("Where to write the copy (a new SQLite file).")
+    ),
     force: Options.boolean("force").pipe(Options.withDescription("Overwrite the file if it exists."))
   },
   (options) =>
@@ -130,7 +160,13 @@ const backup = Command.make(
           try: () =>
             store.backup(options.target, {
               progress: ({ totalPages, remainingPages }) => {
-                progress ??= Progress.make({ label: "backing up", total: totalPages, unit: "pages", forced: options.progress, largeFrom: 25_000 })
+                progress ??= Progress.make({
+                  label: "backing up",
+                  total: totalPages,
+                  unit: "pages",
+                  forced: options.progress,
+                  largeFrom: 25_000
+                })
                 progress.set(totalPages - remainingPages)
                 return 1_000
               }
@@ -140,10 +176,16 @@ const backup = Command.make(
         progress?.finish()
         const elapsed = (yield* Clock.currentTimeMillis) - started
         const size = statSync(options.target).size
-        yield* Render.print(`backed up ${file} to ${options.target}: ${pages.totalPages} pages, ${Render.bytes(size)} in ${Render.duration(elapsed)}`)
+        yield* Render.print(
+          `backed up ${file} to ${options.target}: ${pages.totalPages} pages, ${Render.bytes(size)} in ${Render.duration(elapsed)}`
+        )
       })
     )
-).pipe(Command.withDescription("Copy the store with SQLite's online backup, with a progress bar. Check the copy with `db check --db <file>`."))
+).pipe(
+  Command.withDescription(
+    "Copy the store with SQLite's online backup, with a progress bar. Check the copy with `db check --db <file>`."
+  )
+)
 
 export const db = Command.make("db").pipe(
   Command.withDescription("Offline work on the SQLite store while the server is down (exit 6 when a server holds it)."),

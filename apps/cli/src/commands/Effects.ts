@@ -24,9 +24,16 @@ export const renderEffects = (effects: ReadonlyArray<EffectView>): string =>
   effects.length === 0
     ? "no effects"
     : Render.table(
-      ["EFFECT", "KIND", "STATUS", "ATTEMPTS", "AGGREGATE", "UPDATED"],
-      effects.map((e) => [e.effectId, e.kind, e.status, String(e.attempts), `${e.aggregateType}/${e.aggregateId}`, Render.time(e.updatedAt)])
-    )
+        ["EFFECT", "KIND", "STATUS", "ATTEMPTS", "AGGREGATE", "UPDATED"],
+        effects.map((e) => [
+          e.effectId,
+          e.kind,
+          e.status,
+          String(e.attempts),
+          `${e.aggregateType}/${e.aggregateId}`,
+          Render.time(e.updatedAt)
+        ])
+      )
 
 export const renderEffect = (e: EffectView): string =>
   Render.fields([
@@ -44,10 +51,14 @@ export const renderEffect = (e: EffectView): string =>
     ["payload", Render.compact(e.payload, 400)],
     ["response", Render.compact(e.response, 400)],
     ["error", Render.compact(e.error, 400)],
-    ...(e.quarantine === null ? [] : [[
-      "quarantine",
-      `${e.quarantine.reason} (by ${e.quarantine.by} at ${Render.time(e.quarantine.at)}): ${Render.compact(e.quarantine.message, 400)}`
-    ] as [string, string]])
+    ...(e.quarantine === null
+      ? []
+      : [
+          [
+            "quarantine",
+            `${e.quarantine.reason} (by ${e.quarantine.by} at ${Render.time(e.quarantine.at)}): ${Render.compact(e.quarantine.message, 400)}`
+          ] as [string, string]
+        ])
   ])
 
 export const renderAnswer = (action: string, answer: DispatchAnswer): string =>
@@ -66,10 +77,22 @@ const list = Command.make(
   "list",
   {
     ...Connection.connectionOptions,
-    status: Options.choice("status", statuses).pipe(Options.withDescription("Only effects in this status."), Options.optional),
-    kind: Options.text("kind").pipe(Options.withDescription("Only effects of this kind (e.g. tool.execute, model.step)."), Options.optional),
-    thread: Options.text("thread").pipe(Options.withDescription("Only effects owned by this thread (its aggregate id)."), Options.optional),
-    limit: Options.integer("limit").pipe(Options.withDescription("At most this many rows, oldest first (1-1000)."), Options.withDefault(100))
+    status: Options.choice("status", statuses).pipe(
+      Options.withDescription("Only effects in this status."),
+      Options.optional
+    ),
+    kind: Options.text("kind").pipe(
+      Options.withDescription("Only effects of this kind (e.g. tool.execute, model.step)."),
+      Options.optional
+    ),
+    thread: Options.text("thread").pipe(
+      Options.withDescription("Only effects owned by this thread (its aggregate id)."),
+      Options.optional
+    ),
+    limit: Options.integer("limit").pipe(
+      Options.withDescription("At most this many rows, oldest first (1-1000)."),
+      Options.withDefault(100)
+    )
   },
   (options) =>
     Effect.gen(function* () {
@@ -85,14 +108,21 @@ const list = Command.make(
     })
 ).pipe(Command.withDescription("List outbox effects, oldest first (GET /v1/effects)."))
 
-const effectId = Args.text({ name: "effectId" }).pipe(Args.withDescription("The effect's id, as `effects list` shows it."))
+const effectId = Args.text({ name: "effectId" }).pipe(
+  Args.withDescription("The effect's id, as `effects list` shows it.")
+)
 
 const show = Command.make("show", { ...Connection.connectionOptions, effectId }, (options) =>
   Effect.gen(function* () {
     const connection = yield* Connection.resolve(options)
-    const effect = yield* ServerClient.call(connection, (api) => api.effects.get({ path: { effectId: ServerClient.segment(options.effectId) } }))
+    const effect = yield* ServerClient.call(connection, (api) =>
+      api.effects.get({ path: { effectId: ServerClient.segment(options.effectId) } })
+    )
     yield* Render.output(connection.json, effect, renderEffect)
-  })).pipe(Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id)."))
+  })
+).pipe(
+  Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id).")
+)
 
 const commandIdOption = Options.text("command-id").pipe(
   Options.withDescription(
@@ -108,32 +138,51 @@ const operate = (action: "retry" | "cancel", description: string) =>
       const connection = yield* Connection.resolve(options)
       const payload = Option.match(options.commandId, { onNone: () => ({}), onSome: (commandId) => ({ commandId }) })
       const request = { path: { effectId: ServerClient.segment(options.effectId) }, payload }
-      const answer = yield* ServerClient.call(connection, (api) => (action === "retry" ? api.effects.retry(request) : api.effects.cancel(request)))
+      const answer = yield* ServerClient.call(connection, (api) =>
+        action === "retry" ? api.effects.retry(request) : api.effects.cancel(request)
+      )
       yield* Render.output(connection.json, answer, (a) => renderAnswer(action, a))
-    })).pipe(Command.withDescription(description))
+    })
+  ).pipe(Command.withDescription(description))
 
 const release = Command.make("release", { ...Connection.connectionOptions, effectId }, (options) =>
   Effect.gen(function* () {
     const connection = yield* Connection.resolve(options)
-    const answer = yield* ServerClient.call(connection, (api) => api.effects.release({ path: { effectId: ServerClient.segment(options.effectId) } }))
+    const answer = yield* ServerClient.call(connection, (api) =>
+      api.effects.release({ path: { effectId: ServerClient.segment(options.effectId) } })
+    )
     yield* Render.output(connection.json, answer, (a) => renderAnswer("release", a))
-  })).pipe(Command.withDescription(
+  })
+).pipe(
+  Command.withDescription(
     "Record a quarantined effect's parked settlement now that its cause is fixed (POST /v1/effects/:id/release). Exit 7 when it is not quarantined or the cause is still there."
-  ))
+  )
+)
 
-const fail = Command.make("fail", {
-  ...Connection.connectionOptions,
-  effectId,
-  reason: Options.text("reason").pipe(Options.withDescription("Why the operator ends it (stored on the effect; 1-500 characters)."))
-}, (options) =>
-  Effect.gen(function* () {
-    const connection = yield* Connection.resolve(options)
-    const request = { path: { effectId: ServerClient.segment(options.effectId) }, payload: { reason: options.reason } }
-    const effect = yield* ServerClient.call(connection, (api) => api.effects.fail(request))
-    yield* Render.output(connection.json, effect, renderEffect)
-  })).pipe(Command.withDescription(
+const fail = Command.make(
+  "fail",
+  {
+    ...Connection.connectionOptions,
+    effectId,
+    reason: Options.text("reason").pipe(
+      Options.withDescription("Why the operator ends it (stored on the effect; 1-500 characters).")
+    )
+  },
+  (options) =>
+    Effect.gen(function* () {
+      const connection = yield* Connection.resolve(options)
+      const request = {
+        path: { effectId: ServerClient.segment(options.effectId) },
+        payload: { reason: options.reason }
+      }
+      const effect = yield* ServerClient.call(connection, (api) => api.effects.fail(request))
+      yield* Render.output(connection.json, effect, renderEffect)
+    })
+).pipe(
+  Command.withDescription(
     "End a quarantined effect as failed with your reason; its aggregate is not told (POST /v1/effects/:id/fail). Exit 7 when it is not quarantined."
-  ))
+  )
+)
 
 export const effects = Command.make("effects").pipe(
   Command.withDescription("Outbox effects: list, show, retry, cancel, and release or fail a quarantined one."),
@@ -145,7 +194,10 @@ export const effects = Command.make("effects").pipe(
       "Send a failed or cancelled effect back to be performed (POST /v1/effects/:id/retry). Exit 7 when its state refuses it: " +
         "not failed or cancelled, a cancelled performance not stopped yet, or a process-bound effect that may have taken effect."
     ),
-    operate("cancel", "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 7 when it is already settled."),
+    operate(
+      "cancel",
+      "Cancel a pending or running effect (POST /v1/effects/:id/cancel). Exit 7 when it is already settled."
+    ),
     release,
     fail
   ])

@@ -17,17 +17,22 @@ const tail = Command.make(
   {
     ...Connection.connectionOptions,
     after: Options.integer("after").pipe(
-      Options.withDescription("Start after this sequence (0: the whole log). Default: the current head, so only new events."),
+      Options.withDescription(
+        "Start after this sequence (0: the whole log). Default: the current head, so only new events."
+      ),
       Options.optional
     )
   },
   (options) =>
     Effect.gen(function* () {
       const connection = yield* Connection.resolve(options)
-      let last = Option.isSome(options.after) ? options.after.value : (yield* ServerClient.health(connection)).engine.head
+      let last = Option.isSome(options.after)
+        ? options.after.value
+        : (yield* ServerClient.health(connection)).engine.head
       yield* Console.error(`following the event log after ${last} (Ctrl-C to stop)`)
       const print = (message: ServerClient.StreamMessage) => {
-        if (message._tag === "StreamError") return Console.error(`the server ended the stream: ${message.error}: ${message.message}`)
+        if (message._tag === "StreamError")
+          return Console.error(`the server ended the stream: ${message.error}: ${message.message}`)
         last = message.event.sequence
         return Console.log(connection.json ? JSON.stringify(message.event) : renderEvent(message.event))
       }
@@ -43,10 +48,16 @@ const tail = Command.make(
         })
       )
       return yield* Effect.forever(
-        Effect.suspend(() => Console.error(`the event stream ended after ${last}; reconnecting`)).pipe(Effect.zipRight(reconnect))
+        Effect.suspend(() => Console.error(`the event stream ended after ${last}; reconnecting`)).pipe(
+          Effect.zipRight(reconnect)
+        )
       )
     })
-).pipe(Command.withDescription("Follow the event log (GET /v1/events/stream), one line per event (--json: one JSON object per line), until interrupted."))
+).pipe(
+  Command.withDescription(
+    "Follow the event log (GET /v1/events/stream), one line per event (--json: one JSON object per line), until interrupted."
+  )
+)
 
 export const events = Command.make("events").pipe(
   Command.withDescription("The event log."),

@@ -22,14 +22,21 @@ export const renderReceipt = (r: ReceiptView): string =>
 
 const show = Command.make(
   "show",
-  { ...Connection.connectionOptions, commandId: Args.text({ name: "commandId" }).pipe(Args.withDescription("The command's id.")) },
+  {
+    ...Connection.connectionOptions,
+    commandId: Args.text({ name: "commandId" }).pipe(Args.withDescription("The command's id."))
+  },
   (options) =>
     Effect.gen(function* () {
       const connection = yield* Connection.resolve(options)
-      const receipt = yield* ServerClient.call(connection, (api) => api.commands.receipt({ path: { commandId: ServerClient.segment(options.commandId) } }))
+      const receipt = yield* ServerClient.call(connection, (api) =>
+        api.commands.receipt({ path: { commandId: ServerClient.segment(options.commandId) } })
+      )
       yield* Render.output(connection.json, receipt, renderReceipt)
     })
-).pipe(Command.withDescription("Show the receipt of a command: accepted or rejected, its aggregate, sequence and effects."))
+).pipe(
+  Command.withDescription("Show the receipt of a command: accepted or rejected, its aggregate, sequence and effects.")
+)
 
 export const receipts = Command.make("receipts").pipe(
   Command.withDescription("Command receipts: one per command id."),

@@ -10,8 +10,14 @@ import { ServeFailed, UsageError } from "../CliErrors.js"
 export const serve = Command.make(
   "serve",
   {
-    dataDir: Options.text("data-dir").pipe(Options.withDescription("Sets DATA_DIR: where the database and the world directory live (default ./data)."), Options.optional),
-    port: Options.integer("port").pipe(Options.withDescription("Sets PORT (default 8787; 0 picks a free port)."), Options.optional)
+    dataDir: Options.text("data-dir").pipe(
+      Options.withDescription("Sets DATA_DIR: where the database and the world directory live (default ./data)."),
+      Options.optional
+    ),
+    port: Options.integer("port").pipe(
+      Options.withDescription("Sets PORT (default 8787; 0 picks a free port)."),
+      Options.optional
+    )
   },
   (options) =>
     Effect.gen(function* () {
@@ -21,7 +27,8 @@ export const serve = Command.make(
         ...Option.match(options.port, { onNone: () => ({}), onSome: (port) => ({ PORT: String(port) }) })
       }
       const config = Config.parseConfig(env)
-      if (Either.isLeft(config)) return yield* new UsageError({ message: `configuration error: ${config.left.message}` })
+      if (Either.isLeft(config))
+        return yield* new UsageError({ message: `configuration error: ${config.left.message}` })
       const domain = yield* Effect.promise(loadDomain)
       // The program prints its own start-up line and, on failure, why it did not start.
       return yield* ServerProcess.program(config.right, domain, env).pipe(

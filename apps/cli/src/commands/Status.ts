@@ -12,7 +12,10 @@ export const renderHealth = (url: string, report: Api.HealthReport): string =>
     Render.fields([
       ["server", url],
       ["status", report.status],
-      ["engine", `${report.engine.active ? "active" : "not active"}, log head ${report.engine.head}, queue ${report.engine.queueDepth}`],
+      [
+        "engine",
+        `${report.engine.active ? "active" : "not active"}, log head ${report.engine.head}, queue ${report.engine.queueDepth}`
+      ],
       [
         "store",
         `${report.storage.writable ? "writable" : "NOT WRITABLE"}, free ${Render.bytes(report.storage.freeBytes)}, floor ${Render.bytes(report.storage.floorBytes)}` +
@@ -36,9 +39,13 @@ export const renderHealth = (url: string, report: Api.HealthReport): string =>
     report.reactors.length === 0
       ? "reactors: none"
       : Render.table(
-        ["REACTOR", "LAG", "OLDEST PENDING"],
-        report.reactors.map((r) => [r.name, String(r.lag), r.oldestPendingAgeMs === 0 ? "-" : Render.duration(r.oldestPendingAgeMs)])
-      )
+          ["REACTOR", "LAG", "OLDEST PENDING"],
+          report.reactors.map((r) => [
+            r.name,
+            String(r.lag),
+            r.oldestPendingAgeMs === 0 ? "-" : Render.duration(r.oldestPendingAgeMs)
+          ])
+        )
   ].join("\n")
 
 export const status = Command.make("status", Connection.connectionOptions, (options) =>
@@ -49,4 +56,9 @@ export const status = Command.make("status", Connection.connectionOptions, (opti
     if (report.status === "unavailable") {
       return yield* new Unhealthy({ message: "the server reports itself unavailable" })
     }
-  })).pipe(Command.withDescription("Show the server's health: status, engine, store and disk floor, database, outbox counts, reactor lag (GET /health). Exit 1 when unavailable."))
+  })
+).pipe(
+  Command.withDescription(
+    "Show the server's health: status, engine, store and disk floor, database, outbox counts, reactor lag (GET /health). Exit 1 when unavailable."
+  )
+)

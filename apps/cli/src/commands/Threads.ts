@@ -32,33 +32,40 @@ export const renderThread = ({ thread, transcript, effects }: ThreadReport): str
         : `INVALID (${transcript.messages.length} messages): ${problems.map((p) => `${p.code}: ${p.message}`).join("; ")}`
     ]
   ])
-  const turns = thread.turns.length === 0
-    ? "no turns"
-    : Render.table(
-      ["TURN", "STATUS", "STEPS", "TOOL CALLS", "REASON"],
-      thread.turns.map((t) => [t.turnId, t.status, String(t.steps), String(t.toolCalls.length), t.reason ?? "-"])
-    )
-  const calls = thread.turns.flatMap((t) => t.toolCalls.map((c) => ({ turn: t.turnId, call: c, effect: byId.get(c.effectId) })))
-  const callTable = calls.length === 0
-    ? "no tool calls"
-    : Render.table(
-      ["TURN", "CALL", "TOOL", "EFFECT", "STATUS", "ATTEMPTS", "RESULT"],
-      calls.map(({ turn, call, effect }) => [
-        turn,
-        call.callId,
-        call.name,
-        call.effectId,
-        effect?.status ?? call.status,
-        effect === undefined ? "-" : String(effect.attempts),
-        Render.compact(call.result, 60)
-      ])
-    )
+  const turns =
+    thread.turns.length === 0
+      ? "no turns"
+      : Render.table(
+          ["TURN", "STATUS", "STEPS", "TOOL CALLS", "REASON"],
+          thread.turns.map((t) => [t.turnId, t.status, String(t.steps), String(t.toolCalls.length), t.reason ?? "-"])
+        )
+  const calls = thread.turns.flatMap((t) =>
+    t.toolCalls.map((c) => ({ turn: t.turnId, call: c, effect: byId.get(c.effectId) }))
+  )
+  const callTable =
+    calls.length === 0
+      ? "no tool calls"
+      : Render.table(
+          ["TURN", "CALL", "TOOL", "EFFECT", "STATUS", "ATTEMPTS", "RESULT"],
+          calls.map(({ turn, call, effect }) => [
+            turn,
+            call.callId,
+            call.name,
+            call.effectId,
+            effect?.status ?? call.status,
+            effect === undefined ? "-" : String(effect.attempts),
+            Render.compact(call.result, 60)
+          ])
+        )
   return [head, "", turns, "", callTable].join("\n")
 }
 
 const show = Command.make(
   "show",
-  { ...Connection.connectionOptions, threadId: Args.text({ name: "threadId" }).pipe(Args.withDescription("The thread's id.")) },
+  {
+    ...Connection.connectionOptions,
+    threadId: Args.text({ name: "threadId" }).pipe(Args.withDescription("The thread's id."))
+  },
   (options) =>
     Effect.gen(function* () {
       const connection = yield* Connection.resolve(options)
@@ -67,11 +74,19 @@ const show = Command.make(
         Effect.all({
           thread: api.threads.thread({ path }),
           transcript: api.threads.transcript({ path }),
-          effects: Effect.map(api.effects.list({ urlParams: { aggregateId: options.threadId, limit: 1000 } }), (a) => a.effects)
-        }))
+          effects: Effect.map(
+            api.effects.list({ urlParams: { aggregateId: options.threadId, limit: 1000 } }),
+            (a) => a.effects
+          )
+        })
+      )
       yield* Render.output(connection.json, report, renderThread)
     })
-).pipe(Command.withDescription("Show a thread: its turns, each tool call with its effect's status and attempts, and whether its transcript is valid."))
+).pipe(
+  Command.withDescription(
+    "Show a thread: its turns, each tool call with its effect's status and attempts, and whether its transcript is valid."
+  )
+)
 
 export const threads = Command.make("threads").pipe(
   Command.withDescription("Agent threads."),

@@ -117,7 +117,10 @@ export const sequenceGaps = (previous: number, sequences: ReadonlyArray<number>)
 const gap = (from: number, to: number): Problem => ({
   check: "event-sequence-gap",
   subject: from === to ? `event ${from}` : `events ${from}..${to}`,
-  message: from === to ? `sequence ${from} is missing from the event log` : `sequences ${from}..${to} are missing from the event log`
+  message:
+    from === to
+      ? `sequence ${from} is missing from the event log`
+      : `sequences ${from}..${to} are missing from the event log`
 })
 
 export interface ReceiptRow {
@@ -144,7 +147,8 @@ export const receiptProblems = (row: ReceiptRow, missingEffects: ReadonlyArray<s
       problems.push({
         check: "receipt-events-missing",
         subject,
-        message: `accepted with events ${row.first_sequence}..${row.last_sequence}, but the log holds ${row.n} of its ${expected} event(s)` +
+        message:
+          `accepted with events ${row.first_sequence}..${row.last_sequence}, but the log holds ${row.n} of its ${expected} event(s)` +
           (row.n === 0 ? "" : ` (${row.lo}..${row.hi})`)
       })
     }
@@ -152,9 +156,10 @@ export const receiptProblems = (row: ReceiptRow, missingEffects: ReadonlyArray<s
     problems.push({
       check: "event-receipt-mismatch",
       subject,
-      message: row.status === "rejected"
-        ? `rejected, yet the log holds ${row.n} event(s) under its command id`
-        : `accepted without events, yet the log holds ${row.n} event(s) under its command id`
+      message:
+        row.status === "rejected"
+          ? `rejected, yet the log holds ${row.n} event(s) under its command id`
+          : `accepted without events, yet the log holds ${row.n} event(s) under its command id`
     })
   }
   if (row.foreign_n > 0) {
@@ -165,7 +170,11 @@ export const receiptProblems = (row: ReceiptRow, missingEffects: ReadonlyArray<s
     })
   }
   for (const effectId of missingEffects) {
-    problems.push({ check: "receipt-effect-missing", subject, message: `lists effect ${effectId}, which has no outbox row` })
+    problems.push({
+      check: "receipt-effect-missing",
+      subject,
+      message: `lists effect ${effectId}, which has no outbox row`
+    })
   }
   return problems
 }
@@ -191,18 +200,28 @@ export const outboxProblems = (row: OutboxRow, horizons: Horizons): Array<Proble
   const subject = `effect ${row.effect_id}`
   const problems: Array<Problem> = []
   if (row.decided === null && row.created_at >= horizons.receiptsBefore) {
-    problems.push({ check: "effect-without-receipt", subject, message: `decided by command ${row.command_id}, which has no receipt` })
+    problems.push({
+      check: "effect-without-receipt",
+      subject,
+      message: `decided by command ${row.command_id}, which has no receipt`
+    })
   } else if (row.decided === "rejected") {
-    problems.push({ check: "effect-without-receipt", subject, message: `decided by command ${row.command_id}, whose receipt is a rejection` })
+    problems.push({
+      check: "effect-without-receipt",
+      subject,
+      message: `decided by command ${row.command_id}, whose receipt is a rejection`
+    })
   }
   if (settled.has(row.status) && row.heard === 0 && row.updated_at >= horizons.receiptsBefore) {
-    const ids = row.status === "cancelled"
-      ? `a command on ${row.aggregate_type}/${row.aggregate_id} accepted at ${row.updated_at}`
-      : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)}, ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)} or ${EffectOutcomes.reclaimId(row.effect_id, row.attempts)}`
+    const ids =
+      row.status === "cancelled"
+        ? `a command on ${row.aggregate_type}/${row.aggregate_id} accepted at ${row.updated_at}`
+        : `${EffectOutcomes.outcomeId(row.effect_id, row.attempts)}, ${EffectOutcomes.reconcileId(row.effect_id, row.attempts)} or ${EffectOutcomes.reclaimId(row.effect_id, row.attempts)}`
     problems.push({
       check: "settlement-unheard",
       subject,
-      message: `${row.status} at attempt ${row.attempts}, but no accepted receipt records the settlement (${ids}): ` +
+      message:
+        `${row.status} at attempt ${row.attempts}, but no accepted receipt records the settlement (${ids}): ` +
         `its owner ${row.aggregate_type}/${row.aggregate_id} never heard the outcome`
     })
   }
@@ -210,7 +229,10 @@ export const outboxProblems = (row: OutboxRow, horizons: Horizons): Array<Proble
 }
 
 /** The agents domain's rules (transcripts, the ledger, the kinds' policies), loaded only when needed. */
-export type TranscriptRules = Pick<typeof import("@orchestration/agents"), "Transcript" | "validateTranscript" | "World" | "Tools">
+export type TranscriptRules = Pick<
+  typeof import("@orchestration/agents"),
+  "Transcript" | "validateTranscript" | "World" | "Tools"
+>
 
 export const loadTranscriptRules: Effect.Effect<TranscriptRules> = Effect.promise(() => import("@orchestration/agents"))
 
@@ -221,7 +243,10 @@ export interface LedgerLine {
 }
 
 /** Pure: process-bound effect ids with more than one ledger line, each named once, in first-seen order. */
-export const ledgerProblems = (entries: ReadonlyArray<LedgerLine>, isProcessBound: (kind: string) => boolean): Array<Problem> => {
+export const ledgerProblems = (
+  entries: ReadonlyArray<LedgerLine>,
+  isProcessBound: (kind: string) => boolean
+): Array<Problem> => {
   const byEffect = new Map<string, Array<LedgerLine>>()
   for (const entry of entries) {
     if (!isProcessBound(entry.kind)) continue
@@ -235,7 +260,8 @@ export const ledgerProblems = (entries: ReadonlyArray<LedgerLine>, isProcessBoun
     problems.push({
       check: "ledger-repeated",
       subject: `effect ${effectId}`,
-      message: `${lines.length} ledger entries (attempts ${lines.map((l) => l.attempt).join(", ")}) for one ${lines[0]!.kind} effect: ` +
+      message:
+        `${lines.length} ledger entries (attempts ${lines.map((l) => l.attempt).join(", ")}) for one ${lines[0]!.kind} effect: ` +
         "a process-bound effect was performed more than once"
     })
   }
@@ -249,7 +275,12 @@ const checkLedger = (rules: TranscriptRules, worldDir: string) =>
     const text = yield* Effect.try({
       try: () => readFileSync(file, "utf8"),
       catch: (error) => error as NodeJS.ErrnoException
-    }).pipe(Effect.catchIf((error) => error.code === "ENOENT", () => Effect.succeed("")))
+    }).pipe(
+      Effect.catchIf(
+        (error) => error.code === "ENOENT",
+        () => Effect.succeed("")
+      )
+    )
     const problems: Array<Problem> = []
     const entries: Array<LedgerLine> = []
     const decode = Schema.decodeUnknownEither(rules.World.LedgerEntry)
@@ -264,12 +295,18 @@ const checkLedger = (rules: TranscriptRules, worldDir: string) =>
       }
       const decoded = decode(parsed)
       if (Either.isLeft(decoded)) {
-        problems.push({ check: "ledger-unreadable", subject: `ledger line ${index + 1}`, message: `line ${index + 1} of ${file} is not a ledger entry` })
+        problems.push({
+          check: "ledger-unreadable",
+          subject: `ledger line ${index + 1}`,
+          message: `line ${index + 1} of ${file} is not a ledger entry`
+        })
       } else {
         entries.push(decoded.right)
       }
     })
-    const policies = rules.Tools.toolPolicies as Readonly<Record<string, { readonly onProcessLoss: string } | undefined>>
+    const policies = rules.Tools.toolPolicies as Readonly<
+      Record<string, { readonly onProcessLoss: string } | undefined>
+    >
     problems.push(...ledgerProblems(entries, (kind) => policies[kind]?.onProcessLoss === "process-bound"))
     return { entries: entries.length, problems }
   })
@@ -286,7 +323,11 @@ export const transcriptProblems = (
   const messages: Array<Transcript.TranscriptMessage> = []
   rows.forEach((row, index) => {
     if (row.position !== index + 1) {
-      problems.push({ check: "transcript-invalid", subject, message: `message position ${index + 1} is missing (the next one is ${row.position})` })
+      problems.push({
+        check: "transcript-invalid",
+        subject,
+        message: `message position ${index + 1} is missing (the next one is ${row.position})`
+      })
     }
     let parsed: unknown
     try {
@@ -297,14 +338,22 @@ export const transcriptProblems = (
     }
     const decoded = Schema.decodeUnknownEither(rules.Transcript.TranscriptMessage)(parsed)
     if (Either.isLeft(decoded)) {
-      problems.push({ check: "transcript-unreadable", subject, message: `message at position ${row.position} is not a transcript message` })
+      problems.push({
+        check: "transcript-unreadable",
+        subject,
+        message: `message at position ${row.position} is not a transcript message`
+      })
     } else {
       messages.push(decoded.right)
     }
   })
   const validation = rules.validateTranscript(messages, { allowTrailingOpenCalls: status === "running" })
   for (const problem of validation.problems) {
-    problems.push({ check: "transcript-invalid", subject, message: `${problem.code} at message ${problem.index + 1}: ${problem.message}` })
+    problems.push({
+      check: "transcript-invalid",
+      subject,
+      message: `${problem.code} at message ${problem.index + 1}: ${problem.message}`
+    })
   }
   return problems
 }
@@ -330,7 +379,10 @@ export const run = (
       events: count(store, "SELECT COUNT(*) AS n FROM events"),
       receipts: count(store, "SELECT COUNT(*) AS n FROM receipts"),
       effects: count(store, "SELECT COUNT(*) AS n FROM outbox"),
-      settledEffects: count(store, "SELECT COUNT(*) AS n FROM outbox WHERE status IN ('succeeded', 'failed', 'cancelled')"),
+      settledEffects: count(
+        store,
+        "SELECT COUNT(*) AS n FROM outbox WHERE status IN ('succeeded', 'failed', 'cancelled')"
+      ),
       threads: hasTranscripts ? count(store, "SELECT COUNT(*) AS n FROM agent_threads") : 0
     }))
     const progress = options.progress(totals.events + totals.receipts + totals.effects + totals.threads)
@@ -345,15 +397,28 @@ export const run = (
     let last = 0
     const orphaned = new Map<string, { from: number; to: number; n: number }>()
     while (true) {
-      const rows = (yield* read("reading events of", () => eventsPage.all(last, page))) as Array<
-        { sequence: number; command_id: string; occurred_at: number; has_receipt: number }
-      >
+      const rows = (yield* read("reading events of", () => eventsPage.all(last, page))) as Array<{
+        sequence: number
+        command_id: string
+        occurred_at: number
+        has_receipt: number
+      }>
       if (rows.length === 0) break
-      problems.push(...sequenceGaps(last, rows.map((r) => Number(r.sequence))))
+      problems.push(
+        ...sequenceGaps(
+          last,
+          rows.map((r) => Number(r.sequence))
+        )
+      )
       for (const row of rows) {
         if (row.has_receipt === 0 && row.occurred_at >= horizons.receiptsBefore) {
           const seen = orphaned.get(row.command_id)
-          orphaned.set(row.command_id, seen === undefined ? { from: row.sequence, to: row.sequence, n: 1 } : { ...seen, to: row.sequence, n: seen.n + 1 })
+          orphaned.set(
+            row.command_id,
+            seen === undefined
+              ? { from: row.sequence, to: row.sequence, n: 1 }
+              : { ...seen, to: row.sequence, n: seen.n + 1 }
+          )
         }
       }
       last = Number(rows.at(-1)!.sequence)
@@ -375,10 +440,12 @@ export const run = (
     }
 
     const versions = (yield* read("reading aggregate versions of", () =>
-      store.prepare(
-        `SELECT aggregate_type, aggregate_id, COUNT(*) AS n, MIN(version) AS lo, MAX(version) AS hi
+      store
+        .prepare(
+          `SELECT aggregate_type, aggregate_id, COUNT(*) AS n, MIN(version) AS lo, MAX(version) AS hi
           FROM events GROUP BY aggregate_type, aggregate_id`
-      ).all()
+        )
+        .all()
     )) as Array<{ aggregate_type: string; aggregate_id: string; n: number; lo: number; hi: number }>
     for (const v of versions) {
       if (v.lo !== 1 || v.hi !== v.n) {
@@ -407,8 +474,11 @@ export const run = (
       const rows = (yield* read("reading receipts of", () => receiptsPage.all(after, page))) as Array<ReceiptRow>
       if (rows.length === 0) break
       for (const row of rows) {
-        const listed = row.status === "accepted" && row.accepted_at >= horizons.settledEffectsBefore ? parseIds(row.effect_ids) : []
-        const missing = yield* read("reading effects of", () => listed.filter((id) => effectExists.get(id) === undefined))
+        const listed =
+          row.status === "accepted" && row.accepted_at >= horizons.settledEffectsBefore ? parseIds(row.effect_ids) : []
+        const missing = yield* read("reading effects of", () =>
+          listed.filter((id) => effectExists.get(id) === undefined)
+        )
         problems.push(...receiptProblems(row, missing))
       }
       after = rows.at(-1)!.command_id
@@ -442,7 +512,9 @@ export const run = (
     )
     let sequence = 0
     while (true) {
-      const rows = (yield* read("reading the outbox of", () => outboxPage.all(sequence, page))) as Array<OutboxRow & { sequence: number }>
+      const rows = (yield* read("reading the outbox of", () => outboxPage.all(sequence, page))) as Array<
+        OutboxRow & { sequence: number }
+      >
       if (rows.length === 0) break
       for (const row of rows) problems.push(...outboxProblems(row, horizons))
       sequence = Number(rows.at(-1)!.sequence)
@@ -452,14 +524,24 @@ export const run = (
     // Transcripts, thread by thread.
     if (hasTranscripts) {
       const rules = yield* loadTranscriptRules
-      const threadsPage = store.prepare("SELECT thread_id, status FROM agent_threads WHERE thread_id > ? ORDER BY thread_id LIMIT ?")
-      const messagesOf = store.prepare("SELECT position, message FROM agent_messages WHERE thread_id = ? ORDER BY position")
+      const threadsPage = store.prepare(
+        "SELECT thread_id, status FROM agent_threads WHERE thread_id > ? ORDER BY thread_id LIMIT ?"
+      )
+      const messagesOf = store.prepare(
+        "SELECT position, message FROM agent_messages WHERE thread_id = ? ORDER BY position"
+      )
       let thread = ""
       while (true) {
-        const rows = (yield* read("reading threads of", () => threadsPage.all(thread, page))) as Array<{ thread_id: string; status: string }>
+        const rows = (yield* read("reading threads of", () => threadsPage.all(thread, page))) as Array<{
+          thread_id: string
+          status: string
+        }>
         if (rows.length === 0) break
         for (const row of rows) {
-          const messages = (yield* read("reading a transcript of", () => messagesOf.all(row.thread_id))) as Array<{ position: number; message: string }>
+          const messages = (yield* read("reading a transcript of", () => messagesOf.all(row.thread_id))) as Array<{
+            position: number
+            message: string
+          }>
           problems.push(...transcriptProblems(rules, row.thread_id, row.status, messages))
         }
         thread = rows.at(-1)!.thread_id

@@ -22,14 +22,16 @@ const codeOf = (error: unknown): string => {
 }
 
 /** Any SQLite failure on this file as a CliError: busy means a server holds it. */
-export const failure = (file: string, doing: string) => (error: unknown): StoreBusy | StoreFailed => {
-  const code = codeOf(error)
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
-    return new StoreBusy({ file, message: `the server is running on this store (${file} is locked); stop it first` })
+export const failure =
+  (file: string, doing: string) =>
+  (error: unknown): StoreBusy | StoreFailed => {
+    const code = codeOf(error)
+    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
+      return new StoreBusy({ file, message: `the server is running on this store (${file} is locked); stop it first` })
+    }
+    const message = error instanceof Error ? error.message : String(error)
+    return new StoreFailed({ file, message: `${doing} ${file} failed${code === "" ? "" : ` (${code})`}: ${message}` })
   }
-  const message = error instanceof Error ? error.message : String(error)
-  return new StoreFailed({ file, message: `${doing} ${file} failed${code === "" ? "" : ` (${code})`}: ${message}` })
-}
 
 const engineTables = ["events", "receipts", "outbox"]
 
@@ -44,13 +46,19 @@ export const open = (file: string): Effect.Effect<Store, NotFound | StoreBusy | 
         catch: failure(file, "opening")
       })
       const tables = yield* Effect.try({
-        try: () => (store.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map((t) => t.name),
+        try: () =>
+          (store.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>).map(
+            (t) => t.name
+          ),
         catch: failure(file, "reading")
       }).pipe(Effect.tapError(() => Effect.sync(() => store.close())))
       const missing = engineTables.filter((t) => !tables.includes(t))
       if (missing.length > 0) {
         store.close()
-        return yield* new StoreFailed({ file, message: `${file} is not an engine store (no ${missing.join(", ")} table)` })
+        return yield* new StoreFailed({
+          file,
+          message: `${file} is not an engine store (no ${missing.join(", ")} table)`
+        })
       }
       return store
     }),
@@ -67,6 +75,8 @@ export const hasTable = (store: Store, name: string) =>
 /** `db backup` refuses to overwrite unless told to. */
 export const checkTarget = (target: string, source: string, force: boolean) =>
   Effect.gen(function* () {
-    if (resolve(target) === resolve(source)) return yield* new UsageError({ message: "the backup file cannot be the database itself" })
-    if (existsSync(target) && !force) return yield* new UsageError({ message: `${target} exists; choose another file or pass --force` })
+    if (resolve(target) === resolve(source))
+      return yield* new UsageError({ message: "the backup file cannot be the database itself" })
+    if (existsSync(target) && !force)
+      return yield* new UsageError({ message: `${target} exists; choose another file or pass --force` })
   })

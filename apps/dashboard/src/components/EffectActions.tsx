@@ -16,14 +16,16 @@ export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) =
   const [busy, setBusy] = useState(false)
   const run = (action: "retry" | "cancel" | "release" | "fail") => {
     if (action === "cancel" && !window.confirm(`Cancel effect ${effect.effectId}?`)) return
-    const reason = action === "fail" ? window.prompt(`Why fail effect ${effect.effectId}? (its owner is not told)`) : undefined
+    const reason =
+      action === "fail" ? window.prompt(`Why fail effect ${effect.effectId}? (its owner is not told)`) : undefined
     if (action === "fail" && (reason === null || reason === undefined || reason.trim() === "")) return
     setBusy(true)
-    const sent = action === "release"
-      ? releaseQuarantined(effect.effectId)
-      : action === "fail"
-      ? failQuarantined(effect.effectId, reason!.trim().slice(0, 500))
-      : operate(action, effect.effectId)
+    const sent =
+      action === "release"
+        ? releaseQuarantined(effect.effectId)
+        : action === "fail"
+          ? failQuarantined(effect.effectId, reason!.trim().slice(0, 500))
+          : operate(action, effect.effectId)
     sent
       .then(onDone, (error: unknown) => {
         // A click the effect's state refuses (the row moved on, a cancelled run not stopped yet, a
@@ -39,18 +41,26 @@ export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) =
   const quarantined = effect.status === "quarantined"
   return (
     <span class="actions">
-      {quarantined
-        ? <button type="button" data-testid="release" disabled={busy} onClick={() => run("release")}>Release</button>
-        : null}
-      {quarantined
-        ? <button type="button" class="danger" data-testid="fail" disabled={busy} onClick={() => run("fail")}>Fail</button>
-        : null}
-      {canRetry
-        ? <button type="button" data-testid="retry" disabled={busy} onClick={() => run("retry")}>Retry</button>
-        : null}
-      {canCancel
-        ? <button type="button" class="danger" data-testid="cancel" disabled={busy} onClick={() => run("cancel")}>Cancel</button>
-        : null}
+      {quarantined ? (
+        <button type="button" data-testid="release" disabled={busy} onClick={() => run("release")}>
+          Release
+        </button>
+      ) : null}
+      {quarantined ? (
+        <button type="button" class="danger" data-testid="fail" disabled={busy} onClick={() => run("fail")}>
+          Fail
+        </button>
+      ) : null}
+      {canRetry ? (
+        <button type="button" data-testid="retry" disabled={busy} onClick={() => run("retry")}>
+          Retry
+        </button>
+      ) : null}
+      {canCancel ? (
+        <button type="button" class="danger" data-testid="cancel" disabled={busy} onClick={() => run("cancel")}>
+          Cancel
+        </button>
+      ) : null}
     </span>
   )
 }

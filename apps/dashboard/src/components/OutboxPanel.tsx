@@ -22,42 +22,63 @@ export interface OutboxPanelProps {
 export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: OutboxPanelProps) => {
   const kinds = [...new Set((summary?.rows ?? []).map((r) => r.kind))].sort()
   const count = (status: string, kind?: string) =>
-    (summary?.rows ?? []).filter((r) => r.status === status && (kind === undefined || r.kind === kind)).reduce((a, r) => a + r.count, 0)
+    (summary?.rows ?? [])
+      .filter((r) => r.status === status && (kind === undefined || r.kind === kind))
+      .reduce((a, r) => a + r.count, 0)
   return (
     <section class="panel" data-testid="outbox">
       <header class="panel-head">
         <h2>Outbox</h2>
         <span class="muted" data-testid="oldest-pending">
-          oldest due pending: <strong>{summary === undefined ? "–" : summary.oldestPendingAgeMs === 0 ? "none waiting" : formatAge(summary.oldestPendingAgeMs)}</strong>
+          oldest due pending:{" "}
+          <strong>
+            {summary === undefined
+              ? "–"
+              : summary.oldestPendingAgeMs === 0
+                ? "none waiting"
+                : formatAge(summary.oldestPendingAgeMs)}
+          </strong>
         </span>
       </header>
       <table class="table compact">
         <thead>
           <tr>
             <th>Kind</th>
-            {statuses.map((s) => <th class="num">{s}</th>)}
+            {statuses.map((s) => (
+              <th class="num">{s}</th>
+            ))}
           </tr>
         </thead>
         <tbody>
-          {kinds.length === 0
-            ? <tr><td colSpan={statuses.length + 1} class="empty">no effects yet</td></tr>
-            : kinds.map((kind) => (
+          {kinds.length === 0 ? (
+            <tr>
+              <td colSpan={statuses.length + 1} class="empty">
+                no effects yet
+              </td>
+            </tr>
+          ) : (
+            kinds.map((kind) => (
               <tr data-testid="outbox-kind" data-kind={kind}>
                 <td class="mono">{kind}</td>
                 {statuses.map((s) => {
                   const n = count(s, kind)
-                  return <td class={n > 0 && alarming.has(s) ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>{formatCount(n)}</td>
+                  return (
+                    <td class={n > 0 && alarming.has(s) ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>
+                      {formatCount(n)}
+                    </td>
+                  )
                 })}
               </tr>
-            ))}
-          {kinds.length > 1
-            ? (
-              <tr class="total">
-                <td>all kinds</td>
-                {statuses.map((s) => <td class="num">{formatCount(count(s))}</td>)}
-              </tr>
-            )
-            : null}
+            ))
+          )}
+          {kinds.length > 1 ? (
+            <tr class="total">
+              <td>all kinds</td>
+              {statuses.map((s) => (
+                <td class="num">{formatCount(count(s))}</td>
+              ))}
+            </tr>
+          ) : null}
         </tbody>
       </table>
       <h3>Reactors</h3>
@@ -79,57 +100,73 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
           ))}
         </tbody>
       </table>
-      {(summary?.quarantined ?? []).length === 0
-        ? null
-        : (
-          <>
-            <h3>
-              Quarantined effects <span class="muted small">(their owner cannot record the outcome: fix the cause, then release; or fail with a reason)</span>
-            </h3>
-            <ul class="failures" data-testid="quarantined">
-              {summary!.quarantined!.map((effect: EffectRow) => (
-                <li data-testid="quarantined-effect" data-effect-id={effect.effectId} key={effect.effectId}>
-                  <div class="failure-head">
-                    <StatusBadge status={effect.status} />
-                    <span class="mono">{effect.kind}</span>
-                    <span class="mono">{effect.aggregateType}/{effect.aggregateId}</span>
-                    <span class="muted small">attempt {effect.attempts}</span>
-                    <EffectActions effect={effect} onDone={onChanged} onError={onError} />
-                  </div>
-                  <div class="mono small effect-id">{effect.effectId}</div>
-                  <div class="reason" data-testid="quarantine-reason">{quarantineReason(effect)}</div>
-                </li>
-              ))}
-            </ul>
-          </>
-        )}
-      <h3>
-        Failed effects <span class="muted small">(newest {summary?.recentFailures.length ?? 0} of {formatCount(count("failed"))})</span>
-      </h3>
-      {summary === undefined || summary.recentFailures.length === 0
-        ? <p class="empty" data-testid="no-failures">no failed effects</p>
-        : (
-          <ul class="failures">
-            {summary.recentFailures.map((effect: EffectRow) => (
-              <li data-testid="failure" data-effect-id={effect.effectId} key={effect.effectId}>
+      {(summary?.quarantined ?? []).length === 0 ? null : (
+        <>
+          <h3>
+            Quarantined effects{" "}
+            <span class="muted small">
+              (their owner cannot record the outcome: fix the cause, then release; or fail with a reason)
+            </span>
+          </h3>
+          <ul class="failures" data-testid="quarantined">
+            {summary!.quarantined!.map((effect: EffectRow) => (
+              <li data-testid="quarantined-effect" data-effect-id={effect.effectId} key={effect.effectId}>
                 <div class="failure-head">
                   <StatusBadge status={effect.status} />
                   <span class="mono">{effect.kind}</span>
-                  <a href={`#/threads/${encodeURIComponent(effect.aggregateId)}`} class="mono" onClick={(e) => {
-                    e.preventDefault()
-                    onOpenThread(effect.aggregateId)
-                  }}>
-                    {effect.aggregateId}
-                  </a>
-                  <span class="muted small">attempts {effect.attempts}</span>
+                  <span class="mono">
+                    {effect.aggregateType}/{effect.aggregateId}
+                  </span>
+                  <span class="muted small">attempt {effect.attempts}</span>
                   <EffectActions effect={effect} onDone={onChanged} onError={onError} />
                 </div>
                 <div class="mono small effect-id">{effect.effectId}</div>
-                <div class="reason" data-testid="failure-reason">{errorReason(effect.error)}</div>
+                <div class="reason" data-testid="quarantine-reason">
+                  {quarantineReason(effect)}
+                </div>
               </li>
             ))}
           </ul>
-        )}
+        </>
+      )}
+      <h3>
+        Failed effects{" "}
+        <span class="muted small">
+          (newest {summary?.recentFailures.length ?? 0} of {formatCount(count("failed"))})
+        </span>
+      </h3>
+      {summary === undefined || summary.recentFailures.length === 0 ? (
+        <p class="empty" data-testid="no-failures">
+          no failed effects
+        </p>
+      ) : (
+        <ul class="failures">
+          {summary.recentFailures.map((effect: EffectRow) => (
+            <li data-testid="failure" data-effect-id={effect.effectId} key={effect.effectId}>
+              <div class="failure-head">
+                <StatusBadge status={effect.status} />
+                <span class="mono">{effect.kind}</span>
+                <a
+                  href={`#/threads/${encodeURIComponent(effect.aggregateId)}`}
+                  class="mono"
+                  onClick={(e) => {
+                    e.preventDefault()
+                    onOpenThread(effect.aggregateId)
+                  }}
+                >
+                  {effect.aggregateId}
+                </a>
+                <span class="muted small">attempts {effect.attempts}</span>
+                <EffectActions effect={effect} onDone={onChanged} onError={onError} />
+              </div>
+              <div class="mono small effect-id">{effect.effectId}</div>
+              <div class="reason" data-testid="failure-reason">
+                {errorReason(effect.error)}
+              </div>
+            </li>
+          ))}
+        </ul>
+      )}
     </section>
   )
 }

@@ -27,7 +27,10 @@ export const Sparkline = ({ color, format, points, testId, title, unit, windowMs
   const y = (value: number) => height - pad - (value / max) * (height - 2 * pad)
   const line = visible.map((p, i) => `${i === 0 ? "M" : "L"}${x(p.at).toFixed(1)},${y(p.value).toFixed(1)}`).join(" ")
   const first = visible[0]
-  const area = first === undefined || latest === undefined ? "" : `${line} L${x(latest.at).toFixed(1)},${height - pad} L${x(first.at).toFixed(1)},${height - pad} Z`
+  const area =
+    first === undefined || latest === undefined
+      ? ""
+      : `${line} L${x(latest.at).toFixed(1)},${height - pad} L${x(first.at).toFixed(1)},${height - pad} Z`
   return (
     <figure class="chart" data-testid={testId}>
       <figcaption>
@@ -38,7 +41,9 @@ export const Sparkline = ({ color, format, points, testId, title, unit, windowMs
         <line x1={pad} x2={width - pad} y1={height - pad} y2={height - pad} class="axis" />
         <line x1={pad} x2={width - pad} y1={pad} y2={pad} class="grid" />
         {area === "" ? null : <path d={area} fill={color} fill-opacity="0.12" />}
-        {line === "" ? null : <path d={line} fill="none" stroke={color} stroke-width="2" vector-effect="non-scaling-stroke" />}
+        {line === "" ? null : (
+          <path d={line} fill="none" stroke={color} stroke-width="2" vector-effect="non-scaling-stroke" />
+        )}
       </svg>
       <div class="chart-scale">
         <span>{span >= 60_000 ? `${Math.round(span / 60_000)} min ago` : `${Math.round(span / 1000)}s ago`}</span>

@@ -18,12 +18,20 @@ export interface ThreadViewProps {
   readonly onError: (error: unknown) => void
 }
 
-const EffectCard = (props: { readonly effect: EffectRow | undefined; readonly call: ToolCall | undefined; readonly now: number; readonly onChanged: () => void; readonly onError: (e: unknown) => void }) => {
+const EffectCard = (props: {
+  readonly effect: EffectRow | undefined
+  readonly call: ToolCall | undefined
+  readonly now: number
+  readonly onChanged: () => void
+  readonly onError: (e: unknown) => void
+}) => {
   const { call, effect } = props
   if (effect === undefined) {
     return (
       <div class="effect-card" data-testid="effect" data-status={call?.status ?? "none"}>
-        <span class="muted small">{call === undefined ? "no effect row" : `no effect row (${call.status}: the tool is unknown)`}</span>
+        <span class="muted small">
+          {call === undefined ? "no effect row" : `no effect row (${call.status}: the tool is unknown)`}
+        </span>
       </div>
     )
   }
@@ -38,17 +46,26 @@ const EffectCard = (props: { readonly effect: EffectRow | undefined; readonly ca
         <span class="muted small">updated {formatAgo(props.now - effect.updatedAt)}</span>
         <EffectActions effect={effect} onDone={props.onChanged} onError={props.onError} />
       </div>
-      {effect.status === "succeeded" && effect.response !== null
-        ? <pre class="outcome ok">{preview(effect.response, 600)}</pre>
-        : null}
-      {reason !== undefined && effect.status !== "succeeded"
-        ? <pre class="outcome bad" data-testid="effect-error">{reason}</pre>
-        : null}
+      {effect.status === "succeeded" && effect.response !== null ? (
+        <pre class="outcome ok">{preview(effect.response, 600)}</pre>
+      ) : null}
+      {reason !== undefined && effect.status !== "succeeded" ? (
+        <pre class="outcome bad" data-testid="effect-error">
+          {reason}
+        </pre>
+      ) : null}
     </div>
   )
 }
 
-const Message = (props: { readonly message: TranscriptMessage; readonly calls: ReadonlyMap<string, ToolCall>; readonly effects: ReadonlyMap<string, EffectRow>; readonly now: number; readonly onChanged: () => void; readonly onError: (e: unknown) => void }) => {
+const Message = (props: {
+  readonly message: TranscriptMessage
+  readonly calls: ReadonlyMap<string, ToolCall>
+  readonly effects: ReadonlyMap<string, EffectRow>
+  readonly now: number
+  readonly onChanged: () => void
+  readonly onError: (e: unknown) => void
+}) => {
   const { message } = props
   switch (message.role) {
     case "user":
@@ -62,7 +79,9 @@ const Message = (props: { readonly message: TranscriptMessage; readonly calls: R
     case "tool":
       return (
         <li class="msg msg-tool">
-          <div class="role">tool result <span class="mono small">{message.tool_call_id}</span></div>
+          <div class="role">
+            tool result <span class="mono small">{message.tool_call_id}</span>
+          </div>
           <pre class="text">{preview(message.content, 1000)}</pre>
         </li>
       )
@@ -80,7 +99,13 @@ const Message = (props: { readonly message: TranscriptMessage; readonly calls: R
                   <span class="call-name">{toolCall.function.name}</span>
                   <code class="small">{preview(toolCall.function.arguments, 300)}</code>
                 </div>
-                <EffectCard effect={effect} call={call} now={props.now} onChanged={props.onChanged} onError={props.onError} />
+                <EffectCard
+                  effect={effect}
+                  call={call}
+                  now={props.now}
+                  onChanged={props.onChanged}
+                  onError={props.onError}
+                />
               </div>
             )
           })}
@@ -92,9 +117,20 @@ const Message = (props: { readonly message: TranscriptMessage; readonly calls: R
 export const ThreadView = (props: ThreadViewProps) => {
   const { detail, now } = props
   if (props.missing) {
-    return <section class="panel"><p class="empty">No thread <span class="mono">{props.threadId}</span>.</p></section>
+    return (
+      <section class="panel">
+        <p class="empty">
+          No thread <span class="mono">{props.threadId}</span>.
+        </p>
+      </section>
+    )
   }
-  if (detail === undefined) return <section class="panel"><p class="empty">loading…</p></section>
+  if (detail === undefined)
+    return (
+      <section class="panel">
+        <p class="empty">loading…</p>
+      </section>
+    )
   const calls = new Map<string, ToolCall>()
   for (const turn of detail.turns) for (const call of turn.toolCalls) calls.set(call.transcriptId ?? call.callId, call)
   const effects = new Map(props.effects.map((e) => [e.effectId, e]))
@@ -103,53 +139,95 @@ export const ThreadView = (props: ThreadViewProps) => {
       <section class="panel">
         <header class="panel-head">
           <h2>
-            Thread <span class="mono">{detail.threadId}</span> {detail.title ? <span class="muted">“{detail.title}”</span> : null}
+            Thread <span class="mono">{detail.threadId}</span>{" "}
+            {detail.title ? <span class="muted">“{detail.title}”</span> : null}
           </h2>
           <StatusBadge status={detail.status} testId="thread-status" />
         </header>
         <table class="table compact">
           <thead>
-            <tr><th>Turn</th><th>Status</th><th class="num">Steps</th><th class="num">Tool calls</th><th>Reason</th></tr>
+            <tr>
+              <th>Turn</th>
+              <th>Status</th>
+              <th class="num">Steps</th>
+              <th class="num">Tool calls</th>
+              <th>Reason</th>
+            </tr>
           </thead>
           <tbody>
-            {detail.turns.length === 0
-              ? <tr><td colSpan={5} class="empty">no turns</td></tr>
-              : detail.turns.map((turn) => (
+            {detail.turns.length === 0 ? (
+              <tr>
+                <td colSpan={5} class="empty">
+                  no turns
+                </td>
+              </tr>
+            ) : (
+              detail.turns.map((turn) => (
                 <tr data-testid="turn" data-turn-id={turn.turnId}>
                   <td class="mono">{turn.turnId}</td>
-                  <td><StatusBadge status={turn.status} testId="turn-status" /></td>
+                  <td>
+                    <StatusBadge status={turn.status} testId="turn-status" />
+                  </td>
                   <td class="num">{turn.steps}</td>
                   <td class="num">{turn.toolCalls.length}</td>
                   <td class="muted">{turn.reason ?? ""}</td>
                 </tr>
-              ))}
+              ))
+            )}
           </tbody>
         </table>
       </section>
       <section class="panel">
-        <header class="panel-head"><h2>Transcript</h2><span class="muted small">{detail.messages.length} messages</span></header>
+        <header class="panel-head">
+          <h2>Transcript</h2>
+          <span class="muted small">{detail.messages.length} messages</span>
+        </header>
         <ol class="transcript" data-testid="transcript">
           {detail.messages.map((message) => (
-            <Message message={message} calls={calls} effects={effects} now={now} onChanged={props.onChanged} onError={props.onError} />
+            <Message
+              message={message}
+              calls={calls}
+              effects={effects}
+              now={now}
+              onChanged={props.onChanged}
+              onError={props.onError}
+            />
           ))}
         </ol>
       </section>
       <section class="panel">
-        <header class="panel-head"><h2>Effects</h2><span class="muted small">{props.effects.length} rows</span></header>
+        <header class="panel-head">
+          <h2>Effects</h2>
+          <span class="muted small">{props.effects.length} rows</span>
+        </header>
         <table class="table compact">
           <thead>
-            <tr><th>Effect</th><th>Kind</th><th>Status</th><th class="num">Attempts</th><th>Lease owner</th><th>Response or error</th><th></th></tr>
+            <tr>
+              <th>Effect</th>
+              <th>Kind</th>
+              <th>Status</th>
+              <th class="num">Attempts</th>
+              <th>Lease owner</th>
+              <th>Response or error</th>
+              <th></th>
+            </tr>
           </thead>
           <tbody>
             {props.effects.map((effect) => (
               <tr data-testid="effect-row" data-effect-id={effect.effectId} data-status={effect.status}>
                 <td class="mono small">{effect.effectId}</td>
                 <td class="mono">{effect.kind}</td>
-                <td><StatusBadge status={effect.status} /></td>
+                <td>
+                  <StatusBadge status={effect.status} />
+                </td>
                 <td class="num">{effect.attempts}</td>
                 <td class="mono small">{effect.leaseOwner ?? "–"}</td>
-                <td class="small clip">{effect.status === "succeeded" ? preview(effect.response, 120) : errorReason(effect.error) ?? ""}</td>
-                <td><EffectActions effect={effect} onDone={props.onChanged} onError={props.onError} /></td>
+                <td class="small clip">
+                  {effect.status === "succeeded" ? preview(effect.response, 120) : (errorReason(effect.error) ?? "")}
+                </td>
+                <td>
+                  <EffectActions effect={effect} onDone={props.onChanged} onError={props.onError} />
+                </td>
               </tr>
             ))}
           </tbody>

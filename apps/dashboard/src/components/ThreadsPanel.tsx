@@ -40,7 +40,7 @@ export const ThreadsPanel = (props: ThreadsPanelProps) => {
               onClick={() => props.onFilter(filter)}
             >
               {filter}
-              <span class="tab-count">{formatCount(filter === "all" ? total : counts[filter] ?? 0)}</span>
+              <span class="tab-count">{formatCount(filter === "all" ? total : (counts[filter] ?? 0))}</span>
             </button>
           ))}
         </nav>
@@ -57,11 +57,20 @@ export const ThreadsPanel = (props: ThreadsPanelProps) => {
           </tr>
         </thead>
         <tbody>
-          {page === undefined
-            ? <tr><td colSpan={6} class="empty">loading…</td></tr>
-            : page.threads.length === 0
-            ? <tr><td colSpan={6} class="empty">no threads{props.filter === "all" ? "" : ` ${props.filter}`}</td></tr>
-            : page.threads.map((thread) => {
+          {page === undefined ? (
+            <tr>
+              <td colSpan={6} class="empty">
+                loading…
+              </td>
+            </tr>
+          ) : page.threads.length === 0 ? (
+            <tr>
+              <td colSpan={6} class="empty">
+                no threads{props.filter === "all" ? "" : ` ${props.filter}`}
+              </td>
+            </tr>
+          ) : (
+            page.threads.map((thread) => {
               const turn = thread.latestTurn
               const silentFor = now - thread.lastEventAt
               const stuck = isStuck(turn?.status, thread.lastEventAt, now, stuckAfterMs)
@@ -75,36 +84,49 @@ export const ThreadsPanel = (props: ThreadsPanelProps) => {
                   onClick={() => props.onOpen(thread.threadId)}
                 >
                   <td>
-                    <a href={`#/threads/${encodeURIComponent(thread.threadId)}`} class="mono" onClick={(e) => e.stopPropagation()}>
+                    <a
+                      href={`#/threads/${encodeURIComponent(thread.threadId)}`}
+                      class="mono"
+                      onClick={(e) => e.stopPropagation()}
+                    >
                       {thread.threadId}
                     </a>
                     {thread.title ? <div class="muted small">{thread.title}</div> : null}
                   </td>
-                  <td><StatusBadge status={thread.status} /></td>
                   <td>
-                    {turn === null
-                      ? <span class="muted">none</span>
-                      : (
-                        <span class="turn">
-                          <StatusBadge status={turn.status} testId="turn-status" />
-                          {stuck ? <StuckBadge forMs={silentFor} format={formatAge} /> : null}
-                          {thread.queuedTurns > 0 ? <span class="muted small">{` +${thread.queuedTurns} queued`}</span> : null}
-                          {turn.reason ? <div class="muted small reason">{turn.reason}</div> : null}
-                        </span>
-                      )}
+                    <StatusBadge status={thread.status} />
+                  </td>
+                  <td>
+                    {turn === null ? (
+                      <span class="muted">none</span>
+                    ) : (
+                      <span class="turn">
+                        <StatusBadge status={turn.status} testId="turn-status" />
+                        {stuck ? <StuckBadge forMs={silentFor} format={formatAge} /> : null}
+                        {thread.queuedTurns > 0 ? (
+                          <span class="muted small">{` +${thread.queuedTurns} queued`}</span>
+                        ) : null}
+                        {turn.reason ? <div class="muted small reason">{turn.reason}</div> : null}
+                      </span>
+                    )}
                   </td>
                   <td class="num">{turn?.steps ?? "–"}</td>
                   <td class="num">{turn === null ? "–" : formatAge(now - turn.queuedAt)}</td>
                   <td class="num">{formatAgo(silentFor)}</td>
                 </tr>
               )
-            })}
+            })
+          )}
         </tbody>
       </table>
       <footer class="pager">
-        <button type="button" data-testid="newer" disabled={props.onNewer === undefined} onClick={props.onNewer}>← Newer</button>
+        <button type="button" data-testid="newer" disabled={props.onNewer === undefined} onClick={props.onNewer}>
+          ← Newer
+        </button>
         <span class="muted">page {props.pageNumber}</span>
-        <button type="button" data-testid="older" disabled={props.onOlder === undefined} onClick={props.onOlder}>Older →</button>
+        <button type="button" data-testid="older" disabled={props.onOlder === undefined} onClick={props.onOlder}>
+          Older →
+        </button>
       </footer>
     </section>
   )

@@ -1,7 +1,13 @@
 /** Asks for the API token when the server answered 401; the token is kept for this tab only. */
 import { useState } from "preact/hooks"
 
-export const TokenPrompt = ({ onSubmit, refused }: { readonly refused: boolean; readonly onSubmit: (token: string) => void }) => {
+export const TokenPrompt = ({
+  onSubmit,
+  refused
+}: {
+  readonly refused: boolean
+  readonly onSubmit: (token: string) => void
+}) => {
   const [value, setValue] = useState("")
   return (
     <div class="overlay">
@@ -14,8 +20,15 @@ export const TokenPrompt = ({ onSubmit, refused }: { readonly refused: boolean; 
         }}
       >
         <h2>API token</h2>
-        <p>This server has <code>API_TOKEN</code> set. Enter it to read the API and send operator commands; it is kept in this tab only (sessionStorage).</p>
-        {refused ? <p class="bad" data-testid="token-refused">The server refused that token.</p> : null}
+        <p>
+          This server has <code>API_TOKEN</code> set. Enter it to read the API and send operator commands; it is kept in
+          this tab only (sessionStorage).
+        </p>
+        {refused ? (
+          <p class="bad" data-testid="token-refused">
+            The server refused that token.
+          </p>
+        ) : null}
         <input
           type="password"
           autoFocus
@@ -25,7 +38,9 @@ export const TokenPrompt = ({ onSubmit, refused }: { readonly refused: boolean; 
           value={value}
           onInput={(e) => setValue((e.target as HTMLInputElement).value)}
         />
-        <button type="submit" data-testid="token-submit">Connect</button>
+        <button type="submit" data-testid="token-submit">
+          Connect
+        </button>
       </form>
     </div>
   )

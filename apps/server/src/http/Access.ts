@@ -14,7 +14,14 @@ import { clip } from "../ClientValue.js"
  * /docs and /openapi.json describe the API, which is public in the source; they hold no data.
  * /metrics is not public: its counts show what the server is doing, and Prometheus sends a bearer token.
  */
-export const publicRoutes: ReadonlySet<string> = new Set(["/health", "/", "/index.html", "/assets/*", "/docs", "/openapi.json"])
+export const publicRoutes: ReadonlySet<string> = new Set([
+  "/health",
+  "/",
+  "/index.html",
+  "/assets/*",
+  "/docs",
+  "/openapi.json"
+])
 
 /** The only route that takes the token as `?access_token=`: a browser's EventSource cannot send headers. */
 export const tokenInQueryRoute = "/v1/events/stream"
@@ -90,7 +97,11 @@ const originAllowed = (origin: string, host: string | undefined, policy: AccessP
 export type Refusal = Forbidden | Unauthorized | UnsupportedMediaType
 
 /** Undefined when the request may go on to its route; otherwise the answer it gets instead. */
-export const decideAccess = (request: AccessRequest, policy: AccessPolicy, tokenMatches: (presented: string, expected: string) => boolean): Refusal | undefined => {
+export const decideAccess = (
+  request: AccessRequest,
+  policy: AccessPolicy,
+  tokenMatches: (presented: string, expected: string) => boolean
+): Refusal | undefined => {
   if (request.host === undefined || !policy.hosts.has(hostName(request.host))) {
     return new Forbidden({
       reason: "foreign-host",
@@ -104,10 +115,15 @@ export const decideAccess = (request: AccessRequest, policy: AccessPolicy, token
   }
   if (isStateChanging(request.method)) {
     if (request.origin !== undefined && !originAllowed(request.origin, request.host, policy)) {
-      return new Forbidden({ reason: "foreign-origin", message: `state-changing requests from origin '${clip(request.origin)}' are refused` })
+      return new Forbidden({
+        reason: "foreign-origin",
+        message: `state-changing requests from origin '${clip(request.origin)}' are refused`
+      })
     }
     if (!isJson(request.contentType)) {
-      return new UnsupportedMediaType({ message: `send JSON (Content-Type: application/json), not '${clip(request.contentType ?? "nothing")}'` })
+      return new UnsupportedMediaType({
+        message: `send JSON (Content-Type: application/json), not '${clip(request.contentType ?? "nothing")}'`
+      })
     }
   }
   return undefined

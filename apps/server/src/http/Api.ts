@@ -108,7 +108,12 @@ export const HealthReport = Schema.Struct({
   engine: Schema.Struct({ active: Schema.Boolean, head: Schema.Number, queueDepth: Schema.Number }),
   reactors: Schema.Array(Schema.Struct({ name: Schema.String, lag: Schema.Number, oldestPendingAgeMs: Schema.Number })),
   /** `quarantined`: rows parked for an operator (release or fail them); any makes the status degraded. */
-  outbox: Schema.Struct({ pending: Schema.Number, running: Schema.Number, failed: Schema.Number, quarantined: Schema.Number }),
+  outbox: Schema.Struct({
+    pending: Schema.Number,
+    running: Schema.Number,
+    failed: Schema.Number,
+    quarantined: Schema.Number
+  }),
   /** Which store, whether it answers, and (PostgreSQL) whether it takes writes and who else is live. */
   database: Schema.Struct({
     backend: Schema.Literal("sqlite", "postgres"),
@@ -127,7 +132,9 @@ export type HealthReport = typeof HealthReport.Type
 export const OperatorBody = Schema.Struct({ commandId: Schema.optional(Schema.String) })
 
 /** Failing a quarantined effect takes the operator's reason, stored on the row. */
-export const FailQuarantinedBody = Schema.Struct({ reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500)) })
+export const FailQuarantinedBody = Schema.Struct({
+  reason: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(500))
+})
 
 const commandId = HttpApiSchema.param("commandId", Schema.String)
 const threadId = HttpApiSchema.param("threadId", ThreadId)
@@ -139,20 +146,29 @@ export class CommandsGroup extends HttpApiGroup.make("commands")
       .setPayload(CommandBody)
       .addSuccess(DispatchAnswer)
       .addError(DispatchErrors)
-      .annotate(OpenApi.Description, "Dispatch a command; the answer means its intent committed. Retry with the same commandId.")
+      .annotate(
+        OpenApi.Description,
+        "Dispatch a command; the answer means its intent committed. Retry with the same commandId."
+      )
   )
-  .add(HttpApiEndpoint.get("receipt")`/commands/${commandId}`.addSuccess(ReceiptView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
-  .prefix("/v1")
-{}
+  .add(
+    HttpApiEndpoint.get("receipt")`/commands/${commandId}`
+      .addSuccess(ReceiptView)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+  )
+  .prefix("/v1") {}
 
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events")
-      .setUrlParams(Schema.Struct({
-        after: optionalParam(Sequence),
-        limit: optionalParam(DecimalInteger(1, 1000)),
-        aggregateId: optionalParam(Schema.String)
-      }))
+      .setUrlParams(
+        Schema.Struct({
+          after: optionalParam(Sequence),
+          limit: optionalParam(DecimalInteger(1, 1000)),
+          aggregateId: optionalParam(Schema.String)
+        })
+      )
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
   )
@@ -161,49 +177,67 @@ export class EventsGroup extends HttpApiGroup.make("events")
       .setUrlParams(Schema.Struct({ after: optionalParam(Sequence), access_token: optionalParam(Schema.String) }))
       .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
       .addError(Wire.StorageUnavailable)
-      .annotate(OpenApi.Description, "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID.")
+      .annotate(
+        OpenApi.Description,
+        "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID."
+      )
   )
-  .prefix("/v1")
-{}
+  .prefix("/v1") {}
 
 export class ThreadsGroup extends HttpApiGroup.make("threads")
   .add(
     HttpApiEndpoint.get("list", "/threads")
-      .setUrlParams(Schema.Struct({
-        limit: optionalParam(DecimalInteger(1, 500)),
-        /** The `next` of the previous page. */
-        after: optionalParam(Sequence),
-        status: optionalParam(OneOf(...ThreadStatus.literals)),
-        order: optionalParam(OneOf(...ThreadOrder.literals))
-      }))
+      .setUrlParams(
+        Schema.Struct({
+          limit: optionalParam(DecimalInteger(1, 500)),
+          /** The `next` of the previous page. */
+          after: optionalParam(Sequence),
+          status: optionalParam(OneOf(...ThreadStatus.literals)),
+          order: optionalParam(OneOf(...ThreadOrder.literals))
+        })
+      )
       .addSuccess(ThreadPage)
       .addError(Wire.NotFound)
       .addError(Wire.StorageUnavailable)
-      .annotate(OpenApi.Description, "A page of threads, most recently changed first, or least with order=oldest (default 50, at most 500). Page on with after=<next>.")
+      .annotate(
+        OpenApi.Description,
+        "A page of threads, most recently changed first, or least with order=oldest (default 50, at most 500). Page on with after=<next>."
+      )
   )
-  .add(HttpApiEndpoint.get("thread")`/threads/${threadId}`.addSuccess(ThreadView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
+  .add(
+    HttpApiEndpoint.get("thread")`/threads/${threadId}`
+      .addSuccess(ThreadView)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+  )
   .add(
     HttpApiEndpoint.get("transcript")`/threads/${threadId}/transcript`
       .addSuccess(TranscriptView)
       .addError(Wire.NotFound)
       .addError(Wire.StorageUnavailable)
   )
-  .prefix("/v1")
-{}
+  .prefix("/v1") {}
 
 export class EffectsGroup extends HttpApiGroup.make("effects")
   .add(
     HttpApiEndpoint.get("list", "/effects")
-      .setUrlParams(Schema.Struct({
-        status: optionalParam(OneOf(...EffectStatus.literals)),
-        kind: optionalParam(Schema.String),
-        aggregateId: optionalParam(Schema.String),
-        limit: optionalParam(DecimalInteger(1, 1000))
-      }))
+      .setUrlParams(
+        Schema.Struct({
+          status: optionalParam(OneOf(...EffectStatus.literals)),
+          kind: optionalParam(Schema.String),
+          aggregateId: optionalParam(Schema.String),
+          limit: optionalParam(DecimalInteger(1, 1000))
+        })
+      )
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
   )
-  .add(HttpApiEndpoint.get("get")`/effects/${effectId}`.addSuccess(EffectView).addError(Wire.NotFound).addError(Wire.StorageUnavailable))
+  .add(
+    HttpApiEndpoint.get("get")`/effects/${effectId}`
+      .addSuccess(EffectView)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+  )
   .add(
     HttpApiEndpoint.post("retry")`/effects/${effectId}/retry`
       .setPayload(OperatorBody)
@@ -225,7 +259,10 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.EffectNotQuarantined)
       .addError(Wire.EffectStillQuarantined)
       .addError(DispatchErrors)
-      .annotate(OpenApi.Description, "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not.")
+      .annotate(
+        OpenApi.Description,
+        "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not."
+      )
   )
   .add(
     HttpApiEndpoint.post("fail")`/effects/${effectId}/fail`
@@ -236,10 +273,12 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.UnsupportedMediaType)
       .addError(Wire.StorageUnavailable)
-      .annotate(OpenApi.Description, "End a quarantined effect as failed with the operator's reason; its aggregate is not told.")
+      .annotate(
+        OpenApi.Description,
+        "End a quarantined effect as failed with the operator's reason; its aggregate is not told."
+      )
   )
-  .prefix("/v1")
-{}
+  .prefix("/v1") {}
 
 /** `GET /v1/outbox/summary`: what the dashboard samples every few seconds. */
 export const OutboxSummary = Schema.Struct({
@@ -265,10 +304,12 @@ export class OutboxGroup extends HttpApiGroup.make("outbox")
     HttpApiEndpoint.get("summary", "/outbox/summary")
       .addSuccess(OutboxSummary)
       .addError(Wire.StorageUnavailable)
-      .annotate(OpenApi.Description, "Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures.")
+      .annotate(
+        OpenApi.Description,
+        "Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."
+      )
   )
-  .prefix("/v1")
-{}
+  .prefix("/v1") {}
 
 export class OpsGroup extends HttpApiGroup.make("ops")
   .add(
@@ -276,8 +317,11 @@ export class OpsGroup extends HttpApiGroup.make("ops")
       .addSuccess(HealthReport)
       .annotate(OpenApi.Description, "200 when ok or degraded, 503 (same body) when unavailable.")
   )
-  .add(HttpApiEndpoint.get("metrics", "/metrics").addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain; version=0.0.4" }))))
-{}
+  .add(
+    HttpApiEndpoint.get("metrics", "/metrics").addSuccess(
+      Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/plain; version=0.0.4" }))
+    )
+  ) {}
 
 export class ServerApi extends HttpApi.make("orchestration")
   .add(CommandsGroup)
@@ -291,5 +335,4 @@ export class ServerApi extends HttpApi.make("orchestration")
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
   .addError(Wire.UnsupportedMediaType)
-  .annotate(OpenApi.Title, "Durable orchestration server")
-{}
+  .annotate(OpenApi.Title, "Durable orchestration server") {}

@@ -13,28 +13,36 @@ export const CommandsLive = HttpApiBuilder.group(ServerApi, "commands", (handler
     const dispatch = yield* EdgeDispatch.make
     return handlers
       .handleRaw("dispatch", ({ request }) =>
-        readJsonBody(request, { optional: false, invalid: (message) => new InvalidCommand({ message, issues: [] }) }).pipe(
+        readJsonBody(request, {
+          optional: false,
+          invalid: (message) => new InvalidCommand({ message, issues: [] })
+        }).pipe(
           // The body goes to the engine as sent: it checks the id rules, reserved types and the
           // command's schema, so the edge never disagrees with it.
           Effect.flatMap((body) => dispatch(body, "client"))
-        ))
+        )
+      )
       .handle("receipt", ({ path }) =>
         engine.receipt(path.commandId).pipe(
           Effect.mapError(storageUnavailable),
-          Effect.flatMap(Option.match({
-            onNone: () => Effect.fail(new NotFound({ message: `no command '${path.commandId}' has a receipt` })),
-            onSome: (receipt) =>
-              Effect.succeed({
-                commandId: receipt.commandId,
-                status: receipt.status,
-                aggregateType: receipt.aggregateType,
-                aggregateId: receipt.aggregateId,
-                commandType: receipt.commandType,
-                sequence: receipt.lastSequence,
-                effectIds: receipt.effectIds,
-                ...(receipt.rejection === null ? {} : { rejection: receipt.rejection }),
-                acceptedAt: receipt.acceptedAt
-              })
-          }))
-        ))
-  }))
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.fail(new NotFound({ message: `no command '${path.commandId}' has a receipt` })),
+              onSome: (receipt) =>
+                Effect.succeed({
+                  commandId: receipt.commandId,
+                  status: receipt.status,
+                  aggregateType: receipt.aggregateType,
+                  aggregateId: receipt.aggregateId,
+                  commandType: receipt.commandType,
+                  sequence: receipt.lastSequence,
+                  effectIds: receipt.effectIds,
+                  ...(receipt.rejection === null ? {} : { rejection: receipt.rejection }),
+                  acceptedAt: receipt.acceptedAt
+                })
+            })
+          )
+        )
+      )
+  })
+)

@@ -32,7 +32,9 @@ const assetName = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,200}$/
  * apps/dashboard/dist seen from this module, compiled (apps/server/dist/src/http) or run from
  * source by the tests (apps/server/src/http).
  */
-const defaultDirs = ["../../../../dashboard/dist", "../../../dashboard/dist"].map((relative) => fileURLToPath(new URL(relative, import.meta.url)))
+const defaultDirs = ["../../../../dashboard/dist", "../../../dashboard/dist"].map((relative) =>
+  fileURLToPath(new URL(relative, import.meta.url))
+)
 
 export const dashboardDir = (configured: string | undefined): string =>
   configured ?? defaultDirs.find((dir) => existsSync(join(dir, "index.html"))) ?? defaultDirs[0]!
@@ -40,7 +42,8 @@ export const dashboardDir = (configured: string | undefined): string =>
 const securityHeaders = {
   "x-content-type-options": "nosniff",
   // The page talks only to this server; nothing may frame it (its buttons are operator commands).
-  "content-security-policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
+  "content-security-policy":
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'"
 }
 
 const notBuilt = (dir: string) =>
@@ -76,10 +79,14 @@ export const layer = HttpApiBuilder.Router.use((router) =>
         const request = yield* HttpServerRequest.HttpServerRequest
         const name = decodeURIComponent(new URL(request.url, "http://localhost").pathname.slice("/assets/".length))
         const type = contentTypes[extname(name)]
-        const body = assetName.test(name) && type !== undefined ? yield* readBuilt(join(dir, "assets", name)) : undefined
+        const body =
+          assetName.test(name) && type !== undefined ? yield* readBuilt(join(dir, "assets", name)) : undefined
         if (body === undefined) return HttpServerResponse.text(`no asset '${clip(name)}'\n`, { status: 404 })
         // Bundled names carry a content hash: a name never changes content.
-        return HttpServerResponse.uint8Array(body, { contentType: type!, headers: { ...securityHeaders, "cache-control": "public, max-age=31536000, immutable" } })
+        return HttpServerResponse.uint8Array(body, {
+          contentType: type!,
+          headers: { ...securityHeaders, "cache-control": "public, max-age=31536000, immutable" }
+        })
       }).pipe(Effect.catchAllDefect(() => Effect.succeed(HttpServerResponse.text("bad asset path\n", { status: 400 }))))
     )
   })

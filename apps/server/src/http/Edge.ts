@@ -6,7 +6,14 @@
  * and a Retry-After header on every 503. It wraps the router, before HttpApi encodes errors; a
  * middleware given to `serve` would run after the response was already sent.
  */
-import { HttpApiBuilder, HttpApiError, HttpApp, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import {
+  HttpApiBuilder,
+  HttpApiError,
+  HttpApp,
+  HttpServerError,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
 import { Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import { InvalidRequest, NotFound } from "../ApiErrors.js"
@@ -19,10 +26,15 @@ import * as RouteMatch from "./RouteMatch.js"
 const digest = (value: string) => createHash("sha256").update(value).digest()
 
 /** Constant-time comparison of a presented token with the configured one. */
-export const tokenMatches = (presented: string, expected: string) => timingSafeEqual(digest(presented), digest(expected))
+export const tokenMatches = (presented: string, expected: string) =>
+  timingSafeEqual(digest(presented), digest(expected))
 
 /** The bearer token, or `?access_token=` on the one route that takes it there. */
-export const presentedToken = (request: HttpServerRequest.HttpServerRequest, url: URL, route: string | undefined): string | undefined => {
+export const presentedToken = (
+  request: HttpServerRequest.HttpServerRequest,
+  url: URL,
+  route: string | undefined
+): string | undefined => {
   const header = request.headers.authorization
   if (header !== undefined) {
     const match = /^Bearer\s+(.+)$/i.exec(header.trim())
@@ -48,7 +60,9 @@ const isPercentEncoded = (path: string) => {
 /** `limit must be a whole number from 1 to 1000, got 'abc'`: which parameter, and what it may be. */
 const decodeFailure = (error: HttpApiError.HttpApiDecodeError) => {
   const issues = error.issues.map((issue) => ({ path: issue.path.map(String), message: issue.message }))
-  const named = issues.map((issue) => (issue.path.length === 0 ? issue.message : `parameter '${issue.path.join(".")}' ${issue.message}`))
+  const named = issues.map((issue) =>
+    issue.path.length === 0 ? issue.message : `parameter '${issue.path.join(".")}' ${issue.message}`
+  )
   return new InvalidRequest({ message: [...new Set(named)].join("; ") || "the request is malformed", issues })
 }
 
@@ -74,27 +88,34 @@ export const apiMiddleware = HttpApiBuilder.middleware(
         const request = yield* HttpServerRequest.HttpServerRequest
         const url = new URL(request.url, "http://localhost")
         if (!isPercentEncoded(url.pathname)) {
-          return yield* new InvalidRequest({ message: "the path is not valid percent-encoding", issues: [{ path: ["path"], message: "malformed %-escape" }] })
+          return yield* new InvalidRequest({
+            message: "the path is not valid percent-encoding",
+            issues: [{ path: ["path"], message: "malformed %-escape" }]
+          })
         }
         const route = yield* routeOf(request)
-        const refusal = decideAccess({
-          method: request.method,
-          route,
-          host: request.headers.host,
-          origin: request.headers.origin,
-          contentType: request.headers["content-type"],
-          token: presentedToken(request, url, route)
-        }, policy, tokenMatches)
+        const refusal = decideAccess(
+          {
+            method: request.method,
+            route,
+            host: request.headers.host,
+            origin: request.headers.origin,
+            contentType: request.headers["content-type"],
+            token: presentedToken(request, url, route)
+          },
+          policy,
+          tokenMatches
+        )
         if (refusal !== undefined) return yield* Effect.fail(refusal)
         // The app's failures are typed `never` but carry the route's errors at run time.
-        return yield* (app as HttpApp.Default<unknown>)
+        return yield* app as HttpApp.Default<unknown>
       }).pipe(
         Effect.catchAll((error) =>
           error instanceof HttpServerError.RouteNotFound
             ? Effect.fail(new NotFound({ message: `no route ${error.request.method} ${clip(pathOf(error.request))}` }))
             : error instanceof HttpApiError.HttpApiDecodeError
-            ? Effect.fail(clipAll(decodeFailure(error)))
-            : Effect.fail(clipAll(error))
+              ? Effect.fail(clipAll(decodeFailure(error)))
+              : Effect.fail(clipAll(error))
         ),
         // Every 503 says when to come back, whichever route or error produced it.
         (handled) => Effect.zipRight(HttpApp.appendPreResponseHandler(retryAfter), handled)

@@ -22,7 +22,11 @@ import { readJsonBody } from "./RequestBody.js"
 
 const invalid = (message: string) => new InvalidRequest({ message, issues: [] })
 
-export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "effects">, never, Engine.Engine | ServerMetrics | StoreWritability | SqlClient> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
+export const EffectsLive: Layer.Layer<
+  HttpApiGroup.ApiGroup<"orchestration", "effects">,
+  never,
+  Engine.Engine | ServerMetrics | StoreWritability | SqlClient
+> = HttpApiBuilder.group(ServerApi, "effects", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const engine = yield* Engine.Engine
@@ -30,7 +34,9 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
     const find = (effectId: string) =>
       Outbox.find(effectId).pipe(
         Effect.mapError((e) => storageUnavailable(StorageErrors.toStorageFailure("read effect")(e))),
-        Effect.flatMap((row) => (row === undefined ? Effect.fail(new NotFound({ message: `no effect '${effectId}'` })) : Effect.succeed(row))),
+        Effect.flatMap((row) =>
+          row === undefined ? Effect.fail(new NotFound({ message: `no effect '${effectId}'` })) : Effect.succeed(row)
+        ),
         Effect.provideService(SqlClient, sql)
       )
 
@@ -38,18 +44,25 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
      * A typed operator body, or InvalidRequest naming what is wrong. `quiet`: the issues name the
      * field and the rule, never the value (a free-text field may hold anything, of any length).
      */
-    const operatorBody = <A, I>(request: HttpServerRequest, schema: Schema.Schema<A, I>, shape: string, optional: boolean, quiet = false) =>
+    const operatorBody = <A, I>(
+      request: HttpServerRequest,
+      schema: Schema.Schema<A, I>,
+      shape: string,
+      optional: boolean,
+      quiet = false
+    ) =>
       Effect.gen(function* () {
         const raw = yield* readJsonBody(request, { optional, invalid })
         return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error" })(raw ?? {}).pipe(
-          Effect.mapError((error) =>
-            new InvalidRequest({
-              message: `the body of this operator action is ${shape}`,
-              issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
-                path: i.path.map(String),
-                message: quiet ? (i._tag === "Unexpected" ? "is not allowed" : `must match ${shape}`) : i.message
-              }))
-            })
+          Effect.mapError(
+            (error) =>
+              new InvalidRequest({
+                message: `the body of this operator action is ${shape}`,
+                issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
+                  path: i.path.map(String),
+                  message: quiet ? (i._tag === "Unexpected" ? "is not allowed" : `must match ${shape}`) : i.message
+                }))
+              })
           )
         )
       })
@@ -94,9 +107,10 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
         const row = yield* find(effectId)
         // A plain request that finds the row as the same action left it repeats that action.
         const repeated = body.commandId === undefined ? EffectOutcomes.previousOperatorId(action, row) : undefined
-        const previous = repeated === undefined
-          ? undefined
-          : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(storageUnavailable)))
+        const previous =
+          repeated === undefined
+            ? undefined
+            : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(storageUnavailable)))
         const commandId = body.commandId ?? EffectOutcomes.defaultOperatorId(action, row, previous)
         return yield* dispatch(EffectOutcomes.operatorCommand(action, row, commandId), "internal").pipe(
           Effect.annotateLogs({ effectId: row.effectId, action })
@@ -105,14 +119,21 @@ export const EffectsLive: Layer.Layer<HttpApiGroup.ApiGroup<"orchestration", "ef
 
     return handlers
       .handle("list", ({ urlParams }) =>
-        Outbox.list({ status: urlParams.status, kind: urlParams.kind, aggregateId: urlParams.aggregateId, limit: urlParams.limit ?? 100 }).pipe(
+        Outbox.list({
+          status: urlParams.status,
+          kind: urlParams.kind,
+          aggregateId: urlParams.aggregateId,
+          limit: urlParams.limit ?? 100
+        }).pipe(
           Effect.mapError((e) => storageUnavailable(StorageErrors.toStorageFailure("list effects")(e))),
           Effect.map((effects) => ({ effects })),
           Effect.provideService(SqlClient, sql)
-        ))
+        )
+      )
       .handle("get", ({ path }) => find(path.effectId))
       .handleRaw("retry", ({ path, request }) => operate("retry", path.effectId, request))
       .handleRaw("cancel", ({ path, request }) => operate("cancel", path.effectId, request))
       .handle("release", ({ path }) => release(path.effectId))
       .handleRaw("fail", ({ path, request }) => fail(path.effectId, request))
-  }))
+  })
+)

@@ -16,20 +16,29 @@ export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =
     const state = yield* ServerState
     return handlers
       .handle("list", ({ urlParams }) =>
-        engine.readEvents({
-          after: urlParams.after ?? 0,
-          limit: urlParams.limit ?? 100,
-          ...(urlParams.aggregateId === undefined ? {} : { aggregateId: urlParams.aggregateId })
-        }).pipe(
-          Effect.mapError(storageUnavailable),
-          Effect.map((events) => ({ events: events.map(eventJson), next: events.at(-1)?.sequence ?? urlParams.after ?? 0 }))
-        ))
+        engine
+          .readEvents({
+            after: urlParams.after ?? 0,
+            limit: urlParams.limit ?? 100,
+            ...(urlParams.aggregateId === undefined ? {} : { aggregateId: urlParams.aggregateId })
+          })
+          .pipe(
+            Effect.mapError(storageUnavailable),
+            Effect.map((events) => ({
+              events: events.map(eventJson),
+              next: events.at(-1)?.sequence ?? urlParams.after ?? 0
+            }))
+          )
+      )
       .handleRaw("stream", ({ request, urlParams }) =>
         Effect.gen(function* () {
           // A reconnecting EventSource sends Last-Event-ID; it wins over ?after= from the first URL.
           const last = parseLastEventId(request.headers["last-event-id"])
           if (typeof last === "object") {
-            return yield* new InvalidRequest({ message: last.problem, issues: [{ path: ["Last-Event-ID"], message: last.problem }] })
+            return yield* new InvalidRequest({
+              message: last.problem,
+              issues: [{ path: ["Last-Event-ID"], message: last.problem }]
+            })
           }
           const after = last ?? urlParams.after ?? 0
           const body = eventStream(engine.followEvents({ after }), heartbeatEvery).pipe(
@@ -37,8 +46,11 @@ export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =
             // `error` event); the client reconnects with Last-Event-ID and loses nothing.
             Stream.catchAll((failure) =>
               Stream.fromEffect(Effect.logError("event stream ended by a storage failure", failure)).pipe(
-                Stream.as(`event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`)
-              )),
+                Stream.as(
+                  `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
+                )
+              )
+            ),
             // Shutdown ends open streams, so the HTTP server can close.
             Stream.interruptWhen(Deferred.await(state.draining)),
             Stream.encodeText
@@ -47,5 +59,7 @@ export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =
             contentType: "text/event-stream",
             headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
           })
-        }))
-  }))
+        })
+      )
+  })
+)

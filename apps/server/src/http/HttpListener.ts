@@ -21,12 +21,12 @@ const onClientError = (error: NodeJS.ErrnoException, socket: Duplex) => {
   socket.end(
     error.code === "HPE_HEADER_OVERFLOW"
       ? answer(431, "Request Header Fields Too Large", {
-        error: "RequestHeadersTooLarge",
-        message: `the request's headers are larger than ${maxHeaderSize} bytes`
-      })
+          error: "RequestHeadersTooLarge",
+          message: `the request's headers are larger than ${maxHeaderSize} bytes`
+        })
       : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
-      ? answer(408, "Request Timeout", { error: "RequestTimeout", message: "the request was not received in time" })
-      : answer(400, "Bad Request", { error: "InvalidRequest", message: "the request is not valid HTTP/1.1" })
+        ? answer(408, "Request Timeout", { error: "RequestTimeout", message: "the request was not received in time" })
+        : answer(400, "Bad Request", { error: "InvalidRequest", message: "the request is not valid HTTP/1.1" })
   )
 }
 

@@ -12,16 +12,21 @@ import { Clock, Effect, Schema } from "effect"
 
 export const OpsLive = HttpApiBuilder.group(ServerApi, "ops", (handlers) =>
   Effect.gen(function* () {
-    const context = yield* Effect.context<Engine.Engine | ServerState | ServerMetrics | StoreWritability | SqlClient | Worker.Worker>()
+    const context = yield* Effect.context<
+      Engine.Engine | ServerState | ServerMetrics | StoreWritability | SqlClient | Worker.Worker
+    >()
     const encodeHealth = Schema.encode(HealthReport)
     return handlers
       .handleRaw("health", () =>
         Health.report.pipe(
           Effect.flatMap(encodeHealth),
-          Effect.map((body) => HttpServerResponse.unsafeJson(body, { status: body.status === "unavailable" ? 503 : 200 })),
+          Effect.map((body) =>
+            HttpServerResponse.unsafeJson(body, { status: body.status === "unavailable" ? 503 : 200 })
+          ),
           Effect.orDie,
           Effect.provide(context)
-        ))
+        )
+      )
       .handleRaw("metrics", () =>
         Effect.gen(function* () {
           const engine = yield* Engine.Engine
@@ -31,15 +36,24 @@ export const OpsLive = HttpApiBuilder.group(ServerApi, "ops", (handlers) =>
           const stats = yield* engine.stats
           const gauges = yield* Effect.all({
             outboxRows: OutboxStats.rowsByStatusAndKind,
-            reactors: Effect.forEach(state.reactors, (r) => Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))),
+            reactors: Effect.forEach(state.reactors, (r) =>
+              Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))
+            ),
             leaseReclaims: OutboxStats.leaseReclaimsSince(state.bootedAt)
           })
-          const text = render(yield* metrics.snapshot, { ...gauges, reconciledAtBoot: state.reconciled, head: stats.head, queueDepth: stats.queueDepth })
+          const text = render(yield* metrics.snapshot, {
+            ...gauges,
+            reconciledAtBoot: state.reconciled,
+            head: stats.head,
+            queueDepth: stats.queueDepth
+          })
           return HttpServerResponse.text(text, { contentType: "text/plain; version=0.0.4; charset=utf-8" })
         }).pipe(
           // A scrape the store cannot answer is a 500 for the scraper, logged here.
           Effect.tapError((failure) => Effect.logError("metrics: the store did not answer", failure)),
           Effect.orDie,
           Effect.provide(context)
-        ))
-  }))
+        )
+      )
+  })
+)

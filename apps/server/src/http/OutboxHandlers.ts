@@ -28,14 +28,17 @@ export const OutboxLive = HttpApiBuilder.group(ServerApi, "outbox", (handlers) =
         const { failedIds, oldest, quarantined, reactors, rows } = yield* Effect.all({
           rows: OutboxStats.rowsByStatusAndKind,
           oldest: OutboxStats.oldestDuePendingAt(now),
-          reactors: Effect.forEach(state.reactors, (r) => Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))),
+          reactors: Effect.forEach(state.reactors, (r) =>
+            Effect.map(OutboxStats.reactorLag(r.kinds, now), (lag) => ({ name: r.name, ...lag }))
+          ),
           failedIds: OutboxStats.newestFailedIds(recentFailureCount),
           quarantined: Outbox.list({ status: "quarantined", limit: recentFailureCount }).pipe(
             Effect.mapError(StorageErrors.toStorageFailure("read quarantined effects"))
           )
         })
         const failures = yield* Effect.forEach(failedIds, (id) =>
-          Outbox.find(id).pipe(Effect.mapError(StorageErrors.toStorageFailure("read failed effect"))))
+          Outbox.find(id).pipe(Effect.mapError(StorageErrors.toStorageFailure("read failed effect")))
+        )
         return {
           at: now,
           head: stats.head,
@@ -47,5 +50,7 @@ export const OutboxLive = HttpApiBuilder.group(ServerApi, "outbox", (handlers) =
           recentFailures: failures.filter((row) => row !== undefined && row.status === "failed").map((row) => row!),
           quarantined
         }
-      }).pipe(Effect.mapError(storageUnavailable), Effect.provide(context)))
-  }))
+      }).pipe(Effect.mapError(storageUnavailable), Effect.provide(context))
+    )
+  })
+)

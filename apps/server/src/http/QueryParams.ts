@@ -15,7 +15,8 @@ export const parseDecimal = (text: string): number | undefined => {
 
 /** A whole number from `min` to `max`, written in decimal digits. */
 export const DecimalInteger = (min: number, max: number) => {
-  const allowed = max === Number.MAX_SAFE_INTEGER ? `a whole number from ${min}` : `a whole number from ${min} to ${max}`
+  const allowed =
+    max === Number.MAX_SAFE_INTEGER ? `a whole number from ${min}` : `a whole number from ${min} to ${max}`
   return Schema.transformOrFail(Schema.String, Schema.Number, {
     strict: true,
     decode: (text, _, ast) => {
@@ -34,7 +35,10 @@ export const Sequence = DecimalInteger(0, Number.MAX_SAFE_INTEGER)
 /** One of a closed set of words (`status=`, `order=`). */
 export const OneOf = <const Words extends ReadonlyArray<string>>(...words: Words) =>
   Schema.Literal(...words).annotations({
-    message: (issue) => ({ message: `must be one of ${words.join(", ")}, got '${clip(String(issue.actual))}'`, override: true })
+    message: (issue) => ({
+      message: `must be one of ${words.join(", ")}, got '${clip(String(issue.actual))}'`,
+      override: true
+    })
   })
 
 /**

@@ -12,7 +12,8 @@ import { isJson } from "./Access.js"
 
 export const maxBodyBytes = 1024 * 1024
 
-const tooLarge = () => new PayloadTooLarge({ message: `the request body is larger than ${maxBodyBytes} bytes`, limitBytes: maxBodyBytes })
+const tooLarge = () =>
+  new PayloadTooLarge({ message: `the request body is larger than ${maxBodyBytes} bytes`, limitBytes: maxBodyBytes })
 
 export interface ReadOptions<E> {
   /** An absent body is allowed and reads as undefined (operator actions). */
@@ -36,7 +37,11 @@ export const readJsonBody = <E>(
     const declared = Number(request.headers["content-length"] ?? "0")
     if (declared > maxBodyBytes) return yield* Effect.fail(tooLarge())
     if (!isJson(request.headers["content-type"])) {
-      return yield* Effect.fail(new UnsupportedMediaType({ message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'` }))
+      return yield* Effect.fail(
+        new UnsupportedMediaType({
+          message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'`
+        })
+      )
     }
     // Count while reading: a chunked body declares no length.
     let total = 0
@@ -52,6 +57,7 @@ export const readJsonBody = <E>(
     const text = Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8")
     return yield* Effect.try({
       try: () => JSON.parse(text) as unknown,
-      catch: (error) => options.invalid(`the request body is not valid JSON: ${error instanceof Error ? error.message : String(error)}`)
+      catch: (error) =>
+        options.invalid(`the request body is not valid JSON: ${error instanceof Error ? error.message : String(error)}`)
     })
   })

@@ -16,14 +16,19 @@ export type RouteMatcher = (request: HttpServerRequest.HttpServerRequest) => Eff
 export const make = (routes: Iterable<HttpRouter.Route<unknown, unknown>>): Effect.Effect<RouteMatcher> =>
   Effect.map(
     HttpRouter.toHttpApp(
-      HttpRouter.fromIterable([...routes].map((route) => HttpRouter.makeRoute(route.method, route.path, Effect.fail(new Matched(route.path)))))
+      HttpRouter.fromIterable(
+        [...routes].map((route) => HttpRouter.makeRoute(route.method, route.path, Effect.fail(new Matched(route.path))))
+      )
     ),
     (app) => (request) =>
       (app as Effect.Effect<unknown, unknown, HttpServerRequest.HttpServerRequest>).pipe(
         Effect.provideService(HttpServerRequest.HttpServerRequest, request),
         Effect.scoped,
         // Only a handler fails with Matched; anything else (RouteNotFound) means no route matched.
-        Effect.match({ onFailure: (failure) => (failure instanceof Matched ? failure.path : undefined), onSuccess: () => undefined }),
+        Effect.match({
+          onFailure: (failure) => (failure instanceof Matched ? failure.path : undefined),
+          onSuccess: () => undefined
+        }),
         Effect.catchAllDefect(() => Effect.succeed(undefined))
       )
   )

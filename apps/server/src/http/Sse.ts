@@ -47,5 +47,9 @@ export const eventStream = <E, R>(events: Stream.Stream<EventRecord, E, R>, hear
 export const parseLastEventId = (header: string | undefined): number | undefined | { readonly problem: string } => {
   if (header === undefined || header.trim() === "") return undefined
   const trimmed = header.trim()
-  return parseDecimal(trimmed) ?? { problem: `Last-Event-ID must be an event sequence (a whole number in decimal digits), got '${clip(trimmed)}'` }
+  return (
+    parseDecimal(trimmed) ?? {
+      problem: `Last-Event-ID must be an event sequence (a whole number in decimal digits), got '${clip(trimmed)}'`
+    }
+  )
 }

@@ -14,7 +14,10 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
     const views = yield* Effect.serviceOption(ThreadViews)
     const noThreads = () => new NotFound({ message: "this server's domain has no threads" })
     const missing = (threadId: string) => new NotFound({ message: `no thread '${threadId}'` })
-    const find = <A>(threadId: string, read: (v: ThreadViewsShape) => Effect.Effect<Option.Option<A>, StorageFailure>) =>
+    const find = <A>(
+      threadId: string,
+      read: (v: ThreadViewsShape) => Effect.Effect<Option.Option<A>, StorageFailure>
+    ) =>
       Option.match(views, {
         onNone: () => Effect.fail(noThreads()),
         onSome: (v) =>
@@ -28,8 +31,14 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
         const list = Option.getOrUndefined(views)?.listThreads
         return list === undefined
           ? Effect.fail(noThreads())
-          : list({ limit: urlParams.limit ?? defaultThreadPage, after: urlParams.after, status: urlParams.status, order: urlParams.order }).pipe(Effect.mapError(storageUnavailable))
+          : list({
+              limit: urlParams.limit ?? defaultThreadPage,
+              after: urlParams.after,
+              status: urlParams.status,
+              order: urlParams.order
+            }).pipe(Effect.mapError(storageUnavailable))
       })
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
       .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))
-  }))
+  })
+)

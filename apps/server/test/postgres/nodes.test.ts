@@ -12,10 +12,14 @@ import { agentsMain, exitOf, serving, startProcess } from "../fixtures/process.j
 
 const post = (url: string, body: unknown) =>
   Effect.promise(() =>
-    fetch(`${url}/v1/commands`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
-      .then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+    fetch(`${url}/v1/commands`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body)
+    }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
   )
-const get = (url: string, path: string) => Effect.promise(() => fetch(`${url}${path}`).then((r) => r.json() as Promise<any>))
+const get = (url: string, path: string) =>
+  Effect.promise(() => fetch(`${url}${path}`).then((r) => r.json() as Promise<any>))
 
 /** Polls a real process over HTTP (real time: the processes run on their own clocks). */
 const waitUntil = <A>(what: string, probe: Effect.Effect<A | undefined>, timeoutMs = 60_000) =>
@@ -34,7 +38,13 @@ const deployment = () => {
   const schema = TestStore.freshSchema()
   const spawn = (nodeId: string) =>
     startProcess(
-      { DATA_DIR: dataDir, DATABASE_URL: TestStore.testDatabaseUrl(), DATABASE_SCHEMA: schema, NODE_ID: nodeId, LOG_LEVEL: "info" },
+      {
+        DATA_DIR: dataDir,
+        DATABASE_URL: TestStore.testDatabaseUrl(),
+        DATABASE_SCHEMA: schema,
+        NODE_ID: nodeId,
+        LOG_LEVEL: "info"
+      },
       agentsMain
     )
   return {
@@ -59,12 +69,22 @@ const turn = (threadId: string, steps: ReadonlyArray<unknown>) => ({
 /** The world's pre-performance ledger: one line per performance started, written before it starts. */
 const ledger = (dataDir: string) => {
   const file = join(dataDir, "world", "ledger.jsonl")
-  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : []
+  return existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : []
 }
 
 const executions = (dataDir: string) => {
   const file = join(dataDir, "world", "executions.jsonl")
-  return existsSync(file) ? readFileSync(file, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l)) : []
+  return existsSync(file)
+    ? readFileSync(file, "utf8")
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l))
+    : []
 }
 
 describe("several server processes on one PostgreSQL database", () => {
@@ -74,21 +94,27 @@ describe("several server processes on one PostgreSQL database", () => {
       const a = yield* d.node("node-a")
       const b = yield* d.node("node-b")
       const threads = Array.from({ length: 8 }, (_, i) => `t${i}`)
-      const commands = threads.map((t) => turn(t, [
-        { toolCalls: [{ name: "execute", arguments: { command: `build ${t}` } }] },
-        { text: "done" }
-      ]))
+      const commands = threads.map((t) =>
+        turn(t, [{ toolCalls: [{ name: "execute", arguments: { command: `build ${t}` } }] }, { text: "done" }])
+      )
       // Each command to both processes at once.
-      const answers = yield* Effect.forEach(commands, (c) => Effect.all([post(a.url, c), post(b.url, c)], { concurrency: 2 }), {
-        concurrency: "unbounded"
-      })
+      const answers = yield* Effect.forEach(
+        commands,
+        (c) => Effect.all([post(a.url, c), post(b.url, c)], { concurrency: 2 }),
+        {
+          concurrency: "unbounded"
+        }
+      )
       for (const [first, second] of answers) {
         assert.deepStrictEqual([first.status, second.status], [200, 200])
         assert.strictEqual(first.body.sequence, second.body.sequence)
         assert.deepStrictEqual([first.body.duplicate, second.body.duplicate].sort(), [false, true])
       }
       for (const t of threads) {
-        const thread = yield* waitUntil(`turn of ${t}`, Effect.map(get(b.url, `/v1/threads/${t}`), (v) => v.turns?.[0]?.status === "completed" ? v : undefined))
+        const thread = yield* waitUntil(
+          `turn of ${t}`,
+          Effect.map(get(b.url, `/v1/threads/${t}`), (v) => (v.turns?.[0]?.status === "completed" ? v : undefined))
+        )
         assert.strictEqual(thread.turns.length, 1)
         assert.isTrue((yield* get(a.url, `/v1/threads/${t}/transcript`)).valid)
       }
@@ -96,13 +122,14 @@ describe("several server processes on one PostgreSQL database", () => {
       const runs = executions(d.dataDir)
       assert.strictEqual(runs.length, threads.length)
       const effects = yield* get(a.url, "/v1/effects?kind=tool.execute&limit=100")
-      const rows: Array<any> = Array.isArray(effects) ? effects : effects.effects ?? effects.items
+      const rows: Array<any> = Array.isArray(effects) ? effects : (effects.effects ?? effects.items)
       assert.strictEqual(rows.length, threads.length)
       assert.isTrue(rows.every((r) => r.status === "succeeded" && r.attempts === 1))
       const health = yield* get(a.url, "/health")
       assert.strictEqual(health.database.backend, "postgres")
       assert.strictEqual(health.database.liveOwners.length, 2)
-    }))
+    })
+  )
 
   it.scopedLive("a second live process with the same NODE_ID refuses to start; the first keeps serving", () =>
     Effect.gen(function* () {
@@ -114,41 +141,56 @@ describe("several server processes on one PostgreSQL database", () => {
       assert.include(twin.stderr.join(""), "NodeIdInUse")
       assert.include(twin.stderr.join(""), "give each process its own NODE_ID")
       assert.strictEqual((yield* get(a.url, "/health")).database.connected, true)
-    }))
+    })
+  )
 
-  it.scopedLive("a process killed mid-effect: a peer takes the effect over only after its lease expired, by policy", () =>
-    Effect.gen(function* () {
-      const d = deployment()
-      const a = yield* d.node("node-a")
-      const b = yield* d.node("node-b")
-      // A long process-bound execute: whichever process claims it is then SIGKILLed.
-      yield* post(a.url, turn("long", [
-        { toolCalls: [{ name: "execute", arguments: { command: "sleep 120" } }] },
-        { text: "after" }
-      ]))
-      const row = yield* waitUntil("the execute to be running", Effect.map(get(a.url, "/v1/effects?kind=tool.execute"), (v) => {
-        const rows: Array<any> = Array.isArray(v) ? v : v.effects ?? v.items ?? []
-        return rows.find((r) => r.status === "running")
-      }))
-      const holder = String(row.leaseOwner).startsWith("node-a:") ? a : b
-      const survivor = holder === a ? b : a
-      const killedAt = Date.now()
-      holder.server.child.kill("SIGKILL")
-      // Well inside the lease (30 s): the survivor must leave the row alone, held by the dead owner.
-      yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 12_000)))
-      const still = yield* get(survivor.url, `/v1/effects/${encodeURIComponent(row.effectId)}`)
-      assert.deepStrictEqual([still.status, still.leaseOwner], ["running", row.leaseOwner])
-      // After the lease expired (and the heartbeat stopped), the survivor settles it by policy: a
-      // process-bound execute is never repeated, it fails as uncertain.
-      const settled = yield* waitUntil("the survivor to settle the row", Effect.map(get(survivor.url, `/v1/effects/${encodeURIComponent(row.effectId)}`), (r) =>
-        r.status === "running" ? undefined : r), 90_000)
-      assert.isAtLeast(Date.now() - killedAt, 25_000)
-      assert.strictEqual(settled.status, "failed")
-      // Started once (by the killed process), never again.
-      assert.strictEqual(ledger(d.dataDir).filter((e) => e.effectId === row.effectId).length, 1)
-      const thread = yield* waitUntil("the turn to end", Effect.map(get(survivor.url, "/v1/threads/long"), (t) =>
-        t.turns?.[0]?.status === "running" ? undefined : t))
-      assert.include(["completed", "failed"], thread.turns[0].status)
-      assert.isTrue((yield* get(survivor.url, "/v1/threads/long/transcript")).valid)
-    }), { timeout: 150_000 })
+  it.scopedLive(
+    "a process killed mid-effect: a peer takes the effect over only after its lease expired, by policy",
+    () =>
+      Effect.gen(function* () {
+        const d = deployment()
+        const a = yield* d.node("node-a")
+        const b = yield* d.node("node-b")
+        // A long process-bound execute: whichever process claims it is then SIGKILLed.
+        yield* post(
+          a.url,
+          turn("long", [{ toolCalls: [{ name: "execute", arguments: { command: "sleep 120" } }] }, { text: "after" }])
+        )
+        const row = yield* waitUntil(
+          "the execute to be running",
+          Effect.map(get(a.url, "/v1/effects?kind=tool.execute"), (v) => {
+            const rows: Array<any> = Array.isArray(v) ? v : (v.effects ?? v.items ?? [])
+            return rows.find((r) => r.status === "running")
+          })
+        )
+        const holder = String(row.leaseOwner).startsWith("node-a:") ? a : b
+        const survivor = holder === a ? b : a
+        const killedAt = Date.now()
+        holder.server.child.kill("SIGKILL")
+        // Well inside the lease (30 s): the survivor must leave the row alone, held by the dead owner.
+        yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 12_000)))
+        const still = yield* get(survivor.url, `/v1/effects/${encodeURIComponent(row.effectId)}`)
+        assert.deepStrictEqual([still.status, still.leaseOwner], ["running", row.leaseOwner])
+        // After the lease expired (and the heartbeat stopped), the survivor settles it by policy: a
+        // process-bound execute is never repeated, it fails as uncertain.
+        const settled = yield* waitUntil(
+          "the survivor to settle the row",
+          Effect.map(get(survivor.url, `/v1/effects/${encodeURIComponent(row.effectId)}`), (r) =>
+            r.status === "running" ? undefined : r
+          ),
+          90_000
+        )
+        assert.isAtLeast(Date.now() - killedAt, 25_000)
+        assert.strictEqual(settled.status, "failed")
+        // Started once (by the killed process), never again.
+        assert.strictEqual(ledger(d.dataDir).filter((e) => e.effectId === row.effectId).length, 1)
+        const thread = yield* waitUntil(
+          "the turn to end",
+          Effect.map(get(survivor.url, "/v1/threads/long"), (t) => (t.turns?.[0]?.status === "running" ? undefined : t))
+        )
+        assert.include(["completed", "failed"], thread.turns[0].status)
+        assert.isTrue((yield* get(survivor.url, "/v1/threads/long/transcript")).valid)
+      }),
+    { timeout: 150_000 }
+  )
 })

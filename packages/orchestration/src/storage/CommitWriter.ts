@@ -20,9 +20,13 @@ import { StoreBackend } from "./StoreBackend.js"
 import { savepoint } from "./Transactions.js"
 
 export interface CommitWriter {
-  readonly findReceipts: (commandIds: ReadonlyArray<string>) => Effect.Effect<ReadonlyMap<string, Receipts.Receipt>, SqlError, SqlClient>
+  readonly findReceipts: (
+    commandIds: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyMap<string, Receipts.Receipt>, SqlError, SqlClient>
   /** Appends in order; the records carry the sequences the store assigned. */
-  readonly appendEvents: (events: ReadonlyArray<EventLog.NewEvent>) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
+  readonly appendEvents: (
+    events: ReadonlyArray<EventLog.NewEvent>
+  ) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
   /** New pending rows; a row whose effect id exists is left as it is. */
   readonly insertOutbox: (rows: ReadonlyArray<Outbox.NewOutboxRow>) => Effect.Effect<void, SqlError, SqlClient>
   readonly insertReceipt: (receipt: Receipts.Receipt) => Effect.Effect<void, SqlError, SqlClient>
@@ -50,6 +54,7 @@ export const forStore: Effect.Effect<CommitWriter> = Effect.flatMap(
   Effect.serviceOption(SqliteConnection),
   Option.match({
     onSome: (conn) => Effect.succeed(sqliteCommitWriter(conn)),
-    onNone: () => Effect.map(StoreBackend, (backend) => (backend.dialect === "postgres" ? pgCommitWriter : genericCommitWriter))
+    onNone: () =>
+      Effect.map(StoreBackend, (backend) => (backend.dialect === "postgres" ? pgCommitWriter : genericCommitWriter))
   })
 )

@@ -110,7 +110,8 @@ const quarantine = Effect.gen(function* () {
       }),
     orElse: () =>
       Effect.gen(function* () {
-        const columns = "sequence, effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts, " +
+        const columns =
+          "sequence, effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts, " +
           "available_at, lease_owner, lease_expires_at, response, error, created_at, updated_at"
         const [mark] = yield* sql<{ seq: number | null }>`SELECT MAX(seq) AS seq FROM (
           SELECT seq FROM sqlite_sequence WHERE name = 'outbox' UNION ALL SELECT MAX(sequence) FROM outbox)`

@@ -31,68 +31,77 @@ const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type
 const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
   last_sequence, effect_ids, rejection, accepted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
-
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
 /** The node-postgres client of the transaction the processor holds. */
 const client = Effect.flatMap(Effect.serviceOption(TransactionConnection), (transaction) => {
-  const raw = transaction._tag === "Some" ? (transaction.value[0] as unknown as { readonly pg?: pg.PoolClient }).pg : undefined
-  return raw === undefined ? Effect.dieMessage("PgCommitWriter runs only inside a PostgreSQL write transaction") : Effect.succeed(raw)
+  const raw =
+    transaction._tag === "Some" ? (transaction.value[0] as unknown as { readonly pg?: pg.PoolClient }).pg : undefined
+  return raw === undefined
+    ? Effect.dieMessage("PgCommitWriter runs only inside a PostgreSQL write transaction")
+    : Effect.succeed(raw)
 })
 
 const query = <R extends object>(name: string | undefined, text: string, values: ReadonlyArray<unknown> = []) =>
   Effect.flatMap(client, (c) =>
     Effect.async<ReadonlyArray<R>, SqlError>((resume) => {
-      const config = name === undefined ? { text, values: values as Array<unknown> } : { name, text, values: values as Array<unknown> }
+      const config =
+        name === undefined
+          ? { text, values: values as Array<unknown> }
+          : { name, text, values: values as Array<unknown> }
       c.query(config, (error: Error | null, result: pg.QueryResult) => {
         if (error) resume(Effect.fail(failure(error)))
         else resume(Effect.succeed(result.rows as unknown as ReadonlyArray<R>))
       })
-    }))
+    })
+  )
 
 // Savepoint statements take no parameters: the simple protocol, one round trip each.
 const simple = (text: string) => Effect.asVoid(query(undefined, text))
 
 export const pgCommitWriter: CommitWriter = {
   findReceipts: (commandIds) =>
-    Effect.map(query<ReceiptRow>("engine_find_receipts", FIND_RECEIPTS, [commandIds]), (rows) =>
-      new Map(rows.map((row) => [row.command_id, toReceipt(row)]))),
+    Effect.map(
+      query<ReceiptRow>("engine_find_receipts", FIND_RECEIPTS, [commandIds]),
+      (rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)]))
+    ),
   appendEvents: (events) =>
     events.length === 0
       ? Effect.succeed([])
       : Effect.map(
-        query<{ sequence: number; event_id: string }>("engine_insert_events", INSERT_EVENTS, [
-          events.map((e) => e.eventId),
-          events.map((e) => e.aggregateType),
-          events.map((e) => e.aggregateId),
-          events.map((e) => e.version),
-          events.map((e) => e.type),
-          events.map((e) => e.schemaVersion),
-          events.map((e) => e.payloadJson),
-          events.map((e) => e.commandId),
-          events.map((e) => e.occurredAt)
-        ]),
-        (rows) => {
-          const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
-          return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
-        }
-      ),
+          query<{ sequence: number; event_id: string }>("engine_insert_events", INSERT_EVENTS, [
+            events.map((e) => e.eventId),
+            events.map((e) => e.aggregateType),
+            events.map((e) => e.aggregateId),
+            events.map((e) => e.version),
+            events.map((e) => e.type),
+            events.map((e) => e.schemaVersion),
+            events.map((e) => e.payloadJson),
+            events.map((e) => e.commandId),
+            events.map((e) => e.occurredAt)
+          ]),
+          (rows) => {
+            const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
+            return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
+          }
+        ),
   insertOutbox: (rows) =>
     rows.length === 0
       ? Effect.void
-      : Effect.asVoid(query("engine_insert_outbox", INSERT_OUTBOX, [
-        rows.map((r) => r.effectId),
-        rows.map((r) => r.commandId),
-        rows.map((r) => r.aggregateType),
-        rows.map((r) => r.aggregateId),
-        rows.map((r) => r.kind),
-        rows.map((r) => r.payloadJson),
-        rows.map((r) => r.lane),
-        rows.map((r) => r.availableAt),
-        rows.map((r) => r.now)
-      ])),
-  insertReceipt: (receipt) =>
-    Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT, insertValues(receipt))),
+      : Effect.asVoid(
+          query("engine_insert_outbox", INSERT_OUTBOX, [
+            rows.map((r) => r.effectId),
+            rows.map((r) => r.commandId),
+            rows.map((r) => r.aggregateType),
+            rows.map((r) => r.aggregateId),
+            rows.map((r) => r.kind),
+            rows.map((r) => r.payloadJson),
+            rows.map((r) => r.lane),
+            rows.map((r) => r.availableAt),
+            rows.map((r) => r.now)
+          ])
+        ),
+  insertReceipt: (receipt) => Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT, insertValues(receipt))),
   // The same rules as Transactions.savepoint.
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
     simple(SAVEPOINT_BEGIN).pipe(

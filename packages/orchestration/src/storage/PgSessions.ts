@@ -43,7 +43,9 @@ const tryLock = (options: SessionOptions, key: string) =>
   Effect.tryPromise({
     try: async () => {
       const session = await open(options)
-      const rows = await session.client.query<{ held: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS held", [key])
+      const rows = await session.client.query<{ held: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS held", [
+        key
+      ])
       if (rows.rows[0]?.held === true) return session
       await session.client.end().catch(() => undefined) // swallow-ok: the answer (not held) is already known
       return undefined
@@ -101,7 +103,10 @@ export const listen = (options: SessionOptions, channel: string): Stream.Stream<
   Stream.asyncPush<string | undefined, SqlError>((emit) =>
     Effect.gen(function* () {
       const session = yield* Effect.acquireRelease(
-        Effect.tryPromise({ try: () => open(options), catch: (cause) => new SqlError({ cause, message: "could not open the LISTEN session" }) }),
+        Effect.tryPromise({
+          try: () => open(options),
+          catch: (cause) => new SqlError({ cause, message: "could not open the LISTEN session" })
+        }),
         close
       )
       session.client.on("notification", (message) => {

@@ -105,7 +105,9 @@ const makeBackend = (
               // A failed unlock means the connection broke, and a broken connection's session (and its
               // lock) ends with it; it is logged, and the body's own result is what the caller needs.
               conn.executeUnprepared("SELECT pg_advisory_unlock(hashtext($1))", [lockKey(name)], undefined).pipe(
-                Effect.catchAll((error) => Effect.logWarning(`could not release the ${name} lock; it ends with its connection`, error)) // swallow-ok: logged; the lock dies with the broken session
+                Effect.catchAll((error) =>
+                  Effect.logWarning(`could not release the ${name} lock; it ends with its connection`, error)
+                ) // swallow-ok: logged; the lock dies with the broken session
               )
             )
           )
@@ -113,17 +115,27 @@ const makeBackend = (
       ),
     // A lost LISTEN session fails the stream and the engine re-opens it; each (re-)open also wakes
     // readers once (`undefined`), for the commits made while nobody listened.
-    foreignCommitHints: PgSessions.listen({ ...sessions, applicationName: `${sessions.applicationName}:listen` }, channel).pipe(
+    foreignCommitHints: PgSessions.listen(
+      { ...sessions, applicationName: `${sessions.applicationName}:listen` },
+      channel
+    ).pipe(
       Stream.filter((from) => from !== self),
       Stream.map(() => undefined),
       // LISTEN never ends while the process lives: an end is a lost connection, re-opened by the engine.
-      Stream.concat(Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" })))
+      Stream.concat(
+        Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" }))
+      )
     ),
     skipLocked: "FOR UPDATE SKIP LOCKED",
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
     holdNodeId: (nodeId) =>
-      PgSessions.holdLock({ ...sessions, applicationName: `${sessions.applicationName}:node-id` }, lockKey(`node:${nodeId}`), nodeId, onNodeIdLost)
+      PgSessions.holdLock(
+        { ...sessions, applicationName: `${sessions.applicationName}:node-id` },
+        lockKey(`node:${nodeId}`),
+        nodeId,
+        onNodeIdLost
+      )
   }
 }
 
@@ -139,7 +151,9 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
     applicationName: options.applicationName ?? "orchestration-engine"
   })
   const ensureSchema = Layer.effectDiscard(
-    Effect.flatMap(SqlClient, (sql) => (schema === "public" ? Effect.void : sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`)))
+    Effect.flatMap(SqlClient, (sql) =>
+      schema === "public" ? Effect.void : sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`)
+    )
   )
   const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }
   const backend = Layer.succeed(StoreBackend, makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess))

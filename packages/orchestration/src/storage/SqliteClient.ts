@@ -37,7 +37,10 @@ export interface SqliteConnectionShape {
 }
 
 /** The raw SQLite connection behind the SqlClient, provided only by the SQLite store. */
-export class SqliteConnection extends Context.Tag("orchestration/SqliteConnection")<SqliteConnection, SqliteConnectionShape>() {}
+export class SqliteConnection extends Context.Tag("orchestration/SqliteConnection")<
+  SqliteConnection,
+  SqliteConnectionShape
+>() {}
 
 /** A least-recently-used cache of prepared statements. Failed prepares throw and are never stored. */
 export const makePrepareCache = (db: Database.Database, capacity: number) => {
@@ -107,7 +110,8 @@ export const make = (options: SqliteClientOptions) =>
       execute: (sql, params, transformRows) =>
         transformRows ? Effect.map(run(sql, params, "rows"), transformRows) : run(sql, params, "rows"),
       executeRaw: (sql, params) => run(sql, params, "raw"),
-      executeValues: (sql, params) => run(sql, params, "values") as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>,
+      executeValues: (sql, params) =>
+        run(sql, params, "values") as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, SqlError>,
       // Cached too: BEGIN, COMMIT and ROLLBACK run once per transaction, and preparing them each
       // time cost more than running them. The result is the same as a fresh prepare.
       executeUnprepared: (sql, params, transformRows) =>
@@ -133,7 +137,10 @@ export const make = (options: SqliteClientOptions) =>
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
-    return { client: withDirectStatementsInTransactions(client, connection, run), connection: SqliteConnection.of({ db, prepare }) }
+    return {
+      client: withDirectStatementsInTransactions(client, connection, run),
+      connection: SqliteConnection.of({ db, prepare })
+    }
   })
 
 /**
@@ -151,12 +158,18 @@ const withDirectStatementsInTransactions = (
   run: (sql: string, params: ReadonlyArray<unknown>, mode: "rows") => Effect.Effect<ReadonlyArray<any>, SqlError>
 ): Client.SqlClient => {
   const probe = client.unsafe("SELECT 1")
-  const primitive = Object.getPrototypeOf(probe) as { commit: (this: Statement.Statement<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError> }
+  const primitive = Object.getPrototypeOf(probe) as {
+    commit: (this: Statement.Statement<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
+  }
   const genericCommit = primitive.commit
   function directCommit(this: Statement.Statement<unknown>) {
     return Effect.withFiberRuntime<ReadonlyArray<unknown>, SqlError>((fiber) => {
       const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-      if (transaction._tag === "None" || transaction.value[0] !== connection || fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") {
+      if (
+        transaction._tag === "None" ||
+        transaction.value[0] !== connection ||
+        fiber.getFiberRef(Statement.currentTransformer)._tag === "Some"
+      ) {
         return genericCommit.call(this)
       }
       const [sql, params] = this.compile()
@@ -182,5 +195,6 @@ const withDirectStatementsInTransactions = (
 export const layer = (options: SqliteClientOptions): Layer.Layer<Client.SqlClient | SqliteConnection> =>
   Layer.scopedContext(
     Effect.map(make(options), ({ client, connection }) =>
-      Context.make(Client.SqlClient, client).pipe(Context.add(SqliteConnection, connection)))
+      Context.make(Client.SqlClient, client).pipe(Context.add(SqliteConnection, connection))
+    )
   ).pipe(Layer.provide(Reactivity.layer))

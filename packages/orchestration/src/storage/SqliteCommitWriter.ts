@@ -27,7 +27,6 @@ const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type
 const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
   last_sequence, effect_ids, rejection, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-
 /** A driver error, shaped as the SqlClient would raise it. */
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 const run = <A>(f: () => A): Effect.Effect<A, SqlError> => Effect.try({ try: f, catch: failure })
@@ -67,7 +66,18 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
       if (rows.length === 0) return
       const statement = conn.prepare(INSERT_OUTBOX)
       for (const r of rows) {
-        statement.run(r.effectId, r.commandId, r.aggregateType, r.aggregateId, r.kind, r.payloadJson, r.lane, r.availableAt, r.now, r.now)
+        statement.run(
+          r.effectId,
+          r.commandId,
+          r.aggregateType,
+          r.aggregateId,
+          r.kind,
+          r.payloadJson,
+          r.lane,
+          r.availableAt,
+          r.now,
+          r.now
+        )
       }
     }),
   insertReceipt: (receipt) =>

@@ -24,7 +24,8 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const file = options.filename !== ":memory:"
-    const pragma = (statement: string) => sql.unsafe(statement).pipe(Effect.mapError(toStorageFailure(`open: ${statement}`)))
+    const pragma = (statement: string) =>
+      sql.unsafe(statement).pipe(Effect.mapError(toStorageFailure(`open: ${statement}`)))
     if (file) {
       // Order matters: with EXCLUSIVE set before WAL is entered, SQLite keeps the WAL index in
       // process memory and the first write lock is never released until the connection closes.
@@ -37,13 +38,13 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
           const code = codeOf(error)
           return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
             ? Effect.fail(
-              new StoreLocked({
-                filename: options.filename,
-                message:
-                  `${options.filename} is held by another engine process; one engine writes a SQLite store at a time. ` +
-                  "Stop the other process or point this one at another data directory."
-              })
-            )
+                new StoreLocked({
+                  filename: options.filename,
+                  message:
+                    `${options.filename} is held by another engine process; one engine writes a SQLite store at a time. ` +
+                    "Stop the other process or point this one at another data directory."
+                })
+              )
             : Effect.fail(toStorageFailure("open: lock")(error))
         })
       )
@@ -63,7 +64,9 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
  */
 export { SqliteConnection }
 
-export const layer = (options: SqliteStoreOptions): Layer.Layer<SqlClient | SqliteConnection, StoreLocked | StorageFailure> => {
+export const layer = (
+  options: SqliteStoreOptions
+): Layer.Layer<SqlClient | SqliteConnection, StoreLocked | StorageFailure> => {
   if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
   return Layer.effectDiscard(lockAndConfigure(options)).pipe(
     Layer.provideMerge(SqliteClient.layer({ filename: options.filename }))

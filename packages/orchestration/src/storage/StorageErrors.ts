@@ -47,28 +47,37 @@ export interface ConstraintViolation {
 export const constraintViolation = (error: unknown): ConstraintViolation | undefined => {
   const code = codeOf(error)
   if (reasonForCode(code) !== "constraint") return undefined
-  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+  const cause =
+    typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
   const message = driverMessage(cause, code)
-  const named = typeof cause === "object" && cause !== null && "constraint" in cause ? (cause as { constraint: unknown }).constraint : undefined
-  const constraint = typeof named === "string" && named !== "" ? named : /constraint failed: (.+)$/.exec(message)?.[1] ?? code
+  const named =
+    typeof cause === "object" && cause !== null && "constraint" in cause
+      ? (cause as { constraint: unknown }).constraint
+      : undefined
+  const constraint =
+    typeof named === "string" && named !== "" ? named : (/constraint failed: (.+)$/.exec(message)?.[1] ?? code)
   return { code, constraint, message }
 }
 
 /** The underlying driver error of a SqlError (or any thrown value that carries a code). */
 export const codeOf = (error: SqlError | unknown): string => {
-  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+  const cause =
+    typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
   const code = driverCode(cause)
   return code === "UNKNOWN" ? driverCode(error) : code
 }
 
-export const toStorageFailure = (operation: string) => (error: SqlError | unknown): StorageFailure => {
-  if (error instanceof StorageFailure) return error
-  const code = codeOf(error)
-  const cause = typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
-  return new StorageFailure({
-    reason: reasonForCode(code),
-    code,
-    operation,
-    message: `${operation}: ${driverMessage(cause, "storage refused the write")}`
-  })
-}
+export const toStorageFailure =
+  (operation: string) =>
+  (error: SqlError | unknown): StorageFailure => {
+    if (error instanceof StorageFailure) return error
+    const code = codeOf(error)
+    const cause =
+      typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error
+    return new StorageFailure({
+      reason: reasonForCode(code),
+      code,
+      operation,
+      message: `${operation}: ${driverMessage(cause, "storage refused the write")}`
+    })
+  }

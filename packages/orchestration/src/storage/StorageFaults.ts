@@ -27,23 +27,38 @@ export const driverError = (code: string, message: string): SqlError => {
  * driver code (`every=N` refuses every Nth). Environment only, like FAULT_POINTS; never by request.
  */
 export const layerFromSpec = (spec: string) => {
-  const rules = spec.split(",").map((s) => s.trim()).filter((s) => s.length > 0).map((entry) => {
-    const [point, ...filters] = entry.split(":")
-    if (!["events", "projections", "outbox", "receipts"].includes(point!)) {
-      throw new Error(`STORAGE_FAULTS: unknown write point '${point}' (events, projections, outbox, receipts)`)
-    }
-    const options = new Map(filters.map((f) => f.split("=") as [string, string]))
-    const number = (key: string) => (options.has(key) ? Number(options.get(key)) : undefined)
-    return { point: point as WritePoint, nth: number("nth"), every: number("every"), code: options.get("code") ?? "SQLITE_IOERR", hits: 0 }
-  })
+  const rules = spec
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0)
+    .map((entry) => {
+      const [point, ...filters] = entry.split(":")
+      if (!["events", "projections", "outbox", "receipts"].includes(point!)) {
+        throw new Error(`STORAGE_FAULTS: unknown write point '${point}' (events, projections, outbox, receipts)`)
+      }
+      const options = new Map(filters.map((f) => f.split("=") as [string, string]))
+      const number = (key: string) => (options.has(key) ? Number(options.get(key)) : undefined)
+      return {
+        point: point as WritePoint,
+        nth: number("nth"),
+        every: number("every"),
+        code: options.get("code") ?? "SQLITE_IOERR",
+        hits: 0
+      }
+    })
   return Layer.succeed(StorageFaults, {
     before: (point) =>
       Effect.suspend(() => {
         for (const rule of rules) {
           if (rule.point !== point) continue
           rule.hits++
-          const fires = (rule.nth !== undefined && rule.hits === rule.nth) || (rule.every !== undefined && rule.hits % rule.every === 0)
-          if (fires) return Effect.fail(driverError(rule.code, `${rule.code}: injected by STORAGE_FAULTS at ${point} (write ${rule.hits})`))
+          const fires =
+            (rule.nth !== undefined && rule.hits === rule.nth) ||
+            (rule.every !== undefined && rule.hits % rule.every === 0)
+          if (fires)
+            return Effect.fail(
+              driverError(rule.code, `${rule.code}: injected by STORAGE_FAULTS at ${point} (write ${rule.hits})`)
+            )
         }
         return Effect.void
       })

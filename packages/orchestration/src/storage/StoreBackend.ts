@@ -44,7 +44,10 @@ export interface StoreBackendShape {
    */
   readonly orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /** Runs `body` while no other process runs it (migrations and projection setup at boot). */
-  readonly exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
+  readonly exclusively: <A, E, R>(
+    name: string,
+    body: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /** Hints that another process committed (LISTEN/NOTIFY); never data. Empty for SQLite. */
   readonly foreignCommitHints: Stream.Stream<void, SqlError>
   /** `FOR UPDATE SKIP LOCKED` where the store has it: concurrent claimers skip each other's rows. */

@@ -53,7 +53,10 @@ export const writeTransaction = <A, E, R>(
     })
   )
 
-const mapSqlFailures = <E>(cause: Cause.Cause<E>, operation: string): Cause.Cause<Exclude<E, SqlError> | StorageFailure> =>
+const mapSqlFailures = <E>(
+  cause: Cause.Cause<E>,
+  operation: string
+): Cause.Cause<Exclude<E, SqlError> | StorageFailure> =>
   Cause.map(cause, (error) => (error instanceof SqlError ? toStorageFailure(operation)(error) : error)) as Cause.Cause<
     Exclude<E, SqlError> | StorageFailure
   >
@@ -69,20 +72,25 @@ const SAVEPOINT = "engine_command"
  * storage error SQLite may have ended the whole transaction and a savepoint can no longer be trusted.
  * `execute` runs one statement of the savepoint's own (the generic path uses `sql.unsafe`).
  */
-export const savepointWith = (execute: (sql: SqlClient, statement: string) => Effect.Effect<unknown, SqlError>) =>
-<A, E, R>(
-  body: Effect.Effect<A, E, R>,
-  isStorageFailure: (cause: Cause.Cause<E>) => boolean
-): Effect.Effect<Exit.Exit<A, E>, E | SqlError, R | SqlClient> =>
-  Effect.flatMap(SqlClient, (sql) =>
-    execute(sql, SAVEPOINT_BEGIN).pipe(
-      Effect.zipRight(Effect.exit(body)),
-      Effect.flatMap((exit): Effect.Effect<Exit.Exit<A, E>, E | SqlError> => {
-        if (Exit.isSuccess(exit)) return Effect.as(execute(sql, SAVEPOINT_RELEASE), exit)
-        if (isStorageFailure(exit.cause)) return Effect.failCause(exit.cause)
-        return execute(sql, SAVEPOINT_ROLLBACK).pipe(Effect.zipRight(execute(sql, SAVEPOINT_RELEASE)), Effect.as(exit))
-      })
-    ))
+export const savepointWith =
+  (execute: (sql: SqlClient, statement: string) => Effect.Effect<unknown, SqlError>) =>
+  <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    isStorageFailure: (cause: Cause.Cause<E>) => boolean
+  ): Effect.Effect<Exit.Exit<A, E>, E | SqlError, R | SqlClient> =>
+    Effect.flatMap(SqlClient, (sql) =>
+      execute(sql, SAVEPOINT_BEGIN).pipe(
+        Effect.zipRight(Effect.exit(body)),
+        Effect.flatMap((exit): Effect.Effect<Exit.Exit<A, E>, E | SqlError> => {
+          if (Exit.isSuccess(exit)) return Effect.as(execute(sql, SAVEPOINT_RELEASE), exit)
+          if (isStorageFailure(exit.cause)) return Effect.failCause(exit.cause)
+          return execute(sql, SAVEPOINT_ROLLBACK).pipe(
+            Effect.zipRight(execute(sql, SAVEPOINT_RELEASE)),
+            Effect.as(exit)
+          )
+        })
+      )
+    )
 
 export const SAVEPOINT_BEGIN = `SAVEPOINT ${SAVEPOINT}`
 export const SAVEPOINT_RELEASE = `RELEASE ${SAVEPOINT}`
@@ -91,10 +99,12 @@ export const SAVEPOINT_ROLLBACK = `ROLLBACK TO ${SAVEPOINT}`
 export const savepoint = savepointWith((sql, statement) => sql.unsafe(statement))
 
 export const hasSqlError = <E>(cause: Cause.Cause<E>): boolean =>
-  Option.isSome(Cause.find(cause, (reason) =>
-    reason._tag === "Fail" && reason.error instanceof SqlError
-      ? Option.some(true)
-      : reason._tag === "Die" && reason.defect instanceof SqlError
-      ? Option.some(true)
-      : Option.none()
-  ))
+  Option.isSome(
+    Cause.find(cause, (reason) =>
+      reason._tag === "Fail" && reason.error instanceof SqlError
+        ? Option.some(true)
+        : reason._tag === "Die" && reason.defect instanceof SqlError
+          ? Option.some(true)
+          : Option.none()
+    )
+  )

@@ -27,12 +27,17 @@ const schemaFor = (filename: string) =>
 /** The test database URL set by globalSetup. */
 export const testDatabaseUrl = () => {
   const url = process.env.TEST_DATABASE_URL
-  if (url === undefined) throw new Error("TEST_STORE=postgres needs TEST_DATABASE_URL (set by the vitest globalSetup of @orchestration/engine/testing)")
+  if (url === undefined)
+    throw new Error(
+      "TEST_STORE=postgres needs TEST_DATABASE_URL (set by the vitest globalSetup of @orchestration/engine/testing)"
+    )
   return url
 }
 
 /** A store for a test: the SQLite file (or memory), or its PostgreSQL schema in the run's database. */
-export const layer = (options: { readonly filename?: string } = {}): Layer.Layer<SqlClient, StorageFailure | StoreLocked> => {
+export const layer = (
+  options: { readonly filename?: string } = {}
+): Layer.Layer<SqlClient, StorageFailure | StoreLocked> => {
   const filename = options.filename ?? ":memory:"
   return testStoreKind() === "postgres"
     ? PostgresStore.layer({ url: testDatabaseUrl(), schema: schemaFor(filename), maxConnections: 4 })

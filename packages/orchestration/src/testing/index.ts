@@ -15,7 +15,10 @@ export interface ChildRun {
 /** Runs `node <script> ...args` to its end (or its SIGKILL), with extra environment variables. */
 export const runChild = (script: string, args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
   Effect.async<ChildRun>((resume) => {
-    const child = spawn(process.execPath, [script, ...args], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...env } })
+    const child = spawn(process.execPath, [script, ...args], {
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...env }
+    })
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
@@ -26,5 +29,8 @@ export const runChild = (script: string, args: ReadonlyArray<string>, env: Recor
 
 /** The JSON objects a child printed, one per line. */
 export const jsonLines = (stdout: string): Array<Record<string, any>> =>
-  stdout.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+  stdout
+    .split("\n")
+    .filter((line) => line.startsWith("{"))
+    .map((line) => JSON.parse(line))
 export * as TestStore from "./TestStore.js"

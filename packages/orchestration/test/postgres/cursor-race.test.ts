@@ -30,26 +30,38 @@ describe("reactor cursors across sessions", () => {
       const hold = holdAt("dispatch.before-commit", sql)
       const engine = yield* Effect.provide(
         Engine.Engine,
-        yield* Layer.build(Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(Layer.provide(hold.layer), Layer.provide(Layer.succeedContext(store))))
+        yield* Layer.build(
+          Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(
+            Layer.provide(hold.layer),
+            Layer.provide(Layer.succeedContext(store))
+          )
+        )
       )
       const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
       const kinds = ["work.safe"]
 
       // j1 ran once and failed for good; the reactor's cursor then moved past it.
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      const [claimed] = yield* inStore(Outbox.claim({ kinds, owner: "owner-A", now: 0, leaseMs: 30_000, limit: 1, after: 0 }))
+      const [claimed] = yield* inStore(
+        Outbox.claim({ kinds, owner: "owner-A", now: 0, leaseMs: 30_000, limit: 1, after: 0 })
+      )
       yield* engine.dispatchWithReceipt(
-        settlement("effect.fail", EffectOutcomes.outcomeId("job:j1", 1), 1, { by: "reactor", error: { message: "no" } }),
+        settlement("effect.fail", EffectOutcomes.outcomeId("job:j1", 1), 1, {
+          by: "reactor",
+          error: { message: "no" }
+        }),
         { origin: "internal" }
       )
       assert.isAtLeast(yield* inStore(Outbox.advanceCursor("r", kinds, 0)), claimed!.sequence)
 
       // Session 1: the operator's retry, held open after it made the row pending and moved the cursor back.
       yield* hold.arm
-      const retry = yield* Effect.fork(engine.dispatchWithReceipt(
-        settlement("effect.retry", EffectOutcomes.operatorId("retry", "job:j1", 1, 0), 1, { by: "operator" }),
-        { origin: "internal" }
-      ))
+      const retry = yield* Effect.fork(
+        engine.dispatchWithReceipt(
+          settlement("effect.retry", EffectOutcomes.operatorId("retry", "job:j1", 1, 0), 1, { by: "operator" }),
+          { origin: "internal" }
+        )
+      )
       const holder = yield* hold.held
       // Session 2: the reactor advances its cursor while the retry is still open.
       const advance = yield* Effect.fork(inStore(Outbox.advanceCursor("r", kinds, 0)))
@@ -61,7 +73,13 @@ describe("reactor cursors across sessions", () => {
       // The retried row is below no cursor: the reactor's next claim finds it.
       const cursor = yield* inStore(Outbox.cursor("r"))
       assert.isBelow(cursor, claimed!.sequence, "the cursor was left above the retried row")
-      const again = yield* inStore(Outbox.claim({ kinds, owner: "owner-A", now: 1, leaseMs: 30_000, limit: 1, after: cursor }))
-      assert.deepStrictEqual(again.map((row) => [row.effectId, row.attempts]), [["job:j1", 2]])
-    }))
+      const again = yield* inStore(
+        Outbox.claim({ kinds, owner: "owner-A", now: 1, leaseMs: 30_000, limit: 1, after: cursor })
+      )
+      assert.deepStrictEqual(
+        again.map((row) => [row.effectId, row.attempts]),
+        [["job:j1", 2]]
+      )
+    })
+  )
 })

@@ -24,12 +24,12 @@ export const holdAt = (point: FaultPointName, sql: SqlClient) => {
     hit: (hit) =>
       hit === point && state.armed
         ? Effect.gen(function* () {
-          state.armed = false
-          // The hook runs inside the transaction: this query runs on its connection.
-          const rows = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.pipe(Effect.orDie)
-          yield* Deferred.succeed(holding, Number(rows[0]!.pid))
-          yield* Deferred.await(release)
-        })
+            state.armed = false
+            // The hook runs inside the transaction: this query runs on its connection.
+            const rows = yield* sql<{ pid: number }>`SELECT pg_backend_pid() AS pid`.pipe(Effect.orDie)
+            yield* Deferred.succeed(holding, Number(rows[0]!.pid))
+            yield* Deferred.await(release)
+          })
         : Effect.void
   })
   return {
@@ -46,7 +46,9 @@ export const blockedBehind = (sql: SqlClient, pid: number, what: string) =>
   Effect.gen(function* () {
     const deadline = Date.now() + 20_000
     while (Date.now() < deadline) {
-      const rows = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid))`
+      const rows = yield* sql<{
+        n: number
+      }>`SELECT COUNT(*) AS n FROM pg_stat_activity WHERE ${pid} = ANY(pg_blocking_pids(pid))`
       if (Number(rows[0]!.n) > 0) return
       yield* wait(10)
     }

@@ -12,7 +12,12 @@ import * as TestStore from "../../src/testing/TestStore.js"
 import { accountsConfig, engineLayer, tempDbFile } from "../fixtures/harness.js"
 
 const open = (commandId: string, accountId: string) => ({ commandId, type: "account.open", accountId, owner: "ada" })
-const deposit = (commandId: string, accountId: string, amount: number) => ({ commandId, type: "account.deposit", accountId, amount })
+const deposit = (commandId: string, accountId: string, amount: number) => ({
+  commandId,
+  type: "account.deposit",
+  accountId,
+  amount
+})
 
 /** Real time for network round trips (never the TestClock): PostgreSQL answers asynchronously. */
 const wait = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
@@ -31,9 +36,10 @@ describe("commit order across processes", () => {
         enabled: true,
         hit: (point) =>
           point === "dispatch.before-commit" && !held
-            ? Effect.zipRight(Effect.sync(() => (held = true)), Deferred.succeed(holding, undefined)).pipe(
-              Effect.zipRight(Deferred.await(release))
-            )
+            ? Effect.zipRight(
+                Effect.sync(() => (held = true)),
+                Deferred.succeed(holding, undefined)
+              ).pipe(Effect.zipRight(Deferred.await(release)))
             : Effect.void
       })
       const a = yield* Layer.build(engineLayer({ filename: file }).pipe(Layer.provide(holdBeforeCommit)))
@@ -43,7 +49,9 @@ describe("commit order across processes", () => {
 
       // A follower on engine B, started before anything is written.
       const seen: Array<number> = []
-      yield* Effect.forkScoped(Stream.runForEach(engineB.followEvents(), (e) => Effect.sync(() => seen.push(e.sequence))))
+      yield* Effect.forkScoped(
+        Stream.runForEach(engineB.followEvents(), (e) => Effect.sync(() => seen.push(e.sequence)))
+      )
 
       const first = yield* Effect.fork(engineA.dispatchWithReceipt(open("open-a", "acc-a")))
       yield* Deferred.await(holding)
@@ -51,7 +59,10 @@ describe("commit order across processes", () => {
       yield* wait(400)
       // A's transaction is open with its sequence handed out; B cannot commit past it, and no reader sees anything.
       assert.isTrue(Option.isNone(yield* Fiber.poll(second)), "B committed while A's earlier sequence was still open")
-      assert.deepStrictEqual((yield* engineB.readEvents()).map((e) => e.sequence), [])
+      assert.deepStrictEqual(
+        (yield* engineB.readEvents()).map((e) => e.sequence),
+        []
+      )
       assert.deepStrictEqual(seen, [])
 
       yield* Deferred.succeed(release, undefined)
@@ -62,8 +73,12 @@ describe("commit order across processes", () => {
       while (seen.length < 2 && Date.now() < deadline) yield* wait(20)
       // Every event once, in sequence order: the late commit was waited for, not skipped.
       assert.deepStrictEqual(seen, [answerA.sequence, answerB.sequence])
-      assert.deepStrictEqual((yield* engineA.readEvents()).map((e) => e.commandId), ["open-a", "open-b"])
-    }))
+      assert.deepStrictEqual(
+        (yield* engineA.readEvents()).map((e) => e.commandId),
+        ["open-a", "open-b"]
+      )
+    })
+  )
 })
 
 describe("one receipt per command across processes", () => {
@@ -76,10 +91,10 @@ describe("one receipt per command across processes", () => {
       const answers = yield* Effect.forEach(
         ids,
         (id, i) =>
-          Effect.all([
-            engineA.dispatchWithReceipt(open(id, `acc-${i}`)),
-            engineB.dispatchWithReceipt(open(id, `acc-${i}`))
-          ], { concurrency: 2 }),
+          Effect.all(
+            [engineA.dispatchWithReceipt(open(id, `acc-${i}`)), engineB.dispatchWithReceipt(open(id, `acc-${i}`))],
+            { concurrency: 2 }
+          ),
         { concurrency: "unbounded" }
       )
       for (const [first, second] of answers) {
@@ -92,8 +107,15 @@ describe("one receipt per command across processes", () => {
       assert.deepStrictEqual(counts[0], { events: 20, receipts: 20 })
       // The same id with another payload, on the other engine, is a conflict.
       const conflict = yield* Effect.exit(engineB.dispatchWithReceipt(open("dup-0", "another-account")))
-      assert.isTrue(Exit.isFailure(conflict) && Cause.failureOption(conflict.cause).pipe(Option.map((e) => e._tag), Option.getOrUndefined) === "CommandIdConflict")
-    }))
+      assert.isTrue(
+        Exit.isFailure(conflict) &&
+          Cause.failureOption(conflict.cause).pipe(
+            Option.map((e) => e._tag),
+            Option.getOrUndefined
+          ) === "CommandIdConflict"
+      )
+    })
+  )
 
   it.scoped("an aggregate written by two engines in turn never decides on stale cached state", () =>
     Effect.gen(function* () {
@@ -106,11 +128,15 @@ describe("one receipt per command across processes", () => {
         yield* engine.dispatchWithReceipt(deposit(`deposit-${i}`, "shared", 10))
       }
       const events = yield* engineA.readEvents({ aggregateId: "shared" })
-      assert.deepStrictEqual(events.map((e) => e.version), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11])
+      assert.deepStrictEqual(
+        events.map((e) => e.version),
+        [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]
+      )
       const sql = yield* Effect.provide(SqlClient, yield* Layer.build(TestStore.layer({ filename: file })))
       const balance = yield* sql<{ balance: number }>`SELECT balance FROM account_balances WHERE account_id = 'shared'`
       assert.strictEqual(Number(balance[0]!.balance), 100)
-    }))
+    })
+  )
 })
 
 /**
@@ -118,7 +144,12 @@ describe("one receipt per command across processes", () => {
  * connection before the answer comes back: the commit happened, the client cannot know.
  */
 const commitCuttingProxy = Effect.acquireRelease(
-  Effect.async<{ readonly server: Server; readonly port: number; readonly arm: () => void; readonly cuts: () => number }>((resume) => {
+  Effect.async<{
+    readonly server: Server
+    readonly port: number
+    readonly arm: () => void
+    readonly cuts: () => number
+  }>((resume) => {
     let armed = false
     let cuts = 0
     const sockets = new Set<Socket>()
@@ -129,7 +160,8 @@ const commitCuttingProxy = Effect.acquireRelease(
       upstream.on("data", (chunk) => client.writable && client.write(chunk))
       client.on("data", (chunk: Buffer) => {
         // A simple-protocol Query message: 'Q', int32 length, the SQL text, NUL.
-        const isCommit = chunk[0] === 0x51 && chunk.subarray(5).toString("utf8").replace(/\0+$/, "").trim().toUpperCase() === "COMMIT"
+        const isCommit =
+          chunk[0] === 0x51 && chunk.subarray(5).toString("utf8").replace(/\0+$/, "").trim().toUpperCase() === "COMMIT"
         upstream.write(chunk)
         if (isCommit && armed) {
           armed = false
@@ -148,38 +180,50 @@ const commitCuttingProxy = Effect.acquireRelease(
       resume(Effect.succeed({ server, port, arm: () => (armed = true), cuts: () => cuts }))
     })
   }),
-  ({ server }) => Effect.async<void>((resume) => {
-    server.close(() => resume(Effect.void))
-  })
+  ({ server }) =>
+    Effect.async<void>((resume) => {
+      server.close(() => resume(Effect.void))
+    })
 )
 
 describe("ambiguous commits", () => {
-  it.scoped("a connection lost after COMMIT was sent fails the command; the retry with the same id finds the receipt", () =>
-    Effect.gen(function* () {
-      const proxy = yield* commitCuttingProxy
-      const url = new URL(TestStore.testDatabaseUrl())
-      url.port = String(proxy.port)
-      const schema = TestStore.freshSchema()
-      const store = PostgresStore.layer({ url: url.toString(), schema, maxConnections: 2 })
-      const engine = yield* engineIn(yield* Layer.build(Engine.layer(accountsConfig).pipe(Layer.provideMerge(store))))
-      yield* engine.dispatchWithReceipt(open("open-1", "acc-1"))
+  it.scoped(
+    "a connection lost after COMMIT was sent fails the command; the retry with the same id finds the receipt",
+    () =>
+      Effect.gen(function* () {
+        const proxy = yield* commitCuttingProxy
+        const url = new URL(TestStore.testDatabaseUrl())
+        url.port = String(proxy.port)
+        const schema = TestStore.freshSchema()
+        const store = PostgresStore.layer({ url: url.toString(), schema, maxConnections: 2 })
+        const engine = yield* engineIn(yield* Layer.build(Engine.layer(accountsConfig).pipe(Layer.provideMerge(store))))
+        yield* engine.dispatchWithReceipt(open("open-1", "acc-1"))
 
-      proxy.arm()
-      const cut = yield* Effect.exit(engine.dispatchWithReceipt(deposit("deposit-1", "acc-1", 25)))
-      assert.strictEqual(proxy.cuts(), 1)
-      // The client is told the truth it has: the write's fate is unknown to the engine, a typed storage failure.
-      assert.isTrue(Exit.isFailure(cut))
-      const failure = Exit.isFailure(cut) ? Option.getOrUndefined(Cause.failureOption(cut.cause)) : undefined
-      assert.strictEqual(failure?._tag, "StorageFailure")
+        proxy.arm()
+        const cut = yield* Effect.exit(engine.dispatchWithReceipt(deposit("deposit-1", "acc-1", 25)))
+        assert.strictEqual(proxy.cuts(), 1)
+        // The client is told the truth it has: the write's fate is unknown to the engine, a typed storage failure.
+        assert.isTrue(Exit.isFailure(cut))
+        const failure = Exit.isFailure(cut) ? Option.getOrUndefined(Cause.failureOption(cut.cause)) : undefined
+        assert.strictEqual(failure?._tag, "StorageFailure")
 
-      // The retry with the same command id: the commit did land, so its receipt answers, once.
-      const retry = yield* engine.dispatchWithReceipt(deposit("deposit-1", "acc-1", 25))
-      assert.isTrue(retry.duplicate)
-      assert.deepStrictEqual(retry.events.map((e) => e.type), ["account.deposited"])
-      // And the engine's next decision on that aggregate sees the committed deposit (no stale cache).
-      const next = yield* engine.dispatchWithReceipt(deposit("deposit-2", "acc-1", 5))
-      assert.strictEqual(next.events[0]!.version, 3)
-      const deposits = (yield* engine.readEvents({ aggregateId: "acc-1" })).filter((e) => e.type === "account.deposited")
-      assert.deepStrictEqual(deposits.map((e) => e.commandId), ["deposit-1", "deposit-2"])
-    }))
+        // The retry with the same command id: the commit did land, so its receipt answers, once.
+        const retry = yield* engine.dispatchWithReceipt(deposit("deposit-1", "acc-1", 25))
+        assert.isTrue(retry.duplicate)
+        assert.deepStrictEqual(
+          retry.events.map((e) => e.type),
+          ["account.deposited"]
+        )
+        // And the engine's next decision on that aggregate sees the committed deposit (no stale cache).
+        const next = yield* engine.dispatchWithReceipt(deposit("deposit-2", "acc-1", 5))
+        assert.strictEqual(next.events[0]!.version, 3)
+        const deposits = (yield* engine.readEvents({ aggregateId: "acc-1" })).filter(
+          (e) => e.type === "account.deposited"
+        )
+        assert.deepStrictEqual(
+          deposits.map((e) => e.commandId),
+          ["deposit-1", "deposit-2"]
+        )
+      })
+  )
 })

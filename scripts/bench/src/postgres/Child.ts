@@ -55,14 +55,24 @@ const dispatch = Effect.gen(function* () {
   const context = yield* Layer.build(Engine.layer(benchConfig).pipe(Layer.provideMerge(store())))
   const engine = yield* Effect.provide(Engine.Engine, context)
   const c = Array.from({ length: options.clients }, (_, i) => i)
-  yield* Effect.forEach(c, (i) => engine.dispatchWithReceipt(bump(`${options.tag}-warm`, i, i + 1000 * Number(options.tag.replace(/\D/g, "") || 0))), {
-    concurrency: "unbounded",
-    discard: true
-  })
+  yield* Effect.forEach(
+    c,
+    (i) =>
+      engine.dispatchWithReceipt(
+        bump(`${options.tag}-warm`, i, i + 1000 * Number(options.tag.replace(/\D/g, "") || 0))
+      ),
+    {
+      concurrency: "unbounded",
+      discard: true
+    }
+  )
   yield* Effect.promise(go)
   const startedAt = Date.now()
   const run = yield* closedLoopEffect(options.clients, options.ops, (i, client) =>
-    engine.dispatchWithReceipt(bump(`${options.tag}-run`, i, client + 1000 * Number(options.tag.replace(/\D/g, "") || 0))))
+    engine.dispatchWithReceipt(
+      bump(`${options.tag}-run`, i, client + 1000 * Number(options.tag.replace(/\D/g, "") || 0))
+    )
+  )
   report(run, startedAt)
 })
 
@@ -75,10 +85,12 @@ const endToEnd = Effect.gen(function* () {
     concurrency: Math.max(1, options.clients),
     handle: () => Effect.succeed({ ok: true })
   }
-  const stack = Boot.layer({ reactors: [reactor], activation: "on-boot", retention: false, worker: { nodeId: `bench-${options.tag}` } }).pipe(
-    Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })),
-    Layer.provideMerge(store())
-  )
+  const stack = Boot.layer({
+    reactors: [reactor],
+    activation: "on-boot",
+    retention: false,
+    worker: { nodeId: `bench-${options.tag}` }
+  }).pipe(Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })), Layer.provideMerge(store()))
   const context = yield* Layer.build(stack)
   const engine = yield* Effect.provide(Engine.Engine, context)
   yield* engine.followEvents().pipe(
@@ -93,7 +105,8 @@ const endToEnd = Effect.gen(function* () {
         }
         done.delete(effectId)
         return Deferred.succeed(waiter, undefined)
-      })),
+      })
+    ),
     Effect.forkScoped
   )
   const once = (run: string, i: number, client: number) =>
@@ -106,10 +119,14 @@ const endToEnd = Effect.gen(function* () {
       if (early.delete(effectId)) return
       yield* Deferred.await(waiter)
     })
-  yield* Effect.forEach(Array.from({ length: options.clients }, (_, c) => c), (c) => once(`${options.tag}-warm`, c, c), {
-    concurrency: "unbounded",
-    discard: true
-  })
+  yield* Effect.forEach(
+    Array.from({ length: options.clients }, (_, c) => c),
+    (c) => once(`${options.tag}-warm`, c, c),
+    {
+      concurrency: "unbounded",
+      discard: true
+    }
+  )
   yield* Effect.promise(go)
   const startedAt = Date.now()
   const run = yield* closedLoopEffect(options.clients, options.ops, (i, c) => once(`${options.tag}-run`, i, c))
@@ -118,13 +135,22 @@ const endToEnd = Effect.gen(function* () {
 
 const dbos = async () => {
   const { DBOS } = await import("@dbos-inc/dbos-sdk")
-  DBOS.setConfig({ name: "bench", systemDatabaseUrl: options.url, systemDatabaseSchemaName: `dbos_${options.schema}`, logLevel: "error", runAdminServer: false })
+  DBOS.setConfig({
+    name: "bench",
+    systemDatabaseUrl: options.url,
+    systemDatabaseSchemaName: `dbos_${options.schema}`,
+    logLevel: "error",
+    runAdminServer: false
+  })
   // One step per effect; the step does what our reactor's handler does (nothing but answer).
   const effect = DBOS.registerStep(async (n: number) => ({ ok: true, n }), { name: "bench-effect" })
-  const workflow = DBOS.registerWorkflow(async (n: number) => {
-    await effect(n)
-    return n
-  }, { name: "bench-command" })
+  const workflow = DBOS.registerWorkflow(
+    async (n: number) => {
+      await effect(n)
+      return n
+    },
+    { name: "bench-command" }
+  )
   await DBOS.launch()
   const once = async (id: string, n: number) => {
     const handle = await DBOS.startWorkflow(workflow, { workflowID: id })(n)

@@ -30,11 +30,21 @@ interface ChildResult {
 }
 
 /** Starts `count` processes, waits until all are warm, starts them together, collects their results. */
-const runProcesses = async (mode: string, count: number, url: string, schema: string, opsEach: number): Promise<Array<ChildResult>> => {
+const runProcesses = async (
+  mode: string,
+  count: number,
+  url: string,
+  schema: string,
+  opsEach: number
+): Promise<Array<ChildResult>> => {
   const procs = Array.from({ length: count }, (_, i) => {
-    const p = spawn(process.execPath, [child, mode, JSON.stringify({ url, schema, clients, ops: opsEach, tag: `p${i}` })], {
-      stdio: ["pipe", "pipe", "inherit"]
-    })
+    const p = spawn(
+      process.execPath,
+      [child, mode, JSON.stringify({ url, schema, clients, ops: opsEach, tag: `p${i}` })],
+      {
+        stdio: ["pipe", "pipe", "inherit"]
+      }
+    )
     let out = ""
     const ready = new Promise<void>((resolve, reject) => {
       p.stdout.on("data", (chunk: Buffer) => {
@@ -46,9 +56,11 @@ const runProcesses = async (mode: string, count: number, url: string, schema: st
     const done = new Promise<ChildResult>((resolve, reject) =>
       p.on("exit", (code) => {
         const line = out.split("\n").find((l) => l.startsWith("{"))
-        if (code !== 0 || line === undefined) reject(new Error(`${mode} process exited with ${code}: ${out.slice(-500)}`))
+        if (code !== 0 || line === undefined)
+          reject(new Error(`${mode} process exited with ${code}: ${out.slice(-500)}`))
         else resolve(JSON.parse(line) as ChildResult)
-      }))
+      })
+    )
     return { p, ready, done }
   })
   await Promise.all(procs.map((x) => x.ready))
@@ -87,7 +99,9 @@ const main = async () => {
       const dbos = await runProcesses("dbos", 1, database.url, TestStore.freshSchema(), Math.floor(ops / 2))
       rates.dbos!.push(rateOf(dbos))
       p50s.dbos!.push(dbos[0]!.p50)
-      log(`bench-postgres: round ${round}/${rounds}: dispatch 1p ${fmt(rates.dispatch1!.at(-1)!)} /s, 3p ${fmt(rates.dispatch3!.at(-1)!)} /s, end to end ${fmt(rates.e2e!.at(-1)!)} /s, DBOS ${fmt(rates.dbos!.at(-1)!)} /s`)
+      log(
+        `bench-postgres: round ${round}/${rounds}: dispatch 1p ${fmt(rates.dispatch1!.at(-1)!)} /s, 3p ${fmt(rates.dispatch3!.at(-1)!)} /s, end to end ${fmt(rates.e2e!.at(-1)!)} /s, DBOS ${fmt(rates.dbos!.at(-1)!)} /s`
+      )
     }
   } finally {
     await TestStore.dropRunDatabase(database.name)
@@ -104,7 +118,8 @@ const main = async () => {
     await c.end()
     return v
   })()
-  const dbosVersion = JSON.parse(readFileSync(fileURLToPath(new URL("../../../package.json", import.meta.url)), "utf8")).dependencies["@dbos-inc/dbos-sdk"]
+  const dbosVersion = JSON.parse(readFileSync(fileURLToPath(new URL("../../../package.json", import.meta.url)), "utf8"))
+    .dependencies["@dbos-inc/dbos-sdk"]
   const lines = [
     `<!-- bench-postgres:${quick ? "quick" : "full"} -->`,
     `### ${quick ? "Quick" : "Full"} run (\`pnpm bench:postgres${quick ? " --quick" : ""}\`), ${new Date().toISOString()}`,
@@ -129,12 +144,16 @@ const main = async () => {
     doc = readFileSync(file, "utf8")
   } catch {
     // swallow-ok: no results file yet; this run starts it.
-    doc = "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres` (issue 8). See docs/benchmarks.md for the SQLite figures.\n\n"
+    doc =
+      "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres` (issue 8). See docs/benchmarks.md for the SQLite figures.\n\n"
   }
   const start = doc.indexOf(marker)
   const end = start < 0 ? -1 : doc.indexOf("<!-- bench-postgres:end -->", start)
   const section = `${lines.join("\n")}\n<!-- bench-postgres:end -->`
-  doc = start < 0 ? `${doc.trimEnd()}\n\n${section}\n` : `${doc.slice(0, start)}${section}${doc.slice(end + "<!-- bench-postgres:end -->".length)}`
+  doc =
+    start < 0
+      ? `${doc.trimEnd()}\n\n${section}\n`
+      : `${doc.slice(0, start)}${section}${doc.slice(end + "<!-- bench-postgres:end -->".length)}`
   writeFileSync(file, doc)
   for (const line of lines.slice(5, 11)) console.log(line)
   console.log(
