@@ -62,7 +62,7 @@ layer(serverLayer(), { excludeTestServices: true, timeout: 60_000 })("the CLI ag
         text.stdout,
         /^database\s+sqlite, answers in \d+ ms, takes writes, node cli-test, 1 live worker\(s\)$/m
       )
-      assert.match(text.stdout, /^outbox\s+\d+ pending, \d+ running, \d+ failed$/m)
+      assert.match(text.stdout, /^outbox\s+\d+ pending, \d+ running, \d+ failed, \d+ quarantined$/m)
       assert.match(text.stdout, /^REACTOR\s+LAG\s+OLDEST PENDING$/m)
       assert.match(text.stdout, /^agents\s+\d+\s+/m)
       const json = yield* cli(["status", "--url", url, "--json"])
