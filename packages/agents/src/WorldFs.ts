@@ -150,8 +150,9 @@ export const writeFileAtomic = (
           .rename(temporary, target)
           .catch((cause: unknown) => Promise.reject(systemError(OsErrors.codeOf(cause), target)))
       } catch (cause) {
-        // swallow-ok: the write already failed and that failure is reported; a temporary file left behind is only clutter.
-        await fs.rm(temporary, { force: true }).catch(() => undefined)
+        // The write already failed and that failure is what the caller gets.
+        await fs.rm(temporary, { force: true }).catch(() => undefined) // swallow-ok: a leftover temporary file is clutter, not lost data
+
         throw cause
       }
     },
