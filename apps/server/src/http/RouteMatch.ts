@@ -29,6 +29,8 @@ export const make = (routes: Iterable<HttpRouter.Route<unknown, unknown>>): Effe
           onFailure: (failure) => (failure instanceof Matched ? failure.path : undefined),
           onSuccess: () => undefined
         }),
+        // swallow-ok: a defect while matching means no route is known, and an unknown route is denied
+        // (Access is default-deny), so the request is refused rather than let through.
         Effect.catchAllDefect(() => Effect.succeed(undefined))
       )
   )
