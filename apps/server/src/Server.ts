@@ -5,7 +5,7 @@
  * the first step of shutdown (stop admitting, end event streams) so it runs before the listener,
  * reactors and store close. main.ts and the tests both start the server this way.
  */
-import { HttpApiBuilder, HttpApiSwagger, HttpServer } from "@effect/platform"
+import { HttpApiBuilder, HttpApiSwagger, HttpRouter, HttpServer } from "@effect/platform"
 import * as SqlClient from "@effect/sql/SqlClient"
 import {
   Boot,
@@ -101,6 +101,9 @@ export const coreLayer = (options: ServerOptions) => {
   return Layer.mergeAll(state, Metrics.layer, writability).pipe(Layer.provideMerge(withThreads))
 }
 
+/** The longest path parameter the router matches: any id the engine accepts, with room to spare. */
+const ROUTE_PARAM_MAX = 1024
+
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
   Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OutboxLive, OpsLive]),
   Layer.provide(apiMiddleware)
@@ -114,7 +117,11 @@ export const httpLayer = HttpApiBuilder.serve().pipe(
   Layer.provide(HttpApiSwagger.layer({ path: "/docs" })),
   Layer.provide(DashboardAssets.layer),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
-  Layer.provide(ApiLive)
+  Layer.provide(ApiLive),
+  // The router refuses path parameters over 100 characters by default, but ids the engine builds
+  // (effect ids derived from 128-character client ids) may be up to 512: an id in a path must
+  // reach its handler, which answers 404 or 400 itself. Longer than any valid id is still refused.
+  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: ROUTE_PARAM_MAX }))
 )
 
 /** The listener is gated first, so a request that arrives while the store boots is answered (503). */

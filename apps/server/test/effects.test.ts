@@ -197,4 +197,34 @@ describe("the outbox over HTTP", () => {
       assert.strictEqual(receipt.body.commandType, "effect.cancel")
     })
   )
+
+  it.scopedLive(
+    "an effect whose id is longer than 100 characters is served and cancelled by its id, behind the token",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer({ env: { API_TOKEN: "long-id-token" } })
+        const auth = { authorization: "Bearer long-id-token" }
+        // Client command ids may be 128 characters, so effect ids derived from them are longer still.
+        const commandId = `o-${"x".repeat(126)}`
+        const effectId = `${commandId}:welcome`
+        const path = `/v1/effects/${encodeURIComponent(effectId)}`
+        const opened = yield* raw(url, "/v1/commands", {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" },
+          body: JSON.stringify(open(commandId, "acc-long", "later@example.com"))
+        })
+        assert.strictEqual(opened.status, 200)
+        // The route is matched for the access decision too: without the token it is refused, not missing.
+        assert.strictEqual((yield* raw(url, path)).status, 401)
+        const one = yield* raw(url, path, { headers: auth })
+        assert.strictEqual(one.status, 200)
+        assert.strictEqual(one.body.effectId, effectId)
+        const cancelled = yield* raw(url, `${path}/cancel`, {
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json" }
+        })
+        assert.strictEqual(cancelled.status, 200)
+        assert.strictEqual((yield* raw(url, path, { headers: auth })).body.status, "cancelled")
+      })
+  )
 })
