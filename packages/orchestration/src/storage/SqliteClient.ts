@@ -12,7 +12,8 @@
  *   `withDirectStatementsInTransactions`): projections and settlements run several per command.
  * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
  *   run its own statements synchronously inside the transaction it already holds (see
- *   SqliteCommitWriter.ts). Only the SQLite store provides it; other stores go the generic way.
+ *   SqliteCommitWriter.ts). Only the SQLite store provides it; another SQLite client goes the generic
+ *   way (CommitWriter.ts).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Client from "@effect/sql/SqlClient"
