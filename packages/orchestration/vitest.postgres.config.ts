@@ -23,6 +23,7 @@ export default defineConfig({
       "test/projection-constraints.test.ts",
       "test/quarantine.test.ts",
       "test/table-columns.test.ts",
+      "test/audit.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],
