@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Clock, Duration, Effect } from "effect"
-import { Audit, AuditFindings, Engine, Retention } from "../src/index.js"
+import { Audit, Engine, Retention } from "../src/index.js"
 import { engineLayer } from "./fixtures/harness.js"
 
 /** Writes a small history: an account opened (with its welcome effect), a deposit, a refused withdrawal, a no-op. */
@@ -116,41 +116,4 @@ describe("the audit", () => {
       ])
     }).pipe(Effect.provide(engineLayer()))
   )
-})
-
-describe("the audit's rules", () => {
-  it("an aggregate's versions run 1..n; otherwise the missing count is named", () => {
-    assert.deepStrictEqual(
-      AuditFindings.versionProblems({ aggregate_type: "t", aggregate_id: "a", n: 3, lo: 1, hi: 3 }),
-      []
-    )
-    const [gap] = AuditFindings.versionProblems({ aggregate_type: "t", aggregate_id: "a", n: 3, lo: 1, hi: 5 })
-    assert.strictEqual(gap!.check, "aggregate-version-gap")
-    assert.include(gap!.message, "2 version(s) missing")
-  })
-
-  it("a receipt's effects are looked for only while settled rows are kept", () => {
-    const receipt: AuditFindings.ReceiptRow = {
-      command_id: "c",
-      status: "accepted",
-      aggregate_type: "t",
-      aggregate_id: "a",
-      first_sequence: 1,
-      last_sequence: 1,
-      effect_ids: '["e1","e2"]',
-      accepted_at: 1_000,
-      n: 1,
-      lo: 1,
-      hi: 1,
-      foreign_n: 0
-    }
-    assert.deepStrictEqual(AuditFindings.listedEffects(receipt, Retention.horizonsAt(1_000)), ["e1", "e2"])
-    const later = 1_000 + Duration.toMillis(Retention.defaults.settledEffects) + 1
-    assert.deepStrictEqual(AuditFindings.listedEffects(receipt, Retention.horizonsAt(later)), [])
-    assert.deepStrictEqual(AuditFindings.listedEffects({ ...receipt, status: "rejected" }, Retention.horizonsAt(0)), [])
-    assert.deepStrictEqual(
-      AuditFindings.listedEffects({ ...receipt, effect_ids: "not json" }, Retention.horizonsAt(0)),
-      []
-    )
-  })
 })
