@@ -112,6 +112,9 @@ const check = Command.make(
         const file = yield* storeFile(options)
         const worldDir = yield* worldDirOf(options.worldDir, file)
         const store = yield* StoreFile.open(file)
+        // The check only reads: SQLite refuses any write on this connection (a WAL left by a killed
+        // server is still recovered), whatever the audit's queries become.
+        yield* StoreFile.read(store, "opening", (s) => s.pragma("query_only = ON"))
         // One read transaction: a consistent snapshot, and a server cannot take the file meanwhile.
         yield* Effect.acquireRelease(
           StoreFile.read(store, "beginning a read of", (s) => s.exec("BEGIN")),
