@@ -24,6 +24,7 @@ export default defineConfig({
       "test/quarantine.test.ts",
       "test/table-columns.test.ts",
       "test/audit.test.ts",
+      "test/commit-writers.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

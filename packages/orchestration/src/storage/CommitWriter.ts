@@ -6,8 +6,8 @@
  * `@effect/sql` SQLite client, for one); the SQLite store offers a faster one over its raw connection
  * (SqliteCommitWriter.ts), PostgreSQL one with named statements and `unnest` inserts
  * (PgCommitWriter.ts). All run inside the transaction the processor holds and produce the same rows
- * and answers: the generic writer is the reference test/commit-paths.test.ts compares the SQLite
- * writer against, and the PostgreSQL conformance run exercises its own.
+ * and answers: the generic writer is the reference each store's own writer is compared against
+ * (test/commit-writers.test.ts on both stores; test/commit-paths.test.ts through the engine on SQLite).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
