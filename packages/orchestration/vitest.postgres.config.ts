@@ -22,6 +22,9 @@ export default defineConfig({
       "test/reconcile-storage.test.ts",
       "test/projection-constraints.test.ts",
       "test/quarantine.test.ts",
+      "test/table-columns.test.ts",
+      "test/audit.test.ts",
+      "test/commit-writers.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

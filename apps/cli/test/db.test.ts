@@ -155,8 +155,11 @@ layer(Layer.scoped(Golden, buildGolden), { excludeTestServices: true, timeout: 1
     it.effect("the store passes db check: exit 0, a readable report", () =>
       Effect.gen(function* () {
         const { dataDir, file } = yield* Golden
+        const before = readFileSync(file)
         const text = yield* cli(["db", "check", "--data-dir", dataDir])
         assert.strictEqual(text.code, 0, text.stdout + text.stderr)
+        // The check writes nothing to the store.
+        assert.isTrue(readFileSync(file).equals(before))
         assert.include(text.stdout, `db check ${file}`)
         assert.match(text.stdout, /^events\s+\d+ \(log head \d+, 4 aggregates\)$/m)
         assert.match(text.stdout, /^transcripts\s+4$/m)

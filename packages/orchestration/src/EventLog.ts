@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { EventRecord } from "./Aggregate.js"
+import * as TableColumns from "./storage/TableColumns.js"
 
 interface EventRow {
   readonly sequence: number
@@ -20,6 +21,20 @@ interface EventRow {
   readonly command_id: string
   readonly occurred_at: number
 }
+
+/** Every column of `events`, in the migrated schema's order (test/table-columns.test.ts holds the two together). */
+export const columns = [
+  "sequence",
+  "event_id",
+  "aggregate_type",
+  "aggregate_id",
+  "version",
+  "type",
+  "schema_version",
+  "payload",
+  "command_id",
+  "occurred_at"
+] as const satisfies ReadonlyArray<keyof EventRow>
 
 const toRecord = (row: EventRow): EventRecord => ({
   sequence: row.sequence,
@@ -47,6 +62,22 @@ export interface NewEvent {
   readonly occurredAt: number
 }
 
+/** What appending an event writes; the store assigns `sequence`. */
+export const insertShape: TableColumns.InsertShape<NewEvent> = {
+  table: "events",
+  columns: [
+    { name: "event_id", type: "text", encode: (e) => e.eventId },
+    { name: "aggregate_type", type: "text", encode: (e) => e.aggregateType },
+    { name: "aggregate_id", type: "text", encode: (e) => e.aggregateId },
+    { name: "version", type: "int", encode: (e) => e.version },
+    { name: "type", type: "text", encode: (e) => e.type },
+    { name: "schema_version", type: "int", encode: (e) => e.schemaVersion },
+    { name: "payload", type: "text", encode: (e) => e.payloadJson },
+    { name: "command_id", type: "text", encode: (e) => e.commandId },
+    { name: "occurred_at", type: "int", encode: (e) => e.occurredAt }
+  ]
+}
+
 /** Appends events in order and answers their records with the sequences the store assigned. */
 export const append = (
   events: ReadonlyArray<NewEvent>
@@ -55,19 +86,7 @@ export const append = (
     if (events.length === 0) return []
     const sql = yield* SqlClient
     const rows = yield* sql<{ sequence: number; event_id: string }>`INSERT INTO events ${sql
-      .insert(
-        events.map((e) => ({
-          event_id: e.eventId,
-          aggregate_type: e.aggregateType,
-          aggregate_id: e.aggregateId,
-          version: e.version,
-          type: e.type,
-          schema_version: e.schemaVersion,
-          payload: e.payloadJson,
-          command_id: e.commandId,
-          occurred_at: e.occurredAt
-        }))
-      )
+      .insert(events.map((e) => TableColumns.toRecord(insertShape, e)))
       .returning("sequence, event_id")}`
     const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
     return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))

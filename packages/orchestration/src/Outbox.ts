@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
 import type { QuarantineRecord } from "./Quarantine.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
+import * as TableColumns from "./storage/TableColumns.js"
 
 /** `quarantined`: its owning aggregate could not record its settlement; parked for an operator (Quarantine.ts). */
 export type OutboxStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled" | "quarantined"
@@ -72,6 +73,52 @@ interface Row {
   readonly quarantine: string | null
 }
 
+/** Every column of `outbox`, in the migrated schema's order (test/table-columns.test.ts holds the two together). */
+export const columns = [
+  "sequence",
+  "effect_id",
+  "command_id",
+  "aggregate_type",
+  "aggregate_id",
+  "kind",
+  "payload",
+  "lane",
+  "status",
+  "attempts",
+  "available_at",
+  "lease_owner",
+  "lease_expires_at",
+  "response",
+  "error",
+  "created_at",
+  "updated_at",
+  "quarantine",
+  "operator_actions"
+] as const satisfies ReadonlyArray<keyof Row>
+
+/**
+ * What the commit writes for a decided effect: a pending row, not attempted yet. An effect id that
+ * exists already keeps its row (deterministic ids make a repeated intent one row).
+ */
+export const insertShape: TableColumns.InsertShape<NewOutboxRow> = {
+  table: "outbox",
+  columns: [
+    { name: "effect_id", type: "text", encode: (r) => r.effectId },
+    { name: "command_id", type: "text", encode: (r) => r.commandId },
+    { name: "aggregate_type", type: "text", encode: (r) => r.aggregateType },
+    { name: "aggregate_id", type: "text", encode: (r) => r.aggregateId },
+    { name: "kind", type: "text", encode: (r) => r.kind },
+    { name: "payload", type: "text", encode: (r) => r.payloadJson },
+    { name: "lane", type: "text", encode: (r) => r.lane },
+    { name: "status", constant: "pending" },
+    { name: "attempts", constant: 0 },
+    { name: "available_at", type: "int", encode: (r) => r.availableAt },
+    { name: "created_at", type: "int", encode: (r) => r.now },
+    { name: "updated_at", sameAs: "created_at" }
+  ],
+  keepExistingOn: "effect_id"
+}
+
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
 
 const toRow = (r: Row): OutboxRow => ({
@@ -100,22 +147,9 @@ export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>
   Effect.gen(function* () {
     if (rows.length === 0) return
     const sql = yield* SqlClient
-    yield* sql`INSERT INTO outbox ${sql.insert(
-      rows.map((r) => ({
-        effect_id: r.effectId,
-        command_id: r.commandId,
-        aggregate_type: r.aggregateType,
-        aggregate_id: r.aggregateId,
-        kind: r.kind,
-        payload: r.payloadJson,
-        lane: r.lane,
-        status: "pending",
-        attempts: 0,
-        available_at: r.availableAt,
-        created_at: r.now,
-        updated_at: r.now
-      }))
-    )} ON CONFLICT (effect_id) DO NOTHING`
+    yield* sql`INSERT INTO outbox ${sql.insert(rows.map((r) => TableColumns.toRecord(insertShape, r)))}${sql.literal(
+      TableColumns.conflictClause(insertShape)
+    )}`
   })
 
 export const find = (effectId: string) =>

@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import * as TableColumns from "./storage/TableColumns.js"
 
 export interface Receipt {
   readonly commandId: string
@@ -78,20 +79,38 @@ export const toReceipt = (row: ReceiptRow): Receipt => ({
   acceptedAt: Number(row.accepted_at)
 })
 
-/** A receipt's values in the commit writers' INSERT column order (command_id … accepted_at). */
-export const insertValues = (receipt: Receipt): ReadonlyArray<string | number | null> => [
-  receipt.commandId,
-  receipt.aggregateType,
-  receipt.aggregateId,
-  receipt.commandType,
-  receipt.fingerprint,
-  receipt.status,
-  receipt.firstSequence,
-  receipt.lastSequence,
-  JSON.stringify(receipt.effectIds),
-  receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
-  receipt.acceptedAt
-]
+/** Every column of `receipts`, in the migrated schema's order (test/table-columns.test.ts holds the two together). */
+export const columns = [
+  "command_id",
+  "aggregate_type",
+  "aggregate_id",
+  "command_type",
+  "fingerprint",
+  "status",
+  "first_sequence",
+  "last_sequence",
+  "effect_ids",
+  "rejection",
+  "accepted_at"
+] as const satisfies ReadonlyArray<keyof ReceiptRow>
+
+/** What writing a receipt stores, and how (the commit writers and `insert` build their statements from it). */
+export const insertShape: TableColumns.InsertShape<Receipt> = {
+  table: "receipts",
+  columns: [
+    { name: "command_id", type: "text", encode: (r) => r.commandId },
+    { name: "aggregate_type", type: "text", encode: (r) => r.aggregateType },
+    { name: "aggregate_id", type: "text", encode: (r) => r.aggregateId },
+    { name: "command_type", type: "text", encode: (r) => r.commandType },
+    { name: "fingerprint", type: "text", encode: (r) => r.fingerprint },
+    { name: "status", type: "text", encode: (r) => r.status },
+    { name: "first_sequence", type: "int", encode: (r) => r.firstSequence },
+    { name: "last_sequence", type: "int", encode: (r) => r.lastSequence },
+    { name: "effect_ids", type: "text", encode: (r) => JSON.stringify(r.effectIds) },
+    { name: "rejection", type: "text", encode: (r) => (r.rejection === null ? null : JSON.stringify(r.rejection)) },
+    { name: "accepted_at", type: "int", encode: (r) => r.acceptedAt }
+  ]
+}
 
 export const find = (commandIds: ReadonlyArray<string>) =>
   Effect.flatMap(
@@ -104,18 +123,5 @@ export const findOne = (commandId: string) => Effect.map(find([commandId]), (rec
 export const insert = (receipt: Receipt) =>
   Effect.flatMap(
     SqlClient,
-    (sql) =>
-      sql`INSERT INTO receipts ${sql.insert({
-        command_id: receipt.commandId,
-        aggregate_type: receipt.aggregateType,
-        aggregate_id: receipt.aggregateId,
-        command_type: receipt.commandType,
-        fingerprint: receipt.fingerprint,
-        status: receipt.status,
-        first_sequence: receipt.firstSequence,
-        last_sequence: receipt.lastSequence,
-        effect_ids: JSON.stringify(receipt.effectIds),
-        rejection: receipt.rejection === null ? null : JSON.stringify(receipt.rejection),
-        accepted_at: receipt.acceptedAt
-      })}`
+    (sql) => sql`INSERT INTO receipts ${sql.insert(TableColumns.toRecord(insertShape, receipt))}`
   )

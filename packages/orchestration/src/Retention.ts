@@ -8,9 +8,9 @@ import { Clock, Duration, Effect, Layer } from "effect"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export interface RetentionOptions {
-  /** Default 7 days. */
+  /** How long a settled outbox row is kept after its last update. Default 7 days. */
   readonly settledEffects?: Duration.DurationInput
-  /** Default 30 days. */
+  /** How long a receipt is kept after it was accepted. Default 30 days. */
   readonly receipts?: Duration.DurationInput
   /** Rows per delete. Default 500. */
   readonly batchSize?: number
@@ -18,14 +18,30 @@ export interface RetentionOptions {
   readonly every?: Duration.DurationInput
 }
 
+/** The periods the engine prunes by when given none (the audit uses them to tell pruned from missing). */
+export const defaults = {
+  settledEffects: Duration.days(7),
+  receipts: Duration.days(30),
+  batchSize: 500,
+  every: Duration.minutes(1)
+} as const
+
+/**
+ * The oldest moments at `now` whose rows are surely kept: a receipt accepted, or a settled row last
+ * updated, before its horizon may have been pruned.
+ */
+export const horizonsAt = (now: number, options: RetentionOptions = {}) => ({
+  receiptsBefore: now - Duration.toMillis(options.receipts ?? defaults.receipts),
+  settledEffectsBefore: now - Duration.toMillis(options.settledEffects ?? defaults.settledEffects)
+})
+
 /** Deletes one batch of each; returns how many rows went. */
 export const pruneOnce = (options: RetentionOptions = {}) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const now = yield* Clock.currentTimeMillis
-    const batch = options.batchSize ?? 500
-    const effectsBefore = now - Duration.toMillis(options.settledEffects ?? "7 days")
-    const receiptsBefore = now - Duration.toMillis(options.receipts ?? "30 days")
+    const batch = options.batchSize ?? defaults.batchSize
+    const { receiptsBefore, settledEffectsBefore: effectsBefore } = horizonsAt(now, options)
     const effects = yield* sql<{ sequence: number }>`DELETE FROM outbox WHERE sequence IN (
         SELECT sequence FROM outbox WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ${effectsBefore}
         ORDER BY sequence LIMIT ${batch}
@@ -41,7 +57,7 @@ export const layer = (options: RetentionOptions = {}) =>
   Layer.scopedDiscard(
     Effect.forkScoped(
       Effect.forever(
-        Effect.sleep(options.every ?? "1 minute").pipe(
+        Effect.sleep(options.every ?? defaults.every).pipe(
           Effect.zipRight(pruneOnce(options)),
           Effect.tap((pruned) =>
             pruned.effects + pruned.receipts > 0 ? Effect.logDebug("retention pruned", pruned) : Effect.void

@@ -1,4 +1,6 @@
 export * as Aggregate from "./Aggregate.js"
+export * as Audit from "./Audit.js"
+export * as AuditFindings from "./AuditFindings.js"
 export {
   Decision,
   type DecideContext,
@@ -15,6 +17,7 @@ export * as EventLog from "./EventLog.js"
 export * as Outbox from "./Outbox.js"
 export * as Projection from "./Projection.js"
 export * as Receipts from "./Receipts.js"
+export * as SqliteClient from "./storage/SqliteClient.js"
 export * as SqliteStore from "./storage/SqliteStore.js"
 export * as StorageErrors from "./storage/StorageErrors.js"
 export {

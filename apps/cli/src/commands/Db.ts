@@ -3,6 +3,7 @@
  * running server holds the file locked: both commands then stop with exit 6 and say so.
  */
 import { Args, Command, Options } from "@effect/cli"
+import { SqliteClient } from "@orchestration/engine"
 import { Clock, Effect, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
@@ -111,17 +112,25 @@ const check = Command.make(
         const file = yield* storeFile(options)
         const worldDir = yield* worldDirOf(options.worldDir, file)
         const store = yield* StoreFile.open(file)
+        // The check only reads: SQLite refuses any write on this connection (a WAL left by a killed
+        // server is still recovered), whatever the audit's queries become.
+        yield* StoreFile.read(store, "opening", (s) => s.pragma("query_only = ON"))
         // One read transaction: a consistent snapshot, and a server cannot take the file meanwhile.
         yield* Effect.acquireRelease(
           StoreFile.read(store, "beginning a read of", (s) => s.exec("BEGIN")),
           () => Effect.sync(() => store.exec("COMMIT"))
         )
         const now = yield* Clock.currentTimeMillis
-        const report = yield* Check.run(store, {
+        // The engine's audit over this connection, through the engine's own SqlClient.
+        const report = yield* Check.run({
+          file,
           now,
           worldDir,
           progress: (total) => Progress.make({ label: "checking", total, unit: "rows", forced: options.progress })
-        })
+        }).pipe(
+          Effect.catchTag("SqlError", (error) => Effect.fail(StoreFile.failure(file, "checking")(error.cause))),
+          Effect.provide(SqliteClient.layerOver(store))
+        )
         yield* Render.output(options.json, report, renderCheck)
         if (!report.ok)
           return yield* new ProblemsFound({

@@ -2,7 +2,8 @@
  * The engine's SQLite file, opened by the CLI while the server is down. A running server holds the
  * file EXCLUSIVE (SqliteStore.ts), so the first read here fails at once with SQLITE_BUSY: that is
  * how "the server is running on this store" is told apart from every other failure. The file is
- * opened read-write only so SQLite can recover a WAL left by a killed server; nothing is written.
+ * opened read-write only so SQLite can recover a WAL left by a killed server; nothing is written
+ * (`db check` also sets `query_only`, so SQLite itself refuses a write).
  */
 import Database from "better-sqlite3"
 import { Effect, type Scope } from "effect"

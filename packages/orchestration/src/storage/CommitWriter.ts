@@ -1,10 +1,13 @@
 /**
  * The writes of one dispatch batch, as the processor needs them: the batch's receipt lookup, then
- * per command a savepoint, events, outbox rows and the receipt. The generic writer goes through each
- * table's own module over any SqlClient (SQLite or PostgreSQL); the SQLite store offers a faster one
- * over its raw connection (SqliteCommitWriter.ts). Both run inside the transaction the processor holds
- * and produce the same rows and answers; the processor picks the SQLite one when the store provides
- * SqliteConnection.
+ * per command a savepoint, events, outbox rows and the receipt. Three writers, one set of columns:
+ * each table module (EventLog, Outbox, Receipts) owns its insert shape, and every writer builds its
+ * statements from it. The generic writer goes through the table modules over any SqlClient (a stock
+ * `@effect/sql` SQLite client, for one); the SQLite store offers a faster one over its raw connection
+ * (SqliteCommitWriter.ts), PostgreSQL one with named statements and `unnest` inserts
+ * (PgCommitWriter.ts). All run inside the transaction the processor holds and produce the same rows
+ * and answers: the generic writer is the reference each store's own writer is compared against
+ * (test/commit-writers.test.ts on both stores; test/commit-paths.test.ts through the engine on SQLite).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"

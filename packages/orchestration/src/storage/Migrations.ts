@@ -1,6 +1,11 @@
 /**
  * The engine's own tables, numbered. Domain read models are created by their projections' `setup`.
  * Timestamps are epoch milliseconds; JSON columns hold canonical encodings.
+ *
+ * A migration is history: one that has shipped is never edited (existing stores ran it), the next
+ * change is a new one. The columns a table has today are stated by its module (EventLog, Outbox,
+ * Receipts: `columns` and `insertShape`), which every writer builds from; test/table-columns.test.ts
+ * fails when a migration and its module disagree.
  */
 import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"

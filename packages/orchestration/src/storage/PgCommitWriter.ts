@@ -1,35 +1,57 @@
 /**
  * The dispatch batch's own writes on PostgreSQL, on the transaction's own node-postgres client. Why
- * a second copy of this SQL (the table modules hold the generic one): through @effect/sql-pg every
- * statement is sent unnamed, so PostgreSQL parses and plans it again each time, and each costs
- * Effect's per-statement plumbing; here each statement is *named* (prepared once per connection) and
- * a command's events and outbox rows go in one statement each (`unnest` of arrays, whatever their
- * number). Rows, answers and SqlError shapes are the generic path's; the PostgreSQL conformance run
- * exercises this writer with every engine test.
- *
- * Keep the column lists in step with EventLog.ts, Outbox.ts and Receipts.ts.
+ * a second path (CommitWriter's generic one goes through the table modules over any SqlClient):
+ * through @effect/sql-pg every statement is sent unnamed, so PostgreSQL parses and plans it again
+ * each time, and each costs Effect's per-statement plumbing; here each statement is *named*
+ * (prepared once per connection) and a command's events and outbox rows go in one statement each
+ * (`unnest` of arrays, whatever their number). The statements are built once from the table modules'
+ * insert shapes (EventLog, Outbox, Receipts own their columns). Rows, answers and SqlError shapes are
+ * the generic path's; the PostgreSQL conformance run exercises this writer with every engine test.
  */
 import { TransactionConnection } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
 import type pg from "pg"
-import { recordOf } from "../EventLog.js"
-import { insertValues, type ReceiptRow, toReceipt } from "../Receipts.js"
+import * as EventLog from "../EventLog.js"
+import * as Outbox from "../Outbox.js"
+import * as Receipts from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
+import * as TableColumns from "./TableColumns.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
 
+const arrayType = (type: "text" | "int") => (type === "int" ? "bigint[]" : "text[]")
+
+/**
+ * Any number of rows in one statement: each bound column is one array parameter, `unnest` turns
+ * them back into rows (`INSERT … SELECT c1, …, 'pending', … FROM unnest($1::text[], …) AS r(c1, …)`).
+ */
+export const unnestStatement = <Row>(shape: TableColumns.InsertShape<Row>, suffix = "") => {
+  const bound = TableColumns.bound(shape)
+  const selected = TableColumns.sources(shape).map((s) => ("literal" in s ? s.literal : `c${s.bound + 1}`))
+  const parameters = bound.map((c, i) => `$${i + 1}::${arrayType(c.type)}`)
+  return {
+    text:
+      `INSERT INTO ${shape.table} (${TableColumns.names(shape).join(", ")}) SELECT ${selected.join(", ")}` +
+      ` FROM unnest(${parameters.join(", ")}) AS r(${bound.map((_, i) => `c${i + 1}`).join(", ")})` +
+      `${TableColumns.conflictClause(shape)}${suffix}`,
+    values: (rows: ReadonlyArray<Row>) => bound.map((c) => rows.map(c.encode))
+  }
+}
+
+/** One row: `INSERT INTO t (…) VALUES ($1, …)`; a column that repeats another's value reuses its `$n`. */
+export const valuesStatement = <Row>(shape: TableColumns.InsertShape<Row>) => {
+  const bound = TableColumns.bound(shape)
+  const placeholders = TableColumns.sources(shape).map((s) => ("literal" in s ? s.literal : `$${s.bound + 1}`))
+  return {
+    text: `INSERT INTO ${shape.table} (${TableColumns.names(shape).join(", ")}) VALUES (${placeholders.join(", ")})${TableColumns.conflictClause(shape)}`,
+    values: (row: Row) => bound.map((c) => c.encode(row))
+  }
+}
+
 const FIND_RECEIPTS = "SELECT * FROM receipts WHERE command_id = ANY($1::text[])"
-const INSERT_EVENTS = `INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
-  SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::text[], $8::text[], $9::bigint[])
-  RETURNING sequence, event_id`
-const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
-  available_at, created_at, updated_at)
-  SELECT e, c, t, a, k, p, l, 'pending', 0, v, n, n
-  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[])
-    AS r(e, c, t, a, k, p, l, v, n)
-  ON CONFLICT (effect_id) DO NOTHING`
-const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
-  last_sequence, effect_ids, rejection, accepted_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
+const INSERT_EVENTS = unnestStatement(EventLog.insertShape, " RETURNING sequence, event_id")
+const INSERT_OUTBOX = unnestStatement(Outbox.insertShape)
+const INSERT_RECEIPT = valuesStatement(Receipts.insertShape)
 
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 
@@ -62,46 +84,29 @@ const simple = (text: string) => Effect.asVoid(query(undefined, text))
 export const pgCommitWriter: CommitWriter = {
   findReceipts: (commandIds) =>
     Effect.map(
-      query<ReceiptRow>("engine_find_receipts", FIND_RECEIPTS, [commandIds]),
-      (rows) => new Map(rows.map((row) => [row.command_id, toReceipt(row)]))
+      query<Receipts.ReceiptRow>("engine_find_receipts", FIND_RECEIPTS, [commandIds]),
+      (rows) => new Map(rows.map((row) => [row.command_id, Receipts.toReceipt(row)]))
     ),
   appendEvents: (events) =>
     events.length === 0
       ? Effect.succeed([])
       : Effect.map(
-          query<{ sequence: number; event_id: string }>("engine_insert_events", INSERT_EVENTS, [
-            events.map((e) => e.eventId),
-            events.map((e) => e.aggregateType),
-            events.map((e) => e.aggregateId),
-            events.map((e) => e.version),
-            events.map((e) => e.type),
-            events.map((e) => e.schemaVersion),
-            events.map((e) => e.payloadJson),
-            events.map((e) => e.commandId),
-            events.map((e) => e.occurredAt)
-          ]),
+          query<{ sequence: number; event_id: string }>(
+            "engine_insert_events",
+            INSERT_EVENTS.text,
+            INSERT_EVENTS.values(events)
+          ),
           (rows) => {
             const sequenceById = new Map(rows.map((r) => [r.event_id, Number(r.sequence)]))
-            return events.map((e) => recordOf(e, sequenceById.get(e.eventId)!))
+            return events.map((e) => EventLog.recordOf(e, sequenceById.get(e.eventId)!))
           }
         ),
   insertOutbox: (rows) =>
     rows.length === 0
       ? Effect.void
-      : Effect.asVoid(
-          query("engine_insert_outbox", INSERT_OUTBOX, [
-            rows.map((r) => r.effectId),
-            rows.map((r) => r.commandId),
-            rows.map((r) => r.aggregateType),
-            rows.map((r) => r.aggregateId),
-            rows.map((r) => r.kind),
-            rows.map((r) => r.payloadJson),
-            rows.map((r) => r.lane),
-            rows.map((r) => r.availableAt),
-            rows.map((r) => r.now)
-          ])
-        ),
-  insertReceipt: (receipt) => Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT, insertValues(receipt))),
+      : Effect.asVoid(query("engine_insert_outbox", INSERT_OUTBOX.text, INSERT_OUTBOX.values(rows))),
+  insertReceipt: (receipt) =>
+    Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT.text, INSERT_RECEIPT.values(receipt))),
   // The same rules as Transactions.savepoint.
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
     simple(SAVEPOINT_BEGIN).pipe(

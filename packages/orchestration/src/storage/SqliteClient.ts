@@ -12,7 +12,8 @@
  *   `withDirectStatementsInTransactions`): projections and settlements run several per command.
  * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
  *   run its own statements synchronously inside the transaction it already holds (see
- *   SqliteCommitWriter.ts). Only the SQLite store provides it; other stores go the generic way.
+ *   SqliteCommitWriter.ts). Only the SQLite store provides it; another SQLite client goes the generic
+ *   way (CommitWriter.ts).
  */
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as Client from "@effect/sql/SqlClient"
@@ -72,7 +73,13 @@ export const make = (options: SqliteClientOptions) =>
   Effect.gen(function* () {
     const db = new Database(options.filename, { readonly: options.readonly ?? false })
     yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
-    const prepare = makePrepareCache(db, options.prepareCacheSize ?? 500)
+    return yield* makeOver(db, options.prepareCacheSize)
+  })
+
+/** The client over a connection someone else opened (and closes): nothing is set or written on it. */
+export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
+  Effect.gen(function* () {
+    const prepare = makePrepareCache(db, prepareCacheSize)
 
     /** One step per statement: prepare (cached), bind, run, all synchronously. */
     const run = (sql: string, params: ReadonlyArray<unknown>, mode: "rows" | "raw" | "values") =>
@@ -197,4 +204,14 @@ export const layer = (options: SqliteClientOptions): Layer.Layer<Client.SqlClien
     Effect.map(make(options), ({ client, connection }) =>
       Context.make(Client.SqlClient, client).pipe(Context.add(SqliteConnection, connection))
     )
+  ).pipe(Layer.provide(Reactivity.layer))
+
+/**
+ * A SqlClient over a better-sqlite3 connection the caller opened and closes, with the options it
+ * chose (the CLI opens a store with no busy wait, so a running server is told at once).
+ */
+export const layerOver = (db: Database.Database): Layer.Layer<Client.SqlClient> =>
+  Layer.scoped(
+    Client.SqlClient,
+    Effect.map(makeOver(db), ({ client }) => client)
   ).pipe(Layer.provide(Reactivity.layer))

@@ -1,31 +1,41 @@
 /**
  * The dispatch batch's own writes on SQLite, run synchronously on the raw connection inside the
- * transaction the processor holds. Why a second copy of this SQL (the table modules hold the
- * generic one): each statement through @effect/sql costs a span, a scope, a connection lookup and a
- * prepared-statement cache lookup in Effect, several times the statement's own ~2–5 µs; the batch
- * writes five per command, so this path cut the engine's CPU per command by a large share
- * (docs/benchmarks.md, "What limits the numbers"). The rows written and the answers returned are the
- * same as the generic path's (test/commit-writer.test.ts runs both on the same commands), and errors
- * are the same SqlError shapes, so StorageErrors maps them identically.
- *
- * Keep the column lists in step with EventLog.ts, Outbox.ts and Receipts.ts.
+ * transaction the processor holds. Why a second path (CommitWriter's generic one goes through the
+ * table modules over any SqlClient): each statement through @effect/sql costs a span, a scope, a
+ * connection lookup and a prepared-statement cache lookup in Effect, several times the statement's
+ * own ~2–5 µs; the batch writes five per command, so this path cut the engine's CPU per command by a
+ * large share (docs/benchmarks.md, "What limits the numbers"). The statements are built once from
+ * the table modules' insert shapes (EventLog, Outbox, Receipts own their columns); the rows written
+ * and the answers returned are the generic path's (test/commit-paths.test.ts runs both on the same
+ * commands), and errors are the same SqlError shapes, so StorageErrors maps them identically.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { type Cause, Effect, Exit } from "effect"
-import { recordOf } from "../EventLog.js"
-import type { NewOutboxRow } from "../Outbox.js"
-import { insertValues, type Receipt, type ReceiptRow, toReceipt } from "../Receipts.js"
+import * as EventLog from "../EventLog.js"
+import * as Outbox from "../Outbox.js"
+import * as Receipts from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
 import type { SqliteConnectionShape } from "./SqliteClient.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
+import * as TableColumns from "./TableColumns.js"
+
+/** One row per statement: `INSERT INTO t (…) VALUES (?, …)`, and the row's values in `?` order. */
+export const insertStatement = <Row>(shape: TableColumns.InsertShape<Row>, suffix = "") => {
+  const encoders = TableColumns.bound(shape).map((c) => c.encode)
+  const sources = TableColumns.sources(shape)
+  const placeholders = sources.map((s) => ("literal" in s ? s.literal : "?"))
+  // A column that repeats another's value binds it again: `?` is positional.
+  const order = sources.flatMap((s) => ("bound" in s ? [encoders[s.bound]!] : []))
+  return {
+    text: `INSERT INTO ${shape.table} (${TableColumns.names(shape).join(", ")}) VALUES (${placeholders.join(", ")})${TableColumns.conflictClause(shape)}${suffix}`,
+    values: (row: Row): Array<TableColumns.Value> => order.map((encode) => encode(row))
+  }
+}
 
 const FIND_RECEIPT = "SELECT * FROM receipts WHERE command_id = ?"
-const INSERT_EVENT = `INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
-  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING sequence`
-const INSERT_OUTBOX = `INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
-  available_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 0, ?, ?, ?) ON CONFLICT (effect_id) DO NOTHING`
-const INSERT_RECEIPT = `INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
-  last_sequence, effect_ids, rejection, accepted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const INSERT_EVENT = insertStatement(EventLog.insertShape, " RETURNING sequence")
+const INSERT_OUTBOX = insertStatement(Outbox.insertShape)
+const INSERT_RECEIPT = insertStatement(Receipts.insertShape)
 
 /** A driver error, shaped as the SqlClient would raise it. */
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
@@ -35,54 +45,31 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
   findReceipts: (commandIds) =>
     run(() => {
       const statement = conn.prepare(FIND_RECEIPT)
-      const receipts = new Map<string, Receipt>()
+      const receipts = new Map<string, Receipts.Receipt>()
       for (const commandId of commandIds) {
-        const row = statement.get(commandId) as ReceiptRow | undefined
-        if (row !== undefined) receipts.set(commandId, toReceipt(row))
+        const row = statement.get(commandId) as Receipts.ReceiptRow | undefined
+        if (row !== undefined) receipts.set(commandId, Receipts.toReceipt(row))
       }
       return receipts
     }),
   appendEvents: (events) =>
     run(() => {
       if (events.length === 0) return []
-      const statement = conn.prepare(INSERT_EVENT)
+      const statement = conn.prepare(INSERT_EVENT.text)
       return events.map((e) => {
-        const { sequence } = statement.get(
-          e.eventId,
-          e.aggregateType,
-          e.aggregateId,
-          e.version,
-          e.type,
-          e.schemaVersion,
-          e.payloadJson,
-          e.commandId,
-          e.occurredAt
-        ) as { sequence: number }
-        return recordOf(e, Number(sequence))
+        const { sequence } = statement.get(INSERT_EVENT.values(e)) as { sequence: number }
+        return EventLog.recordOf(e, Number(sequence))
       })
     }),
-  insertOutbox: (rows: ReadonlyArray<NewOutboxRow>) =>
+  insertOutbox: (rows) =>
     run(() => {
       if (rows.length === 0) return
-      const statement = conn.prepare(INSERT_OUTBOX)
-      for (const r of rows) {
-        statement.run(
-          r.effectId,
-          r.commandId,
-          r.aggregateType,
-          r.aggregateId,
-          r.kind,
-          r.payloadJson,
-          r.lane,
-          r.availableAt,
-          r.now,
-          r.now
-        )
-      }
+      const statement = conn.prepare(INSERT_OUTBOX.text)
+      for (const r of rows) statement.run(INSERT_OUTBOX.values(r))
     }),
   insertReceipt: (receipt) =>
     run(() => {
-      conn.prepare(INSERT_RECEIPT).run(...insertValues(receipt))
+      conn.prepare(INSERT_RECEIPT.text).run(INSERT_RECEIPT.values(receipt))
     }),
   // The same rules as Transactions.savepoint, with its statements run inline (fewer Effect steps).
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>

@@ -1,0 +1,119 @@
+/**
+ * The store's fast commit writer (SQLite: the raw connection; PostgreSQL: named `unnest` statements)
+ * against the reference, the generic writer over the table modules: the same writes, in a write
+ * transaction on a fresh store, leave the same rows and give the same answers. Runs on SQLite and in
+ * the PostgreSQL conformance run, so each store's own writer is held to the reference.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect } from "effect"
+import type { NewEvent } from "../src/EventLog.js"
+import type { NewOutboxRow } from "../src/Outbox.js"
+import type { Receipt } from "../src/Receipts.js"
+import * as CommitWriter from "../src/storage/CommitWriter.js"
+import { migrate } from "../src/storage/Migrations.js"
+import { writeTransaction } from "../src/storage/Transactions.js"
+import * as TestStore from "../src/testing/TestStore.js"
+
+const event = (n: number, commandId: string): NewEvent => ({
+  eventId: `${commandId}/e${n}`,
+  aggregateType: "account",
+  aggregateId: "a1",
+  version: n,
+  type: "account.deposited",
+  schemaVersion: 1,
+  payloadJson: JSON.stringify({ type: "account.deposited", amount: n }),
+  commandId,
+  occurredAt: 1_000 + n
+})
+
+const outboxRow = (effectId: string, commandId: string, now: number): NewOutboxRow => ({
+  effectId,
+  commandId,
+  aggregateType: "account",
+  aggregateId: "a1",
+  kind: "email.send",
+  payloadJson: JSON.stringify({ to: "ada" }),
+  lane: "account:a1",
+  availableAt: now + 5,
+  now
+})
+
+const receipt = (commandId: string, over: Partial<Receipt> = {}): Receipt => ({
+  commandId,
+  aggregateType: "account",
+  aggregateId: "a1",
+  commandType: "account.deposit",
+  fingerprint: `fp-${commandId}`,
+  status: "accepted",
+  firstSequence: 1,
+  lastSequence: 2,
+  effectIds: ["mail-1"],
+  rejection: null,
+  acceptedAt: 2_000,
+  ...over
+})
+
+/** Two commands' writes, a rejected one's receipt, and a repeated effect id (kept as the first wrote it). */
+const writes = (writer: CommitWriter.CommitWriter) =>
+  writeTransaction(
+    "test",
+    Effect.gen(function* () {
+      const before = yield* writer.findReceipts(["c1", "c2"])
+      const first = yield* writer.appendEvents([event(1, "c1"), event(2, "c1")])
+      yield* writer.insertOutbox([outboxRow("mail-1", "c1", 1_500)])
+      yield* writer.insertReceipt(receipt("c1"))
+      const second = yield* writer.appendEvents([event(3, "c2")])
+      yield* writer.insertOutbox([outboxRow("mail-1", "c2", 1_600), outboxRow("mail-2", "c2", 1_600)])
+      yield* writer.insertReceipt(receipt("c2", { firstSequence: 3, lastSequence: 3, effectIds: ["mail-1", "mail-2"] }))
+      yield* writer.insertReceipt(
+        receipt("c3", {
+          status: "rejected",
+          firstSequence: null,
+          lastSequence: 3,
+          effectIds: [],
+          rejection: { reason: "not-open", message: "no" }
+        })
+      )
+      const after = yield* writer.findReceipts(["c1", "c2", "c3", "c4"])
+      return { before: [...before], first, second, after: [...after].sort(([a], [b]) => a.localeCompare(b)) }
+    })
+  )
+
+const rows = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  return {
+    events: yield* sql`SELECT * FROM events ORDER BY sequence`,
+    outbox: yield* sql`SELECT * FROM outbox ORDER BY sequence`,
+    receipts: yield* sql`SELECT * FROM receipts ORDER BY command_id`
+  }
+})
+
+const on = (pick: "store" | "generic") =>
+  Effect.gen(function* () {
+    yield* migrate
+    const writer = pick === "generic" ? CommitWriter.genericCommitWriter : yield* CommitWriter.forStore
+    const answers = yield* writes(writer)
+    return { writer, answers, rows: yield* rows }
+  }).pipe(Effect.provide(TestStore.layer()))
+
+describe("commit writers", () => {
+  it.effect("the store's own writer writes the rows and gives the answers of the generic reference", () =>
+    Effect.gen(function* () {
+      const fast = yield* on("store")
+      const reference = yield* on("generic")
+      assert.notStrictEqual(fast.writer, CommitWriter.genericCommitWriter)
+      assert.deepStrictEqual(fast.answers, reference.answers)
+      assert.deepStrictEqual(fast.rows, reference.rows)
+      // What was meant to be written was: three events, two outbox rows (mail-1 once), three receipts.
+      assert.deepStrictEqual(
+        [reference.rows.events.length, reference.rows.outbox.length, reference.rows.receipts.length],
+        [3, 2, 3]
+      )
+      assert.deepStrictEqual(
+        reference.answers.second.map((e) => Number(e.sequence)),
+        [3]
+      )
+    })
+  )
+})
