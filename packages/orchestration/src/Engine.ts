@@ -171,6 +171,7 @@ export const make = (config: EngineConfig) =>
     const states = makeAggregateStates(config.cacheCapacity ?? 10_000)
     const commitWriter = yield* CommitWriter.forStore
     const hints = yield* CommitHints.make
+    // Each needs the other: the queue asks whether the engine closed; the lifecycle drains the queue.
     const queue: CommandQueue.CommandQueue = yield* CommandQueue.make(
       config.queueCapacity ?? 10_000,
       () => lifecycle.phase() === "closed"
