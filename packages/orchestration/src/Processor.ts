@@ -9,7 +9,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, type Clock, Context, Effect, Exit, Schema } from "effect"
+import { Cause, type Clock, Effect, Exit, Option, Schema } from "effect"
 import { Decision, type AnyAggregate, type DecideContext, type EventRecord, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
@@ -390,9 +390,8 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         deps.head.value = Math.max(deps.head.value, foreign.head)
       }
       const receipts = yield* deps.writer.findReceipts(items.map((i) => i.identity.commandId))
-      const context = yield* Effect.context<never>()
       const env: BatchEnv = {
-        faults: context.unsafeMap.has(StorageFaults.key) ? Context.get(context, StorageFaults) : undefined,
+        faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
       const states = new Map<string, AggregateState>()

@@ -5,8 +5,11 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Effect } from "effect"
+import { Effect } from "effect"
 import type { AggregateDefinition, EventRecord } from "./Aggregate.js"
+import type { StorageFailure, UndecodableEvent } from "./Errors.js"
+import * as EventLog from "./EventLog.js"
+import { writeTransaction } from "./storage/Transactions.js"
 
 export type ProjectionEffect = Effect.Effect<void, SqlError, SqlClient>
 
@@ -43,3 +46,32 @@ export const make = <E extends { readonly type: string }>(
 export const handles = (projection: Projection, record: { readonly aggregateType: string; readonly type: string }) =>
   projection.aggregate === record.aggregateType &&
   (projection.eventTypes === undefined || projection.eventTypes.has(record.type))
+
+/**
+ * Empties every projection and replays the whole log into them, in one transaction: readers see
+ * the old read model or the rebuilt one, never half of it. Answers how many events were applied.
+ */
+export const rebuild = (
+  projections: ReadonlyArray<Projection>,
+  decode: (record: EventRecord) => Effect.Effect<unknown, UndecodableEvent>
+): Effect.Effect<number, StorageFailure | UndecodableEvent, SqlClient> =>
+  writeTransaction(
+    "rebuild projections",
+    Effect.gen(function* () {
+      for (const projection of projections) yield* projection.reset
+      let cursor = 0
+      let applied = 0
+      while (true) {
+        const page = yield* EventLog.read({ after: cursor, limit: 1000 })
+        if (page.length === 0) return applied
+        for (const record of page) {
+          const event = yield* decode(record)
+          for (const projection of projections) {
+            if (handles(projection, record)) yield* projection.apply(event, record)
+          }
+          applied++
+        }
+        cursor = page[page.length - 1]!.sequence
+      }
+    })
+  )

@@ -16,10 +16,10 @@ import {
   FiberMap,
   Layer,
   Option,
-  PubSub,
   Queue,
   Schema,
-  type Scope
+  type Scope,
+  Stream
 } from "effect"
 import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
@@ -160,12 +160,9 @@ export const run = <R>(
     const log = Effect.annotateLogs({ reactor: definition.name })
 
     const wake = yield* Queue.sliding<void>(1)
-    const ring = yield* PubSub.subscribe(engine.outboxChanges)
-    yield* Effect.forkScoped(
-      Effect.forever(
-        Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring)), Effect.zipRight(Queue.offer(wake, undefined)))
-      )
-    )
+    // Subscribed here, before the first claim: a change committed from now on rings the loop.
+    const changes = yield* engine.outboxChanges
+    yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(wake, undefined)))
     const running = yield* FiberMap.make<string>()
     let stopping = false
     let settledSinceCursor = false

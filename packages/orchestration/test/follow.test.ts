@@ -81,4 +81,23 @@ describe("reading the log", () => {
       assert.deepStrictEqual(decoded, { type: "account.opened", owner: "o", at: 0 })
     }).pipe(Effect.provide(engineLayer()))
   )
+
+  it.scoped("a commit hint rung after subscribing reaches the subscriber, however late its stream is run", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const commits = yield* engine.commits
+      const outboxChanges = yield* engine.outboxChanges
+      const answer = yield* engine.dispatchWithReceipt({
+        commandId: "open-late",
+        type: "account.open",
+        accountId: "acc-late",
+        owner: "o"
+      })
+      // Both streams are run only now, after the commit: the subscription, not the run, is what counts.
+      const heads = yield* commits.pipe(Stream.take(1), Stream.runCollect)
+      assert.deepStrictEqual(Chunk.toReadonlyArray(heads), [answer.sequence])
+      const changes = yield* outboxChanges.pipe(Stream.take(1), Stream.runCollect)
+      assert.strictEqual(Chunk.size(changes), 1)
+    }).pipe(Effect.provide(engineLayer()))
+  )
 })

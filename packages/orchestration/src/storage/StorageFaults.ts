@@ -1,6 +1,6 @@
 /**
  * Named points on the write path where a test can make the store refuse a write, the way a full
- * disk or a failing device would. Production uses the default, which never fails.
+ * disk or a failing device would. Production provides none.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
@@ -11,9 +11,11 @@ export interface StorageFaultsShape {
   readonly before: (point: WritePoint, commandId: string) => Effect.Effect<void, SqlError>
 }
 
-export class StorageFaults extends Context.Reference<StorageFaults>()("orchestration/StorageFaults", {
-  defaultValue: (): StorageFaultsShape => ({ before: () => Effect.void })
-}) {}
+/**
+ * Optional: when no layer provides it, no fault is injected and the write path runs no check at all
+ * (read it with `Effect.serviceOption`).
+ */
+export class StorageFaults extends Context.Tag("orchestration/StorageFaults")<StorageFaults, StorageFaultsShape>() {}
 
 /** A driver-shaped error, as better-sqlite3 would raise it. */
 export const driverError = (code: string, message: string): SqlError => {

@@ -1,0 +1,126 @@
+/**
+ * The command router: the registered aggregates in, and for each incoming value either the command
+ * to queue (its identity, aggregate and decision) or the typed refusal. It is pure and synchronous,
+ * so every rule a command must pass before it is queued is tested without a store or an engine, and
+ * a refused command costs no Effect step. The rules: a command is a JSON object; its id follows the
+ * id rules of its origin; clients may not send the engine's reserved types; the type names a
+ * settlement or a registered command; the payload decodes with no excess property; the aggregate's
+ * id can be told from it.
+ */
+import { Either, ParseResult, Schema } from "effect"
+import type { AnyAggregate } from "./Aggregate.js"
+import { fingerprint } from "./CanonicalJson.js"
+import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
+import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
+import { InvalidCommand } from "./Errors.js"
+import { decideCommand, decideSettlementCommand, type QueuedCommand } from "./Processor.js"
+import type * as Receipts from "./Receipts.js"
+
+export interface CommandRouter {
+  /** Validates and routes a command: the command to queue, or why it is refused. */
+  readonly route: (input: unknown, origin: Origin) => QueuedCommand | InvalidCommand
+  /** The registered aggregate of that name. */
+  readonly aggregate: (name: string) => AnyAggregate | undefined
+}
+
+type Decoder = (raw: unknown) => Either.Either<any, ParseResult.ParseError>
+
+const decoderOf = (schema: Schema.Schema<any, any, never>): Decoder =>
+  Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+
+const settlementDecoders = new Map<string, Decoder>(
+  Object.entries(settlementSchemas as Record<string, Schema.Schema<any, any, never>>).map(([type, schema]) => [
+    type,
+    decoderOf(schema)
+  ])
+)
+
+const formatIssues = (error: ParseResult.ParseError) =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
+    path: issue.path.map(String),
+    message: issue.message
+  }))
+
+const identityOf = (
+  raw: Record<string, unknown>,
+  aggregate: AnyAggregate,
+  aggregateId: string
+): Receipts.CommandIdentity => ({
+  commandId: raw.commandId as string,
+  aggregateType: aggregate.name,
+  aggregateId,
+  commandType: raw.type as string,
+  fingerprint: fingerprint(raw)
+})
+
+const invalid = (message: string, commandId?: string, issues: InvalidCommand["issues"] = []) =>
+  new InvalidCommand({ message, issues, ...(typeof commandId === "string" ? { commandId } : {}) })
+
+/** Thrown by `make` when two aggregates declare one command type: the engine could not route it. */
+export class DuplicateCommandType extends Error {
+  constructor(readonly commandType: string) {
+    super(`command type '${commandType}' is declared by two aggregates`)
+  }
+}
+
+/** Builds the routing tables once; throws DuplicateCommandType if a type is declared twice. */
+export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => {
+  const routes = new Map<string, { readonly aggregate: AnyAggregate; readonly decode: Decoder }>()
+  const aggregatesByName = new Map<string, AnyAggregate>()
+  for (const aggregate of aggregates) {
+    aggregatesByName.set(aggregate.name, aggregate)
+    for (const [type, schema] of Object.entries(aggregate.commands)) {
+      if (routes.has(type)) throw new DuplicateCommandType(type)
+      routes.set(type, { aggregate, decode: decoderOf(schema) })
+    }
+  }
+
+  const routeSettlement = (
+    raw: Record<string, unknown>,
+    decode: Decoder,
+    commandId: string | undefined
+  ): QueuedCommand | InvalidCommand => {
+    const decoded = decode(raw)
+    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+    const settlement: SettlementCommand = decoded.right
+    const aggregate = aggregatesByName.get(settlement.aggregateType)
+    if (aggregate === undefined) return invalid(`no aggregate named '${settlement.aggregateType}'`, commandId)
+    const identity = identityOf(raw, aggregate, settlement.aggregateId)
+    return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true }
+  }
+
+  const route = (input: unknown, origin: Origin): QueuedCommand | InvalidCommand => {
+    if (typeof input !== "object" || input === null || Array.isArray(input)) {
+      return invalid("a command is a JSON object with commandId and type")
+    }
+    const raw = input as Record<string, unknown>
+    const idProblem = commandIdProblem(raw.commandId, origin)
+    const commandId = typeof raw.commandId === "string" ? raw.commandId : undefined
+    if (idProblem !== undefined) return invalid(idProblem, commandId)
+    if (typeof raw.type !== "string") return invalid("type must be a string", commandId)
+    if (origin === "client" && isReservedType(raw.type)) {
+      return invalid(`command type '${raw.type}' is internal to the engine`, commandId)
+    }
+    const decodeSettlement = settlementDecoders.get(raw.type)
+    if (decodeSettlement !== undefined) return routeSettlement(raw, decodeSettlement, commandId)
+    const target = routes.get(raw.type)
+    if (target === undefined) return invalid(`unknown command type '${raw.type}'`, commandId)
+    const decoded = target.decode(raw)
+    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+    let aggregateId: string
+    try {
+      aggregateId = target.aggregate.aggregateId(decoded.right)
+    } catch (error) {
+      return invalid(`cannot tell the aggregate of this command: ${String(error)}`, commandId)
+    }
+    const identity = identityOf(raw, target.aggregate, aggregateId)
+    return {
+      identity,
+      aggregate: target.aggregate,
+      decide: decideCommand(target.aggregate, identity, decoded.right),
+      settles: false
+    }
+  }
+
+  return { route, aggregate: (name) => aggregatesByName.get(name) }
+}

@@ -1,0 +1,174 @@
+/**
+ * The command router alone, given/when/then: given the registered aggregates, when a value arrives
+ * from an origin, then it is routed (identity, aggregate, settles) or refused with an
+ * InvalidCommand that says why. No store, no engine, no Effect runtime.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Schema } from "effect"
+import { Account } from "../examples/Accounts.js"
+import { Aggregate, CanonicalJson, Decision, InvalidCommand } from "../src/index.js"
+import type { Origin } from "../src/CommandId.js"
+import * as CommandRouter from "../src/CommandRouter.js"
+import type { QueuedCommand } from "../src/Processor.js"
+
+const given = (...aggregates: ReadonlyArray<Aggregate.AnyAggregate>) => {
+  const router = CommandRouter.make(aggregates)
+  return {
+    when: (input: unknown, origin: Origin = "client") => {
+      const outcome = router.route(input, origin)
+      return {
+        thenRouted: (expected: {
+          readonly aggregateType: string
+          readonly aggregateId: string
+          readonly settles: boolean
+        }): QueuedCommand => {
+          if (outcome instanceof InvalidCommand) assert.fail(`refused: ${outcome.message}`)
+          const raw = input as Record<string, unknown>
+          assert.deepStrictEqual(outcome.identity, {
+            commandId: raw.commandId as string,
+            aggregateType: expected.aggregateType,
+            aggregateId: expected.aggregateId,
+            commandType: raw.type as string,
+            fingerprint: CanonicalJson.fingerprint(raw)
+          })
+          assert.strictEqual(outcome.aggregate.name, expected.aggregateType)
+          assert.strictEqual(outcome.settles, expected.settles)
+          return outcome
+        },
+        thenRefused: (expected: {
+          readonly message: string
+          readonly commandId?: string
+          readonly issuePaths?: ReadonlyArray<ReadonlyArray<string>>
+        }) => {
+          if (!(outcome instanceof InvalidCommand)) return assert.fail("routed, expected a refusal")
+          assert.strictEqual(outcome.message, expected.message)
+          assert.strictEqual(outcome.commandId, expected.commandId)
+          assert.deepStrictEqual(
+            outcome.issues.map((issue) => issue.path),
+            expected.issuePaths ?? []
+          )
+        }
+      }
+    }
+  }
+}
+
+const settlement = {
+  commandId: "outcome:email:a1#1",
+  type: "effect.succeed",
+  effectId: "email:a1",
+  attempt: 1,
+  aggregateType: "account",
+  aggregateId: "a1",
+  by: "reactor",
+  response: { sent: true }
+}
+
+describe("command router", () => {
+  it("routes a client command to its aggregate, identified by id, type and the payload as sent", () => {
+    given(Account)
+      .when({ commandId: "c1", type: "account.open", accountId: "a1", owner: "ann" })
+      .thenRouted({ aggregateType: "account", aggregateId: "a1", settles: false })
+  })
+
+  it("fingerprints the payload as sent, before schema defaults apply, so adding a default never breaks a retry", () => {
+    const routed = given(Account)
+      .when({ commandId: "c1", type: "account.deposit", accountId: "a1", amount: 5 })
+      .thenRouted({ aggregateType: "account", aggregateId: "a1", settles: false })
+    assert.notStrictEqual(
+      routed.identity.fingerprint,
+      CanonicalJson.fingerprint({ commandId: "c1", type: "account.deposit", accountId: "a1", amount: 5, memo: "" })
+    )
+  })
+
+  it("refuses a value that is not a JSON object, without a command id to answer under", () => {
+    for (const input of [null, "account.open", 42, [{ commandId: "c1" }]]) {
+      given(Account).when(input).thenRefused({ message: "a command is a JSON object with commandId and type" })
+    }
+  })
+
+  it("refuses a client id under a reserved prefix, keeping the id; the engine may use it", () => {
+    const command = { commandId: "reconcile:a1", type: "account.touch", accountId: "a1" }
+    given(Account)
+      .when(command, "client")
+      .thenRefused({ message: "commandId prefix 'reconcile:' is reserved for the engine", commandId: "reconcile:a1" })
+    given(Account).when(command, "internal").thenRouted({ aggregateType: "account", aggregateId: "a1", settles: false })
+  })
+
+  it("refuses a command whose id is not a string, or whose type is not a string", () => {
+    given(Account)
+      .when({ commandId: 7, type: "account.touch", accountId: "a1" })
+      .thenRefused({ message: "commandId must be a string" })
+    given(Account)
+      .when({ commandId: "c1", type: 7, accountId: "a1" })
+      .thenRefused({ message: "type must be a string", commandId: "c1" })
+  })
+
+  it("refuses the engine's internal types from a client, and routes them for the engine as settlements", () => {
+    given(Account)
+      .when({ ...settlement, commandId: "c1" }, "client")
+      .thenRefused({ message: "command type 'effect.succeed' is internal to the engine", commandId: "c1" })
+    given(Account)
+      .when(settlement, "internal")
+      .thenRouted({ aggregateType: "account", aggregateId: "a1", settles: true })
+  })
+
+  it("refuses a settlement for an aggregate that is not registered, or with a malformed payload", () => {
+    given(Account)
+      .when({ ...settlement, aggregateType: "thread" }, "internal")
+      .thenRefused({ message: "no aggregate named 'thread'", commandId: settlement.commandId })
+    given(Account)
+      .when({ ...settlement, attempt: "one" }, "internal")
+      .thenRefused({
+        message: "invalid 'effect.succeed' command",
+        commandId: settlement.commandId,
+        issuePaths: [["attempt"]]
+      })
+  })
+
+  it("refuses a type no aggregate declares", () => {
+    given(Account)
+      .when({ commandId: "c1", type: "account.rename", accountId: "a1" })
+      .thenRefused({ message: "unknown command type 'account.rename'", commandId: "c1" })
+  })
+
+  it("refuses a payload that does not decode, naming the field: a wrong type or an excess property", () => {
+    given(Account)
+      .when({ commandId: "c1", type: "account.deposit", accountId: "a1", amount: "5" })
+      .thenRefused({ message: "invalid 'account.deposit' command", commandId: "c1", issuePaths: [["amount"]] })
+    given(Account)
+      .when({ commandId: "c1", type: "account.deposit", accountId: "a1", amount: 5, note: "x" })
+      .thenRefused({ message: "invalid 'account.deposit' command", commandId: "c1", issuePaths: [["note"]] })
+  })
+
+  it("refuses a command whose aggregate id cannot be told, instead of throwing", () => {
+    const Picky = Aggregate.make({
+      name: "picky",
+      commands: { "picky.poke": Aggregate.command("picky.poke", { pickyId: Schema.String }) },
+      events: Aggregate.event("picky.poked", {}),
+      aggregateId: (command) => {
+        if (command.pickyId === "") throw new Error("an empty id")
+        return command.pickyId
+      },
+      initialState: {},
+      evolve: (state) => state,
+      decide: () => Decision.none()
+    })
+    given(Picky)
+      .when({ commandId: "c1", type: "picky.poke", pickyId: "" })
+      .thenRefused({ message: "cannot tell the aggregate of this command: Error: an empty id", commandId: "c1" })
+  })
+
+  it("cannot be built when two aggregates declare one command type", () => {
+    assert.throws(
+      () => given(Account, { ...Account, name: "copy" }),
+      "command type 'account.open' is declared by two aggregates"
+    )
+  })
+
+  it("finds a registered aggregate by name, and no other", () => {
+    const router = CommandRouter.make([Account])
+    assert.strictEqual(router.aggregate("account"), Account)
+    assert.isUndefined(router.aggregate("thread"))
+  })
+})
