@@ -144,7 +144,7 @@ describe("reactor verdicts", () => {
       retry,
       0
     )
-    assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input" } })
+    assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input", reason: "handler" } })
     const again = Reactor.verdictFor(
       Exit.fail(new EffectFailure({ message: "busy", retryable: true })),
       row,
@@ -152,7 +152,11 @@ describe("reactor verdicts", () => {
       retry,
       0
     )
-    assert.deepStrictEqual(again, { type: "effect.fail", error: { message: "busy" }, retryAt: 1_000 })
+    assert.deepStrictEqual(again, {
+      type: "effect.fail",
+      error: { message: "busy", reason: "handler" },
+      retryAt: 1_000
+    })
     const defect = Reactor.verdictFor(Exit.die(new Error("boom")), row, policy, retry, 0)
     assert.isTrue(
       defect.type === "effect.fail" &&
