@@ -87,7 +87,11 @@ describe("quarantined effects over HTTP", () => {
               payload: { reason: "account closed by support" }
             })
             assert.strictEqual(failed.status, "failed")
-            assert.deepStrictEqual(failed.error, { message: "account closed by support", code: "failed-by-operator" })
+            assert.deepStrictEqual(failed.error, {
+              message: "account closed by support",
+              code: "failed-by-operator",
+              reason: "operator"
+            })
             const twice = yield* postJson(url, "/v1/effects/o-2%3Awelcome/fail", { reason: "again" })
             assert.strictEqual(twice.status, 409)
             assert.strictEqual(twice.body.error, "EffectNotQuarantined")

@@ -4,7 +4,7 @@
  * kind's policy, lane and timeout come from the one table in Tools.ts.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { CommandId, EffectFailure, Engine, type Outbox, type Reactor } from "@orchestration/engine"
+import { CommandId, EffectFailure, Engine, type Outbox, type Reactor, StorageErrors } from "@orchestration/engine"
 import { Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { ModelProvider } from "./Provider.js"
@@ -32,6 +32,10 @@ const isReplaySafe = (kind: string) => kinds[kind as EffectKind]?.onProcessLoss 
 const failure = (message: string, retryable: boolean, code?: string) =>
   new EffectFailure(code === undefined ? { message, retryable } : { message, retryable, code })
 
+/** A write the handler needed was refused by a full disk or the store: its thread's turn cannot go on. */
+const storageFailure = (message: string, retryable: boolean, code: string) =>
+  new EffectFailure({ message, retryable, code, reason: "storage" })
+
 /**
  * A refused world operation is retried only when the OS error is transient and repeating the kind
  * is safe; a permanent one (a directory in the way, a refused link) fails at once, and its message,
@@ -43,7 +47,11 @@ const worldFailure = (error: WorldError, kind: string) =>
     : // The sandbox refused to start the command: permanent until the operator acts.
       error._tag === "SandboxUnavailable"
       ? failure(error.message, false, error.reason)
-      : failure(error.message, error.reason === "transient" && isReplaySafe(kind), error.code)
+      : (StorageErrors.reasonForCode(error.code) === "disk-full" ? storageFailure : failure)(
+          error.message,
+          error.reason === "transient" && isReplaySafe(kind),
+          error.code
+        )
 
 /** Longest text of one issue given back to the model (a value it sent may be echoed inside). */
 const maxIssueLength = 200
@@ -111,13 +119,11 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
       .pipe(
         Effect.catchAll((error) =>
           Effect.fail(
-            error._tag === "StorageFailure" || error._tag === "EngineUnavailable"
-              ? failure(
-                  `delegate not recorded: ${error.message}`,
-                  true,
-                  error._tag === "StorageFailure" ? error.code : undefined
-                )
-              : failure(delegateRefusal(error), false)
+            error._tag === "StorageFailure"
+              ? storageFailure(`delegate not recorded: ${error.message}`, true, error.code)
+              : error._tag === "EngineUnavailable"
+                ? failure(`delegate not recorded: ${error.message}`, true)
+                : failure(delegateRefusal(error), false)
           )
         )
       )

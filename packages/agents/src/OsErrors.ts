@@ -4,6 +4,7 @@
  * descriptor table empties) or never will as asked (a directory sits where a file is needed, a link
  * is refused), and the words that tell a model what is wrong with the path it chose.
  */
+import { StorageErrors } from "@orchestration/engine"
 import { Schema } from "effect"
 
 /**
@@ -60,8 +61,5 @@ export const classify = (code: string): OsErrorClass => (code in permanent ? "pe
 /** Pure: what is wrong, as the end of a sentence whose subject is the path. */
 export const describe = (code: string): string => permanent[code] ?? transient[code] ?? `failed (${code})`
 
-/** The `code` of a Node.js system error, or "UNKNOWN" for anything else. */
-export const codeOf = (cause: unknown): string =>
-  typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
-    ? cause.code
-    : "UNKNOWN"
+/** The `code` of a Node.js system error, or "UNKNOWN" for anything else (the engine's one reader). */
+export const codeOf = (cause: unknown): string => StorageErrors.codeOf(cause)

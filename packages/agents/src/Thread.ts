@@ -9,194 +9,45 @@
  * Everything here is pure: the transcript a provider replays is a projection of these events, and
  * every tool call gets exactly one result event, from its outcome or from a synthetic result when
  * its turn ends first. A result that arrives after its turn closed is recorded as `effect.late` and
- * never touches the transcript.
+ * never touches the transcript. Events and state live in ThreadEvents.ts, the planning of a
+ * response's calls in ToolCallPlanning.ts, what a failure tells the model in FailureDescriptions.ts.
  */
-import {
-  Aggregate,
-  CommandId,
-  Decision,
-  type DecideContext,
-  type EffectIntent,
-  type EffectOutcome
-} from "@orchestration/engine"
+import { Aggregate, Decision, type DecideContext, type EffectIntent, type EffectOutcome } from "@orchestration/engine"
 import { Schema } from "effect"
-import { type EffectKind, isToolName, toolKind, toolPolicies, type ToolName } from "./Tools.js"
+import { describeFailure } from "./FailureDescriptions.js"
+import {
+  type ActiveTurn,
+  cleanupEffectId,
+  DEFAULT_STEP_LIMIT,
+  evolve,
+  initialState,
+  MessageId,
+  type ResultRecord,
+  stepEffectId,
+  ThreadEvent,
+  ThreadId,
+  type ThreadState,
+  turnIdOf
+} from "./ThreadEvents.js"
+import { planCalls, type ResponseCall } from "./ToolCallPlanning.js"
+import { type EffectKind, toolPolicies } from "./Tools.js"
 
-/** Thread and message ids: short, and safe to embed in effect and command ids. */
-export const ThreadId = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9._-]{1,128}$/, { description: "1-128 of A-Z a-z 0-9 . _ -" })
-)
-const MessageId = ThreadId
-
-export const DEFAULT_STEP_LIMIT = 20
-
-// ---- events ---------------------------------------------------------------------------------
-
-const CallRecord = Schema.Struct({
-  callId: Schema.String,
-  /**
-   * The call's own id, unique in the thread: the provider's, unless an earlier call of the thread
-   * (this step's, an earlier step's or turn's) used it. Effect ids and answers are keyed by it.
-   */
-  transcriptId: Schema.String,
-  effectId: Schema.String,
-  name: Schema.String,
-  arguments: Schema.Unknown,
-  /** When the model asked for it (epoch ms); its performance starts at or after this. */
-  at: Schema.optional(Schema.Number)
-})
-export type CallRecord = typeof CallRecord.Type
-
-export const ResultOutcome = Schema.Literal(
-  "succeeded",
-  "failed",
-  "interrupted",
-  "cancelled",
-  "unknown-tool",
-  "storage"
-)
-const ResultRecord = Schema.Struct({
-  callId: Schema.String,
-  transcriptId: Schema.String,
-  effectId: Schema.String,
-  content: Schema.String,
-  outcome: ResultOutcome
-})
-export type ResultRecord = typeof ResultRecord.Type
-
-export const ThreadEvent = Schema.Union(
-  Aggregate.event("thread.created", { title: Schema.NullOr(Schema.String) }),
-  Aggregate.event("message.queued", { messageId: Schema.String, turnId: Schema.String, text: Schema.String }),
-  Aggregate.event("turn.started", {
-    turnId: Schema.String,
-    ordinal: Schema.Number,
-    messageId: Schema.String,
-    text: Schema.String
-  }),
-  Aggregate.event("model.responded", {
-    turnId: Schema.String,
-    step: Schema.Number,
-    text: Schema.String,
-    toolCalls: Schema.Array(CallRecord)
-  }),
-  Aggregate.event("tool.result", { turnId: Schema.String, result: ResultRecord }),
-  Aggregate.event("turn.completed", { turnId: Schema.String, steps: Schema.Number, text: Schema.String }),
-  Aggregate.event("turn.ended", {
-    turnId: Schema.String,
-    status: Schema.Literal("failed", "interrupted"),
-    reason: Schema.String,
-    /** One result for each call still unanswered, so the next turn replays validly. */
-    synthetic: Schema.Array(ResultRecord)
-  }),
-  Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
-  Aggregate.event("thread.deleted", {}),
-  Aggregate.event("thread.cleaned", {})
-)
-export type ThreadEvent = typeof ThreadEvent.Type
-
-// ---- state ----------------------------------------------------------------------------------
-
-export interface ActiveTurn {
-  readonly turnId: string
-  readonly ordinal: number
-  readonly step: number
-  readonly stepEffectId: string
-  /** Calls of the current step, and which of them have their result (by transcript id). */
-  readonly calls: ReadonlyArray<CallRecord>
-  readonly answered: ReadonlyArray<string>
-}
-
-export interface ThreadState {
-  readonly exists: boolean
-  readonly deleted: boolean
-  readonly turns: number
-  readonly active: ActiveTurn | null
-  readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
-  readonly messageIds: ReadonlyArray<string>
-  readonly transcriptIds: ReadonlyArray<string>
-}
-
-const initialState: ThreadState = {
-  exists: false,
-  deleted: false,
-  turns: 0,
-  active: null,
-  queue: [],
-  messageIds: [],
-  transcriptIds: []
-}
-
-// ---- ids --------------------------------------------------------------------------------------
-
-export const turnIdOf = (threadId: string, messageId: string) => `${threadId}:${messageId}`
-export const stepEffectId = (turnId: string, step: number) => CommandId.boundedId("step:", `${turnId}#${step}`)
-export const toolEffectId = (turnId: string, callId: string) => CommandId.boundedId("tool:", `${turnId}:${callId}`)
-export const cleanupEffectId = (threadId: string) => CommandId.boundedId("cleanup:", threadId)
-
-const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
-  switch (event.type) {
-    case "thread.created":
-      return { ...state, exists: true }
-    case "message.queued":
-      return {
-        ...state,
-        queue: [...state.queue, { messageId: event.messageId, text: event.text }],
-        messageIds: [...state.messageIds, event.messageId]
-      }
-    case "turn.started":
-      return {
-        ...state,
-        turns: event.ordinal,
-        queue: state.queue.filter((q) => q.messageId !== event.messageId),
-        messageIds: state.messageIds.includes(event.messageId)
-          ? state.messageIds
-          : [...state.messageIds, event.messageId],
-        active: {
-          turnId: event.turnId,
-          ordinal: event.ordinal,
-          step: 1,
-          stepEffectId: stepEffectId(event.turnId, 1),
-          calls: [],
-          answered: []
-        }
-      }
-    case "model.responded":
-      return state.active === null
-        ? state
-        : {
-            ...state,
-            transcriptIds: [...state.transcriptIds, ...event.toolCalls.map((c) => c.transcriptId)],
-            active: { ...state.active, step: event.step, calls: event.toolCalls, answered: [] }
-          }
-    case "tool.result": {
-      const active = state.active
-      if (active === null) return state
-      const answered = [...active.answered, event.result.transcriptId]
-      const allIn = active.calls.every((c) => answered.includes(c.transcriptId))
-      // All results in: the next step begins (its effect was decided with this event).
-      return allIn
-        ? {
-            ...state,
-            active: {
-              ...active,
-              step: active.step + 1,
-              stepEffectId: stepEffectId(active.turnId, active.step + 1),
-              calls: [],
-              answered: []
-            }
-          }
-        : { ...state, active: { ...active, answered } }
-    }
-    case "turn.completed":
-    case "turn.ended":
-      return { ...state, active: null }
-    case "thread.deleted":
-      return { ...state, deleted: true, active: null, queue: [] }
-    case "effect.late":
-    case "thread.cleaned":
-      return state
-  }
-}
+export { describeFailure, type FailureDescription } from "./FailureDescriptions.js"
+export {
+  type ActiveTurn,
+  type CallRecord,
+  cleanupEffectId,
+  DEFAULT_STEP_LIMIT,
+  ResultOutcome,
+  type ResultRecord,
+  stepEffectId,
+  ThreadEvent,
+  ThreadId,
+  type ThreadState,
+  toolEffectId,
+  turnIdOf
+} from "./ThreadEvents.js"
+export { uniqueCallId } from "./ToolCallPlanning.js"
 
 // ---- deciding ---------------------------------------------------------------------------------
 
@@ -226,12 +77,12 @@ const startNextQueued = (state: ThreadState, threadId: string) => {
 /** Ends the active turn: synthetic results for unanswered calls, cancels, then the next turn. */
 const endTurn = (
   state: ThreadState,
+  active: ActiveTurn,
   threadId: string,
   status: "failed" | "interrupted",
   reason: string,
   extra: { readonly events?: ReadonlyArray<ThreadEvent>; readonly answered?: ReadonlyArray<string> } = {}
 ): Decision<ThreadEvent> => {
-  const active = state.active!
   const answered = [...active.answered, ...(extra.answered ?? [])]
   const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
   const synthetic = unanswered.map(
@@ -256,14 +107,14 @@ const endTurn = (
 /** The next model step once a step's results are all in, or the end of the turn at the step limit. */
 const continueTurn = (
   state: ThreadState,
+  active: ActiveTurn,
   threadId: string,
   results: ReadonlyArray<ThreadEvent>,
   stepLimit: number
 ): Decision<ThreadEvent> => {
-  const active = state.active!
   const next = active.step + 1
   if (next > stepLimit) {
-    return endTurn(state, threadId, "failed", `step limit of ${stepLimit} model steps reached`, {
+    return endTurn(state, active, threadId, "failed", `step limit of ${stepLimit} model steps reached`, {
       events: results,
       answered: active.calls.map((c) => c.transcriptId)
     })
@@ -271,87 +122,18 @@ const continueTurn = (
   return Decision.of<ThreadEvent>({ events: results, effects: [modelStep(threadId, active.turnId, next)] })
 }
 
-const safeCallId = (id: string) => (/^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : CommandId.boundedId("c-", id, 0))
-
-/**
- * An id for a call that no earlier call of the thread has: providers reuse ids (within one response,
- * across steps, across turns), and the transcript, the effect id and the read model's key must not.
- * Deterministic: the same response in the same state always gets the same ids.
- */
-export const uniqueCallId = (callId: string, ordinal: number, used: ReadonlySet<string>): string => {
-  if (!used.has(callId)) return callId
-  const inTurn = `${callId}_t${ordinal}`
-  if (!used.has(inTurn)) return inTurn
-  let n = 2
-  while (used.has(`${inTurn}_${n}`)) n++
-  return `${inTurn}_${n}`
-}
-
-/** What to tell the model about a failed tool, and whether the turn itself must fail. */
-export const describeFailure = (
-  outcome: EffectOutcome,
-  call: CallRecord
-): { readonly content: string; readonly outcome: ResultRecord["outcome"]; readonly failsTurn: boolean } => {
-  const error = outcome.error ?? { message: "failed" }
-  const code = error.code ?? ""
-  if (code.startsWith("SQLITE_") || error.message.startsWith("storage:") || code === "53100" || code === "ENOSPC") {
-    return { content: `error: ${error.message}`, outcome: "storage", failsTurn: true }
-  }
-  if (
-    code === "process-ended" ||
-    code === "owner-lost" ||
-    (code === "timeout" && error.message.includes("may or may not"))
-  ) {
-    return {
-      content: `interrupted: ${outcome.kind} ${outcome.effectId} may or may not have taken effect${whatIsKnown(call, code)}; verify ${whatToVerify(call)} before repeating it`,
-      outcome: "interrupted",
-      failsTurn: false
-    }
-  }
-  return { content: `error: ${error.message}`, outcome: "failed", failsTurn: false }
-}
-
-/** For a cut-off command: what it was, when it was started, and that its process is gone. */
-const whatIsKnown = (call: CallRecord, code: string): string => {
-  if (call.name !== "execute" || code !== "process-ended") return ""
-  const command = JSON.stringify((call.arguments as { command?: unknown } | undefined)?.command ?? "")
-  const requested = call.at === undefined ? "" : ` requested at ${new Date(call.at).toISOString()}`
-  // The decider cannot know whether the process had started; the ledger line (ledger.jsonl) says when.
-  return ` (the command ${command}${requested} may have started; any process of it died with the server, so it may have partly run)`
-}
-
-/** The one thing the model should check before repeating a cut-off call. */
-const whatToVerify = (call: CallRecord): string => {
-  const args = (call.arguments ?? {}) as Record<string, unknown>
-  switch (call.name) {
-    case "execute":
-      return `whether the command ${JSON.stringify(args.command ?? "")} already ran`
-    case "mcp_call":
-      return `whether ${String(args.server ?? "?")}/${String(args.tool ?? "?")} was already called`
-    case "publish":
-      return `the latest version at ${JSON.stringify(args.path ?? "")}`
-    case "trigger_edit":
-      return `trigger ${JSON.stringify(args.triggerId ?? "")}`
-    default:
-      return `the effect of ${call.name}`
-  }
-}
-
 const onModelStep = (
   state: ThreadState,
+  active: ActiveTurn,
   threadId: string,
   outcome: EffectOutcome,
   stepLimit: number,
   now: number
 ): Decision<ThreadEvent> => {
-  const active = state.active!
   if (outcome.status === "failed" || outcome.status === "cancelled") {
-    return endTurn(state, threadId, "failed", `model step failed: ${outcome.error?.message ?? outcome.status}`)
+    return endTurn(state, active, threadId, "failed", `model step failed: ${outcome.error?.message ?? outcome.status}`)
   }
-  const response = outcome.response as {
-    text?: string
-    toolCalls?: ReadonlyArray<{ id: string; name: string; arguments: unknown }>
-  }
+  const response = outcome.response as { text?: string; toolCalls?: ReadonlyArray<ResponseCall> } | undefined
   const text = response?.text ?? ""
   const toolCalls = response?.toolCalls ?? []
   if (toolCalls.length === 0) {
@@ -359,20 +141,7 @@ const onModelStep = (
     const next = startNextQueued({ ...state, active: null }, threadId)
     return Decision.of<ThreadEvent>({ events: [completed, ...next.events], effects: next.effects })
   }
-  const used = new Set(state.transcriptIds)
-  const calls = toolCalls.map((call, index): CallRecord => {
-    const callId = safeCallId(call.id || `call_${active.step}_${index}`)
-    const transcriptId = uniqueCallId(callId, active.ordinal, used)
-    used.add(transcriptId)
-    return {
-      callId,
-      transcriptId,
-      effectId: toolEffectId(active.turnId, transcriptId),
-      name: call.name,
-      arguments: call.arguments ?? {},
-      at: now
-    }
-  })
+  const { calls, unknownResults, effects } = planCalls(threadId, active, state.transcriptIds, toolCalls, now)
   const responded: ThreadEvent = {
     type: "model.responded",
     turnId: active.turnId,
@@ -380,48 +149,25 @@ const onModelStep = (
     text,
     toolCalls: calls
   }
-  // An unknown tool is an error result the model sees, never a crash and never an effect.
-  const unknown = calls.filter((c) => !isToolName(c.name))
-  const unknownResults: Array<ThreadEvent> = unknown.map((c) => ({
-    type: "tool.result",
-    turnId: active.turnId,
-    result: {
-      callId: c.callId,
-      transcriptId: c.transcriptId,
-      effectId: c.effectId,
-      content: `error: unknown tool '${c.name}'`,
-      outcome: "unknown-tool"
-    }
-  }))
-  const effects = calls
-    .filter((c) => isToolName(c.name))
-    .map(
-      (c): EffectIntent => ({
-        id: c.effectId,
-        kind: toolKind(c.name as ToolName),
-        payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
-      })
-    )
   if (effects.length === 0) {
-    const afterResponse = evolve(state, responded)
-    return continueTurn(
-      { ...afterResponse, active: { ...afterResponse.active!, answered: calls.map((c) => c.transcriptId) } },
-      threadId,
-      [responded, ...unknownResults],
-      stepLimit
-    )
+    // Every call named an unknown tool: all results are in already, so the turn goes on now.
+    const answered: ActiveTurn = { ...active, calls, answered: calls.map((c) => c.transcriptId) }
+    const after = evolve(state, responded)
+    return continueTurn(after, answered, threadId, [responded, ...unknownResults], stepLimit)
   }
   return Decision.of<ThreadEvent>({ events: [responded, ...unknownResults], effects })
 }
 
 const onToolOutcome = (
   state: ThreadState,
+  active: ActiveTurn,
   threadId: string,
   outcome: EffectOutcome,
   stepLimit: number
 ): Decision<ThreadEvent> => {
-  const active = state.active!
-  const call = active.calls.find((c) => c.effectId === outcome.effectId)!
+  // onOutcome routes here only an outcome of an unanswered call of this turn.
+  const call = active.calls.find((c) => c.effectId === outcome.effectId)
+  if (call === undefined) return Decision.none()
   const base = { callId: call.callId, transcriptId: call.transcriptId, effectId: call.effectId }
   let result: ResultRecord
   if (outcome.status === "succeeded") {
@@ -434,7 +180,7 @@ const onToolOutcome = (
     if (failure.failsTurn) {
       // The failure to record is the call's one result, and the turn ends failed with its reason.
       const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-      return endTurn(state, threadId, "failed", outcome.error?.message ?? "storage failure", {
+      return endTurn(state, active, threadId, "failed", outcome.error?.message ?? "storage failure", {
         events: [resultEvent],
         answered: [call.transcriptId]
       })
@@ -444,7 +190,7 @@ const onToolOutcome = (
   const answered = [...active.answered, call.transcriptId]
   if (!active.calls.every((c) => answered.includes(c.transcriptId)))
     return Decision.of<ThreadEvent>({ events: [resultEvent] })
-  return continueTurn({ ...state, active: { ...active, answered } }, threadId, [resultEvent], stepLimit)
+  return continueTurn(state, { ...active, answered }, threadId, [resultEvent], stepLimit)
 }
 
 const isFinal = (status: EffectOutcome["status"]) =>
@@ -498,14 +244,14 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         case "turn.interrupt":
           // Interrupting a turn that is not running is accepted and changes nothing (like a replayed Stop).
           if (state.active === null || state.active.turnId !== command.turnId) return Decision.none()
-          return endTurn(state, threadId, "interrupted", "interrupted by the user")
+          return endTurn(state, state.active, threadId, "interrupted", "interrupted by the user")
         case "thread.delete": {
           if (!state.exists) return Decision.reject("not-found", `thread '${threadId}' does not exist`)
           if (state.deleted) return Decision.none()
           const cleanup: EffectIntent = { id: cleanupEffectId(threadId), kind: "thread.cleanup", payload: { threadId } }
           const deleted: ThreadEvent = { type: "thread.deleted" }
           if (state.active === null) return Decision.of<ThreadEvent>({ events: [deleted], effects: [cleanup] })
-          const ended = endTurn({ ...state, queue: [] }, threadId, "interrupted", "thread deleted")
+          const ended = endTurn({ ...state, queue: [] }, state.active, threadId, "interrupted", "thread deleted")
           return Decision.of<ThreadEvent>({
             events: [...ended.events, deleted],
             effects: [cleanup],
@@ -554,8 +300,8 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         })
       }
       return outcome.kind === "model.step"
-        ? onModelStep(state, threadId, outcome, stepLimit, ctx.now)
-        : onToolOutcome(state, threadId, outcome, stepLimit)
+        ? onModelStep(state, active, threadId, outcome, stepLimit, ctx.now)
+        : onToolOutcome(state, active, threadId, outcome, stepLimit)
     }
   })
 }

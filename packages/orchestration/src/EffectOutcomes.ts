@@ -5,18 +5,97 @@
  * them), the outcome an aggregate is told, and the pure rule that checks a settlement against the
  * row it targets, so a settle that lost its lease changes nothing.
  */
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
 import type { EffectActionRefusal } from "./Errors.js"
 
 /** Why a row is being settled: who is speaking. */
 export const SettledBy = Schema.Literal("reactor", "timeout", "reconcile", "reclaim", "operator", "storage")
 export type SettledBy = typeof SettledBy.Type
 
-export const EffectError = Schema.Struct({
+/**
+ * Why an effect failed, or why its row moved, as a closed set the engine produces and domains match
+ * exhaustively (never by the text of a message):
+ * - `storage`: the store refused to record it (the outcome, or a write the handler needed); `code`
+ *   holds the driver's code (`SQLITE_FULL`, `53100`, `ENOSPC`, ...).
+ * - `process-lost`: the process performing it ended mid-performance (boot reconcile, dead-owner
+ *   reclaim); it may or may not have taken effect.
+ * - `timeout`: the handler ran past its kind's timeout and was interrupted.
+ * - `cancelled`: an operator or its domain cancelled it.
+ * - `handler`: the handler said it failed (an `EffectFailure`); `code` is the handler's own.
+ * - `defect`: the handler died unexpectedly, or its outcome could not be recorded.
+ * - `operator`: an operator acted on the row (a retry, a failure out of quarantine).
+ */
+export const FailureReason = Schema.Literal(
+  "storage",
+  "process-lost",
+  "timeout",
+  "cancelled",
+  "handler",
+  "defect",
+  "operator"
+)
+export type FailureReason = typeof FailureReason.Type
+
+/**
+ * The codes boot reconcile (`process-ended`) and the reactors' dead-owner reclaim (`owner-lost`)
+ * store with the reason `process-lost` when they fail a process-bound row: its process ended
+ * mid-performance, so the effect may or may not have taken effect. An operator retry of such a row
+ * is refused: a process-bound effect is never performed twice. Running it again is new work,
+ * decided by its domain under a new id.
+ */
+export const processLossCodes: ReadonlyArray<string> = ["process-ended", "owner-lost"]
+
+/** Driver codes of a full disk or a refused store, as rows written before `reason` existed hold them. */
+const legacyStorageCode = (code: string) => code.startsWith("SQLITE_") || code === "53100" || code === "ENOSPC"
+
+/**
+ * Pure: the reason of a failure stored before failures carried one (only `message` and `code`).
+ * The engine's own codes name theirs; a driver's code or the reactor's `storage:` note is the
+ * store's; anything else was said by a handler.
+ */
+export const legacyReason = (error: {
+  readonly message: string
+  readonly code?: string | undefined
+}): FailureReason => {
+  const code = error.code ?? ""
+  if (processLossCodes.includes(code)) return "process-lost"
+  if (code === "timeout") return "timeout"
+  if (code === "defect" || code === "outcome-not-recorded") return "defect"
+  if (code === "failed-by-operator") return "operator"
+  if (legacyStorageCode(code) || error.message.startsWith("storage:")) return "storage"
+  return "handler"
+}
+
+const StoredEffectError = Schema.Struct({
   message: Schema.String,
-  code: Schema.optional(Schema.String)
+  code: Schema.optional(Schema.String),
+  reason: Schema.optional(FailureReason)
 })
+
+/**
+ * A failure as outcomes carry it: always with its `reason`. Stored failures written before reasons
+ * existed decode too, their reason read from their code (legacyReason).
+ */
+export const EffectError = Schema.transform(
+  StoredEffectError,
+  Schema.Struct({ message: Schema.String, code: Schema.optional(Schema.String), reason: FailureReason }),
+  {
+    strict: true,
+    decode: (stored) => ({ ...stored, reason: stored.reason ?? legacyReason(stored) }),
+    encode: (error) => error
+  }
+)
 export type EffectError = typeof EffectError.Type
+
+const decodeStoredError = Schema.decodeUnknownOption(EffectError)
+
+/**
+ * Pure: the reason of a row's stored `error` (parsed JSON), old or new; undefined when the row
+ * holds no failure.
+ */
+export const storedFailureReason = (error: unknown): FailureReason | undefined => {
+  return Option.getOrUndefined(decodeStoredError(error))?.reason
+}
 
 const targetFields = {
   commandId: Schema.String,
@@ -133,19 +212,6 @@ export type SettlementDecision =
   | { readonly _tag: "Apply"; readonly change: RowChange; readonly outcome: EffectOutcome }
 
 /**
- * The codes boot reconcile (`process-ended`) and the reactors' dead-owner reclaim (`owner-lost`)
- * store when they fail a process-bound row: its process ended mid-performance, so the effect may or
- * may not have taken effect. An operator retry of such a row is refused: a process-bound effect is
- * never performed twice. Running it again is new work, decided by its domain under a new id.
- */
-export const processLossCodes: ReadonlyArray<string> = ["process-ended", "owner-lost"]
-
-const errorCode = (error: unknown): string | undefined =>
-  typeof error === "object" && error !== null && typeof (error as { code?: unknown }).code === "string"
-    ? (error as { code: string }).code
-    : undefined
-
-/**
  * Pure: may an earlier performance of this row still be running? A performer holds the row's lease
  * while its handler runs, and a cancel leaves the lease in place; the owner clears it once its
  * handler stopped (it learns of the cancel at its next lease renewal). Without that word the
@@ -196,11 +262,11 @@ export const decideOperatorAction = (
       _tag: "Apply",
       change: {
         status: "cancelled",
-        error: JSON.stringify({ message: reason }),
+        error: JSON.stringify({ message: reason, reason: "cancelled" }),
         keepLease: row.status === "running",
         operatorAction: true
       },
-      outcome: { ...base, status: "cancelled", error: { message: reason } }
+      outcome: { ...base, status: "cancelled", error: { message: reason, reason: "cancelled" } }
     }
   }
   if (row.status !== "failed" && row.status !== "cancelled") {
@@ -210,13 +276,13 @@ export const decideOperatorAction = (
       message: `effect '${row.effectId}' is ${row.status}; only failed or cancelled effects can be retried`
     }
   }
-  const code = errorCode(row.error)
-  if (row.status === "failed" && code !== undefined && processLossCodes.includes(code)) {
+  const stored = Option.getOrUndefined(decodeStoredError(row.error))
+  if (row.status === "failed" && stored?.reason === "process-lost") {
     return {
       _tag: "Refused",
       reason: "may-have-taken-effect",
       message:
-        `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${code}) and may have taken effect; ` +
+        `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${stored.code ?? stored.reason}) and may have taken effect; ` +
         "a process-bound effect is never performed twice"
     }
   }
@@ -232,7 +298,7 @@ export const decideOperatorAction = (
   return {
     _tag: "Apply",
     change: { status: "pending", availableAt: now, operatorAction: true },
-    outcome: { ...base, status: "retrying", error: { message: reason } }
+    outcome: { ...base, status: "retrying", error: { message: reason, reason: "operator" } }
   }
 }
 
@@ -281,8 +347,12 @@ export const decideSettlement = (
     case "effect.requeue":
       return {
         _tag: "Apply",
-        change: { status: "pending", availableAt: now, error: JSON.stringify({ message: command.reason }) },
-        outcome: { ...base, status: "requeued", error: { message: command.reason } }
+        change: {
+          status: "pending",
+          availableAt: now,
+          error: JSON.stringify({ message: command.reason, reason: "process-lost" })
+        },
+        outcome: { ...base, status: "requeued", error: { message: command.reason, reason: "process-lost" } }
       }
   }
 }

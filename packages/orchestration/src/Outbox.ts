@@ -226,7 +226,7 @@ export const cancelPending = (
   Effect.flatMap(
     SqlClient,
     (sql) =>
-      sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason })}, updated_at = ${now}
+      sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason, reason: "cancelled" })}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'pending' AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId}`
   )
 

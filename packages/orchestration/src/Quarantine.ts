@@ -10,7 +10,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
-import type { SettledBy } from "./EffectOutcomes.js"
+import type { EffectError, SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import type { DispatchError, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
@@ -194,7 +194,11 @@ export const release = (
   }).pipe(Effect.withSpan("Quarantine.release"))
 
 /** The error stored on a row an operator failed out of quarantine. */
-export const failedByOperator = (reason: string) => ({ message: reason, code: "failed-by-operator" })
+export const failedByOperator = (reason: string): EffectError => ({
+  message: reason,
+  code: "failed-by-operator",
+  reason: "operator"
+})
 
 /**
  * Ends a parked row as failed with the operator's reason. The owning aggregate is not told (it

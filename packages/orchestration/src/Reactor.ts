@@ -48,11 +48,16 @@ export interface RetryPolicy {
   readonly cap: Duration.DurationInput
 }
 
-/** How a handler says an effect failed. `retryable: false` makes the failure final at once. */
+/**
+ * How a handler says an effect failed. `retryable: false` makes the failure final at once.
+ * `reason` is `handler` unless the handler failed because a store refused a write it needed
+ * (`storage`, with the driver's code): its domain then knows nothing further can be recorded.
+ */
 export class EffectFailure extends Schema.TaggedError<EffectFailure>()("EffectFailure", {
   message: Schema.String,
   retryable: Schema.Boolean,
-  code: Schema.optional(Schema.String)
+  code: Schema.optional(Schema.String),
+  reason: Schema.optional(Schema.Literal("handler", "storage"))
 }) {}
 
 export interface ReactorDefinition<R = never> {
@@ -108,24 +113,34 @@ export const verdictFor = (
     if (policy.onProcessLoss === "process-bound") {
       return {
         type: "effect.fail",
-        error: { message: `timed out after ${after}; may or may not have taken effect`, code: "timeout" }
+        error: {
+          message: `timed out after ${after}; may or may not have taken effect`,
+          code: "timeout",
+          reason: "timeout"
+        }
       }
     }
-    const error = { message: `timed out after ${after}`, code: "timeout" }
+    const error: EffectError = { message: `timed out after ${after}`, code: "timeout", reason: "timeout" }
     return attemptsLeft
       ? { type: "effect.fail", error, retryAt }
       : { type: "effect.fail", error: exhausted(error, row) }
   }
   if (failure instanceof EffectFailure) {
+    const reason = failure.reason ?? "handler"
     const error: EffectError =
-      failure.code === undefined ? { message: failure.message } : { message: failure.message, code: failure.code }
+      failure.code === undefined
+        ? { message: failure.message, reason }
+        : { message: failure.message, code: failure.code, reason }
     if (!failure.retryable) return { type: "effect.fail", error }
     return attemptsLeft
       ? { type: "effect.fail", error, retryAt }
       : { type: "effect.fail", error: exhausted(error, row) }
   }
   // A defect or an unexpected interruption: stored with its text, never retried blindly.
-  return { type: "effect.fail", error: { message: `handler defect: ${Cause.pretty(exit.cause)}`, code: "defect" } }
+  return {
+    type: "effect.fail",
+    error: { message: `handler defect: ${Cause.pretty(exit.cause)}`, code: "defect", reason: "defect" }
+  }
 }
 
 const exhausted = (error: EffectError, row: Outbox.OutboxRow): EffectError => ({
@@ -212,7 +227,8 @@ export const run = <R>(
               performed: verdict,
               storage: error.code
             })
-            command = { ...base, type: "effect.fail", error: { message: `storage: ${error.code}`, code: error.code } }
+            const refused: EffectError = { message: `storage: ${error.code}`, code: error.code, reason: "storage" }
+            command = { ...base, type: "effect.fail", error: refused }
           } else if (!(error instanceof EngineUnavailable)) {
             const failure = Quarantine.classify(
               engine.aggregate(row.aggregateType) !== undefined,
@@ -247,7 +263,8 @@ export const run = <R>(
               type: "effect.fail",
               error: {
                 message: `outcome could not be recorded: ${error?.message ?? Cause.pretty(exit.cause)}`,
-                code: "outcome-not-recorded"
+                code: "outcome-not-recorded",
+                reason: "defect"
               }
             }
             continue
@@ -402,7 +419,13 @@ export const run = <R>(
             by: "reclaim",
             ...(replaySafe
               ? { reason: "requeued: its owner stopped before the effect completed" }
-              : { error: { message: "owner stopped before the effect completed", code: "owner-lost" } })
+              : {
+                  error: {
+                    message: "owner stopped before the effect completed",
+                    code: "owner-lost",
+                    reason: "process-lost"
+                  }
+                })
           }
           const exit = yield* Effect.exit(dispatch(command))
           if (Exit.isSuccess(exit)) {

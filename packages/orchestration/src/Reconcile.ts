@@ -84,7 +84,11 @@ export const reconcileAfterProcessLoss = (
         const command =
           policy === "replay-safe"
             ? { ...base, type: "effect.requeue", reason: requeueReason }
-            : { ...base, type: "effect.fail", error: { message: processEndedReason, code: "process-ended" } }
+            : {
+                ...base,
+                type: "effect.fail",
+                error: { message: processEndedReason, code: "process-ended", reason: "process-lost" }
+              }
         return { row, policy, command }
       })
       const answers = yield* dispatchAll(planned.map((p) => p.command))

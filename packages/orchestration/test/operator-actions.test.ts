@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, TestClock } from "effect"
 import { EffectFailure, Engine } from "../src/index.js"
@@ -158,6 +159,18 @@ describe("operator retry and cancel are safely repeatable", () => {
           assert.strictEqual(error?._tag, "EffectActionRefused")
           assert.strictEqual((error as { reason?: string }).reason, "may-have-taken-effect")
         }
+        // A row failed before failures carried a reason holds only its message and code: its
+        // reason is read from the code, and the retry is refused all the same.
+        const sql = yield* SqlClient
+        const legacy = JSON.stringify({
+          message: "server process ended before the effect completed",
+          code: "process-ended"
+        })
+        yield* sql`UPDATE outbox SET error = ${legacy} WHERE effect_id = 'job:j1'`
+        const refusedLegacy = yield* Effect.flip(
+          engine.dispatchWithReceipt(operator("retry", "op-retry-2", "job:j1", "j1"), { origin: "internal" })
+        )
+        assert.strictEqual((refusedLegacy as { reason?: string }).reason, "may-have-taken-effect")
         yield* settle
         assert.strictEqual(yield* statusOf("job:j1"), "failed")
         assert.deepStrictEqual(handler.performed, ["job:j1#1"])

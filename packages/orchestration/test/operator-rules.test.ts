@@ -104,7 +104,7 @@ describe("the operator action rule", () => {
   })
 
   it("cancel: a pending row is cancelled; a running one too, keeping its lease owner until the handler stopped; a settled one is refused", () => {
-    const error = JSON.stringify({ message: "cancelled by an operator" })
+    const error = JSON.stringify({ message: "cancelled by an operator", reason: "cancelled" })
     assert.deepStrictEqual(verdict(row({ status: "pending" }), "effect.cancel"), {
       status: "cancelled",
       error,

@@ -75,6 +75,36 @@ describe("storage error classification", () => {
   })
 })
 
+describe("failure reasons", () => {
+  it("a failure stored before reasons existed decodes into the closed reason by its code", () => {
+    const cases: ReadonlyArray<readonly [unknown, EffectOutcomes.FailureReason | undefined]> = [
+      [{ message: "server process ended before the effect completed", code: "process-ended" }, "process-lost"],
+      [{ message: "owner stopped before the effect completed", code: "owner-lost" }, "process-lost"],
+      [{ message: "timed out after 5s; may or may not have taken effect", code: "timeout" }, "timeout"],
+      [{ message: "handler defect: boom", code: "defect" }, "defect"],
+      [{ message: "outcome could not be recorded: x", code: "outcome-not-recorded" }, "defect"],
+      [{ message: "repaired by hand", code: "failed-by-operator" }, "operator"],
+      [{ message: "storage: SQLITE_FULL", code: "SQLITE_FULL" }, "storage"],
+      [{ message: "disk full", code: "53100" }, "storage"],
+      [{ message: "no space", code: "ENOSPC" }, "storage"],
+      [{ message: "storage: ENGINE_DEFECT", code: "ENGINE_DEFECT" }, "storage"],
+      [{ message: "mailbox does not exist", code: "bounced" }, "handler"],
+      [{ message: "flaky" }, "handler"],
+      [null, undefined],
+      ["not a failure", undefined]
+    ]
+    for (const [stored, reason] of cases)
+      assert.strictEqual(EffectOutcomes.storedFailureReason(stored), reason, JSON.stringify(stored))
+  })
+
+  it("a stored reason wins over its code", () => {
+    assert.strictEqual(
+      EffectOutcomes.storedFailureReason({ message: "x", code: "SQLITE_FULL", reason: "handler" }),
+      "handler"
+    )
+  })
+})
+
 describe("fault points", () => {
   it("fire only where configured: by point, kind, nth hit, or seeded probability", () => {
     const fired: Array<string> = []
@@ -144,7 +174,7 @@ describe("reactor verdicts", () => {
       retry,
       0
     )
-    assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input" } })
+    assert.deepStrictEqual(final, { type: "effect.fail", error: { message: "bad input", reason: "handler" } })
     const again = Reactor.verdictFor(
       Exit.fail(new EffectFailure({ message: "busy", retryable: true })),
       row,
@@ -152,7 +182,11 @@ describe("reactor verdicts", () => {
       retry,
       0
     )
-    assert.deepStrictEqual(again, { type: "effect.fail", error: { message: "busy" }, retryAt: 1_000 })
+    assert.deepStrictEqual(again, {
+      type: "effect.fail",
+      error: { message: "busy", reason: "handler" },
+      retryAt: 1_000
+    })
     const defect = Reactor.verdictFor(Exit.die(new Error("boom")), row, policy, retry, 0)
     assert.isTrue(
       defect.type === "effect.fail" &&

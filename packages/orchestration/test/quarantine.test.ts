@@ -434,7 +434,11 @@ describe("operator actions on a quarantined effect", () => {
       const [before] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM events WHERE aggregate_id = 'bad'`
       const row = yield* Quarantine.fail("job:bad", "repaired the job by hand")
       assert.strictEqual(row.status, "failed")
-      assert.deepStrictEqual(row.error, { message: "repaired the job by hand", code: "failed-by-operator" })
+      assert.deepStrictEqual(row.error, {
+        message: "repaired the job by hand",
+        code: "failed-by-operator",
+        reason: "operator"
+      })
       // The record of why it was parked stays with the row.
       assert.strictEqual(row.quarantine!.reason, "command-defect")
       const [after] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM events WHERE aggregate_id = 'bad'`
@@ -444,7 +448,8 @@ describe("operator actions on a quarantined effect", () => {
       assert.strictEqual(again._tag, "EffectNotQuarantined")
       assert.deepStrictEqual((yield* Outbox.find("job:bad"))!.error, {
         message: "repaired the job by hand",
-        code: "failed-by-operator"
+        code: "failed-by-operator",
+        reason: "operator"
       })
     }).pipe(
       Effect.provide(

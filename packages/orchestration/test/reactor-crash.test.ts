@@ -104,7 +104,8 @@ describe("crash tests: a real process killed with SIGKILL", () => {
         assert.strictEqual(settled!.row.status, "failed")
         assert.deepStrictEqual(settled!.row.error, {
           message: "server process ended before the effect completed",
-          code: "process-ended"
+          code: "process-ended",
+          reason: "process-lost"
         })
         // The aggregate was told: its read model shows the failure and the reason.
         assert.deepStrictEqual(settled!.status, {

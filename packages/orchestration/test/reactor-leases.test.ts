@@ -134,7 +134,10 @@ describe("outcomes through the front door", () => {
       const running = (yield* Outbox.find("job:j1:0"))!
       assert.deepStrictEqual([running.status, running.leaseOwner, running.error], ["running", "owner-A", null])
       const pending = (yield* Outbox.find("job:j1:1"))!
-      assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
+      assert.deepStrictEqual(
+        [pending.status, pending.error],
+        ["cancelled", { message: "cancelled by the job", reason: "cancelled" }]
+      )
       yield* first.open
       yield* eventually(
         rowIs("job:j1:0", (r) => r.status === "succeeded"),
@@ -258,7 +261,8 @@ describe("leases", () => {
         assert.strictEqual(deadBound.status, "failed")
         assert.deepStrictEqual(deadBound.error, {
           message: "owner stopped before the effect completed",
-          code: "owner-lost"
+          code: "owner-lost",
+          reason: "process-lost"
         })
         assert.deepStrictEqual(yield* jobStatus("job:dead-bound"), {
           status: "failed",
@@ -303,7 +307,8 @@ describe("leases", () => {
         )
         assert.deepStrictEqual((yield* Outbox.find("job:bound"))!.error, {
           message: "timed out after 5s; may or may not have taken effect",
-          code: "timeout"
+          code: "timeout",
+          reason: "timeout"
         })
         yield* eventually(
           rowIs("job:safe", (r) => r.status === "pending"),

@@ -114,7 +114,8 @@ describe("a storage outage longer than the lease", () => {
         assert.strictEqual(silent.status, "failed")
         assert.deepStrictEqual(silent.error, {
           message: "owner stopped before the effect completed",
-          code: "owner-lost"
+          code: "owner-lost",
+          reason: "process-lost"
         })
         assert.deepStrictEqual(handler.performed, ["job:doorbell#1"])
       }).pipe(Effect.provide(stack([testReactor(handler.handle)], { activation: "manual" })))

@@ -92,7 +92,7 @@ describe("reactors: timing under TestClock", () => {
         )
         const row = yield* Outbox.find("job:j1")
         assert.strictEqual(row!.availableAt, 1_000)
-        assert.deepStrictEqual(row!.error, { message: "flaky 1" })
+        assert.deepStrictEqual(row!.error, { message: "flaky 1", reason: "handler" })
         yield* TestClock.adjust("999 millis")
         yield* settle
         assert.deepStrictEqual(handler.performed, ["job:j1#1"])
@@ -203,7 +203,11 @@ describe("reactors: timing under TestClock", () => {
       )
       const row = (yield* Outbox.find("job:j1"))!
       assert.strictEqual(row.attempts, 3)
-      assert.deepStrictEqual(row.error, { message: "down 3 (gave up after 3 attempts)", code: "E_DOWN" })
+      assert.deepStrictEqual(row.error, {
+        message: "down 3 (gave up after 3 attempts)",
+        code: "E_DOWN",
+        reason: "handler"
+      })
       assert.deepStrictEqual(yield* jobStatus("job:j1"), {
         status: "failed",
         detail: "down 3 (gave up after 3 attempts)"

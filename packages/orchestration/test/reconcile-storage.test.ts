@@ -115,4 +115,9 @@ describe("ingestion ids", () => {
     assert.notStrictEqual(long, Ingestion.ingestCommandId("provider", "x".repeat(601)))
     assert.match(Ingestion.ingestCommandId("provider", "a/b c"), /^ingest:provider:sha256-/)
   })
+
+  it("two sources whose names differ only in unsafe characters never share an id", () => {
+    assert.notStrictEqual(Ingestion.ingestCommandId("hook/a", "evt-1"), Ingestion.ingestCommandId("hook a", "evt-1"))
+    assert.match(Ingestion.ingestCommandId("hook/a", "evt-1"), /^ingest:sha256-[0-9a-f]{64}:evt-1$/)
+  })
 })

@@ -242,7 +242,7 @@ describe("a settle refused by the store", () => {
           "the refusal became the outcome"
         )
         const row = (yield* Outbox.find("job:j1"))!
-        assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL" })
+        assert.deepStrictEqual(row.error, { message: "storage: SQLITE_FULL", code: "SQLITE_FULL", reason: "storage" })
         assert.deepStrictEqual(yield* jobStatus("job:j1"), { status: "failed", detail: "storage: SQLITE_FULL" })
         // The job is terminal, never "succeeded" with a missing result, and the store takes new work.
         yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))

@@ -5,6 +5,7 @@
  * opened read-write only so SQLite can recover a WAL left by a killed server; nothing is written
  * (`db check` also sets `query_only`, so SQLite itself refuses a write).
  */
+import { StorageErrors } from "@orchestration/engine"
 import Database from "better-sqlite3"
 import { Effect, type Scope } from "effect"
 import { existsSync } from "node:fs"
@@ -17,9 +18,10 @@ export type Store = Database.Database
 export const fileOf = (options: { readonly db: string | undefined; readonly dataDir: string }) =>
   options.db !== undefined ? resolve(options.db) : join(resolve(options.dataDir), "engine.db")
 
+/** The driver's code, or "" when the error carries none. */
 const codeOf = (error: unknown): string => {
-  const code = (error as { code?: unknown } | null)?.code
-  return typeof code === "string" ? code : ""
+  const code = StorageErrors.codeOf(error)
+  return code === "UNKNOWN" ? "" : code
 }
 
 /** Any SQLite failure on this file as a CliError: busy means a server holds it. */
@@ -27,7 +29,7 @@ export const failure =
   (file: string, doing: string) =>
   (error: unknown): StoreBusy | StoreFailed => {
     const code = codeOf(error)
-    if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) {
+    if (StorageErrors.isLockedCode(code)) {
       return new StoreBusy({ file, message: `the server is running on this store (${file} is locked); stop it first` })
     }
     const message = error instanceof Error ? error.message : String(error)

@@ -152,7 +152,7 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
   })
   const ensureSchema = Layer.effectDiscard(
     Effect.flatMap(SqlClient, (sql) =>
-      schema === "public" ? Effect.void : sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`)
+      schema === "public" ? Effect.void : Effect.asVoid(sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`))
     )
   )
   const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }

@@ -10,7 +10,7 @@ import { dirname } from "node:path"
 import { StoreLocked, type StorageFailure } from "../Errors.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { SqliteConnection } from "./SqliteClient.js"
-import { codeOf, toStorageFailure } from "./StorageErrors.js"
+import { codeOf, isLockedCode, toStorageFailure } from "./StorageErrors.js"
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
@@ -35,8 +35,7 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
         Effect.zipRight(sql.unsafe("BEGIN EXCLUSIVE")),
         Effect.zipRight(sql.unsafe("COMMIT")),
         Effect.catchAll((error): Effect.Effect<never, StoreLocked | StorageFailure> => {
-          const code = codeOf(error)
-          return code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")
+          return isLockedCode(codeOf(error))
             ? Effect.fail(
                 new StoreLocked({
                   filename: options.filename,

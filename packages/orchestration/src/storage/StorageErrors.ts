@@ -16,10 +16,17 @@ const driverCode = (cause: unknown): string => {
 const driverMessage = (cause: unknown, fallback: string): string =>
   cause instanceof Error ? cause.message : typeof cause === "string" ? cause : fallback
 
+/**
+ * Pure: does this driver code say the store is held by someone else (SQLite's BUSY or LOCKED, a
+ * PostgreSQL lock that could not be taken)? The one rule for "the store is locked".
+ */
+export const isLockedCode = (code: string): boolean =>
+  code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03"
+
 export const reasonForCode = (code: string): StorageFailureReason => {
   if (code === "SQLITE_FULL" || code === "53100" || code === "ENOSPC") return "disk-full"
   if (code.startsWith("SQLITE_IOERR") || code === "58030" || code === "EIO") return "io-error"
-  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED") || code === "55P03") return "busy"
+  if (isLockedCode(code)) return "busy"
   if (code.startsWith("SQLITE_CONSTRAINT") || code.startsWith("23")) return "constraint"
   if (code.startsWith("SQLITE_CORRUPT") || code === "SQLITE_NOTADB" || code === "XX001") return "corrupt"
   if (code.startsWith("SQLITE_READONLY") || code === "25006") return "read-only"
@@ -59,7 +66,11 @@ export const constraintViolation = (error: unknown): ConstraintViolation | undef
   return { code, constraint, message }
 }
 
-/** The underlying driver error of a SqlError (or any thrown value that carries a code). */
+/**
+ * The one reader of an error's code: the driver's (better-sqlite3's `code`, node-postgres' SQLSTATE)
+ * under a SqlError, or the `code` of any thrown value that carries one (a Node.js system error's
+ * `ENOSPC`). "UNKNOWN" when there is none.
+ */
 export const codeOf = (error: SqlError | unknown): string => {
   const cause =
     typeof error === "object" && error !== null && "cause" in error ? (error as { cause: unknown }).cause : error

@@ -1,0 +1,184 @@
+/**
+ * What a thread records and what it remembers: its events, the state they fold into, and the
+ * deterministic ids of its turns and effects. The decider (Thread.ts) reads this state; the read
+ * model and the transcript are projections of these events.
+ */
+import { Aggregate, CommandId } from "@orchestration/engine"
+import { Schema } from "effect"
+
+/** Thread and message ids: short, and safe to embed in effect and command ids. */
+export const ThreadId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9._-]{1,128}$/, { description: "1-128 of A-Z a-z 0-9 . _ -" })
+)
+export const MessageId = ThreadId
+
+export const DEFAULT_STEP_LIMIT = 20
+
+// ---- events ---------------------------------------------------------------------------------
+
+const CallRecord = Schema.Struct({
+  callId: Schema.String,
+  /**
+   * The call's own id, unique in the thread: the provider's, unless an earlier call of the thread
+   * (this step's, an earlier step's or turn's) used it. Effect ids and answers are keyed by it.
+   */
+  transcriptId: Schema.String,
+  effectId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Unknown,
+  /** When the model asked for it (epoch ms); its performance starts at or after this. */
+  at: Schema.optional(Schema.Number)
+})
+export type CallRecord = typeof CallRecord.Type
+
+export const ResultOutcome = Schema.Literal(
+  "succeeded",
+  "failed",
+  "interrupted",
+  "cancelled",
+  "unknown-tool",
+  "storage"
+)
+const ResultRecord = Schema.Struct({
+  callId: Schema.String,
+  transcriptId: Schema.String,
+  effectId: Schema.String,
+  content: Schema.String,
+  outcome: ResultOutcome
+})
+export type ResultRecord = typeof ResultRecord.Type
+
+export const ThreadEvent = Schema.Union(
+  Aggregate.event("thread.created", { title: Schema.NullOr(Schema.String) }),
+  Aggregate.event("message.queued", { messageId: Schema.String, turnId: Schema.String, text: Schema.String }),
+  Aggregate.event("turn.started", {
+    turnId: Schema.String,
+    ordinal: Schema.Number,
+    messageId: Schema.String,
+    text: Schema.String
+  }),
+  Aggregate.event("model.responded", {
+    turnId: Schema.String,
+    step: Schema.Number,
+    text: Schema.String,
+    toolCalls: Schema.Array(CallRecord)
+  }),
+  Aggregate.event("tool.result", { turnId: Schema.String, result: ResultRecord }),
+  Aggregate.event("turn.completed", { turnId: Schema.String, steps: Schema.Number, text: Schema.String }),
+  Aggregate.event("turn.ended", {
+    turnId: Schema.String,
+    status: Schema.Literal("failed", "interrupted"),
+    reason: Schema.String,
+    /** One result for each call still unanswered, so the next turn replays validly. */
+    synthetic: Schema.Array(ResultRecord)
+  }),
+  Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
+  Aggregate.event("thread.deleted", {}),
+  Aggregate.event("thread.cleaned", {})
+)
+export type ThreadEvent = typeof ThreadEvent.Type
+
+// ---- state ----------------------------------------------------------------------------------
+
+export interface ActiveTurn {
+  readonly turnId: string
+  readonly ordinal: number
+  readonly step: number
+  readonly stepEffectId: string
+  /** Calls of the current step, and which of them have their result (by transcript id). */
+  readonly calls: ReadonlyArray<CallRecord>
+  readonly answered: ReadonlyArray<string>
+}
+
+export interface ThreadState {
+  readonly exists: boolean
+  readonly deleted: boolean
+  readonly turns: number
+  readonly active: ActiveTurn | null
+  readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
+  readonly messageIds: ReadonlyArray<string>
+  readonly transcriptIds: ReadonlyArray<string>
+}
+
+export const initialState: ThreadState = {
+  exists: false,
+  deleted: false,
+  turns: 0,
+  active: null,
+  queue: [],
+  messageIds: [],
+  transcriptIds: []
+}
+
+// ---- ids --------------------------------------------------------------------------------------
+
+export const turnIdOf = (threadId: string, messageId: string) => `${threadId}:${messageId}`
+export const stepEffectId = (turnId: string, step: number) => CommandId.boundedId("step:", `${turnId}#${step}`)
+export const toolEffectId = (turnId: string, callId: string) => CommandId.boundedId("tool:", `${turnId}:${callId}`)
+export const cleanupEffectId = (threadId: string) => CommandId.boundedId("cleanup:", threadId)
+
+/** Folds one event into the state. Pure. */
+export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
+  switch (event.type) {
+    case "thread.created":
+      return { ...state, exists: true }
+    case "message.queued":
+      return {
+        ...state,
+        queue: [...state.queue, { messageId: event.messageId, text: event.text }],
+        messageIds: [...state.messageIds, event.messageId]
+      }
+    case "turn.started":
+      return {
+        ...state,
+        turns: event.ordinal,
+        queue: state.queue.filter((q) => q.messageId !== event.messageId),
+        messageIds: state.messageIds.includes(event.messageId)
+          ? state.messageIds
+          : [...state.messageIds, event.messageId],
+        active: {
+          turnId: event.turnId,
+          ordinal: event.ordinal,
+          step: 1,
+          stepEffectId: stepEffectId(event.turnId, 1),
+          calls: [],
+          answered: []
+        }
+      }
+    case "model.responded":
+      return state.active === null
+        ? state
+        : {
+            ...state,
+            transcriptIds: [...state.transcriptIds, ...event.toolCalls.map((c) => c.transcriptId)],
+            active: { ...state.active, step: event.step, calls: event.toolCalls, answered: [] }
+          }
+    case "tool.result": {
+      const active = state.active
+      if (active === null) return state
+      const answered = [...active.answered, event.result.transcriptId]
+      const allIn = active.calls.every((c) => answered.includes(c.transcriptId))
+      // All results in: the next step begins (its effect was decided with this event).
+      return allIn
+        ? {
+            ...state,
+            active: {
+              ...active,
+              step: active.step + 1,
+              stepEffectId: stepEffectId(active.turnId, active.step + 1),
+              calls: [],
+              answered: []
+            }
+          }
+        : { ...state, active: { ...active, answered } }
+    }
+    case "turn.completed":
+    case "turn.ended":
+      return { ...state, active: null }
+    case "thread.deleted":
+      return { ...state, deleted: true, active: null, queue: [] }
+    case "effect.late":
+    case "thread.cleaned":
+      return state
+  }
+}

@@ -1,0 +1,90 @@
+/**
+ * From a model's response to the calls a turn records and the effects that perform them. Providers
+ * reuse call ids (within one response, across steps, across turns), so each call gets a transcript
+ * id no earlier call of the thread has; an unknown tool becomes an error result the model reads,
+ * never a crash and never an effect. Deterministic: the same response in the same state always
+ * plans the same ids.
+ */
+import { CommandId, type EffectIntent } from "@orchestration/engine"
+import { type ActiveTurn, type CallRecord, type ThreadEvent, toolEffectId } from "./ThreadEvents.js"
+import { isToolName, type ToolName, toolKind } from "./Tools.js"
+
+/** A tool call as a provider answers it. */
+export interface ResponseCall {
+  readonly id: string
+  readonly name: string
+  readonly arguments: unknown
+}
+
+const safeCallId = (id: string) => (/^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : CommandId.boundedId("c-", id, 0))
+
+/**
+ * An id for a call that no earlier call of the thread has: providers reuse ids (within one response,
+ * across steps, across turns), and the transcript, the effect id and the read model's key must not.
+ * Deterministic: the same response in the same state always gets the same ids.
+ */
+export const uniqueCallId = (callId: string, ordinal: number, used: ReadonlySet<string>): string => {
+  if (!used.has(callId)) return callId
+  const inTurn = `${callId}_t${ordinal}`
+  if (!used.has(inTurn)) return inTurn
+  let n = 2
+  while (used.has(`${inTurn}_${n}`)) n++
+  return `${inTurn}_${n}`
+}
+
+export interface PlannedCalls {
+  readonly calls: ReadonlyArray<CallRecord>
+  /** One error result for each call of a tool that does not exist. */
+  readonly unknownResults: ReadonlyArray<ThreadEvent>
+  /** One effect for each call of a known tool. */
+  readonly effects: ReadonlyArray<EffectIntent>
+}
+
+/** Pure: the calls of a response, with thread-unique transcript ids, their effects and unknown-tool results. */
+export const planCalls = (
+  threadId: string,
+  active: ActiveTurn,
+  transcriptIds: ReadonlyArray<string>,
+  toolCalls: ReadonlyArray<ResponseCall>,
+  now: number
+): PlannedCalls => {
+  const used = new Set(transcriptIds)
+  const calls = toolCalls.map((call, index): CallRecord => {
+    const callId = safeCallId(call.id || `call_${active.step}_${index}`)
+    const transcriptId = uniqueCallId(callId, active.ordinal, used)
+    used.add(transcriptId)
+    return {
+      callId,
+      transcriptId,
+      effectId: toolEffectId(active.turnId, transcriptId),
+      name: call.name,
+      arguments: call.arguments ?? {},
+      at: now
+    }
+  })
+  const unknownResults = calls
+    .filter((c) => !isToolName(c.name))
+    .map(
+      (c): ThreadEvent => ({
+        type: "tool.result",
+        turnId: active.turnId,
+        result: {
+          callId: c.callId,
+          transcriptId: c.transcriptId,
+          effectId: c.effectId,
+          content: `error: unknown tool '${c.name}'`,
+          outcome: "unknown-tool"
+        }
+      })
+    )
+  const effects = calls
+    .filter((c) => isToolName(c.name))
+    .map(
+      (c): EffectIntent => ({
+        id: c.effectId,
+        kind: toolKind(c.name as ToolName),
+        payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
+      })
+    )
+  return { calls, unknownResults, effects }
+}
