@@ -1,3 +1,4 @@
+import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
@@ -100,6 +101,36 @@ describe("a cancel reaches the running handler at the commit's signal, not at th
       assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
+  })
+})
+
+describe("a cancel whose signal was lost", () => {
+  it.effect("is seen at the watch's targeted poll (500 ms), still long before the lease renewal", () => {
+    const handler = scriptedHandler()
+    const blocked = blockedForever()
+    handler.behaviors.set("job:j1", blocked.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      yield* eventually(
+        rowIs("job:j1", (r) => r.status === "running"),
+        "running"
+      )
+      yield* settle
+      // As a commit whose NOTIFY never arrived: the row changes in the store, and nothing rings.
+      const sql = yield* SqlClient
+      yield* sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: "cancelled elsewhere" })} WHERE effect_id = 'job:j1'`
+      yield* settle
+      assert.strictEqual(blocked.interrupted(), 0, "nothing rang, and the poll is not due yet")
+      yield* TestClock.adjust("500 millis")
+      yield* eventually(
+        rowIs("job:j1", (r) => r.leaseOwner === null),
+        "stopped at the poll"
+      )
+      assert.strictEqual(blocked.interrupted(), 1)
+      const stopped = (yield* Outbox.find("job:j1"))!
+      assert.match((stopped.error as { message: string }).message, /^cancelled elsewhere; it had started/)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
   })
 })
