@@ -17,6 +17,7 @@ export default defineConfig({
       "test/schema-evolution.test.ts",
       "test/operator-floor.test.ts",
       "test/operator-actions.test.ts",
+      "test/cancel-watch.test.ts",
       "test/restart-replay.test.ts",
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",

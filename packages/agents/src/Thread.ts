@@ -17,6 +17,7 @@ import { Schema } from "effect"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
   type ActiveTurn,
+  type CallRecord,
   cleanupEffectId,
   DEFAULT_STEP_LIMIT,
   evolve,
@@ -90,7 +91,7 @@ const endTurn = (
       callId: c.callId,
       transcriptId: c.transcriptId,
       effectId: c.effectId,
-      content: `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})`,
+      content: `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})${whatStopping(c)}`,
       outcome: status === "failed" ? "failed" : "interrupted"
     })
   )
@@ -102,6 +103,16 @@ const endTurn = (
     effects: next.effects,
     cancel: [active.stepEffectId, ...unanswered.map((c) => c.effectId)].map((effectId) => ({ effectId, reason }))
   })
+}
+
+/**
+ * For a call its turn's end cancels: the engine stops a running performance (CancelWatch), and for
+ * a command that means its processes are ended. The decider cannot know whether it had started.
+ */
+const whatStopping = (call: CallRecord): string => {
+  if (call.name !== "execute") return ""
+  const command = JSON.stringify((call.arguments as { command?: unknown } | undefined)?.command ?? "")
+  return `; the command ${command}, if it had started, was stopped (its processes are ended) and may have partly run`
 }
 
 /** The next model step once a step's results are all in, or the end of the turn at the step limit. */

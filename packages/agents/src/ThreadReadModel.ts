@@ -220,8 +220,8 @@ export const ThreadViews = Projection.make(Thread, {
               (sql) =>
                 sql`UPDATE agent_threads SET status = 'idle', updated_seq = ${seq} WHERE thread_id = ${threadId} AND status = 'running'`
             ),
-            // The same command cancels each unanswered call's pending row; a row already running keeps
-            // running, shows its live status, and its late settlement (effect.late) records the final one.
+            // The same command cancels each unanswered call's row; a running one is stopped by its
+            // performer (the engine's CancelWatch). A late settlement (effect.late) records the final one.
             ...event.synthetic.flatMap((result) => [
               recordResult(result, "cancelled"),
               appendMessage(threadId, toolMessage(result))

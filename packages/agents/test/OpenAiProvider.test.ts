@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
+import { Effect, Fiber, Redacted } from "effect"
 import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, stepRequestId } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
@@ -128,6 +128,30 @@ describe("OpenAiProvider against a local Responses API", () => {
       )
       assert.deepStrictEqual([error.reason, error.status], ["rejected", 404])
     })
+  )
+
+  it.live("an interrupted step aborts its HTTP request: the server sees the connection closed unanswered", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([{ type: "hang" }])
+        const transcript: ReadonlyArray<TranscriptMessage> = [{ role: "user", content: "think forever" }]
+        const fiber = yield* Effect.fork(
+          withProvider(server.apiUrl, (provider) =>
+            provider.step({ requestId: stepRequestId("turn-1", 1), transcript, tools: toolDefinitions })
+          )
+        )
+        const until = (condition: () => boolean) =>
+          Effect.promise(async () => {
+            for (let i = 0; i < 500 && !condition(); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+          })
+        yield* until(() => server.requests().length === 1)
+        assert.strictEqual(server.requests().length, 1, "the request never arrived")
+        assert.strictEqual(server.aborted(), 0)
+        yield* Fiber.interrupt(fiber)
+        yield* until(() => server.aborted() === 1)
+        assert.strictEqual(server.aborted(), 1, "the request was left open after its step was interrupted")
+      })
+    )
   )
 
   it.effect("a server that is gone is a typed ProviderError marked unavailable", () =>

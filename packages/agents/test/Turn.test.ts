@@ -8,6 +8,7 @@ import { ModelProvider, type ModelStepResponse } from "../src/Provider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
 import {
+  processesWith,
   advanceUntil,
   agentsStack,
   allTurnsTerminal,
@@ -130,7 +131,7 @@ describe("a turn through the outbox", () => {
             "m1",
             script({
               toolCalls: [
-                { name: "execute", arguments: { command: "sleep 3" } },
+                { name: "execute", arguments: { command: "sleep 6131" } },
                 { name: "publish", arguments: { path: "after.md", content: "never" } }
               ]
             })
@@ -157,22 +158,32 @@ describe("a turn through the outbox", () => {
         )
         // The publish never ran: it was pending behind execute in the thread's lane.
         assert.strictEqual((yield* Outbox.find("tool:t1:m1:call_1_1"))!.status, "cancelled")
-        // The running execute finishes later; its row settles but the transcript keeps the synthetic result.
+        // The running execute is stopped: its row is cancelled, and once its process is gone its
+        // performer says so, with when it started and how long it ran.
+        assert.strictEqual((yield* Outbox.find("tool:t1:m1:call_1_0"))!.status, "cancelled")
         yield* waitFor(
-          Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.status === "succeeded"),
-          "late execute settled"
+          Effect.map(Outbox.find("tool:t1:m1:call_1_0"), (r) => r?.leaseOwner === null),
+          "running execute stopped"
         )
+        const stopped = (yield* Outbox.find("tool:t1:m1:call_1_0"))!
+        assert.strictEqual((stopped.error as { code?: string }).code, "stopped-after-start")
+        assert.deepStrictEqual(processesWith("sleep", "6131"), [])
         yield* waitFor(allTurnsTerminal("t1", 2), "follow-up done")
         const transcript = (yield* transcriptView("t1"))!
         assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
         const toolMessages = transcript.messages.filter((m) => m.role === "tool")
         assert.strictEqual(toolMessages.length, 2)
         assert.isTrue(toolMessages.every((m) => String(m.content).startsWith("interrupted:")))
+        assert.include(
+          String(toolMessages[0]!.content),
+          'the command "sleep 6131", if it had started, was stopped (its processes are ended) and may have partly run'
+        )
         const sql = yield* SqlClient
         const late = yield* sql<{
-          late_status: string
-        }>`SELECT late_status FROM agent_tool_calls WHERE effect_id = 'tool:t1:m1:call_1_0'`
-        assert.strictEqual(late[0]!.late_status, "succeeded")
+          late_status: string | null
+          status: string
+        }>`SELECT late_status, status FROM agent_tool_calls WHERE effect_id = 'tool:t1:m1:call_1_0'`
+        assert.deepStrictEqual([late[0]!.late_status, late[0]!.status], [null, "cancelled"])
         // A replayed interrupt finds its receipt; an interrupt of a finished turn changes nothing.
         assert.strictEqual(
           (yield* engine.dispatchWithReceipt({
@@ -311,7 +322,7 @@ describe("a turn through the outbox", () => {
       const settled = [
         ["call_1_0", "succeeded"],
         ["call_1_1", "failed"],
-        ["call_2_0", "succeeded"],
+        ["call_2_0", "cancelled"],
         ["call_2_1", "cancelled"]
       ]
       const turn = Effect.gen(function* () {
@@ -329,7 +340,7 @@ describe("a turn through the outbox", () => {
               },
               {
                 toolCalls: [
-                  { name: "execute", arguments: { command: "sleep 3" } },
+                  { name: "execute", arguments: { command: "sleep 6132" } },
                   { name: "publish", arguments: { path: "after.md", content: "never" } }
                 ]
               }
@@ -353,17 +364,13 @@ describe("a turn through the outbox", () => {
           threadId: "t1",
           turnId: "t1:m1"
         })
-        // The interrupt cancels the pending publish; the running execute is still running, and shown so.
-        assert.deepStrictEqual(yield* statuses, [
-          ["call_1_0", "succeeded"],
-          ["call_1_1", "failed"],
-          ["call_2_0", "running"],
-          ["call_2_1", "cancelled"]
-        ])
+        // The interrupt cancels the pending publish and stops the running execute.
+        assert.deepStrictEqual(yield* statuses, settled)
         yield* waitFor(
-          Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.status === "succeeded"),
-          "late execute settled"
+          Effect.map(Outbox.find("tool:t1:m1:call_2_0"), (r) => r?.leaseOwner === null),
+          "running execute stopped"
         )
+        assert.deepStrictEqual(processesWith("sleep", "6132"), [])
         assert.deepStrictEqual(yield* statuses, settled)
       }).pipe(Effect.provide(agentsStack({ dir })))
       // The store again, without the engine's periodic work, so the clock can jump a week at once.

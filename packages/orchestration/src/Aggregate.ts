@@ -29,7 +29,7 @@ export interface Decision<E> {
   readonly _tag: "Decision"
   readonly events: ReadonlyArray<E>
   readonly effects: ReadonlyArray<EffectIntent>
-  /** Pending effects of this aggregate to cancel in the same transaction (running ones finish). */
+  /** Effects of this aggregate to cancel in the same transaction; a running one is stopped (CancelWatch). */
   readonly cancel: ReadonlyArray<{ readonly effectId: string; readonly reason: string }>
 }
 

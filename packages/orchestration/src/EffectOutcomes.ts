@@ -214,7 +214,7 @@ export type SettlementDecision =
 /**
  * Pure: may an earlier performance of this row still be running? A performer holds the row's lease
  * while its handler runs, and a cancel leaves the lease in place; the owner clears it once its
- * handler stopped (it learns of the cancel at its next lease renewal). Without that word the
+ * handler stopped (it learns of the cancel within moments, see CancelWatch). Without that word the
  * performance is over only when its owner is: stopped, or dead by the reclaim rule (its lease ran
  * out and it has not beaten its heart since the lease was last renewed).
  */

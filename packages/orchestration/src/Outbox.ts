@@ -215,8 +215,12 @@ export const applyChange = (effectId: string, attempt: number, change: RowChange
       WHERE effect_id = ${effectId} AND attempts = ${attempt}`
   })
 
-/** Cancels a pending row of this aggregate (a decision's `cancel`); other statuses are left as they are. */
-export const cancelPending = (
+/**
+ * Cancels a pending or running row of this aggregate (a decision's `cancel`); settled rows are left as
+ * they are. A running row keeps its lease owner, as under an operator's cancel: its performer learns
+ * of the cancel (CancelWatch), stops the handler and then clears the lease.
+ */
+export const cancelUnsettled = (
   effectId: string,
   aggregateType: string,
   aggregateId: string,
@@ -227,7 +231,7 @@ export const cancelPending = (
     SqlClient,
     (sql) =>
       sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: reason, reason: "cancelled" })}, updated_at = ${now}
-      WHERE effect_id = ${effectId} AND status = 'pending' AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId}`
+      WHERE effect_id = ${effectId} AND status IN ('pending', 'running') AND aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId}`
   )
 
 export interface ClaimRequest {
@@ -278,13 +282,33 @@ export const renew = (effectId: string, attempt: number, owner: string, expiresA
  * The owner's word that its handler for this attempt has stopped, on a row that was settled under it
  * (an operator's cancel keeps the lease until then). `updated_at` stays: it dates the settlement.
  */
-export const acknowledgeStopped = (effectId: string, attempt: number, owner: string) =>
+export const acknowledgeStopped = (effectId: string, attempt: number, owner: string, errorJson?: string) =>
   Effect.flatMap(
     SqlClient,
     (sql) =>
-      sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL
+      sql`UPDATE outbox SET lease_owner = NULL, lease_expires_at = NULL, error = COALESCE(${errorJson ?? null}, error)
       WHERE effect_id = ${effectId} AND attempts = ${attempt} AND lease_owner = ${owner} AND status <> 'running'`
   ).pipe(Effect.asVoid)
+
+/** Status, attempt and lease owner of these rows, by effect id (a performer's watch of its own rows). */
+export const leaseStates = (effectIds: ReadonlyArray<string>) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{
+        effect_id: string
+        status: OutboxStatus
+        attempts: number
+        lease_owner: string | null
+      }>`SELECT effect_id, status, attempts, lease_owner FROM outbox WHERE ${sql.in("effect_id", effectIds)}`
+  ).pipe(
+    Effect.map(
+      (rows) =>
+        new Map(
+          rows.map((r) => [r.effect_id, { status: r.status, attempts: Number(r.attempts), leaseOwner: r.lease_owner }])
+        )
+    )
+  )
 
 /** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
 export const release = (effectId: string, attempt: number, owner: string, now: number) =>

@@ -333,7 +333,7 @@ const decideAndWrite = (
     }
 
     for (const cancel of decision.cancel) {
-      yield* Outbox.cancelPending(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
+      yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
     }
 
     const lastSequence = records.at(-1)?.sequence ?? head

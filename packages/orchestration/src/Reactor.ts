@@ -21,6 +21,7 @@ import {
   type Scope,
   Stream
 } from "effect"
+import * as CancelWatch from "./CancelWatch.js"
 import { outcomeId, reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
@@ -179,6 +180,9 @@ export const run = <R>(
     const changes = yield* engine.outboxChanges
     yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(wake, undefined)))
     const running = yield* FiberMap.make<string>()
+    const cancels = yield* CancelWatch.make({ ownerId: worker.ownerId, changes: engine.outboxChanges }).pipe(
+      Effect.provide(context)
+    )
     let stopping = false
     let settledSinceCursor = false
 
@@ -279,8 +283,9 @@ export const run = <R>(
      * this is the performer's word, so an operator retry may start the effect again. A failed write
      * only delays that retry: until this owner stops, or is dead by the reclaim rule.
      */
-    const acknowledgeStopped = (row: Outbox.OutboxRow) =>
-      Outbox.acknowledgeStopped(row.effectId, row.attempts, worker.ownerId).pipe(
+    const acknowledgeStopped = (row: Outbox.OutboxRow, interruptedSince?: number) =>
+      Clock.currentTimeMillis.pipe(
+        Effect.flatMap((now) => CancelWatch.acknowledgeStopped(row, worker.ownerId, interruptedSince, now)),
         Effect.retry({ times: 3 }),
         Effect.catchAll((error) =>
           Effect.logWarning(
@@ -317,6 +322,9 @@ export const run = <R>(
         )
         let inDoubt = false
         const lost = yield* Deferred.make<void>()
+        // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
+        yield* cancels.watch(row.effectId, row.attempts, lost)
+        const startedAt = yield* Clock.currentTimeMillis
         yield* Effect.forkScoped(
           Effect.gen(function* () {
             let retryIn = 100
@@ -348,8 +356,8 @@ export const run = <R>(
           )
         if (performed === "lease-lost") {
           // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
-          yield* acknowledgeStopped(row)
-          return yield* Effect.logWarning("lease lost while performing; the new owner settles this row", {
+          yield* acknowledgeStopped(row, startedAt)
+          return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
             effectId: row.effectId
           })
         }

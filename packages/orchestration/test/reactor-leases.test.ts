@@ -113,40 +113,6 @@ describe("outcomes through the front door", () => {
     }).pipe(Effect.ensuring(slow.open), Effect.provide(stack([testReactor(handler.handle)])))
   })
 
-  it.effect("a decision's cancel cancels the pending rows it names and lets a running one finish", () => {
-    const handler = scriptedHandler()
-    const first = gated("finished")
-    handler.behaviors.set("job:j1:0", first.behavior)
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      // Two effects in one lane: the first runs, the second waits behind it.
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 2, lane: "one" }))
-      yield* eventually(
-        rowIs("job:j1:0", (r) => r.status === "running"),
-        "first claimed"
-      )
-      yield* engine.dispatchWithReceipt({
-        commandId: "cancel-j1",
-        type: "job.cancel",
-        jobId: "j1",
-        effectIds: ["job:j1:0", "job:j1:1"]
-      })
-      const running = (yield* Outbox.find("job:j1:0"))!
-      assert.deepStrictEqual([running.status, running.leaseOwner, running.error], ["running", "owner-A", null])
-      const pending = (yield* Outbox.find("job:j1:1"))!
-      assert.deepStrictEqual(
-        [pending.status, pending.error],
-        ["cancelled", { message: "cancelled by the job", reason: "cancelled" }]
-      )
-      yield* first.open
-      yield* eventually(
-        rowIs("job:j1:0", (r) => r.status === "succeeded"),
-        "running effect finished"
-      )
-      assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
-    }).pipe(Effect.ensuring(first.open), Effect.provide(stack([testReactor(handler.handle)])))
-  })
-
   it.effect("clients cannot send outcome commands or outcome ids", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine

@@ -11,6 +11,7 @@ import { makeClient } from "./Client.js"
 import { check, quiesce, allEvents } from "./Invariants.js"
 import { seeded } from "./Random.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
+import { alive, carrying, descendantsOf } from "./Processes.js"
 import { follow } from "./SseFollower.js"
 import { message, threadIds } from "./Workload.js"
 
@@ -35,6 +36,10 @@ export const runCrash = async (options: CrashOptions) => {
   let kills = 0
   let faultKills = 0
   let next = 0
+  // This run's marker in every command, and the sandbox processes found alive after a kill.
+  const marker = `chaosrun${process.pid}`
+  let sandboxLeft = 0
+  let sandboxSeen = 0
   const follower = follow(() => server?.url)
 
   for (let cycle = 1; cycle <= options.cycles; cycle++) {
@@ -58,7 +63,7 @@ export const runCrash = async (options: CrashOptions) => {
       continue
     }
     if ((cycle - 1) % (options.workEvery ?? 1) === 0) {
-      for (const threadId of threads) client.submit(message(random, threadId, next))
+      for (const threadId of threads) client.submit(message(random, threadId, next, marker))
       next++
     }
     const sample = [...client.acked.keys()].filter(() => random.chance(0.1)).slice(0, 5)
@@ -72,11 +77,18 @@ export const runCrash = async (options: CrashOptions) => {
       sleep(fault === undefined ? random.int(50, 600) : 1_200).then(() => false)
     ])
     if (fired) faultKills++
+    // The sandbox processes of this server as it dies: its descendants, and whatever carries the marker.
+    const before = new Set([...descendantsOf(running.process.pid!), ...carrying(marker)])
+    sandboxSeen += before.size
     await kill(running)
     kills++
+    const left = await leftAfterKill(before, marker)
+    sandboxLeft += left.length
+    if (left.length > 0)
+      options.log(`chaos: ${left.length} sandbox processes outlived the killed server: ${left.join(" ")}`)
     await work
     options.log(
-      `chaos: cycle ${cycle}/${options.cycles} kill ${kills} (${fired ? `fault ${fault}` : fault === undefined ? "random instant" : `timer; ${fault} not reached`}) acked=${client.stats.acked} queued=${client.pending.size}`
+      `chaos: cycle ${cycle}/${options.cycles} kill ${kills} (${fired ? `fault ${fault}` : fault === undefined ? "random instant" : `timer; ${fault} not reached`}) acked=${client.stats.acked} queued=${client.pending.size} sandbox_processes=${before.size} left=${left.length}`
     )
   }
 
@@ -90,6 +102,7 @@ export const runCrash = async (options: CrashOptions) => {
   while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
   await follower.stop()
   const report = await check(final.url, dataDir, client, threads, follower.seen)
+  if (sandboxLeft > 0) report.details.push(`${sandboxLeft} sandbox processes outlived their killed server`)
   if (!quiet) report.details.push("the system did not quiesce within 600 s")
   const exit = await stop(final)
   if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
@@ -97,10 +110,26 @@ export const runCrash = async (options: CrashOptions) => {
     cycles: options.cycles,
     kills,
     faultKills,
+    sandboxSeen,
+    sandboxLeft,
     acked: client.stats.acked,
     retries: client.stats.retriesAfterAck,
     report,
     dataDir,
     quiet
   }
+}
+
+/**
+ * The processes of a killed server that are still alive once the kernel had time to end them
+ * (bwrap's --die-with-parent is a parent-death signal: near instant), polled for up to 2 s.
+ */
+const leftAfterKill = async (before: ReadonlySet<number>, marker: string) => {
+  let left: Array<number> = []
+  for (let i = 0; i < 40; i++) {
+    left = [...new Set([...alive([...before]), ...carrying(marker)])]
+    if (left.length === 0) return left
+    await sleep(50)
+  }
+  return left
 }

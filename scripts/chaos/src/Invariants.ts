@@ -5,12 +5,16 @@
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
 import { type Client, json } from "./Client.js"
+import { RUNS_FILE } from "./Workload.js"
 
 export interface Report {
   lost: number
   duplicateEffects: number
   transcriptViolations: number
   unsettled: number
+  /** Runs of real commands counted in the workspaces (one line per run), and the most of one effect. */
+  sandboxRuns: number
+  maxRunsPerEffect: number
   details: Array<string>
 }
 
@@ -62,7 +66,15 @@ export const check = async (
   sseSeen: ReadonlyArray<number>,
   options: { readonly gapsAllowed?: boolean } = {}
 ): Promise<Report> => {
-  const report: Report = { lost: 0, duplicateEffects: 0, transcriptViolations: 0, unsettled: 0, details: [] }
+  const report: Report = {
+    lost: 0,
+    duplicateEffects: 0,
+    transcriptViolations: 0,
+    unsettled: 0,
+    sandboxRuns: 0,
+    maxRunsPerEffect: 0,
+    details: []
+  }
 
   // Nothing acknowledged is lost: each acknowledged command has its receipt, with the same answer.
   for (const [commandId, ack] of client.acked) {
@@ -111,6 +123,21 @@ export const check = async (
     if (count > 1) {
       report.duplicateEffects++
       report.details.push(`execute ${effectId} performed ${count} times`)
+    }
+  }
+  // Each execute's command appends its job token to its workspace when it really runs: a process-bound
+  // effect (one execute per message, one token per execute) runs at most once.
+  const runs = new Map<string, number>()
+  for (const file of filesUnder(join(world, "workspaces")).filter((f) => f.endsWith(RUNS_FILE))) {
+    for (const token of readFileSync(file, "utf8").split("\n").filter(Boolean))
+      runs.set(token, (runs.get(token) ?? 0) + 1)
+  }
+  for (const [token, count] of runs) {
+    report.sandboxRuns += count
+    report.maxRunsPerEffect = Math.max(report.maxRunsPerEffect, count)
+    if (count > 1) {
+      report.duplicateEffects++
+      report.details.push(`the command of ${token} ran ${count} times in its sandbox`)
     }
   }
   for (const file of filesUnder(join(world, "versions"))) {

@@ -4,8 +4,17 @@ import type { Random } from "./Random.js"
 
 export const threadIds = (count: number) => Array.from({ length: count }, (_, i) => `chaos-${i}`)
 
+/** The workspace file each execute's run appends its job token to. */
+export const RUNS_FILE = ".chaos-runs"
+
+/**
+ * The token of one message's execute (one execute per message, so one per effect). `marker` is the
+ * chaos run's own, so a process table scan finds this run's sandbox processes and nobody else's.
+ */
+export const jobToken = (marker: string, threadId: string, n: number) => `job-${marker}-${threadId}-${n}`
+
 /** The n-th message of a thread: a turn that publishes, executes and sometimes delegates, then ends. */
-export const message = (random: Random, threadId: string, n: number): Command => {
+export const message = (random: Random, threadId: string, n: number, marker = "chaos"): Command => {
   const steps: Array<unknown> = [
     {
       toolCalls: [
@@ -13,7 +22,9 @@ export const message = (random: Random, threadId: string, n: number): Command =>
         {
           name: "execute",
           arguments: {
-            command: `echo job-${threadId}-${n}${random.chance(0.3) ? `; sleep ${(random.int(200, 1_200) / 1_000).toFixed(1)}` : ""}`
+            // A real command in the sandbox: its run leaves one line in the thread's workspace, so runs
+            // can be counted per effect; the sleep makes kills land while it runs.
+            command: `echo ${jobToken(marker, threadId, n)} >> ${RUNS_FILE}${random.chance(0.5) ? `; sleep ${(random.int(200, 1_200) / 1_000).toFixed(1)}` : ""}`
           }
         }
       ]

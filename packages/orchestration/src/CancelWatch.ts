@@ -1,0 +1,135 @@
+/**
+ * Stop reaches running work. A cancel of a running effect is a committed change of its row (an
+ * operator's `effect.cancel`, or a domain decision's `cancel`): status `cancelled`, the lease kept by
+ * the performer until it says its handler stopped (EffectOutcomes.performanceMayBeRunning). The
+ * performer must not learn of it only at its next lease renewal (a third of the lease, 10 s by
+ * default): this watch asks the store about the rows its reactor is performing each time the engine's
+ * outbox-change signal rings (every commit of this process, and on PostgreSQL other processes'
+ * commits through LISTEN) and at a short targeted poll that covers a lost ring. A row that is no
+ * longer running at its attempt under this owner stops its handler, and the stop is acknowledged
+ * on the row with what is known: when the performance started and after how long it was stopped.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Deferred, Duration, Effect, Queue, type Scope, Stream } from "effect"
+import * as Outbox from "./Outbox.js"
+
+export interface CancelWatchShape {
+  /**
+   * Watches one performance while the scope is open: `stop` completes once its row is no longer
+   * running at `attempt` under this owner (cancelled, settled or taken over elsewhere).
+   */
+  readonly watch: (
+    effectId: string,
+    attempt: number,
+    stop: Deferred.Deferred<void>
+  ) => Effect.Effect<void, never, Scope.Scope>
+}
+
+export interface CancelWatchOptions {
+  readonly ownerId: string
+  /** Subscribes, in the caller's scope, to the signal that rings after commits that may have changed outbox rows. */
+  readonly changes: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /** The targeted poll behind the signal. Default 500 ms: within a second on PostgreSQL even without LISTEN. */
+  readonly pollInterval?: Duration.DurationInput
+}
+
+/** Pure: is this row, as read now, still the running performance that is being watched? */
+export const stillPerforming = (
+  row: { readonly status: string; readonly attempts: number; readonly leaseOwner: string | null } | undefined,
+  attempt: number,
+  ownerId: string
+): boolean => row !== undefined && row.status === "running" && row.attempts === attempt && row.leaseOwner === ownerId
+
+export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShape, never, SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const context = yield* Effect.context<SqlClient>()
+    const watched = new Map<string, { readonly attempt: number; readonly stop: Deferred.Deferred<void> }>()
+    // Subscribed before the first check: a cancel committed from now on rings it.
+    const ring = yield* Queue.sliding<void>(1)
+    const changes = yield* options.changes
+    yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(ring, undefined)))
+    const pollMs = Duration.toMillis(options.pollInterval ?? "500 millis")
+
+    const check = Effect.gen(function* () {
+      if (watched.size === 0) return
+      const rows = yield* Outbox.leaseStates([...watched.keys()])
+      for (const [effectId, entry] of watched) {
+        if (!stillPerforming(rows.get(effectId), entry.attempt, options.ownerId)) {
+          watched.delete(effectId)
+          yield* Deferred.succeed(entry.stop, undefined)
+        }
+      }
+    }).pipe(
+      Effect.catchAll((error) =>
+        // swallow-ok: only a hint is lost; the next ring or poll asks again, and the lease renewal stays the backstop
+        Effect.logDebug("could not read the watched rows; asking again at the next ring or poll", error)
+      ),
+      Effect.provide(context)
+    )
+
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.race(
+          Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring))),
+          Effect.sleep(Duration.millis(pollMs))
+        ).pipe(Effect.zipRight(check))
+      )
+    )
+
+    return {
+      watch: (effectId, attempt, stop) =>
+        Effect.acquireRelease(
+          Effect.sync(() => watched.set(effectId, { attempt, stop })),
+          () =>
+            Effect.sync(() => {
+              if (watched.get(effectId)?.stop === stop) watched.delete(effectId)
+            })
+        ).pipe(Effect.asVoid)
+    }
+  })
+
+/** The row's stored error as an object, when it is one. */
+const storedError = (error: unknown): { readonly message: string; readonly code?: string } | undefined =>
+  typeof error === "object" && error !== null && typeof (error as { message?: unknown }).message === "string"
+    ? (error as { message: string; code?: string })
+    : undefined
+
+/**
+ * Pure: what a cancelled row says once its performer stopped the handler: the cancel's reason,
+ * when the performance started, after how long it was stopped, and that it may have partly run.
+ */
+export const stoppedError = (previous: unknown, startedAt: number, stoppedAt: number) => {
+  const before = storedError(previous)
+  const reason = before?.message ?? "cancelled"
+  const afterMs = Math.max(0, stoppedAt - startedAt)
+  return {
+    message: `${reason}; it had started at ${new Date(startedAt).toISOString()} and was stopped after ${afterMs} ms, so it may have partly run`,
+    code: "stopped-after-start",
+    reason: "cancelled" as const
+  }
+}
+
+/**
+ * The owner's word that its handler for this attempt stopped (see Outbox.acknowledgeStopped). With
+ * `interruptedSince` (the handler was interrupted, not finished), a row cancelled under it also
+ * records what is known about the stopped performance.
+ */
+export const acknowledgeStopped = (
+  row: Outbox.OutboxRow,
+  ownerId: string,
+  interruptedSince: number | undefined,
+  stoppedAt: number
+) =>
+  Effect.gen(function* () {
+    const current = yield* Outbox.find(row.effectId)
+    const cancelledUnderUs =
+      interruptedSince !== undefined &&
+      current !== undefined &&
+      current.status === "cancelled" &&
+      current.attempts === row.attempts &&
+      current.leaseOwner === ownerId
+    const error = cancelledUnderUs
+      ? JSON.stringify(stoppedError(current.error, interruptedSince, stoppedAt))
+      : undefined
+    yield* Outbox.acknowledgeStopped(row.effectId, row.attempts, ownerId, error)
+  })

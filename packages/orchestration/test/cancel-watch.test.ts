@@ -1,0 +1,158 @@
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import * as CancelWatch from "../src/CancelWatch.js"
+import { Engine } from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import { submit } from "./fixtures/Jobs.js"
+import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+
+const operator = (action: "retry" | "cancel", commandId: string, effectId: string, jobId: string) => ({
+  type: `effect.${action}`,
+  commandId,
+  effectId,
+  aggregateType: "job",
+  aggregateId: jobId,
+  by: "operator"
+})
+
+const rowIs = (effectId: string, predicate: (row: Outbox.OutboxRow) => boolean) =>
+  Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
+
+/** A handler that never ends by itself and counts how often it was interrupted. */
+const blockedForever = () => {
+  let interrupted = 0
+  const behavior = () => Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => interrupted++)))
+  return { behavior, interrupted: () => interrupted }
+}
+
+/** The lease (30 s) is renewed every 10 s: nothing here moves the TestClock, so no renewal ever runs. */
+const neverEnding = { shutdownGrace: "0 millis" } as const
+
+describe("a cancel reaches the running handler at the commit's signal, not at the next lease renewal", () => {
+  it.effect(
+    "an operator's cancel of a running effect interrupts its handler and records when it started and after how long it stopped",
+    () => {
+      const handler = scriptedHandler()
+      const blocked = blockedForever()
+      handler.behaviors.set("job:j1", (row) => (row.attempts === 1 ? blocked.behavior() : Effect.succeed("second")))
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+        yield* eventually(
+          rowIs("job:j1", (r) => r.status === "running"),
+          "running"
+        )
+        yield* TestClock.adjust("1500 millis")
+        yield* engine.dispatchWithReceipt(operator("cancel", "op-cancel-1", "job:j1", "j1"), { origin: "internal" })
+        // The clock stays well short of the renewal (10 s): only the commit's signal can have reached the handler.
+        yield* eventually(
+          rowIs("job:j1", (r) => r.leaseOwner === null),
+          "the owner stopped the handler and said so"
+        )
+        assert.strictEqual(blocked.interrupted(), 1)
+        assert.strictEqual(handler.running(), 0)
+        const row = (yield* Outbox.find("job:j1"))!
+        assert.strictEqual(row.status, "cancelled")
+        assert.deepStrictEqual(row.error, {
+          message:
+            "cancelled by an operator; it had started at 1970-01-01T00:00:00.000Z and was stopped after 1500 ms, so it may have partly run",
+          code: "stopped-after-start",
+      reason: "cancelled"
+        })
+        // Its performance is over, so the operator may start it again: one performance at a time.
+        yield* engine.dispatchWithReceipt(operator("retry", "op-retry-1", "job:j1", "j1"), { origin: "internal" })
+        yield* eventually(
+          rowIs("job:j1", (r) => r.status === "succeeded"),
+          "performed again"
+        )
+        assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
+        assert.strictEqual(handler.maxRunning(), 1)
+      }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
+    }
+  )
+
+  it.effect("a domain decision's cancel stops a running effect too, and cancels the pending one behind it", () => {
+    const handler = scriptedHandler()
+    const blocked = blockedForever()
+    handler.behaviors.set("job:j1:0", blocked.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // Two effects in one lane: the first runs, the second waits behind it.
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe", { count: 2, lane: "one" }))
+      yield* eventually(
+        rowIs("job:j1:0", (r) => r.status === "running"),
+        "first claimed"
+      )
+      yield* engine.dispatchWithReceipt({
+        commandId: "cancel-j1",
+        type: "job.cancel",
+        jobId: "j1",
+        effectIds: ["job:j1:0", "job:j1:1"]
+      })
+      yield* eventually(
+        rowIs("job:j1:0", (r) => r.leaseOwner === null),
+        "the running one stopped"
+      )
+      assert.strictEqual(blocked.interrupted(), 1)
+      const stopped = (yield* Outbox.find("job:j1:0"))!
+      assert.strictEqual(stopped.status, "cancelled")
+      assert.strictEqual((stopped.error as { code?: string }).code, "stopped-after-start")
+      const pending = (yield* Outbox.find("job:j1:1"))!
+      assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
+  })
+})
+
+describe("a cancel whose signal was lost", () => {
+  it.effect("is seen at the watch's targeted poll (500 ms), still long before the lease renewal", () => {
+    const handler = scriptedHandler()
+    const blocked = blockedForever()
+    handler.behaviors.set("job:j1", blocked.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      yield* eventually(
+        rowIs("job:j1", (r) => r.status === "running"),
+        "running"
+      )
+      yield* settle
+      // As a commit whose NOTIFY never arrived: the row changes in the store, and nothing rings.
+      const sql = yield* SqlClient
+      yield* sql`UPDATE outbox SET status = 'cancelled', error = ${JSON.stringify({ message: "cancelled elsewhere" })} WHERE effect_id = 'job:j1'`
+      yield* settle
+      assert.strictEqual(blocked.interrupted(), 0, "nothing rang, and the poll is not due yet")
+      yield* TestClock.adjust("500 millis")
+      yield* eventually(
+        rowIs("job:j1", (r) => r.leaseOwner === null),
+        "stopped at the poll"
+      )
+      assert.strictEqual(blocked.interrupted(), 1)
+      const stopped = (yield* Outbox.find("job:j1"))!
+      assert.match((stopped.error as { message: string }).message, /^cancelled elsewhere; it had started/)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
+  })
+})
+
+describe("the watch's rules, given/when/then", () => {
+  it("a row is still the watched performance only while it runs at that attempt under that owner", () => {
+    const row = { status: "running", attempts: 2, leaseOwner: "w1" }
+    assert.isTrue(CancelWatch.stillPerforming(row, 2, "w1"))
+    assert.isFalse(CancelWatch.stillPerforming({ ...row, status: "cancelled" }, 2, "w1"))
+    assert.isFalse(CancelWatch.stillPerforming(row, 1, "w1"))
+    assert.isFalse(CancelWatch.stillPerforming({ ...row, leaseOwner: "w2" }, 2, "w1"))
+    assert.isFalse(CancelWatch.stillPerforming(undefined, 2, "w1"))
+  })
+
+  it("a stopped performance keeps the cancel's reason and adds when it started and how long it ran", () => {
+    assert.deepStrictEqual(CancelWatch.stoppedError({ message: "interrupted by the user" }, 1_000, 3_500), {
+      message:
+        "interrupted by the user; it had started at 1970-01-01T00:00:01.000Z and was stopped after 2500 ms, so it may have partly run",
+      code: "stopped-after-start",
+      reason: "cancelled"
+    })
+    assert.strictEqual(CancelWatch.stoppedError(null, 0, 0).message.split(";")[0], "cancelled")
+  })
+})
