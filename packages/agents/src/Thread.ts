@@ -17,9 +17,11 @@ import {
   Decision,
   type DecideContext,
   type EffectIntent,
-  type EffectOutcome
+  type EffectOutcome,
+  Reactor
 } from "@orchestration/engine"
 import { Schema } from "effect"
+import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { type EffectKind, isToolName, toolKind, toolPolicies, type ToolName } from "./Tools.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
@@ -300,6 +302,7 @@ export const describeFailure = (
   if (
     code === "process-ended" ||
     code === "owner-lost" ||
+    code === "server-exited" ||
     (code === "timeout" && error.message.includes("may or may not"))
   ) {
     return {
@@ -326,14 +329,16 @@ const whatToVerify = (call: CallRecord): string => {
   switch (call.name) {
     case "execute":
       return `whether the command ${JSON.stringify(args.command ?? "")} already ran`
-    case "mcp_call":
-      return `whether ${String(args.server ?? "?")}/${String(args.tool ?? "?")} was already called`
     case "publish":
       return `the latest version at ${JSON.stringify(args.path ?? "")}`
     case "trigger_edit":
       return `trigger ${JSON.stringify(args.triggerId ?? "")}`
-    default:
-      return `the effect of ${call.name}`
+    default: {
+      const mcp = parseOfferedName(call.name)
+      return mcp === undefined
+        ? `the effect of ${call.name}`
+        : `whether the call of ${mcp.tool} on MCP server ${mcp.server} already took effect`
+    }
   }
 }
 
@@ -350,7 +355,7 @@ const onModelStep = (
   }
   const response = outcome.response as {
     text?: string
-    toolCalls?: ReadonlyArray<{ id: string; name: string; arguments: unknown }>
+    toolCalls?: ReadonlyArray<{ id: string; name: string; arguments: unknown; mcp?: McpTarget }>
   }
   const text = response?.text ?? ""
   const toolCalls = response?.toolCalls ?? []
@@ -380,8 +385,10 @@ const onModelStep = (
     text,
     toolCalls: calls
   }
-  // An unknown tool is an error result the model sees, never a crash and never an effect.
-  const unknown = calls.filter((c) => !isToolName(c.name))
+  // An unknown tool is an error result the model sees, never a crash and never an effect. A name
+  // of the form <server>__<tool> is an MCP call; whether it exists is for its performer to say.
+  const known = (name: string) => isToolName(name) || parseOfferedName(name) !== undefined
+  const unknown = calls.filter((c) => !known(c.name))
   const unknownResults: Array<ThreadEvent> = unknown.map((c) => ({
     type: "tool.result",
     turnId: active.turnId,
@@ -393,15 +400,21 @@ const onModelStep = (
       outcome: "unknown-tool"
     }
   }))
-  const effects = calls
-    .filter((c) => isToolName(c.name))
-    .map(
-      (c): EffectIntent => ({
-        id: c.effectId,
-        kind: toolKind(c.name as ToolName),
-        payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
-      })
-    )
+  const effects = calls.flatMap((c, index): Array<EffectIntent> => {
+    const payload = { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
+    if (isToolName(c.name)) return [{ id: c.effectId, kind: toolKind(c.name as ToolName), payload }]
+    const target = parseOfferedName(c.name)
+    if (target === undefined) return []
+    // The policy the step found in the tool's annotations, recorded now; a name the step did not
+    // offer gets the safe one.
+    const offered = toolCalls[index]?.mcp
+    const mcp: McpTarget = {
+      ...target,
+      onProcessLoss:
+        offered?.server === target.server && offered.tool === target.tool ? offered.onProcessLoss : "process-bound"
+    }
+    return [{ id: c.effectId, kind: "tool.mcp_call", payload: { ...payload, mcp } satisfies McpCallPayload }]
+  })
   if (effects.length === 0) {
     const afterResponse = evolve(state, responded)
     return continueTurn(
@@ -535,7 +548,8 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         outcome.status === "retrying" &&
         outcome.by === "operator" &&
         !current &&
-        toolPolicies[outcome.kind as EffectKind]?.onProcessLoss === "process-bound"
+        Reactor.processLossOf(toolPolicies[outcome.kind as EffectKind]?.onProcessLoss, outcome.payload) ===
+          "process-bound"
       ) {
         const closed = active === null || active.turnId !== turnId
         return Decision.reject(
