@@ -32,7 +32,8 @@ export const noServers: McpConfig = { mcpServers: {} }
 
 /** Decodes the text of a config file, or says what is wrong with it (path of the bad field included). */
 export const parseConfig = (text: string): Either.Either<McpConfig, string> =>
-  Schema.decodeUnknownEither(Schema.parseJson(McpConfig))(text).pipe(
+  // A name outside ServerName must be refused, not dropped as an excess key.
+  Schema.decodeUnknownEither(Schema.parseJson(McpConfig), { onExcessProperty: "error" })(text).pipe(
     Either.mapLeft((error) =>
       ParseResult.ArrayFormatter.formatErrorSync(error)
         .map((issue) => `${issue.path.length === 0 ? "" : `${issue.path.join(".")}: `}${issue.message}`)
