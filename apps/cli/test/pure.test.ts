@@ -52,6 +52,21 @@ describe("db check rules", () => {
     assert.deepStrictEqual(Check.ledgerProblems(entries.slice(0, 3), bound), [])
   })
 
+  it("an MCP call's ledger line carries its own policy: a repeated read-only call is fine, a repeated other one is not", () => {
+    const lines = [
+      { effectId: "r1", kind: "tool.mcp_call", attempt: 1, onProcessLoss: "replay-safe" },
+      { effectId: "r1", kind: "tool.mcp_call", attempt: 2, onProcessLoss: "replay-safe" },
+      { effectId: "w1", kind: "tool.mcp_call", attempt: 1, onProcessLoss: "process-bound" },
+      { effectId: "w1", kind: "tool.mcp_call", attempt: 2, onProcessLoss: "process-bound" }
+    ]
+    const bound = (kind: string, entry: Check.LedgerLine) =>
+      entry.onProcessLoss === undefined ? kind === "tool.execute" : entry.onProcessLoss === "process-bound"
+    assert.deepStrictEqual(
+      Check.ledgerProblems(lines, bound).map((p) => p.subject),
+      ["effect w1"]
+    )
+  })
+
   it("sequence holes are reported as ranges, across pages", () => {
     assert.deepStrictEqual(Check.sequenceGaps(0, [1, 2, 3]), [])
     assert.deepStrictEqual(

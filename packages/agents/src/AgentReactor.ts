@@ -133,7 +133,12 @@ const mcpCall = (row: Outbox.OutboxRow, payload: McpCallPayload) =>
         : failure(error.message, false, error.reason)
     yield* servers.lookup(target.server, target.tool).pipe(Effect.mapError(toFailure))
     yield* world
-      .recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts })
+      .recordPerformance({
+        effectId: row.effectId,
+        kind: row.kind,
+        attempt: row.attempts,
+        onProcessLoss: replaySafe ? "replay-safe" : "process-bound"
+      })
       .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
     return yield* servers
       .call({ server: target.server, tool: target.tool, arguments: payload.arguments, timeoutMs: mcpCallTimeoutMs })

@@ -45,7 +45,9 @@ export const LedgerEntry = Schema.Struct({
   effectId: Schema.String,
   kind: Schema.String,
   attempt: Schema.Int,
-  at: Schema.String
+  at: Schema.String,
+  /** Written when the kind's policy is decided per call (an MCP tool's), so a check can read it here. */
+  onProcessLoss: Schema.optional(Schema.Literal("replay-safe", "process-bound"))
 })
 export type LedgerEntry = typeof LedgerEntry.Type
 
@@ -97,6 +99,7 @@ export interface WorldShape {
     readonly effectId: string
     readonly kind: string
     readonly attempt: number
+    readonly onProcessLoss?: "replay-safe" | "process-bound"
   }) => Effect.Effect<LedgerEntry, WorldWriteError>
   /** Decodes the arguments, records the ledger line, then performs: the path reactors use. */
   readonly perform: (request: PerformRequest) => Effect.Effect<unknown, WorldError>
@@ -157,7 +160,8 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
         effectId: entry.effectId,
         kind: entry.kind,
         attempt: entry.attempt,
-        at: new Date(now).toISOString()
+        at: new Date(now).toISOString(),
+        ...(entry.onProcessLoss === undefined ? {} : { onProcessLoss: entry.onProcessLoss })
       }
       yield* WorldFs.appendLine(dir, ledgerPath, line, "record performance")
       return line

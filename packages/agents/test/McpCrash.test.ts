@@ -58,7 +58,12 @@ describe("SIGKILL of the server during an MCP call: the tool's annotations decid
       ])
       assert.strictEqual(final.thread.turns[0].status, "completed")
       assert.strictEqual(callsOf(log, "slow_write"), 1)
-      assert.strictEqual(ledger(dir).filter((l) => l.kind === "tool.mcp_call").length, 1)
+      assert.deepStrictEqual(
+        ledger(dir)
+          .filter((l) => l.kind === "tool.mcp_call")
+          .map((l) => l.onProcessLoss),
+        ["process-bound"]
+      )
     })
   )
 
@@ -88,6 +93,15 @@ describe("SIGKILL of the server during an MCP call: the tool's annotations decid
         }
       ])
       assert.strictEqual(callsOf(log, "echo"), 2)
+      assert.deepStrictEqual(
+        ledger(dir)
+          .filter((l) => l.kind === "tool.mcp_call")
+          .map((l) => [l.attempt, l.onProcessLoss]),
+        [
+          [1, "replay-safe"],
+          [2, "replay-safe"]
+        ]
+      )
     })
   )
 })
