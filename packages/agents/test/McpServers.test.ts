@@ -107,6 +107,22 @@ describe("MCP servers over stdio (the real fixture server)", () => {
     })
   )
 
+  it.scopedLive("a call that outlives its timeout fails as timeout and is cancelled at the server", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      const error = yield* Effect.flip(
+        mcp.call({ server: "fixture", tool: "slow_write", arguments: { label: "x", sleepMs: 60_000 }, timeoutMs: 300 })
+      )
+      assert.strictEqual(error.reason, "timeout")
+      assert.include(error.message, "may or may not have taken effect")
+      yield* until(
+        () => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write"),
+        "the server saw the cancellation"
+      )
+    })
+  )
+
   it.scopedLive("a server that fails to start or dies offers no tools and says why, with its stderr", () =>
     Effect.gen(function* () {
       const dir = tempDir("mcp-")
