@@ -75,6 +75,12 @@ export class McpCallError extends Schema.TaggedError<McpCallError>()("McpCallErr
   message: Schema.String
 }) {}
 
+/** Why a server did not start (recorded in its status; never fatal to the host). */
+export class McpServerStartFailure extends Schema.TaggedError<McpServerStartFailure>()("McpServerStartFailure", {
+  server: Schema.String,
+  message: Schema.String
+}) {}
+
 export interface McpCallRequest {
   readonly server: string
   readonly tool: string
@@ -242,11 +248,15 @@ export const make = (options: McpServersOptions) =>
             signal.addEventListener("abort", () => void close(server).catch(() => undefined))
             return start(server.name, options.config.mcpServers[server.name]!, server)
           },
-          catch: (cause) => new Error(messageOf(cause))
+          catch: (cause) => new McpServerStartFailure({ server: server.name, message: messageOf(cause) })
         }).pipe(
           Effect.timeoutFail({
             duration: startTimeout,
-            onTimeout: () => new Error(`did not start within ${Duration.format(startTimeout)}`)
+            onTimeout: () =>
+              new McpServerStartFailure({
+                server: server.name,
+                message: `did not start within ${Duration.format(startTimeout)}`
+              })
           }),
           Effect.catchAll((error) =>
             Effect.gen(function* () {
