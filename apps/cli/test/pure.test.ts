@@ -4,6 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
 import * as CliErrors from "../src/CliErrors.js"
 import * as Check from "../src/db/Check.js"
+import { renderHealth } from "../src/commands/Status.js"
 import * as Help from "../src/Help.js"
 import { sseMessages } from "../src/ServerClient.js"
 
@@ -49,6 +50,21 @@ describe("db check rules", () => {
     )
     assert.include(problems[0]!.message, "2 ledger entries (attempts 1, 2) for one tool.execute effect")
     assert.deepStrictEqual(Check.ledgerProblems(entries.slice(0, 3), bound), [])
+  })
+
+  it("an MCP call's ledger line carries its own policy: a repeated read-only call is fine, a repeated other one is not", () => {
+    const lines = [
+      { effectId: "r1", kind: "tool.mcp_call", attempt: 1, onProcessLoss: "replay-safe" },
+      { effectId: "r1", kind: "tool.mcp_call", attempt: 2, onProcessLoss: "replay-safe" },
+      { effectId: "w1", kind: "tool.mcp_call", attempt: 1, onProcessLoss: "process-bound" },
+      { effectId: "w1", kind: "tool.mcp_call", attempt: 2, onProcessLoss: "process-bound" }
+    ]
+    const bound = (kind: string, entry: Check.LedgerLine) =>
+      entry.onProcessLoss === undefined ? kind === "tool.execute" : entry.onProcessLoss === "process-bound"
+    assert.deepStrictEqual(
+      Check.ledgerProblems(lines, bound).map((p) => p.subject),
+      ["effect w1"]
+    )
   })
 })
 
@@ -109,5 +125,24 @@ describe("help as its reader gets it", () => {
     assert.include(status, "One of the following: failed, cancelled")
     // Without a description of its own, the type's sentence is all there is: it stays.
     assert.include(help(Options.integer("limit")), "An integer.")
+  })
+})
+
+describe("the status report", () => {
+  it("names each degraded component (an MCP server that is not up) with its reason", () => {
+    const text = renderHealth("http://x", {
+      status: "degraded",
+      storage: { freeBytes: 1e9, floorBytes: 1e6, writable: true },
+      engine: { active: true, head: 1, queueDepth: 0 },
+      reactors: [],
+      outbox: { pending: 0, running: 0, failed: 0, quarantined: 0 },
+      database: { backend: "sqlite", nodeId: "n", connected: true, latencyMs: 1, acceptsWrites: true, liveOwners: [] },
+      components: [
+        { name: "mcp:fixture", status: "ok", message: "ready, 4 tools" },
+        { name: "mcp:broken", status: "degraded", message: "failed: failed to start: spawn nope ENOENT" }
+      ]
+    })
+    assert.match(text, /^mcp:fixture\s+ok\s+ready, 4 tools$/m)
+    assert.match(text, /^mcp:broken\s+DEGRADED\s+failed: failed to start: spawn nope ENOENT$/m)
   })
 })

@@ -3,7 +3,7 @@
 // call), and photographs the page in Chromium. A demo generator, not a test: it paces itself with
 // sleeps on purpose. Run after `pnpm build` at the root: `node apps/dashboard/scripts/screenshot.mjs`.
 import { spawn } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -84,22 +84,11 @@ try {
       )
     }
     if (round === 16) {
-      // The MCP log is a directory: this call fails with a reason.
-      mkdirSync(join(dataDir, "world", "mcp.jsonl"), { recursive: true })
+      // No MCP server 'github' is configured: this call fails with a reason.
       await start(
         "deploy-3",
         "Deploy to production",
-        script(
-          {
-            toolCalls: [
-              {
-                name: "mcp_call",
-                arguments: { server: "github", tool: "create_release", arguments: { tag: "v1.4.0" } }
-              }
-            ]
-          },
-          { text: "released" }
-        )
+        script({ toolCalls: [{ name: "github__create_release", arguments: { tag: "v1.4.0" } }] }, { text: "released" })
       )
     }
     if (round === 18)

@@ -6,7 +6,9 @@
  */
 import { useCallback, useEffect, useRef, useState } from "preact/hooks"
 import {
+  type ComponentHealth,
   type EffectRow,
+  getComponents,
   getSummary,
   getThread,
   getThreadEffects,
@@ -68,6 +70,7 @@ export const App = () => {
   const [tokenRefused, setTokenRefused] = useState(false)
   const [connection, setConnection] = useState(0)
   const [notice, setNotice] = useState<string | undefined>(undefined)
+  const [components, setComponents] = useState<ReadonlyArray<ComponentHealth>>([])
 
   const [summary, setSummary] = useState<OutboxSummary | undefined>(undefined)
   const [samples, setSamples] = useState<ReadonlyArray<Sample>>([])
@@ -102,6 +105,8 @@ export const App = () => {
 
   // ---- the outbox summary, sampled -------------------------------------------------------------
   const refreshSummary = useCallback(() => {
+    // swallow-ok: the components banner is advisory; the summary below reports a server that does not answer.
+    getComponents().then(setComponents, () => undefined)
     getSummary().then((s) => {
       offset.current = s.at - Date.now()
       setSummary(s)
@@ -316,6 +321,14 @@ export const App = () => {
           </button>
         </div>
       )}
+
+      {components
+        .filter((c) => c.status !== "ok")
+        .map((c) => (
+          <div class="notice" role="status" data-testid="component-degraded" data-component={c.name} key={c.name}>
+            {c.name} is degraded: {c.message}
+          </div>
+        ))}
 
       {needToken ? <TokenPrompt refused={tokenRefused} onSubmit={onToken} /> : null}
 

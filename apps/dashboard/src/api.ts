@@ -145,6 +145,20 @@ export const request = async <A>(path: string, init: RequestInit = {}): Promise<
 
 export const getSummary = () => request<OutboxSummary>("/v1/outbox/summary")
 
+/** A component of the server's health (an MCP server, `mcp:<name>`). */
+export interface ComponentHealth {
+  readonly name: string
+  readonly status: "ok" | "degraded"
+  readonly message: string
+}
+
+/** The components of GET /health; its body is the same when the server answers 503. */
+export const getComponents = async (): Promise<ReadonlyArray<ComponentHealth>> => {
+  const response = await fetch("/health")
+  const body = (await response.json()) as { components?: ReadonlyArray<ComponentHealth> }
+  return body.components ?? []
+}
+
 export const getThreads = (options: {
   readonly limit: number
   readonly after?: number | undefined

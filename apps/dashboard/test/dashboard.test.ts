@@ -2,8 +2,6 @@
  * The dashboard in a real browser (Debian's Chromium through playwright-core) against a real server
  * process with the agents domain and the scripted model. Every wait is bounded; nothing sleeps.
  */
-import { mkdirSync, rmSync } from "node:fs"
-import { join } from "node:path"
 import type { Browser, Page } from "playwright-core"
 import { afterAll, assert, beforeAll, describe, it } from "vitest"
 import { launchBrowser, openPage, screenshot } from "./fixtures/browser.js"
@@ -20,11 +18,7 @@ const quickTurn = script(
   { text: "published" }
 )
 const deployTurn = script(
-  {
-    toolCalls: [
-      { name: "mcp_call", arguments: { server: "github", tool: "create_release", arguments: { tag: "v1.4.0" } } }
-    ]
-  },
+  { toolCalls: [{ name: "github__create_release", arguments: { tag: "v1.4.0" } }] },
   { text: "released" }
 )
 
@@ -104,20 +98,20 @@ describe("the dashboard against a real server", () => {
     await send(server, "notes-1", quickTurn, "Write the notes")
     await send(server, "notes-2", "hello there", "Say hello")
     await send(server, "review-7", heldTurn, "Nightly review")
-    // The MCP call log is a directory: the call fails at once (a process-bound kind is never retried blindly).
-    const mcpLog = join(server.dataDir, "world", "mcp.jsonl")
-    mkdirSync(mcpLog, { recursive: true })
+    // No MCP server 'github' is configured: the call fails at once (a process-bound call is never retried blindly).
     await send(server, "deploy-3", deployTurn, "Deploy to production")
 
     const failure = '[data-testid="failure"][data-effect-id="tool:deploy-3:m1:call_1_0"]'
     await page.waitForSelector(failure, { timeout })
-    assert.include(await page.textContent(`${failure} [data-testid="failure-reason"]`), "EISDIR")
+    assert.include(
+      await page.textContent(`${failure} [data-testid="failure-reason"]`),
+      "no MCP server named 'github' is configured"
+    )
     assert.include(await page.textContent(failure), "attempts 1")
     await page.waitForSelector(`${row("deploy-3")}[data-turn-status="completed"]`, { timeout })
     await page.waitForSelector(`${row("review-7")} [data-testid="stuck"]`, { timeout })
     await screenshot(page, "4-failed-effect")
 
-    rmSync(mcpLog, { recursive: true })
     // The call already has its result and its turn has closed: running it again would call the
     // server a second time for nobody to hear, so the retry is refused (409) and nothing changes.
     await page.click(`${failure} [data-testid="retry"]`)

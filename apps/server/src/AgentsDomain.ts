@@ -3,11 +3,12 @@
  * the agents reactor, the world directory under DATA_DIR (or WORLD_DIR), the scripted provider by
  * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views (list, thread, transcript).
  */
-import { Agents, OpenAiProvider, Sandbox, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
+import { Agents, McpServers, OpenAiProvider, Sandbox, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
 import { join } from "node:path"
+import { type ComponentHealth, DomainHealth } from "./DomainHealth.js"
 import * as ServerDomain from "./ServerDomain.js"
 import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
 
@@ -29,6 +30,23 @@ const sandboxNotice = (sandbox: Sandbox.SandboxConfig) =>
       return Effect.void
     })
   )
+
+/** Each configured MCP server is a component of the server's health: one that is not up degrades it. */
+export const mcpHealth = (status: McpServers.McpServerStatus): ComponentHealth => ({
+  name: `mcp:${status.name}`,
+  status: status.state === "ready" ? "ok" : "degraded",
+  message:
+    status.state === "ready"
+      ? `ready, ${status.tools} tools${status.message === null ? "" : `; ${status.message}`}`
+      : `${status.state}${status.message === null ? "" : `: ${status.message}`}`
+})
+
+const mcpHealthLayer = Layer.effect(
+  DomainHealth,
+  Effect.map(McpServers.McpServers, (servers) => ({
+    components: Effect.map(servers.statuses, (statuses) => statuses.map(mcpHealth))
+  }))
+)
 
 const threadViews = Layer.effect(
   ThreadViews,
@@ -67,18 +85,22 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
     Layer.mergeAll(
       Layer.context<SqlClient | Engine.Engine>(),
       sandboxNotice(config.sandbox),
-      Agents.services({
-        worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
-        sandbox: config.sandbox,
-        provider:
-          config.provider === "openai"
-            ? OpenAiProvider.layer({
-                apiUrl: config.openaiBaseUrl,
-                ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
-                model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
-              })
-            : ScriptedProvider.layer
-      })
+      Layer.provideMerge(
+        mcpHealthLayer,
+        Agents.services({
+          worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+          sandbox: config.sandbox,
+          mcp: config.mcp,
+          provider:
+            config.provider === "openai"
+              ? OpenAiProvider.layer({
+                  apiUrl: config.openaiBaseUrl,
+                  ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
+                  model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
+                })
+              : ScriptedProvider.layer
+        })
+      )
     ),
   exampleCommand: { type: "message.send", threadId: "hello", messageId: "m1", text: "hi there" },
   threads: () => threadViews

@@ -2,8 +2,9 @@
  * The server's configuration, read once from the environment. Parsing is a pure function so every
  * rule is tested without a process; a bad value names its variable and the server does not start.
  */
-import { Sandbox } from "@orchestration/agents"
+import { McpTools, Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
+import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
 import { hostname } from "node:os"
 import { join, resolve } from "node:path"
@@ -39,6 +40,8 @@ export interface ServerConfig {
   readonly nodeId: string
   /** How `execute` runs commands: SANDBOX (bwrap, or none: unsafe, development only) and the SANDBOX_* limits. */
   readonly sandbox: Sandbox.SandboxConfig
+  /** The MCP servers of MCP_CONFIG, else of `<DATA_DIR>/mcp.json` when it exists; none otherwise. */
+  readonly mcp: McpTools.McpConfig
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
 }
@@ -134,6 +137,32 @@ const integer = (env: Env, name: string, fallback: number, min: number, max: num
   return value
 }
 
+/**
+ * The operator's MCP servers: MCP_CONFIG names the file (which must exist); else `<DATA_DIR>/mcp.json`
+ * is read when it exists. A file that is not valid JSON of the expected shape stops the server.
+ */
+const mcpConfig = (env: Env, cwd: string, dataDir: string): McpTools.McpConfig => {
+  const named = read(env, "MCP_CONFIG")
+  const file = named === undefined ? join(dataDir, "mcp.json") : resolve(cwd, named)
+  let text: string
+  try {
+    text = readFileSync(file, "utf8")
+  } catch (error) {
+    const code = (error as { code?: unknown }).code
+    // swallow-ok: the default file is optional; without it no MCP server is configured.
+    if (named === undefined && code === "ENOENT") return McpTools.noServers
+    throw new Bad("MCP_CONFIG", `cannot read the MCP server config ${file}: ${String(code ?? error)}`)
+  }
+  const parsed = McpTools.parseConfig(text)
+  if (Either.isLeft(parsed)) {
+    throw new Bad(
+      "MCP_CONFIG",
+      `the MCP server config ${file} is not { "mcpServers": { "<name>": { "command", "args"?, "env"?, "cwd"? } } }: ${parsed.left.slice(0, 500)}`
+    )
+  }
+  return parsed.right
+}
+
 export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Either<ServerConfig, ConfigInvalid> => {
   try {
     const databaseUrl = read(env, "DATABASE_URL")
@@ -215,6 +244,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const dashboardDir = read(env, "DASHBOARD_DIR")
     const sandbox = Sandbox.parseConfig(env)
     if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
+    const mcp = mcpConfig(env, cwd, dataDir)
     return Either.right({
       ...(dashboardDir === undefined ? {} : { dashboardDir: resolve(cwd, dashboardDir) }),
       port,
@@ -234,7 +264,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       shutdownGraceMs,
       storageProbeMs,
       nodeId,
-      sandbox: sandbox.right
+      sandbox: sandbox.right,
+      mcp
     })
   } catch (error) {
     if (error instanceof Bad)

@@ -3,11 +3,13 @@
  * reactor's lag, and outbox depth. `unavailable` (503) when new work would be refused: engine not
  * admitting, data volume below its floor, or the store refusing writes. `degraded` (200) when work
  * is waiting too long, space is getting close to the floor, or effects are quarantined (parked for
- * an operator because their aggregate cannot record their settlement).
+ * an operator because their aggregate cannot record their settlement), or a component of the domain
+ * (an MCP server) is not up.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, FreeSpace, Outbox, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
-import { Clock, Duration, Effect } from "effect"
+import { Clock, Duration, Effect, Option } from "effect"
+import { DomainHealth } from "./DomainHealth.js"
 import type { HealthReport } from "./http/Api.js"
 import * as OutboxStats from "./OutboxStats.js"
 import { ServerState } from "./ServerState.js"
@@ -25,9 +27,15 @@ export const statusOf = (facts: {
   readonly floorBytes: number
   readonly oldestPendingAgeMs: number
   readonly quarantined: number
+  readonly componentsDegraded?: number
 }): HealthReport["status"] => {
   if (!facts.active || facts.belowFloor || !facts.writable) return "unavailable"
-  if (facts.oldestPendingAgeMs > stalledAfterMs || facts.freeBytes < 2 * facts.floorBytes || facts.quarantined > 0)
+  if (
+    facts.oldestPendingAgeMs > stalledAfterMs ||
+    facts.freeBytes < 2 * facts.floorBytes ||
+    facts.quarantined > 0 ||
+    (facts.componentsDegraded ?? 0) > 0
+  )
     return "degraded"
   return "ok"
 }
@@ -97,6 +105,8 @@ export const report = Effect.gen(function* () {
     Effect.option
   )
   const database = yield* databaseReport
+  const domain = yield* Effect.serviceOption(DomainHealth)
+  const components = Option.isSome(domain) ? yield* domain.value.components : []
   const writable = read._tag === "Some" && database.acceptsWrites && (yield* writability.writable)
   const reactors = read._tag === "Some" ? read.value.reactors : []
   const counts = read._tag === "Some" ? read.value.counts : {}
@@ -108,7 +118,8 @@ export const report = Effect.gen(function* () {
       freeBytes: space.freeBytes,
       floorBytes: space.floorBytes,
       oldestPendingAgeMs: Math.max(0, ...reactors.map((r) => r.oldestPendingAgeMs)),
-      quarantined: counts.quarantined ?? 0
+      quarantined: counts.quarantined ?? 0,
+      componentsDegraded: components.filter((c) => c.status !== "ok").length
     }),
     storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
     engine: { active, head: stats.head, queueDepth: stats.queueDepth },
@@ -119,7 +130,8 @@ export const report = Effect.gen(function* () {
       failed: counts.failed ?? 0,
       quarantined: counts.quarantined ?? 0
     },
-    database
+    database,
+    components
   }
   return body
 })

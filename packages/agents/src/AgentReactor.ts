@@ -1,15 +1,17 @@
 /**
  * The reactor that performs the agents domain's effects: model steps through the provider adapter,
- * tools on the world directory, delegates through the engine's front door, thread cleanup. Each
- * kind's policy, lane and timeout come from the one table in Tools.ts.
+ * tools on the world directory, MCP tools on the operator's servers, delegates through the engine's
+ * front door, thread cleanup. Each kind's policy, lane and timeout come from the one table in Tools.ts.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { CommandId, EffectFailure, Engine, type Outbox, type Reactor, StorageErrors } from "@orchestration/engine"
-import { Effect, ParseResult, Schema } from "effect"
+import { Duration, Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
+import * as McpServers from "./McpServers.js"
+import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider } from "./Provider.js"
 import { transcriptOf } from "./ThreadReadModel.js"
-import { DelegateInput, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
+import { DelegateInput, type ToolDefinition, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
 import { World, type WorldError, type WorldToolName } from "./World.js"
 
 interface ToolPayload {
@@ -84,16 +86,71 @@ const describeIssues = (issues: ReadonlyArray<Issue>): string =>
 export const delegateRefusal = (error: { readonly message: string; readonly issues?: ReadonlyArray<Issue> }): string =>
   `delegate refused: ${error.issues === undefined || error.issues.length === 0 ? error.message : describeIssues(error.issues)}`
 
+/** An MCP tool as the provider sees it: the schema it accepts is the server's own JSON schema. */
+export const mcpToolDefinition = (entry: McpServers.McpToolEntry): ToolDefinition => ({
+  name: entry.name,
+  description: entry.description,
+  input: Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({ jsonSchema: entry.inputSchema })
+})
+
+/**
+ * One step: the built-in tools and the MCP tools of the servers up now. Each call of an offered MCP
+ * tool carries the policy its annotations give, so the decider records it with the call.
+ */
 const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
     const provider = yield* ModelProvider
+    const mcpTools = yield* (yield* McpServers.McpServers).tools
     const { threadId } = row.payload as { threadId: string }
     const transcript = yield* transcriptOf(threadId).pipe(
       Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true))
     )
-    return yield* provider
-      .step({ requestId: row.effectId, transcript, tools: toolDefinitions })
+    const response = yield* provider
+      .step({ requestId: row.effectId, transcript, tools: [...toolDefinitions, ...mcpTools.map(mcpToolDefinition)] })
       .pipe(Effect.mapError((e) => failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason)))
+    const offered = new Map(mcpTools.map((entry) => [entry.name, entry]))
+    return {
+      ...response,
+      toolCalls: response.toolCalls.map((call) => {
+        const entry = offered.get(call.name)
+        if (entry === undefined) return call
+        const mcp: McpTarget = { server: entry.server, tool: entry.tool, onProcessLoss: entry.onProcessLoss }
+        return { ...call, mcp }
+      })
+    }
+  })
+
+/** Time left for the server's answer inside the kind's timeout, so a late answer is a typed timeout. */
+const mcpCallTimeoutMs = Duration.toMillis(toolPolicies["tool.mcp_call"].timeout) - 2_000
+
+/**
+ * A call of an operator's MCP tool. Unknown names and servers that are down fail before the ledger
+ * line (nothing was started); from the ledger line on, the call may have acted.
+ */
+const mcpCall = (row: Outbox.OutboxRow, payload: McpCallPayload) =>
+  Effect.gen(function* () {
+    const servers = yield* McpServers.McpServers
+    const world = yield* World
+    const target = payload.mcp ?? parseOfferedName(payload.name)
+    const replaySafe = payload.mcp?.onProcessLoss === "replay-safe"
+    if (target === undefined) return yield* failure(`unknown tool '${payload.name}'`, false, "unknown-tool")
+    const toFailure = (error: McpServers.McpCallError) =>
+      // Cut off mid-call: it may have acted, so only a replay-safe call is tried again.
+      error.reason === "timeout" || error.reason === "server-exited"
+        ? failure(error.message, replaySafe && error.reason === "timeout", error.reason)
+        : failure(error.message, false, error.reason)
+    yield* servers.lookup(target.server, target.tool).pipe(Effect.mapError(toFailure))
+    yield* world
+      .recordPerformance({
+        effectId: row.effectId,
+        kind: row.kind,
+        attempt: row.attempts,
+        onProcessLoss: replaySafe ? "replay-safe" : "process-bound"
+      })
+      .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
+    return yield* servers
+      .call({ server: target.server, tool: target.tool, arguments: payload.arguments, timeoutMs: mcpCallTimeoutMs })
+      .pipe(Effect.mapError(toFailure))
   })
 
 /** A delegate is a command to another thread, with an id derived from this effect: done once. */
@@ -153,7 +210,7 @@ const cleanup = (row: Outbox.OutboxRow) =>
     return { cleaned: (row.payload as { threadId: string }).threadId }
   })
 
-export type AgentServices = ModelProvider | World | Engine.Engine | SqlClient
+export type AgentServices = ModelProvider | World | McpServers.McpServers | Engine.Engine | SqlClient
 
 export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFailure, AgentServices> => {
   switch (row.kind) {
@@ -163,6 +220,8 @@ export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFail
       return cleanup(row)
     case "tool.delegate":
       return delegate(row, row.payload as ToolPayload)
+    case "tool.mcp_call":
+      return mcpCall(row, row.payload as McpCallPayload)
     default:
       return worldTool(row, row.payload as ToolPayload)
   }

@@ -1,12 +1,14 @@
 /**
  * The agents domain as one value the server (or a test) plugs into the engine: the Thread aggregate,
  * its read models, the reactor that performs its effects, and the services its reactor needs (the
- * world directory and a model provider).
+ * world directory, a model provider, and the operator's MCP servers).
  */
 import { Layer } from "effect"
 import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
 import type * as AgentReactor from "./AgentReactor.js"
 import { agentsReactor } from "./AgentReactor.js"
+import * as McpServers from "./McpServers.js"
+import type { McpConfig } from "./McpTools.js"
 import type { ModelProvider } from "./Provider.js"
 import type { SandboxConfig } from "./Sandbox.js"
 import * as ScriptedProvider from "./ScriptedProvider.js"
@@ -35,13 +37,18 @@ export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
   reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })
 
-/** The services the agents reactor needs: the world directory and a model provider (scripted by default). */
+/**
+ * The services the agents reactor needs: the world directory, a model provider (scripted by
+ * default) and the MCP servers of `mcp` (none by default), started here and closed with the layer.
+ */
 export const services = (options: {
   readonly worldDir: string
   readonly provider?: Layer.Layer<ModelProvider>
   readonly sandbox?: SandboxConfig
-}): Layer.Layer<World.World | ModelProvider, World.WorldWriteError> =>
-  Layer.merge(
+  readonly mcp?: McpConfig
+}): Layer.Layer<World.World | ModelProvider | McpServers.McpServers, World.WorldWriteError> =>
+  Layer.mergeAll(
     World.layer({ dir: options.worldDir, ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }) }),
-    options.provider ?? ScriptedProvider.layer
+    options.provider ?? ScriptedProvider.layer,
+    options.mcp === undefined ? McpServers.none : McpServers.layer({ config: options.mcp })
   )

@@ -4,8 +4,9 @@
  * is "interrupted": it may or may not have taken effect, so the model is told the one thing to check
  * before repeating it; anything else is an error result the model reads and the turn goes on.
  */
-import type { EffectError, EffectOutcome } from "@orchestration/engine"
+import { type EffectError, type EffectOutcome, Reactor } from "@orchestration/engine"
 import { absurd } from "effect/Function"
+import { parseOfferedName } from "./McpTools.js"
 import type { CallRecord, ResultRecord } from "./ThreadEvents.js"
 import { type EffectKind, toolPolicies } from "./Tools.js"
 
@@ -31,8 +32,13 @@ export const describeFailure = (outcome: EffectOutcome, call: CallRecord): Failu
     case "timeout":
       // A process-bound kind is not retried after a timeout: it was cut off and may have taken effect.
       // A replay-safe kind was retried until its budget ran out: it failed.
-      return isProcessBound(outcome.kind) ? interrupted(outcome, call) : failed
+      return isProcessBound(outcome) ? interrupted(outcome, call) : failed
     case "handler":
+      // An MCP server that exited mid-call, or a process-bound MCP call past its own deadline: the
+      // call may or may not have taken effect.
+      return error.code === "server-exited" || (error.code === "timeout" && isProcessBound(outcome))
+        ? interrupted(outcome, call)
+        : failed
     case "defect":
     case "cancelled":
     case "operator":
@@ -42,7 +48,8 @@ export const describeFailure = (outcome: EffectOutcome, call: CallRecord): Failu
   }
 }
 
-const isProcessBound = (kind: string) => toolPolicies[kind as EffectKind]?.onProcessLoss === "process-bound"
+const isProcessBound = (outcome: EffectOutcome) =>
+  Reactor.processLossOf(toolPolicies[outcome.kind as EffectKind]?.onProcessLoss, outcome.payload) === "process-bound"
 
 const interrupted = (outcome: EffectOutcome, call: CallRecord): FailureDescription => ({
   content: `interrupted: ${outcome.kind} ${outcome.effectId} may or may not have taken effect${whatIsKnown(call, outcome)}; verify ${whatToVerify(call)} before repeating it`,
@@ -65,13 +72,15 @@ const whatToVerify = (call: CallRecord): string => {
   switch (call.name) {
     case "execute":
       return `whether the command ${JSON.stringify(args.command ?? "")} already ran`
-    case "mcp_call":
-      return `whether ${String(args.server ?? "?")}/${String(args.tool ?? "?")} was already called`
     case "publish":
       return `the latest version at ${JSON.stringify(args.path ?? "")}`
     case "trigger_edit":
       return `trigger ${JSON.stringify(args.triggerId ?? "")}`
-    default:
-      return `the effect of ${call.name}`
+    default: {
+      const mcp = parseOfferedName(call.name)
+      return mcp === undefined
+        ? `the effect of ${call.name}`
+        : `whether the call of ${mcp.tool} on MCP server ${mcp.server} already took effect`
+    }
   }
 }

@@ -12,7 +12,14 @@
  * never touches the transcript. Events and state live in ThreadEvents.ts, the planning of a
  * response's calls in ToolCallPlanning.ts, what a failure tells the model in FailureDescriptions.ts.
  */
-import { Aggregate, Decision, type DecideContext, type EffectIntent, type EffectOutcome } from "@orchestration/engine"
+import {
+  Aggregate,
+  Decision,
+  type DecideContext,
+  type EffectIntent,
+  type EffectOutcome,
+  Reactor
+} from "@orchestration/engine"
 import { Schema } from "effect"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
@@ -292,7 +299,8 @@ export const makeThread = (options: { readonly stepLimit?: number } = {}) => {
         outcome.status === "retrying" &&
         outcome.by === "operator" &&
         !current &&
-        toolPolicies[outcome.kind as EffectKind]?.onProcessLoss === "process-bound"
+        Reactor.processLossOf(toolPolicies[outcome.kind as EffectKind]?.onProcessLoss, outcome.payload) ===
+          "process-bound"
       ) {
         const closed = active === null || active.turnId !== turnId
         return Decision.reject(

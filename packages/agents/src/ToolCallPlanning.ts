@@ -7,6 +7,7 @@
  */
 import { CommandId, type EffectIntent } from "@orchestration/engine"
 import { type ActiveTurn, type CallRecord, type ThreadEvent, toolEffectId } from "./ThreadEvents.js"
+import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { isToolName, type ToolName, toolKind } from "./Tools.js"
 
 /** A tool call as a provider answers it. */
@@ -14,6 +15,8 @@ export interface ResponseCall {
   readonly id: string
   readonly name: string
   readonly arguments: unknown
+  /** For an MCP tool: the server, tool and policy the step found in the tool's annotations. */
+  readonly mcp?: McpTarget | undefined
 }
 
 const safeCallId = (id: string) => (/^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : CommandId.boundedId("c-", id, 0))
@@ -62,8 +65,10 @@ export const planCalls = (
       at: now
     }
   })
+  // A name of the form <server>__<tool> is an MCP call; whether it exists is for its performer to say.
+  const known = (name: string) => isToolName(name) || parseOfferedName(name) !== undefined
   const unknownResults = calls
-    .filter((c) => !isToolName(c.name))
+    .filter((c) => !known(c.name))
     .map(
       (c): ThreadEvent => ({
         type: "tool.result",
@@ -77,14 +82,20 @@ export const planCalls = (
         }
       })
     )
-  const effects = calls
-    .filter((c) => isToolName(c.name))
-    .map(
-      (c): EffectIntent => ({
-        id: c.effectId,
-        kind: toolKind(c.name as ToolName),
-        payload: { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
-      })
-    )
+  const effects = calls.flatMap((c, index): Array<EffectIntent> => {
+    const payload = { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
+    if (isToolName(c.name)) return [{ id: c.effectId, kind: toolKind(c.name as ToolName), payload }]
+    const target = parseOfferedName(c.name)
+    if (target === undefined) return []
+    // The policy the step found in the tool's annotations, recorded now; a name the step did not
+    // offer gets the safe one.
+    const offered = toolCalls[index]?.mcp
+    const mcp: McpTarget = {
+      ...target,
+      onProcessLoss:
+        offered?.server === target.server && offered.tool === target.tool ? offered.onProcessLoss : "process-bound"
+    }
+    return [{ id: c.effectId, kind: "tool.mcp_call", payload: { ...payload, mcp } satisfies McpCallPayload }]
+  })
   return { calls, unknownResults, effects }
 }

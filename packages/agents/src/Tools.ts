@@ -4,9 +4,11 @@
  * Everything that performs or schedules a tool reads this module, so a tool is declared once.
  */
 import { Duration, Schema } from "effect"
+import { recordedPolicy } from "./McpTools.js"
 
 /** Tool names match what OpenAI accepts: `^[a-zA-Z0-9_-]+$`. */
-export const ToolName = Schema.Literal("publish", "execute", "delegate", "trigger_edit", "mcp_call")
+/** The built-in tools; an operator's MCP tools are offered besides them as `<server>__<tool>` (McpTools.ts). */
+export const ToolName = Schema.Literal("publish", "execute", "delegate", "trigger_edit")
 export type ToolName = typeof ToolName.Type
 
 export const toolNames: ReadonlyArray<ToolName> = ToolName.literals
@@ -85,13 +87,6 @@ export const TriggerEditInput = Schema.Struct({
 })
 export type TriggerEditInput = typeof TriggerEditInput.Type
 
-export const McpCallInput = Schema.Struct({
-  server: Schema.NonEmptyString,
-  tool: Schema.NonEmptyString,
-  arguments: JsonObject
-})
-export type McpCallInput = typeof McpCallInput.Type
-
 /** A tool as a provider sees it: name, what it does, and the schema of its arguments. */
 export interface ToolDefinition {
   readonly name: string
@@ -124,11 +119,6 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
     name: "trigger_edit",
     description: "Create or replace the trigger with this id.",
     input: TriggerEditInput
-  },
-  {
-    name: "mcp_call",
-    description: "Call a tool on an MCP server.",
-    input: McpCallInput
   }
 ]
 
@@ -136,7 +126,8 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
 export type ProcessLossPolicy = "replay-safe" | "process-bound"
 
 export type ToolEffectKind = `tool.${ToolName}`
-export type EffectKind = "model.step" | "thread.cleanup" | ToolEffectKind
+/** `tool.mcp_call`: a call of any MCP tool, whose policy is recorded in its payload. */
+export type EffectKind = "model.step" | "thread.cleanup" | ToolEffectKind | "tool.mcp_call"
 
 export const toolKind = <N extends ToolName>(name: N): `tool.${N}` => `tool.${name}`
 
@@ -144,7 +135,8 @@ export interface EffectPolicy {
   readonly kind: EffectKind
   /** The tool the model calls to cause this effect; absent for the domain's own effects. */
   readonly tool?: ToolName
-  readonly onProcessLoss: ProcessLossPolicy
+  /** A function decides per row from the payload recorded when the call was planned. */
+  readonly onProcessLoss: ProcessLossPolicy | ((payload: unknown) => ProcessLossPolicy)
   /** Every agents effect runs in its thread's lane, so a turn's steps never overlap. */
   readonly lane: "thread"
   readonly timeout: Duration.Duration
@@ -186,11 +178,11 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
     lane: "thread",
     timeout: Duration.seconds(30)
   },
-  // A remote server may have acted; we cannot ask it, so it is treated like execute.
+  // From the tool's annotations, recorded with the call: read-only or idempotent tools are replay-safe;
+  // any other may have acted in a way we cannot ask the server about, so it is treated like execute.
   "tool.mcp_call": {
     kind: "tool.mcp_call",
-    tool: "mcp_call",
-    onProcessLoss: "process-bound",
+    onProcessLoss: recordedPolicy,
     lane: "thread",
     timeout: Duration.seconds(60)
   },

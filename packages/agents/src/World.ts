@@ -2,7 +2,7 @@
  * The world the tools act on: a directory whose files show, from outside the process, what really
  * happened. Before each performance a ledger line is appended, so a crash after that line reads as
  * "may have happened"; the performers then change the world in ways a test can count (versions,
- * executions, triggers, MCP calls). Every write failure is a typed error: nothing here logs and
+ * executions, triggers). Every write failure is a typed error: nothing here logs and
  * continues, because a swallowed write error is the bug this project exists to end.
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
@@ -13,7 +13,6 @@ import * as OsErrors from "./OsErrors.js"
 import * as Sandbox from "./Sandbox.js"
 import {
   ExecuteInput,
-  McpCallInput,
   PublishInput,
   type ToolName,
   toolKind,
@@ -46,7 +45,9 @@ export const LedgerEntry = Schema.Struct({
   effectId: Schema.String,
   kind: Schema.String,
   attempt: Schema.Int,
-  at: Schema.String
+  at: Schema.String,
+  /** Written when the kind's policy is decided per call (an MCP tool's), so a check can read it here. */
+  onProcessLoss: Schema.optional(Schema.Literal("replay-safe", "process-bound"))
 })
 export type LedgerEntry = typeof LedgerEntry.Type
 
@@ -57,15 +58,6 @@ export type VersionEntry = typeof VersionEntry.Type
 /** One line of `executions.jsonl`: a sandbox run is about to start. */
 export const ExecutionEntry = Schema.Struct({ effectId: Schema.String, command: Schema.String })
 export type ExecutionEntry = typeof ExecutionEntry.Type
-
-/** One line of `mcp.jsonl`: a simulated MCP call was made. */
-export const McpCallEntry = Schema.Struct({
-  effectId: Schema.String,
-  server: Schema.String,
-  tool: Schema.String,
-  arguments: Schema.Record({ key: Schema.String, value: Schema.Unknown })
-})
-export type McpCallEntry = typeof McpCallEntry.Type
 
 // ---------------------------------------------------------------------------------------------
 // Results the model sees
@@ -82,12 +74,6 @@ export type ExecuteResult = Sandbox.SandboxResult
 export interface TriggerEditResult {
   readonly triggerId: string
   readonly path: string
-}
-
-export interface McpCallResult {
-  readonly server: string
-  readonly tool: string
-  readonly content: ReadonlyArray<{ readonly type: "text"; readonly text: string }>
 }
 
 /** The tools performed on the world; `delegate` goes through the engine instead. */
@@ -113,6 +99,7 @@ export interface WorldShape {
     readonly effectId: string
     readonly kind: string
     readonly attempt: number
+    readonly onProcessLoss?: "replay-safe" | "process-bound"
   }) => Effect.Effect<LedgerEntry, WorldWriteError>
   /** Decodes the arguments, records the ledger line, then performs: the path reactors use. */
   readonly perform: (request: PerformRequest) => Effect.Effect<unknown, WorldError>
@@ -122,16 +109,11 @@ export interface WorldShape {
     context: { readonly effectId: string; readonly threadId: string }
   ) => Effect.Effect<ExecuteResult, ToolInputError | WorldWriteError | Sandbox.SandboxUnavailable>
   readonly triggerEdit: (input: TriggerEditInput) => Effect.Effect<TriggerEditResult, ToolInputError | WorldWriteError>
-  readonly mcpCall: (
-    input: McpCallInput,
-    context: { readonly effectId: string }
-  ) => Effect.Effect<McpCallResult, ToolInputError | WorldWriteError>
   // Read-back, for tests and operators. A file that does not exist yet reads as empty.
   readonly readLedger: Effect.Effect<ReadonlyArray<LedgerEntry>, WorldReadError>
   readonly readVersions: (path: string) => Effect.Effect<ReadonlyArray<VersionEntry>, ToolInputError | WorldReadError>
   readonly readBlob: (cid: string) => Effect.Effect<string, WorldReadError>
   readonly readExecutions: Effect.Effect<ReadonlyArray<ExecutionEntry>, WorldReadError>
-  readonly readMcpCalls: Effect.Effect<ReadonlyArray<McpCallEntry>, WorldReadError>
   readonly readTrigger: (triggerId: string) => Effect.Effect<unknown, ToolInputError | WorldReadError>
 }
 
@@ -158,7 +140,6 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     const dir = yield* openRoot(options.dir)
     const ledgerPath = "ledger.jsonl"
     const executionsPath = "executions.jsonl"
-    const mcpPath = "mcp.jsonl"
     const versionsPath = (path: string) => `versions/${path}.jsonl`
     const blobPath = (cid: string) => `blobs/${cid}`
     const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
@@ -179,7 +160,8 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
         effectId: entry.effectId,
         kind: entry.kind,
         attempt: entry.attempt,
-        at: new Date(now).toISOString()
+        at: new Date(now).toISOString(),
+        ...(entry.onProcessLoss === undefined ? {} : { onProcessLoss: entry.onProcessLoss })
       }
       yield* WorldFs.appendLine(dir, ledgerPath, line, "record performance")
       return line
@@ -229,21 +211,6 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       return { triggerId: input.triggerId, path: triggerPath(input.triggerId) }
     })
 
-    const mcpCall: WorldShape["mcpCall"] = Effect.fn("World.mcpCall")(function* (raw, context) {
-      const input = yield* decodeInput(McpCallInput, "mcp_call", raw)
-      yield* WorldFs.appendLine(
-        dir,
-        mcpPath,
-        { effectId: context.effectId, server: input.server, tool: input.tool, arguments: input.arguments },
-        "mcp_call"
-      )
-      return {
-        server: input.server,
-        tool: input.tool,
-        content: [{ type: "text" as const, text: `simulated ${input.server}/${input.tool}` }]
-      }
-    })
-
     const perform: WorldShape["perform"] = Effect.fn("World.perform")(function* (request) {
       const kind = toolKind(request.tool)
       const ledger = { effectId: request.effectId, kind, attempt: request.attempt }
@@ -268,11 +235,6 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
           const input = yield* decodeInput(TriggerEditInput, request.tool, request.arguments)
           yield* recordPerformance(ledger)
           return yield* triggerEdit(input)
-        }
-        case "mcp_call": {
-          const input = yield* decodeInput(McpCallInput, request.tool, request.arguments)
-          yield* recordPerformance(ledger)
-          return yield* mcpCall(input, context)
         }
       }
     })
@@ -305,12 +267,10 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
       publish,
       execute,
       triggerEdit,
-      mcpCall,
       readLedger: readLines(dir, ledgerPath, LedgerEntry),
       readVersions,
       readBlob,
       readExecutions: readLines(dir, executionsPath, ExecutionEntry),
-      readMcpCalls: readLines(dir, mcpPath, McpCallEntry),
       readTrigger
     } satisfies WorldShape
   })

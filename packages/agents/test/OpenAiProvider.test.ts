@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Redacted } from "effect"
+import { mcpToolDefinition } from "../src/AgentReactor.js"
 import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, stepRequestId } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
@@ -12,6 +13,33 @@ const withProvider = <A, E>(apiUrl: string, use: (provider: ModelProvider["Type"
   )
 
 describe("OpenAiProvider against a local Responses API", () => {
+  it.scoped("an MCP tool is sent with the server's own input schema", () =>
+    Effect.gen(function* () {
+      const server = yield* FakeResponsesServer.make([{ type: "text", text: "ok" }])
+      const inputSchema = {
+        type: "object",
+        properties: { text: { type: "string", description: "what to echo" } },
+        required: ["text"]
+      }
+      const tool = mcpToolDefinition({
+        server: "fixture",
+        tool: "echo",
+        name: "fixture__echo",
+        description: "Echo the text back.",
+        inputSchema,
+        onProcessLoss: "replay-safe"
+      })
+      yield* withProvider(server.apiUrl, (provider) =>
+        provider.step({ requestId: "step:t#1", transcript: [{ role: "user", content: "x" }], tools: [tool] })
+      )
+      const sent = server.requests()[0]?.body.tools?.[0] as Record<string, unknown> | undefined
+      assert.deepStrictEqual(
+        [sent?.name, sent?.description, sent?.parameters],
+        ["fixture__echo", "Echo the text back.", inputSchema]
+      )
+    })
+  )
+
   it.scoped("a two-step tool-using exchange completes", () =>
     Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([

@@ -1,8 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { EffectOutcomes, Engine, Outbox } from "@orchestration/engine"
 import { Effect, Exit } from "effect"
-import { mkdirSync, rmSync } from "node:fs"
-import { join } from "node:path"
 import { World } from "../src/World.js"
 import {
   advanceUntil,
@@ -83,23 +81,17 @@ describe("operator actions on tool calls", () => {
   it.effect("a failed MCP call (process-bound) whose turn has closed is not retried either", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
-      const world = yield* World
-      // The call log is a directory: the call fails at once, and the turn goes on to close.
-      mkdirSync(join(world.dir, "mcp.jsonl"), { recursive: true })
+      // No server 's' is configured: the call fails at once (unknown-server), and the turn goes on to close.
       const call = "tool:t1:m1:call_1_0"
       yield* engine.dispatchWithReceipt(
-        send(
-          "t1",
-          "m1",
-          script(
-            { toolCalls: [{ name: "mcp_call", arguments: { server: "s", tool: "t", arguments: {} } }] },
-            { text: "after" }
-          )
-        )
+        send("t1", "m1", script({ toolCalls: [{ name: "s__t", arguments: {} }] }, { text: "after" }))
       )
       yield* advanceUntil(allTurnsTerminal("t1", 1), "turn done")
-      assert.strictEqual((yield* Outbox.find(call))!.status, "failed")
-      rmSync(join(world.dir, "mcp.jsonl"), { recursive: true })
+      const row = (yield* Outbox.find(call))!
+      assert.deepStrictEqual(
+        [row.kind, row.status, (row.error as { code?: string } | null)?.code],
+        ["tool.mcp_call", "failed", "unknown-server"]
+      )
       const retried = yield* operator("retry", call)
       assert.isTrue(Exit.isFailure(retried), "refused")
       if (Exit.isFailure(retried)) {

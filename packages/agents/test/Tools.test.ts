@@ -22,7 +22,7 @@ describe("Tools", () => {
     const table = Object.values(toolPolicies).map((policy) => [
       policy.kind,
       policy.tool ?? "–",
-      policy.onProcessLoss,
+      typeof policy.onProcessLoss === "function" ? "from the payload" : policy.onProcessLoss,
       policy.lane,
       Duration.toSeconds(policy.timeout)
     ])
@@ -32,9 +32,18 @@ describe("Tools", () => {
       ["tool.execute", "execute", "process-bound", "thread", 600],
       ["tool.delegate", "delegate", "replay-safe", "thread", 30],
       ["tool.trigger_edit", "trigger_edit", "replay-safe", "thread", 30],
-      ["tool.mcp_call", "mcp_call", "process-bound", "thread", 60],
+      ["tool.mcp_call", "–", "from the payload", "thread", 60],
       ["thread.cleanup", "–", "replay-safe", "thread", 60]
     ])
+  })
+
+  it("an MCP call's policy is the one recorded in its payload; without one it is process-bound", () => {
+    const policy = toolPolicies["tool.mcp_call"].onProcessLoss as (payload: unknown) => string
+    const payload = (onProcessLoss: string) => ({ name: "s__t", mcp: { server: "s", tool: "t", onProcessLoss } })
+    assert.deepStrictEqual(
+      [policy(payload("replay-safe")), policy(payload("process-bound")), policy({ name: "s__t" }), policy(null)],
+      ["replay-safe", "process-bound", "process-bound", "process-bound"]
+    )
   })
 
   it("every tool has a definition, a kind named tool.<name>, and a name OpenAI accepts", () => {

@@ -170,27 +170,6 @@ describe("World", () => {
       }
     })
   )
-
-  it.scoped("mcp_call is recorded with its effect id and answered by the simulation", () =>
-    Effect.gen(function* () {
-      const world = yield* openWorld
-      const answer = yield* world.perform({
-        effectId: "tool:t1:call_1_0",
-        attempt: 1,
-        threadId: "t1",
-        tool: "mcp_call",
-        arguments: { server: "github", tool: "create_issue", arguments: { title: "x" } }
-      })
-      assert.deepStrictEqual(answer, {
-        server: "github",
-        tool: "create_issue",
-        content: [{ type: "text", text: "simulated github/create_issue" }]
-      })
-      assert.deepStrictEqual(yield* world.readMcpCalls, [
-        { effectId: "tool:t1:call_1_0", server: "github", tool: "create_issue", arguments: { title: "x" } }
-      ])
-    })
-  )
 })
 
 describe("World write failures are typed, never swallowed", () => {
@@ -296,7 +275,6 @@ describe("the world never writes through a symbolic link", () => {
         })
       yield* plant("ledger.jsonl")
       yield* plant("executions.jsonl")
-      yield* plant("mcp.jsonl")
       yield* plant("versions/a.md.jsonl")
       yield* plant("triggers/nightly.json")
       const cid = createHash("sha256").update("x", "utf8").digest("hex")
@@ -304,18 +282,17 @@ describe("the world never writes through a symbolic link", () => {
       const failures = [
         yield* Effect.flip(world.recordPerformance({ effectId: "e1", kind: "tool.publish", attempt: 1 })),
         yield* Effect.flip(world.execute({ command: "make" }, { effectId: "e1", threadId: "t1" })),
-        yield* Effect.flip(world.mcpCall({ server: "s", tool: "t", arguments: {} }, { effectId: "e1" })),
         yield* Effect.flip(world.publish({ path: "a.md", content: "y" })),
         yield* Effect.flip(world.triggerEdit({ triggerId: "nightly", spec: {} })),
         yield* Effect.flip(world.publish({ path: "b.md", content: "x" }))
       ]
       assert.deepStrictEqual(
         failures.map((e) => [e._tag, "code" in e ? e.code : "", "reason" in e ? e.reason : ""]),
-        Array.from({ length: 6 }, () => ["WorldWriteError", "ELOOP", "permanent"])
+        Array.from({ length: 5 }, () => ["WorldWriteError", "ELOOP", "permanent"])
       )
-      assert.include(failures[3]!.message, "versions/a.md.jsonl")
-      assert.include(failures[3]!.message, "symbolic link")
-      assert.notInclude(failures[3]!.message, world.dir)
+      assert.include(failures[2]!.message, "versions/a.md.jsonl")
+      assert.include(failures[2]!.message, "symbolic link")
+      assert.notInclude(failures[2]!.message, world.dir)
       assert.deepStrictEqual(yield* outsideFiles(), [["target", "original"]])
       // The link is still a link: it was neither written through nor replaced.
       assert.isTrue((yield* Effect.promise(() => fs.lstat(path.join(world.dir, "blobs", cid)))).isSymbolicLink())

@@ -31,7 +31,7 @@ export class BootReport extends Context.Tag("orchestration/BootReport")<
 >() {}
 
 export const policiesOf = (reactors: ReadonlyArray<Reactor.ReactorDefinition<any>>) => {
-  const policies = new Map<string, Reactor.ProcessLossPolicy>()
+  const policies = new Map<string, Reactor.KindPolicy["onProcessLoss"]>()
   for (const reactor of reactors) {
     for (const [kind, policy] of Object.entries(reactor.kinds)) {
       if (policies.has(kind)) throw new Error(`effect kind '${kind}' is handled by two reactors`)

@@ -36,8 +36,12 @@ import { Worker } from "./Worker.js"
 export type ProcessLossPolicy = "replay-safe" | "process-bound"
 
 export interface KindPolicy {
-  /** replay-safe: performed again; process-bound: failed with a stored reason, never repeated. */
-  readonly onProcessLoss: ProcessLossPolicy
+  /**
+   * replay-safe: performed again; process-bound: failed with a stored reason, never repeated. A
+   * function decides per row from the payload recorded with the intent (e.g. an MCP tool's
+   * annotations), so what happens to a recorded row never changes after it was planned.
+   */
+  readonly onProcessLoss: ProcessLossPolicy | ((payload: unknown) => ProcessLossPolicy)
   /** A handler running longer is interrupted and its row settled by the policy. */
   readonly timeout: Duration.DurationInput
 }
@@ -76,6 +80,13 @@ export interface ReactorDefinition<R = never> {
   readonly handle: (row: Outbox.OutboxRow) => Effect.Effect<unknown, EffectFailure, R>
 }
 
+/** The policy of one row; a kind nobody declared is process-bound: never repeated. */
+export const processLossOf = (
+  onProcessLoss: KindPolicy["onProcessLoss"] | undefined,
+  payload: unknown
+): ProcessLossPolicy =>
+  typeof onProcessLoss === "function" ? onProcessLoss(payload) : (onProcessLoss ?? "process-bound")
+
 export const defaultRetry: RetryPolicy = { maxAttempts: 5, backoff: "exponential", base: "1 second", cap: "30 seconds" }
 
 /** Milliseconds to wait before attempt `attempt + 1`. Pure. */
@@ -111,7 +122,7 @@ export const verdictFor = (
   const retryAt = now + backoffMillis(retry, row.attempts)
   if (failure instanceof TimedOut) {
     const after = Duration.format(Duration.decode(policy.timeout))
-    if (policy.onProcessLoss === "process-bound") {
+    if (processLossOf(policy.onProcessLoss, row.payload) === "process-bound") {
       return {
         type: "effect.fail",
         error: {
@@ -391,7 +402,7 @@ export const run = <R>(
         Effect.onInterrupt(() =>
           // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
           // one stays running for boot reconcile, which fails it with its stored reason.
-          definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
+          processLossOf(definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
             ? Clock.currentTimeMillis.pipe(
                 Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
                 Effect.catchAll((error) =>
@@ -416,7 +427,7 @@ export const run = <R>(
         if (deadBefore === undefined) return 0
         const dead = yield* Outbox.reclaimable(now, deadBefore, 100, kinds, worker.ownerId)
         for (const row of dead) {
-          const replaySafe = definition.kinds[row.kind]?.onProcessLoss === "replay-safe"
+          const replaySafe = processLossOf(definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
           const command = {
             type: replaySafe ? "effect.requeue" : "effect.fail",
             commandId: reclaimId(row.effectId, row.attempts),

@@ -14,7 +14,7 @@ import type { DispatchError, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import * as Quarantine from "./Quarantine.js"
-import type { ProcessLossPolicy } from "./Reactor.js"
+import { type KindPolicy, processLossOf } from "./Reactor.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export const requeueReason = "requeued after the previous server process ended"
@@ -31,7 +31,7 @@ export interface ReconcileReport {
 
 export interface ReconcileOptions {
   /** Policy per effect kind. A kind nobody declared is treated as process-bound: never repeated. */
-  readonly policies: ReadonlyMap<string, ProcessLossPolicy>
+  readonly policies: ReadonlyMap<string, KindPolicy["onProcessLoss"]>
   /** Owners that are alive and keep their rows (other processes on a shared store). */
   readonly liveOwners?: ReadonlyArray<string>
   /**
@@ -72,7 +72,7 @@ export const reconcileAfterProcessLoss = (
       )
       if (rows.length === 0) break
       const planned = rows.map((row) => {
-        const policy = options.policies.get(row.kind) ?? "process-bound"
+        const policy = processLossOf(options.policies.get(row.kind), row.payload)
         const base = {
           commandId: reconcileId(row.effectId, row.attempts),
           effectId: row.effectId,

@@ -196,6 +196,22 @@ describe("reactor verdicts", () => {
   })
 })
 
+describe("a kind's policy after process loss may be decided per row, from its payload", () => {
+  const byPayload = (payload: unknown) =>
+    (payload as { safe?: boolean } | null)?.safe === true ? ("replay-safe" as const) : ("process-bound" as const)
+  it("a fixed policy is itself, a function reads the row's payload, an undeclared kind is process-bound", () => {
+    assert.deepStrictEqual(
+      [
+        Reactor.processLossOf("replay-safe", { safe: false }),
+        Reactor.processLossOf(byPayload, { safe: true }),
+        Reactor.processLossOf(byPayload, {}),
+        Reactor.processLossOf(undefined, { safe: true })
+      ],
+      ["replay-safe", "replay-safe", "process-bound", "process-bound"]
+    )
+  })
+})
+
 describe("settlement against the row as it is now", () => {
   const row: EffectOutcomes.SettlementTarget = {
     effectId: "job:j1",

@@ -45,7 +45,17 @@ export const renderHealth = (url: string, report: Api.HealthReport): string =>
             String(r.lag),
             r.oldestPendingAgeMs === 0 ? "-" : Render.duration(r.oldestPendingAgeMs)
           ])
-        )
+        ),
+    // The domain's components (each MCP server): one that is not up is why the status is degraded.
+    ...(report.components.length === 0
+      ? []
+      : [
+          "",
+          Render.table(
+            ["COMPONENT", "STATUS", "DETAIL"],
+            report.components.map((c) => [c.name, c.status === "ok" ? "ok" : "DEGRADED", c.message])
+          )
+        ])
   ].join("\n")
 
 export const status = Command.make("status", Connection.connectionOptions, (options) =>
@@ -59,6 +69,6 @@ export const status = Command.make("status", Connection.connectionOptions, (opti
   })
 ).pipe(
   Command.withDescription(
-    "Show the server's health: status, engine, store and disk floor, database, outbox counts, reactor lag (GET /health). Exit 1 when unavailable."
+    "Show the server's health: status, engine, store and disk floor, database, outbox counts, reactor lag, the domain's components such as MCP servers (GET /health). Exit 1 when unavailable."
   )
 )

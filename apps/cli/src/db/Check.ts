@@ -7,7 +7,7 @@
  *   thread is running, as GET /v1/threads/:id/transcript does.
  * - `ledger-repeated` / `ledger-unreadable` (when the world directory is found): the world's
  *   `ledger.jsonl` gets a line before every performance starts, so two lines for one effect id of a
- *   process-bound kind (tool.execute, tool.mcp_call) mean it was performed twice, which that policy
+ *   process-bound effect (tool.execute; a tool.mcp_call line carries its own policy) mean it was performed twice, which that policy
  *   forbids. Replay-safe kinds may repeat.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
@@ -58,16 +58,18 @@ export interface LedgerLine {
   readonly effectId: string
   readonly kind: string
   readonly attempt: number
+  /** Present when the policy is decided per call (an MCP tool's): it wins over the kind's. */
+  readonly onProcessLoss?: string | undefined
 }
 
 /** Pure: process-bound effect ids with more than one ledger line, each named once, in first-seen order. */
 export const ledgerProblems = (
   entries: ReadonlyArray<LedgerLine>,
-  isProcessBound: (kind: string) => boolean
+  isProcessBound: (kind: string, entry: LedgerLine) => boolean
 ): Array<Problem> => {
   const byEffect = new Map<string, Array<LedgerLine>>()
   for (const entry of entries) {
-    if (!isProcessBound(entry.kind)) continue
+    if (!isProcessBound(entry.kind, entry)) continue
     const seen = byEffect.get(entry.effectId)
     if (seen === undefined) byEffect.set(entry.effectId, [entry])
     else seen.push(entry)
@@ -123,9 +125,15 @@ const checkLedger = (rules: TranscriptRules, worldDir: string) =>
       }
     })
     const policies = rules.Tools.toolPolicies as Readonly<
-      Record<string, { readonly onProcessLoss: string } | undefined>
+      Record<string, { readonly onProcessLoss: unknown } | undefined>
     >
-    problems.push(...ledgerProblems(entries, (kind) => policies[kind]?.onProcessLoss === "process-bound"))
+    problems.push(
+      ...ledgerProblems(entries, (kind, entry) =>
+        entry.onProcessLoss === undefined
+          ? policies[kind]?.onProcessLoss === "process-bound"
+          : entry.onProcessLoss === "process-bound"
+      )
+    )
     return { entries: entries.length, problems }
   })
 

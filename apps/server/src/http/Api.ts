@@ -124,7 +124,11 @@ export const HealthReport = Schema.Struct({
     acceptsWrites: Schema.Boolean,
     /** Live worker processes on this store (their owner ids), this one included. */
     liveOwners: Schema.Array(Schema.String)
-  })
+  }),
+  /** The domain's own components (e.g. `mcp:<server>`); a degraded one makes the status degraded. */
+  components: Schema.Array(
+    Schema.Struct({ name: Schema.String, status: Schema.Literal("ok", "degraded"), message: Schema.String })
+  )
 })
 export type HealthReport = typeof HealthReport.Type
 

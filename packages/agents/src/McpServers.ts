@@ -1,0 +1,355 @@
+/**
+ * The operator's MCP servers, each a real child process spoken to over stdio with the official SDK's
+ * client. At start each server is launched and its tools listed (again whenever it announces
+ * `notifications/tools/list_changed`); only the tools of servers that are up are offered. A server
+ * that fails to start or exits stays listed with its state, the reason and the tail of its stderr,
+ * so the operator sees it; it is not restarted. All servers are closed when the scope closes.
+ */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import { Context, Duration, Effect, Layer, Schema } from "effect"
+import { type McpConfig, type McpServerConfig, offeredName, policyOf } from "./McpTools.js"
+import type { ProcessLossPolicy } from "./Tools.js"
+
+// ---------------------------------------------------------------------------------------------
+// What the service tells
+
+export type McpServerState = "starting" | "ready" | "failed" | "exited"
+
+export interface McpServerStatus {
+  readonly name: string
+  readonly state: McpServerState
+  readonly pid: number | null
+  /** Tools offered to the model (0 unless ready). */
+  readonly tools: number
+  /** Why the server is not ready, or tools that could not be offered. */
+  readonly message: string | null
+  /** The last bytes the server wrote to stderr, for the operator. */
+  readonly stderrTail: string
+}
+
+/** A tool as it is offered: `<server>__<tool>`, its description and JSON input schema, and its policy. */
+export interface McpToolEntry {
+  readonly server: string
+  readonly tool: string
+  readonly name: string
+  readonly description: string
+  readonly inputSchema: Readonly<Record<string, unknown>>
+  readonly onProcessLoss: ProcessLossPolicy
+}
+
+/** The server's answer, as the model sees it. `isError: true` is the tool's own error result. */
+export interface McpToolResult {
+  readonly server: string
+  readonly tool: string
+  readonly content: ReadonlyArray<unknown>
+  readonly isError: boolean
+  readonly structuredContent?: unknown
+}
+
+/**
+ * Why a call was not answered:
+ * - `unknown-server`, `unknown-tool`: nothing by that name is configured or offered now;
+ * - `server-unavailable`: the server failed to start or exited;
+ * - `invalid-arguments`: the arguments are not a JSON object;
+ * - `timeout`: no answer in time (the request was cancelled; it may have acted);
+ * - `server-exited`: the server's process ended while the call ran (it may have acted);
+ * - `protocol-error`: the server answered with a JSON-RPC error or broke the connection mid-call.
+ */
+export const McpCallFailure = Schema.Literal(
+  "unknown-server",
+  "unknown-tool",
+  "server-unavailable",
+  "invalid-arguments",
+  "timeout",
+  "server-exited",
+  "protocol-error"
+)
+export type McpCallFailure = typeof McpCallFailure.Type
+
+export class McpCallError extends Schema.TaggedError<McpCallError>()("McpCallError", {
+  server: Schema.String,
+  tool: Schema.String,
+  reason: McpCallFailure,
+  message: Schema.String
+}) {}
+
+/** Why a server did not start (recorded in its status; never fatal to the host). */
+export class McpServerStartFailure extends Schema.TaggedError<McpServerStartFailure>()("McpServerStartFailure", {
+  server: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface McpCallRequest {
+  readonly server: string
+  readonly tool: string
+  readonly arguments: unknown
+  readonly timeoutMs: number
+}
+
+export interface McpServersShape {
+  /** The tools of the servers that are up, in config order. */
+  readonly tools: Effect.Effect<ReadonlyArray<McpToolEntry>>
+  readonly statuses: Effect.Effect<ReadonlyArray<McpServerStatus>>
+  /** The offered tool, or why a call to it cannot start (checked before anything is recorded). */
+  readonly lookup: (server: string, tool: string) => Effect.Effect<McpToolEntry, McpCallError>
+  /** Calls the tool; interrupting the effect cancels the request (`notifications/cancelled`). */
+  readonly call: (request: McpCallRequest) => Effect.Effect<McpToolResult, McpCallError>
+}
+
+export class McpServers extends Context.Tag("agents/McpServers")<McpServers, McpServersShape>() {}
+
+export interface McpServersOptions {
+  readonly config: McpConfig
+  /** How long a server may take to start and list its tools. Default 20 seconds. */
+  readonly startTimeout?: Duration.DurationInput
+}
+
+/** Bytes of each server's stderr kept for the operator. */
+export const stderrTailBytes = 4096
+
+// ---------------------------------------------------------------------------------------------
+// One server
+
+interface Running {
+  readonly name: string
+  state: McpServerState
+  client: Client | undefined
+  transport: StdioClientTransport | undefined
+  tools: ReadonlyArray<McpToolEntry>
+  message: string | null
+  stderr: Buffer
+  closing: boolean
+}
+
+const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+const appendTail = (tail: Buffer, chunk: Buffer): Buffer => {
+  const joined = Buffer.concat([tail, chunk])
+  return joined.length <= stderrTailBytes ? joined : joined.subarray(joined.length - stderrTailBytes)
+}
+
+/** Lists every page of the server's tools and keeps those that can be offered. */
+const listTools = async (server: Running, client: Client): Promise<void> => {
+  const entries: Array<McpToolEntry> = []
+  const skipped: Array<string> = []
+  let cursor: string | undefined
+  do {
+    const page = await client.listTools(cursor === undefined ? {} : { cursor })
+    for (const tool of page.tools) {
+      const name = offeredName(server.name, tool.name)
+      if (name === undefined) {
+        skipped.push(tool.name)
+        continue
+      }
+      entries.push({
+        server: server.name,
+        tool: tool.name,
+        name,
+        description: tool.description ?? tool.title ?? tool.name,
+        inputSchema: tool.inputSchema,
+        onProcessLoss: policyOf(tool.annotations)
+      })
+    }
+    cursor = page.nextCursor
+  } while (cursor !== undefined)
+  server.tools = entries
+  server.message =
+    skipped.length === 0
+      ? null
+      : `not offered (a name must fit ^[A-Za-z0-9_-]{1,64}$ as <server>__<tool>): ${skipped.slice(0, 10).join(", ")}`
+}
+
+const start = (name: string, config: McpServerConfig, server: Running): Promise<void> => {
+  const transport = new StdioClientTransport({
+    command: config.command,
+    ...(config.args === undefined ? {} : { args: [...config.args] }),
+    ...(config.env === undefined ? {} : { env: { ...config.env } }),
+    ...(config.cwd === undefined ? {} : { cwd: config.cwd }),
+    stderr: "pipe"
+  })
+  transport.stderr?.on("data", (chunk: Buffer) => {
+    server.stderr = appendTail(server.stderr, chunk)
+  })
+  const client = new Client({ name: "orchestration", version: "0.1.0" })
+  client.onclose = () => {
+    if (server.closing) return
+    server.state = server.state === "starting" ? "failed" : "exited"
+    server.tools = []
+    server.message = `the server process ended${server.stderr.length > 0 ? "; see its stderr" : ""}`
+  }
+  server.transport = transport
+  server.client = client
+  return client
+    .connect(transport)
+    .then(async () => {
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () =>
+        listTools(server, client).catch((cause: unknown) => {
+          // swallow-ok: a failed refresh keeps the last list; the reason is shown in the server's status.
+          server.message = `could not list tools after tools/list_changed: ${messageOf(cause)}`
+        })
+      )
+      await listTools(server, client)
+      if (server.state === "starting") server.state = "ready"
+    })
+    .catch((cause: unknown) => {
+      throw new Error(`${name}: ${messageOf(cause)}`)
+    })
+}
+
+const close = async (server: Running): Promise<void> => {
+  server.closing = true
+  // Closes stdin, then SIGTERM, then SIGKILL (the SDK's transport does the escalation).
+  await server.client?.close()
+}
+
+const statusOf = (server: Running): McpServerStatus => ({
+  name: server.name,
+  state: server.state,
+  pid: server.transport?.pid ?? null,
+  tools: server.state === "ready" ? server.tools.length : 0,
+  message: server.message,
+  stderrTail: server.stderr.toString("utf8")
+})
+
+// ---------------------------------------------------------------------------------------------
+// The service
+
+export const make = (options: McpServersOptions) =>
+  Effect.gen(function* () {
+    const startTimeout = Duration.decode(options.startTimeout ?? "20 seconds")
+    const servers: Array<Running> = Object.keys(options.config.mcpServers).map((name) => ({
+      name,
+      state: "starting",
+      client: undefined,
+      transport: undefined,
+      tools: [],
+      message: null,
+      stderr: Buffer.alloc(0),
+      closing: false
+    }))
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        servers,
+        (server) =>
+          // swallow-ok: a server that cannot be closed cleanly is killed by the transport; shutdown goes on.
+          Effect.promise(() => close(server).catch(() => undefined)),
+        { concurrency: "unbounded", discard: true }
+      )
+    )
+    // Servers start side by side; one that fails is recorded and logged, never fatal to the host.
+    yield* Effect.forEach(
+      servers,
+      (server) =>
+        Effect.tryPromise({
+          try: (signal) => {
+            // swallow-ok: a start cut off (timeout, shutdown) closes what it began; the reason is recorded below.
+            signal.addEventListener("abort", () => void close(server).catch(() => undefined))
+            return start(server.name, options.config.mcpServers[server.name]!, server)
+          },
+          catch: (cause) => new McpServerStartFailure({ server: server.name, message: messageOf(cause) })
+        }).pipe(
+          Effect.timeoutFail({
+            duration: startTimeout,
+            onTimeout: () =>
+              new McpServerStartFailure({
+                server: server.name,
+                message: `did not start within ${Duration.format(startTimeout)}`
+              })
+          }),
+          Effect.catchAll((error) =>
+            Effect.gen(function* () {
+              server.state = "failed"
+              server.tools = []
+              server.message = `failed to start: ${error.message}`
+              // swallow-ok: the server is already recorded as failed; closing only reaps its process.
+              yield* Effect.promise(() => close(server).catch(() => undefined))
+              yield* Effect.logWarning(`MCP server '${server.name}' is unavailable: ${server.message}`, {
+                stderrTail: server.stderr.toString("utf8")
+              })
+            })
+          ),
+          Effect.tap(() =>
+            server.state === "ready"
+              ? Effect.logInfo(`MCP server '${server.name}' ready with ${server.tools.length} tools`)
+              : Effect.void
+          )
+        ),
+      { concurrency: "unbounded", discard: true }
+    )
+
+    const find = (name: string) => servers.find((server) => server.name === name)
+
+    const lookup: McpServersShape["lookup"] = (serverName, tool) =>
+      Effect.suspend(() => {
+        const fail = (reason: McpCallFailure, message: string) =>
+          Effect.fail(new McpCallError({ server: serverName, tool, reason, message }))
+        const server = find(serverName)
+        if (server === undefined) return fail("unknown-server", `no MCP server named '${serverName}' is configured`)
+        if (server.state !== "ready") {
+          return fail(
+            "server-unavailable",
+            `MCP server '${serverName}' is ${server.state === "exited" ? "down (its process ended)" : `not available (${server.state})`}`
+          )
+        }
+        const entry = server.tools.find((t) => t.tool === tool)
+        return entry === undefined
+          ? fail("unknown-tool", `MCP server '${serverName}' offers no tool named '${tool}'`)
+          : Effect.succeed(entry)
+      })
+
+    const call: McpServersShape["call"] = (request) =>
+      Effect.gen(function* () {
+        const entry = yield* lookup(request.server, request.tool)
+        const fail = (reason: McpCallFailure, message: string) =>
+          new McpCallError({ server: entry.server, tool: entry.tool, reason, message })
+        const args = request.arguments ?? {}
+        if (typeof args !== "object" || Array.isArray(args)) {
+          return yield* fail("invalid-arguments", `the arguments of ${entry.name} must be a JSON object`)
+        }
+        const client = find(entry.server)?.client
+        if (client === undefined) return yield* fail("server-unavailable", `MCP server '${entry.server}' is down`)
+        // The signal aborts when this fiber is interrupted: the SDK then sends notifications/cancelled.
+        const answer = yield* Effect.tryPromise({
+          try: (signal) =>
+            client.callTool({ name: entry.tool, arguments: args as Record<string, unknown> }, undefined, {
+              signal,
+              timeout: request.timeoutMs,
+              maxTotalTimeout: request.timeoutMs
+            }),
+          catch: (cause) =>
+            cause instanceof McpError && cause.code === ErrorCode.RequestTimeout
+              ? fail(
+                  "timeout",
+                  `${entry.name} did not answer within ${request.timeoutMs} ms (the request was cancelled); it may or may not have taken effect`
+                )
+              : cause instanceof McpError && cause.code === ErrorCode.ConnectionClosed
+                ? fail(
+                    "server-exited",
+                    `MCP server '${entry.server}' ended while ${entry.name} ran; it may or may not have taken effect`
+                  )
+                : fail("protocol-error", `${entry.name}: ${messageOf(cause)}`)
+        })
+        return {
+          server: entry.server,
+          tool: entry.tool,
+          content: Array.isArray(answer.content) ? answer.content : [],
+          isError: answer.isError === true,
+          ...(answer.structuredContent === undefined ? {} : { structuredContent: answer.structuredContent })
+        } satisfies McpToolResult
+      })
+
+    return {
+      tools: Effect.sync(() => servers.flatMap((server) => (server.state === "ready" ? server.tools : []))),
+      statuses: Effect.sync(() => servers.map(statusOf)),
+      lookup,
+      call
+    } satisfies McpServersShape
+  })
+
+/** Starts the servers of `config`; they are closed when the layer's scope closes. */
+export const layer = (options: McpServersOptions): Layer.Layer<McpServers> => Layer.scoped(McpServers, make(options))
+
+/** No servers: no MCP tools are offered. */
+export const none: Layer.Layer<McpServers> = layer({ config: { mcpServers: {} } })

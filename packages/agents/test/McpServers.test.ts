@@ -1,0 +1,159 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber } from "effect"
+import { join } from "node:path"
+import * as McpServers from "../src/McpServers.js"
+import { tempDir } from "./fixtures/agents.js"
+import { callsOf, fixtureConfig, fixtureLog, mcpConfig } from "./fixtures/mcp.js"
+
+/** Polls a condition against real processes, bounded by wall clock. */
+const until = (condition: () => boolean, what: string, ms = 20_000) =>
+  Effect.promise(async () => {
+    const deadline = Date.now() + ms
+    while (Date.now() < deadline) {
+      if (condition()) return
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    throw new Error(`never happened: ${what}`)
+  })
+
+const servers = (config: Parameters<typeof McpServers.make>[0]["config"]) => McpServers.make({ config })
+
+describe("MCP servers over stdio (the real fixture server)", () => {
+  it.scopedLive("a server's tools are listed with their schemas and the policy their annotations give", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      const tools = yield* mcp.tools
+      assert.deepStrictEqual(
+        tools.map((t) => [t.name, t.onProcessLoss]),
+        [
+          ["fixture__echo", "replay-safe"],
+          ["fixture__slow_write", "process-bound"],
+          ["fixture__fail", "process-bound"],
+          ["fixture__add_tool", "replay-safe"]
+        ]
+      )
+      const echo = tools[0]!
+      assert.strictEqual(echo.description, "Echo the text back.")
+      assert.deepStrictEqual(Object.keys(echo.inputSchema.properties as object), ["text", "sleepMs"])
+      assert.deepStrictEqual(echo.inputSchema.required, ["text"])
+      const [status] = yield* mcp.statuses
+      assert.deepStrictEqual([status!.name, status!.state, status!.tools], ["fixture", "ready", 4])
+      assert.isNumber(status!.pid)
+    })
+  )
+
+  it.scopedLive("calls are answered; isError is the tool's own answer; unknown names are refused by reason", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      const call = (tool: string, args: unknown) =>
+        mcp.call({ server: "fixture", tool, arguments: args, timeoutMs: 10_000 })
+      assert.deepStrictEqual(yield* call("echo", { text: "hi" }), {
+        server: "fixture",
+        tool: "echo",
+        content: [{ type: "text", text: "echo: hi" }],
+        isError: false,
+        structuredContent: { echoed: "hi" }
+      })
+      const failed = yield* call("fail", { why: "no" })
+      assert.deepStrictEqual([failed.isError, failed.content], [true, [{ type: "text", text: "failed: no" }]])
+      const reasons = [
+        yield* Effect.flip(mcp.call({ server: "nope", tool: "echo", arguments: {}, timeoutMs: 1_000 })),
+        yield* Effect.flip(call("nope", {})),
+        yield* Effect.flip(call("echo", [1]))
+      ].map((e) => e.reason)
+      assert.deepStrictEqual(reasons, ["unknown-server", "unknown-tool", "invalid-arguments"])
+      assert.deepStrictEqual([callsOf(log, "echo"), callsOf(log, "fail")], [1, 1])
+    })
+  )
+
+  it.scopedLive("tools/list_changed: a tool the server adds later is offered", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      yield* mcp.call({ server: "fixture", tool: "add_tool", arguments: {}, timeoutMs: 10_000 })
+      let names: ReadonlyArray<string> = []
+      yield* until(() => {
+        names = Effect.runSync(mcp.tools).map((t) => t.name)
+        return names.includes("fixture__late")
+      }, "the late tool is listed")
+      assert.strictEqual(
+        Effect.runSync(mcp.tools).find((t) => t.name === "fixture__late")?.onProcessLoss,
+        "replay-safe"
+      )
+    })
+  )
+
+  it.scopedLive("interrupting a running call sends notifications/cancelled to the server", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      const running = yield* Effect.fork(
+        mcp.call({
+          server: "fixture",
+          tool: "slow_write",
+          arguments: { label: "x", sleepMs: 60_000 },
+          timeoutMs: 90_000
+        })
+      )
+      yield* until(() => callsOf(log, "slow_write") === 1, "the call reached the server")
+      yield* Fiber.interrupt(running)
+      yield* until(
+        () => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write"),
+        "the server saw the cancellation"
+      )
+      assert.isFalse(fixtureLog(log).some((e) => e.event === "done"))
+    })
+  )
+
+  it.scopedLive("a call that outlives its timeout fails as timeout and is cancelled at the server", () =>
+    Effect.gen(function* () {
+      const log = join(tempDir("mcp-"), "calls.jsonl")
+      const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
+      const error = yield* Effect.flip(
+        mcp.call({ server: "fixture", tool: "slow_write", arguments: { label: "x", sleepMs: 60_000 }, timeoutMs: 300 })
+      )
+      assert.strictEqual(error.reason, "timeout")
+      assert.include(error.message, "may or may not have taken effect")
+      yield* until(
+        () => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write"),
+        "the server saw the cancellation"
+      )
+    })
+  )
+
+  it.scopedLive("a server that fails to start or dies offers no tools and says why, with its stderr", () =>
+    Effect.gen(function* () {
+      const dir = tempDir("mcp-")
+      const log = join(dir, "calls.jsonl")
+      const mcp = yield* servers(
+        mcpConfig({
+          broken: fixtureConfig(log, { MCP_FIXTURE_FAIL: "1" }),
+          missing: { command: join(dir, "no-such-command") },
+          fixture: fixtureConfig(log)
+        })
+      )
+      const statuses = yield* mcp.statuses
+      assert.deepStrictEqual(
+        statuses.map((s) => [s.name, s.state, s.tools]),
+        [
+          ["broken", "failed", 0],
+          ["missing", "failed", 0],
+          ["fixture", "ready", 4]
+        ]
+      )
+      assert.include(statuses[0]!.stderrTail, "refusing to start (MCP_FIXTURE_FAIL=1)")
+      assert.include(statuses[1]!.message, "ENOENT")
+      assert.deepStrictEqual([...new Set((yield* mcp.tools).map((t) => t.server))], ["fixture"])
+      // The fixture dies: its tools go, and a call is refused as unavailable, not sent.
+      process.kill(statuses[2]!.pid!, "SIGKILL")
+      yield* until(() => Effect.runSync(mcp.statuses)[2]!.state === "exited", "the exit is noticed")
+      assert.deepStrictEqual(yield* mcp.tools, [])
+      const refused = yield* Effect.flip(
+        mcp.call({ server: "fixture", tool: "echo", arguments: { text: "x" }, timeoutMs: 1_000 })
+      )
+      assert.strictEqual(refused.reason, "server-unavailable")
+    })
+  )
+})
