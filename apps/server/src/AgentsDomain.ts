@@ -7,7 +7,6 @@ import { Agents, OpenAiProvider, Sandbox, ScriptedProvider, ThreadReadModel } fr
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { join } from "node:path"
 import * as ServerDomain from "./ServerDomain.js"
 import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
 
@@ -63,19 +62,19 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   projections: agents.projections,
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
-  layer: ({ config, dataDir, env }) =>
+  layer: ({ config }) =>
     Layer.mergeAll(
       Layer.context<SqlClient | Engine.Engine>(),
       sandboxNotice(config.sandbox),
       Agents.services({
-        worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+        worldDir: config.worldDir,
         sandbox: config.sandbox,
         provider:
           config.provider === "openai"
             ? OpenAiProvider.layer({
                 apiUrl: config.openaiBaseUrl,
                 ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
-                model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
+                model: config.openaiModel
               })
             : ScriptedProvider.layer
       })

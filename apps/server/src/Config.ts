@@ -41,6 +41,12 @@ export interface ServerConfig {
   readonly sandbox: Sandbox.SandboxConfig
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
+  /** WORLD_DIR: the agents domain's world directory; unset: `world` in DATA_DIR. */
+  readonly worldDir: string
+  /** OPENAI_MODEL: the model the OpenAI-compatible provider asks for. */
+  readonly openaiModel: string
+  /** STORAGE_FAULTS: writes the store refuses on purpose (the chaos harness's I/O-error mode); never by request. */
+  readonly storageFaults: string | undefined
 }
 
 export const defaults = {
@@ -50,6 +56,7 @@ export const defaults = {
   diskFloorBytes: 64 * 1024 * 1024,
   provider: "scripted",
   openaiBaseUrl: "https://api.openai.com/v1",
+  openaiModel: "gpt-4.1-mini",
   logLevel: "info",
   shutdownGraceMs: 10_000,
   storageProbeMs: 5_000
@@ -227,6 +234,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       provider,
       openaiBaseUrl,
       openaiApiKey: apiKey === undefined ? undefined : Redacted.make(apiKey),
+      openaiModel: read(env, "OPENAI_MODEL") ?? defaults.openaiModel,
       apiToken: apiToken === undefined ? undefined : Redacted.make(apiToken),
       allowUnauthenticated,
       allowedHosts,
@@ -234,7 +242,9 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       shutdownGraceMs,
       storageProbeMs,
       nodeId,
-      sandbox: sandbox.right
+      sandbox: sandbox.right,
+      worldDir: resolve(cwd, read(env, "WORLD_DIR") ?? join(dataDir, "world")),
+      storageFaults: read(env, "STORAGE_FAULTS")
     })
   } catch (error) {
     if (error instanceof Bad)

@@ -21,9 +21,7 @@ export const program = (
   Effect.gen(function* () {
     // STORAGE_FAULTS (environment only) makes the store refuse chosen writes: the chaos harness's I/O-error mode.
     const faults =
-      env.STORAGE_FAULTS === undefined || env.STORAGE_FAULTS === ""
-        ? {}
-        : { storageFaults: storageFaultsFromSpec(env.STORAGE_FAULTS) }
+      config.storageFaults === undefined ? {} : { storageFaults: storageFaultsFromSpec(config.storageFaults) }
     const started = yield* Server.start(
       { config, domain, env, ...faults },
       NodeHttpServer.layer(createServer, { port: config.port, host: config.host })
