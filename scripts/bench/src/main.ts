@@ -1,5 +1,5 @@
 /**
- * `pnpm bench [--quick]`: runs every measurement family of issue 7, interleaving the baselines with
+ * `pnpm bench [--quick]`: runs every measurement family, interleaving the baselines with
  * the engine round by round, prints the table, writes docs/benchmarks.md and ends with one summary
  * line for scripts. Progress goes to stderr.
  */
