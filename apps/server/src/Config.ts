@@ -47,6 +47,8 @@ export interface ServerConfig {
   readonly openaiModel: string
   /** STORAGE_FAULTS: writes the store refuses on purpose (the chaos harness's I/O-error mode); never by request. */
   readonly storageFaults: string | undefined
+  /** FAULT_POINTS: instants where the process kills itself (crash tests, the chaos harness); never by request. */
+  readonly faultPoints: string | undefined
 }
 
 export const defaults = {
@@ -244,7 +246,8 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       nodeId,
       sandbox: sandbox.right,
       worldDir: resolve(cwd, read(env, "WORLD_DIR") ?? join(dataDir, "world")),
-      storageFaults: read(env, "STORAGE_FAULTS")
+      storageFaults: read(env, "STORAGE_FAULTS"),
+      faultPoints: read(env, "FAULT_POINTS")
     })
   } catch (error) {
     if (error instanceof Bad)

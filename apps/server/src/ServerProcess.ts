@@ -5,7 +5,7 @@
  * clear message. `main.ts` runs it with the domain of `domain.ts`.
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { storageFaultsFromSpec } from "@orchestration/engine"
+import { FaultPoints, storageFaultsFromSpec } from "@orchestration/engine"
 import { Cause, Effect, Either, Layer, Logger } from "effect"
 import { parseConfig, type ServerConfig } from "./Config.js"
 import { createServer } from "./http/HttpListener.js"
@@ -53,6 +53,11 @@ export const program = (
     )
     return yield* Effect.never
   }).pipe(
+    // In an Effect, so a bad spec is reported as the start-up failure it is.
+    Effect.provideServiceEffect(
+      FaultPoints.FaultPoints,
+      Effect.sync(() => FaultPoints.forProcess(config.faultPoints))
+    ),
     Effect.scoped,
     Effect.tapErrorCause((cause) =>
       Cause.isInterruptedOnly(cause)
