@@ -1,97 +1,21 @@
 /**
- * The server's HTTP API as the page uses it: the shapes it reads (mirroring apps/server's
- * src/http/Api.ts and ThreadViews.ts) and one `request` that adds the bearer token and turns a 401
- * into `Unauthorized`, so the page can ask for the token in one place.
+ * The server's HTTP API as the page uses it: the shapes it reads, taken from apps/server's route
+ * schemas (`import type`: nothing of the server is bundled), and one `request` that adds the bearer
+ * token and turns a 401 into `Unauthorized`, so the page can ask for the token in one place.
  */
+import type { Api, ThreadPage, ThreadView } from "@orchestration/server"
 import { readToken } from "./token.js"
 
-export type EffectStatus = "pending" | "running" | "succeeded" | "failed" | "cancelled" | "quarantined"
+export type EffectStatus = typeof Api.EffectStatus.Type
+export type EffectRow = typeof Api.EffectView.Type
+export type OutboxSummary = Api.OutboxSummary
+export type { ThreadPage, ThreadSummary } from "@orchestration/server"
+export type ToolCall = ThreadView["turns"][number]["toolCalls"][number]
 
-export interface EffectRow {
-  readonly sequence: number
-  readonly effectId: string
-  readonly aggregateType: string
-  readonly aggregateId: string
-  readonly kind: string
-  readonly payload: unknown
-  readonly status: EffectStatus
-  readonly attempts: number
-  readonly availableAt: number
-  readonly leaseOwner: string | null
-  readonly leaseExpiresAt: number | null
-  readonly response: unknown
-  readonly error: unknown
-  readonly createdAt: number
-  readonly updatedAt: number
-  /** Why the row was (last) quarantined: its aggregate could not record its settlement. */
-  readonly quarantine?: {
-    readonly reason: string
-    readonly message: string
-    readonly by: string
-    readonly at: number
-  } | null
-}
+/** `GET /v1/threads/:threadId`; the server types its messages as unknown, the page reads them as chat messages. */
+export type ThreadDetail = Omit<ThreadView, "messages"> & { readonly messages: ReadonlyArray<TranscriptMessage> }
 
-export interface OutboxSummary {
-  readonly at: number
-  readonly head: number
-  readonly rows: ReadonlyArray<{ readonly status: string; readonly kind: string; readonly count: number }>
-  readonly settled: number
-  readonly oldestPendingAgeMs: number
-  readonly reactors: ReadonlyArray<{ readonly name: string; readonly lag: number; readonly oldestPendingAgeMs: number }>
-  readonly recentFailures: ReadonlyArray<EffectRow>
-  /** Rows parked for an operator (absent from servers before quarantine existed). */
-  readonly quarantined?: ReadonlyArray<EffectRow>
-}
-
-export interface ThreadSummary {
-  readonly threadId: string
-  readonly title: string | null
-  readonly status: string
-  readonly updatedSequence: number
-  readonly turnCount: number
-  readonly queuedTurns: number
-  readonly lastSequence: number
-  readonly lastEventAt: number
-  readonly latestTurn: {
-    readonly turnId: string
-    readonly status: string
-    readonly reason: string | null
-    readonly steps: number
-    readonly queuedAt: number
-    readonly updatedAt: number
-  } | null
-}
-
-export interface ThreadPage {
-  readonly threads: ReadonlyArray<ThreadSummary>
-  readonly next: number | null
-  readonly counts: Readonly<Record<string, number>>
-}
-
-export interface ToolCall {
-  readonly callId: string
-  readonly transcriptId?: string
-  readonly name: string
-  readonly effectId: string
-  readonly status: string
-  readonly result?: unknown
-}
-
-export interface ThreadDetail {
-  readonly threadId: string
-  readonly title: string
-  readonly status: string
-  readonly turns: ReadonlyArray<{
-    readonly turnId: string
-    readonly status: string
-    readonly reason?: string
-    readonly steps: number
-    readonly toolCalls: ReadonlyArray<ToolCall>
-  }>
-  readonly messages: ReadonlyArray<TranscriptMessage>
-}
-
+/** A transcript message in the OpenAI chat format, as the agents domain writes it. */
 export type TranscriptMessage =
   | { readonly role: "user"; readonly content: string }
   | {

@@ -7,7 +7,6 @@ import { Agents, McpServers, OpenAiProvider, Sandbox, ScriptedProvider, ThreadRe
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
-import { join } from "node:path"
 import { type ComponentHealth, DomainHealth } from "./DomainHealth.js"
 import * as ServerDomain from "./ServerDomain.js"
 import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
@@ -81,14 +80,14 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
   projections: agents.projections,
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
-  layer: ({ config, dataDir, env }) =>
+  layer: ({ config }) =>
     Layer.mergeAll(
       Layer.context<SqlClient | Engine.Engine>(),
       sandboxNotice(config.sandbox),
       Layer.provideMerge(
         mcpHealthLayer,
         Agents.services({
-          worldDir: env.WORLD_DIR ?? join(dataDir, "world"),
+          worldDir: config.worldDir,
           sandbox: config.sandbox,
           mcp: config.mcp,
           provider:
@@ -96,7 +95,7 @@ export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDom
               ? OpenAiProvider.layer({
                   apiUrl: config.openaiBaseUrl,
                   ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
-                  model: env.OPENAI_MODEL ?? "gpt-4.1-mini"
+                  model: config.openaiModel
                 })
               : ScriptedProvider.layer
         })

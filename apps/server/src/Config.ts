@@ -44,6 +44,14 @@ export interface ServerConfig {
   readonly mcp: McpTools.McpConfig
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
+  /** WORLD_DIR: the agents domain's world directory; unset: `world` in DATA_DIR. */
+  readonly worldDir: string
+  /** OPENAI_MODEL: the model the OpenAI-compatible provider asks for. */
+  readonly openaiModel: string
+  /** STORAGE_FAULTS: writes the store refuses on purpose (the chaos harness's I/O-error mode); never by request. */
+  readonly storageFaults: string | undefined
+  /** FAULT_POINTS: instants where the process kills itself (crash tests, the chaos harness); never by request. */
+  readonly faultPoints: string | undefined
 }
 
 export const defaults = {
@@ -53,6 +61,7 @@ export const defaults = {
   diskFloorBytes: 64 * 1024 * 1024,
   provider: "scripted",
   openaiBaseUrl: "https://api.openai.com/v1",
+  openaiModel: "gpt-4.1-mini",
   logLevel: "info",
   shutdownGraceMs: 10_000,
   storageProbeMs: 5_000
@@ -257,6 +266,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       provider,
       openaiBaseUrl,
       openaiApiKey: apiKey === undefined ? undefined : Redacted.make(apiKey),
+      openaiModel: read(env, "OPENAI_MODEL") ?? defaults.openaiModel,
       apiToken: apiToken === undefined ? undefined : Redacted.make(apiToken),
       allowUnauthenticated,
       allowedHosts,
@@ -265,7 +275,10 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       storageProbeMs,
       nodeId,
       sandbox: sandbox.right,
-      mcp
+      mcp,
+      worldDir: resolve(cwd, read(env, "WORLD_DIR") ?? join(dataDir, "world")),
+      storageFaults: read(env, "STORAGE_FAULTS"),
+      faultPoints: read(env, "FAULT_POINTS")
     })
   } catch (error) {
     if (error instanceof Bad)

@@ -5,7 +5,7 @@
  * clear message. `main.ts` runs it with the domain of `domain.ts`.
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { storageFaultsFromSpec } from "@orchestration/engine"
+import { FaultPoints, storageFaultsFromSpec } from "@orchestration/engine"
 import { Cause, Effect, Either, Layer, Logger } from "effect"
 import { parseConfig, type ServerConfig } from "./Config.js"
 import { createServer } from "./http/HttpListener.js"
@@ -21,9 +21,7 @@ export const program = (
   Effect.gen(function* () {
     // STORAGE_FAULTS (environment only) makes the store refuse chosen writes: the chaos harness's I/O-error mode.
     const faults =
-      env.STORAGE_FAULTS === undefined || env.STORAGE_FAULTS === ""
-        ? {}
-        : { storageFaults: storageFaultsFromSpec(env.STORAGE_FAULTS) }
+      config.storageFaults === undefined ? {} : { storageFaults: storageFaultsFromSpec(config.storageFaults) }
     const started = yield* Server.start(
       { config, domain, env, ...faults },
       NodeHttpServer.layer(createServer, { port: config.port, host: config.host })
@@ -55,6 +53,11 @@ export const program = (
     )
     return yield* Effect.never
   }).pipe(
+    // In an Effect, so a bad spec is reported as the start-up failure it is.
+    Effect.provideServiceEffect(
+      FaultPoints.FaultPoints,
+      Effect.sync(() => FaultPoints.forProcess(config.faultPoints))
+    ),
     Effect.scoped,
     Effect.tapErrorCause((cause) =>
       Cause.isInterruptedOnly(cause)

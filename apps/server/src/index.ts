@@ -7,7 +7,14 @@ export * as ServerDomain from "./ServerDomain.js"
 import type { AnyServerDomain } from "./ServerDomain.js"
 export type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
 export { ServerState } from "./ServerState.js"
-export { ThreadViews, ThreadView, TranscriptView, type ThreadViewsShape } from "./ThreadViews.js"
+export {
+  ThreadViews,
+  ThreadView,
+  TranscriptView,
+  type ThreadPage,
+  type ThreadSummary,
+  type ThreadViewsShape
+} from "./ThreadViews.js"
 export { ServerApi } from "./http/Api.js"
 /** The route schemas (HealthReport, EffectView, …), for clients such as apps/cli. */
 export * as Api from "./http/Api.js"

@@ -26,6 +26,29 @@ describe("configuration from the environment", () => {
     assert.deepStrictEqual(config.sandbox, Sandbox.defaultConfig)
   })
 
+  it("the world directory, the model and the fault specs are read here too, with their defaults", () => {
+    const unset = Either.getOrThrow(parseConfig({ DATA_DIR: "state" }, "/srv"))
+    assert.deepStrictEqual(
+      [unset.worldDir, unset.openaiModel, unset.storageFaults, unset.faultPoints],
+      ["/srv/state/world", defaults.openaiModel, undefined, undefined]
+    )
+    const set = Either.getOrThrow(
+      parseConfig(
+        {
+          WORLD_DIR: "elsewhere",
+          OPENAI_MODEL: "m-1",
+          STORAGE_FAULTS: "events:nth=3:code=SQLITE_IOERR_WRITE",
+          FAULT_POINTS: "reconcile.mid:nth=1"
+        },
+        "/srv"
+      )
+    )
+    assert.deepStrictEqual(
+      [set.worldDir, set.openaiModel, set.storageFaults, set.faultPoints],
+      ["/srv/elsewhere", "m-1", "events:nth=3:code=SQLITE_IOERR_WRITE", "reconcile.mid:nth=1"]
+    )
+  })
+
   it("the sandbox's mode and limits are read here, once; a bad one names its variable", () => {
     const config = Either.getOrThrow(
       parseConfig({ SANDBOX: "none", SANDBOX_CPU_SECONDS: "60", SANDBOX_MEMORY_BYTES: "536870912" }, "/srv")

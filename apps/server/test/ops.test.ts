@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
-import { domain as accounts } from "../src/AccountsDomain.js"
+import { domain as accounts } from "./fixtures/AccountsDomain.js"
 import * as ServerDomain from "../src/ServerDomain.js"
 import { ThreadViews } from "../src/ThreadViews.js"
 import { client, postJson, raw, startServer } from "./fixtures/server.js"

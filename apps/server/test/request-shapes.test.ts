@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
 import { connect } from "node:net"
-import { domain as accounts } from "../src/AccountsDomain.js"
+import { domain as accounts } from "./fixtures/AccountsDomain.js"
 import { parseDecimal } from "../src/http/QueryParams.js"
 import { parseLastEventId } from "../src/http/Sse.js"
 import * as ServerDomain from "../src/ServerDomain.js"

@@ -52,5 +52,5 @@ export interface ModelProviderShape {
 
 export class ModelProvider extends Context.Tag("agents/ModelProvider")<ModelProvider, ModelProviderShape>() {}
 
-/** The request id of a turn's n-th model step (1-based), as in the effect ids of issue 4. */
+/** The request id of a turn's n-th model step (1-based): the same as that step's effect id. */
 export const stepRequestId = (turnId: string, n: number): string => `step:${turnId}#${n}`

@@ -142,7 +142,10 @@ export interface EffectPolicy {
   readonly timeout: Duration.Duration
 }
 
-/** The one table of kinds (issue 4). Keep these names: effect ids and stored rows depend on them. */
+/**
+ * The one table of kinds: for each, what a lost process means, its lane and its timeout. Keep these
+ * names: effect ids and stored rows depend on them.
+ */
 export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readonly kind: K } } = {
   // The call is repeated; its response is recorded once, by outcome id.
   "model.step": { kind: "model.step", onProcessLoss: "replay-safe", lane: "thread", timeout: Duration.seconds(120) },

@@ -1,8 +1,9 @@
 /**
  * The provider-ready transcript, in OpenAI chat format, and the validator that enforces what real
- * providers enforce when a transcript is replayed. The seed's bug (a dangling call plus an orphan
- * result, rejected with "No tool call found for function call output") is exactly the kind of
- * state `validateTranscript` reports, so tests can prove every transcript we derive is accepted.
+ * providers enforce when a transcript is replayed: every call has exactly one result and every result
+ * its call. A transcript with a dangling call or an orphan result is refused by a real provider on
+ * replay ("No tool call found for function call output"); `validateTranscript` reports exactly those
+ * states, so tests can prove every transcript we derive is accepted.
  */
 import { Schema } from "effect"
 

@@ -33,7 +33,7 @@ describe("validateTranscript", () => {
     assert.deepStrictEqual(validateTranscript(transcript), { valid: true, problems: [] })
   })
 
-  it("reports the seed's shape: a dangling call and an orphan result, both", () => {
+  it("reports a dangling call and an orphan result in one transcript, both", () => {
     // 2026-09-10: the result of call_a was never stored, the call of call_b was never stored.
     const transcript = [user("go"), calls("call_a"), result("call_b")]
     const validation = validateTranscript(transcript)
@@ -46,7 +46,7 @@ describe("validateTranscript", () => {
     assert.include(orphan?.message, "No tool call found for function call output")
   })
 
-  it("still rejects the seed's transcript after a repair pass answered only the dangling call", () => {
+  it("still rejects such a transcript after a repair pass answered only the dangling call", () => {
     const repaired = [user("go"), calls("call_a"), result("call_b"), result("call_a", "interrupted")]
     assert.deepStrictEqual(codes(repaired), [[2, "orphan-result", "call_b"]])
   })

@@ -1,7 +1,8 @@
 /**
  * Named instants where the process kills itself with SIGKILL, for crash tests and the chaos harness.
- * Enabled only by configuration (the FAULT_POINTS environment variable, read once at start), never
- * by a request; when it is unset every `hit` is a no-op.
+ * Enabled only by configuration (the FAULT_POINTS environment variable, read once at start by the
+ * process's configuration, e.g. the server's Config.ts, and provided as this service), never by a
+ * request; when it is not provided or unset every `hit` is a no-op.
  *
  *   FAULT_POINTS=reactor.after-perform:kind=tool.execute:nth=1,dispatch.after-commit:p=0.05:seed=7
  *
@@ -118,6 +119,9 @@ const killSelf = (point: FaultPointName) => {
   process.kill(process.pid, "SIGKILL")
 }
 
+/** The fault points of this process from its FAULT_POINTS spec: a point that fires SIGKILLs the process. */
+export const forProcess = (spec: string | undefined): FaultPointsShape => fromSpec(spec, killSelf)
+
 export class FaultPoints extends Context.Reference<FaultPoints>()("orchestration/FaultPoints", {
-  defaultValue: (): FaultPointsShape => fromSpec(process.env.FAULT_POINTS, killSelf)
+  defaultValue: (): FaultPointsShape => fromSpec(undefined, killSelf)
 }) {}

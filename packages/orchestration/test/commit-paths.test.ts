@@ -158,7 +158,7 @@ for (const path of ["raw", "generic"] as const) {
       return Effect.gen(function* () {
         const engine = yield* Engine.Engine
         const sql = yield* SqlClient
-        // Activate for the seed, then fill a parked queue: stopAdmitting is not needed, the processor
+        // Activate to commit the first command, then fill a parked queue: stopAdmitting is not needed, the processor
         // takes what is queued as one batch because the commands are queued before it runs.
         yield* engine.activate
         yield* engine.dispatchWithReceipt(open("c-1"))

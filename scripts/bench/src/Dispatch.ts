@@ -1,18 +1,25 @@
 /**
  * Engine dispatch: commands/s and acknowledgement latency through `dispatchWithReceipt` with a
- * number of concurrent clients, group commit off (maxBatch 1) or on (default 64). The store is new
- * for every run and the layer is built before the clock starts.
+ * number of concurrent clients, group commit off (maxBatch 1) or on (default 64), over the engine's
+ * own SQLite client or @effect/sql-sqlite-node's. The store is new for every run and the layer is
+ * built before the clock starts.
  */
 import { Engine } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
 import { bump } from "./BenchDomain.js"
-import { engineLayer, runBench } from "./EngineStack.js"
+import { engineLayer, runBench, type StoreClient } from "./EngineStack.js"
 import { closedLoopEffect, type RunResult } from "./Stats.js"
 
-export const runDispatch = (dir: string, clients: number, ops: number, maxBatch: number): Promise<RunResult> =>
+export const runDispatch = (
+  dir: string,
+  clients: number,
+  ops: number,
+  maxBatch: number,
+  client: StoreClient = "default"
+): Promise<RunResult> =>
   runBench(
     Effect.gen(function* () {
-      const context = yield* Layer.build(engineLayer(dir, { maxBatch }))
+      const context = yield* Layer.build(engineLayer(dir, { maxBatch }, client))
       const engine = yield* Effect.provide(Engine.Engine, context)
       // Warm the per-client state cache and the statement cache, off the clock.
       yield* Effect.forEach(

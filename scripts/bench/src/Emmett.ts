@@ -3,18 +3,30 @@
  * (Emmett has no receipts, outbox or read model in this shape, so it does less work per command).
  * Its store opens a connection per operation on the `sqlite3` driver (shared by concurrent operations); under concurrent clients it
  * can fail (SQLITE_BUSY and version conflicts): those are counted and reported, not retried away.
+ * Emmett itself lives in peers/emmett, outside the workspace (its `sqlite3` driver builds a second
+ * native SQLite); `pnpm bench` installs it first (peers/emmett/install.mjs).
  */
-import { CommandHandler } from "@event-driven-io/emmett"
-import { getSQLiteEventStore } from "@event-driven-io/emmett-sqlite"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { closedLoop, type RunResult } from "./Stats.js"
 
-type Bumped = { type: "CounterBumped"; data: { n: number } }
+/** peers/emmett/peer.mjs, as this file uses it. */
+interface EmmettPeer {
+  readonly open: (fileName: string) => { readonly bump: (streamId: string, n: number) => Promise<void> }
+}
 
-const handle = CommandHandler<{ bumps: number }, Bumped>({
-  evolve: (state) => ({ bumps: state.bumps + 1 }),
-  initialState: () => ({ bumps: 0 })
-})
+// dist/src/Emmett.js → scripts/bench/peers/emmett.
+const peerDir = new URL("../../peers/emmett/", import.meta.url)
+
+const loadPeer = async (): Promise<EmmettPeer> => {
+  if (!existsSync(new URL("node_modules/@event-driven-io/emmett-sqlite", peerDir))) {
+    throw new Error(
+      "the Emmett peer is not installed (it stays out of the default install); `pnpm bench` installs it, or run " +
+        "`npx --yes pnpm@10 install --ignore-workspace --frozen-lockfile --dir scripts/bench/peers/emmett`"
+    )
+  }
+  return (await import(new URL("peer.mjs", peerDir).href)) as EmmettPeer
+}
 
 export interface EmmettResult extends RunResult {
   /** Operations that failed, by error code or name. */
@@ -30,15 +42,15 @@ const errorKey = (error: unknown) => {
 }
 
 export const runEmmett = async (dir: string, clients: number, ops: number): Promise<EmmettResult> => {
-  const store = getSQLiteEventStore({ fileName: join(dir, "emmett.db"), schema: { autoMigration: "CreateOrUpdate" } })
+  const store = (await loadPeer()).open(join(dir, "emmett.db"))
   const errors: Record<string, number> = {}
   let succeeded = 0
   // The store opens a connection per operation and closes it after; there is nothing to close here.
   // One stream per client, like our per-client aggregate; the first append also creates the schema.
-  await handle(store, "counter-warm", () => ({ type: "CounterBumped", data: { n: 0 } }))
+  await store.bump("counter-warm", 0)
   const run = await closedLoop(clients, ops, async (i, c) => {
     try {
-      await handle(store, `counter-${c}`, () => ({ type: "CounterBumped", data: { n: i } }))
+      await store.bump(`counter-${c}`, i)
       succeeded++
     } catch (error) {
       const key = errorKey(error)

@@ -1,13 +1,13 @@
 /** What the numbers were measured on: they mean little without the machine, the versions and the date. */
 import Database from "better-sqlite3"
 import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { availableParallelism, tmpdir } from "node:os"
 
-const versionOf = (name: string) => {
-  // dist/src/Machine.js → the bench package's own node_modules.
-  const file = new URL(`../../node_modules/${name}/package.json`, import.meta.url)
-  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version
+// dist/src/Machine.js → the bench package's own node_modules, or the Emmett peer's (peers/emmett).
+const versionOf = (name: string, root = "../../") => {
+  const file = new URL(`${root}node_modules/${name}/package.json`, import.meta.url)
+  return existsSync(file) ? (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version : "not installed"
 }
 
 const packages = [
@@ -16,10 +16,9 @@ const packages = [
   "@effect/sql-sqlite-node",
   "better-sqlite3",
   "@effect/cluster",
-  "@effect/workflow",
-  "@event-driven-io/emmett",
-  "@event-driven-io/emmett-sqlite"
+  "@effect/workflow"
 ]
+const emmettPackages = ["@event-driven-io/emmett", "@event-driven-io/emmett-sqlite"]
 
 export interface Machine {
   readonly date: string
@@ -46,6 +45,9 @@ export const describeMachine = (): Machine => {
     node: process.version,
     sqlite,
     dataDir: process.env.BENCH_TMPDIR ?? tmpdir(),
-    versions: packages.map((name) => [name, versionOf(name)] as const)
+    versions: [
+      ...packages.map((name) => [name, versionOf(name)] as const),
+      ...emmettPackages.map((name) => [name, versionOf(name, "../../peers/emmett/")] as const)
+    ]
   }
 }

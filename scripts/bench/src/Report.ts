@@ -117,7 +117,7 @@ export const renderMarkdown = (
 
 const header = `# Benchmarks
 
-Produced by \`scripts/bench\` (issue 7): \`pnpm bench\` for the full run, \`pnpm bench --quick\` for a run under a
+Produced by \`scripts/bench\`: \`pnpm bench\` for the full run, \`pnpm bench --quick\` for a run under a
 minute. Every figure is the min/median/max over rounds; baselines (floor, fsync, peers) run interleaved with the
 engine in the same process, so the ratios matter more than absolute numbers on a shared machine. Rates are per
 second; latencies are the p50/p99 of each round, medianed across rounds.

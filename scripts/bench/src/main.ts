@@ -1,5 +1,5 @@
 /**
- * `pnpm bench [--quick]`: runs every measurement family of issue 7, interleaving the baselines with
+ * `pnpm bench [--quick]`: runs every measurement family, interleaving the baselines with
  * the engine round by round, prints the table, writes docs/benchmarks.md and ends with one summary
  * line for scripts. Progress goes to stderr.
  */
@@ -38,6 +38,9 @@ const peer = async (name: string, run: () => Promise<void>) => {
     results.notes.push(`${name} could not run: ${message}`)
   }
 }
+
+/** The same dispatch workload over the stock client an application may hand in (SqliteStore.layerOver). */
+const STOCK_CLIENT = "engine dispatch over @effect/sql-sqlite-node, 16 clients, group commit on"
 
 const emmettErrors: Record<string, Record<string, number>> = {}
 const emmettTotals: Record<string, { stored: number; attempted: number }> = {}
@@ -80,6 +83,12 @@ for (let round = 1; round <= profile.rounds; round++) {
       results.addRun(`engine dispatch, ${clients} clients, group commit ${label}`, "cmd/s", run)
     }
   }
+  progress(`round ${round}: engine dispatch over @effect/sql-sqlite-node, 16 clients, group commit on`)
+  results.addRun(
+    STOCK_CLIENT,
+    "cmd/s",
+    await withTempDir("dispatch", (dir) => runDispatch(dir, 16, profile.dispatchOps.on, 64, "sqlite-node"))
+  )
 
   progress(`round ${round}: end to end and pickup`)
   for (const clients of [1, 16]) {
@@ -151,6 +160,7 @@ for (const [clients, errors] of Object.entries(emmettErrors)) {
 results.setNote("floor, 64 per tx", "rate only")
 results.setNote("floor through @effect/sql, 64 per tx", "same statements via @effect/sql-sqlite-node; rate only")
 results.setNote("pickup (commit → claim), 1 client", "value = p50")
+results.setNote(STOCK_CLIENT, "SqliteStore.layerOver with SqliteClient.layer: every statement through @effect/sql")
 results.notes.push(
   "Engine dispatch: each client sends to its own aggregate (state served from the cache); every command writes one event, one projection upsert, one outbox row and its receipt, the same writes as the floor.",
   "End to end: a reactor performs the effect (a no-op) and the outcome is committed through the front door as a second event; the client waits for that event on followEvents.",
@@ -220,6 +230,12 @@ add(
 add(
   "floor through @effect/sql ÷ raw floor, 64 per tx",
   ratio("floor through @effect/sql, 64 per tx", "floor, 64 per tx"),
+  "(context)",
+  undefined
+)
+add(
+  "stock @effect/sql-sqlite-node client ÷ default client (dispatch, 16 clients, group commit on)",
+  ratio(STOCK_CLIENT, "engine dispatch, 16 clients, group commit on"),
   "(context)",
   undefined
 )

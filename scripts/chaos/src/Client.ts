@@ -1,8 +1,15 @@
 /**
  * A client as a real one behaves: every command carries its own id and is retried with that same id
  * after a connection error or a 503, until the server answers it. What was acknowledged is recorded,
- * so the invariants can prove nothing acknowledged was lost or applied twice.
+ * so the invariants can prove nothing acknowledged was lost or applied twice. Answers are decoded with
+ * the server's own schemas (a changed shape fails loudly, never guessed at).
  */
+import { Api, ApiErrors } from "@orchestration/server"
+import { Schema } from "effect"
+
+const accepted = Schema.decodeUnknownSync(Api.DispatchAnswer)
+const rejected = Schema.decodeUnknownSync(ApiErrors.Wire.CommandRejected)
+
 export interface Command {
   readonly commandId: string
   readonly type: string
@@ -41,7 +48,7 @@ export const makeClient = () => {
 
   /** One attempt. Returns true when the command is settled for this client (acknowledged or refused for good). */
   const attempt = async (base: string, command: Command): Promise<boolean> => {
-    let result: { status: number; body: any }
+    let result: { status: number; body: unknown }
     try {
       result = await json(`${base}/v1/commands`, {
         method: "POST",
@@ -55,14 +62,15 @@ export const makeClient = () => {
     if (result.status === 503) return false
     const previous = acked.get(command.commandId)
     if (result.status === 200 || result.status === 422) {
+      const answer = result.status === 200 ? accepted(result.body) : rejected(result.body)
       const ack: Ack = {
-        sequence: result.status === 200 ? result.body.sequence : -1,
+        sequence: "sequence" in answer ? answer.sequence : -1,
         status: result.status === 200 ? "accepted" : "rejected"
       }
       if (previous !== undefined) {
         stats.retriesAfterAck++
         // A retry of an acknowledged command must be answered from its receipt, never applied again.
-        if (result.body.duplicate !== true || (ack.status === "accepted" && ack.sequence !== previous.sequence)) {
+        if (!answer.duplicate || (ack.status === "accepted" && ack.sequence !== previous.sequence)) {
           stats.duplicateViolations.push(
             `${command.commandId}: retry answered ${JSON.stringify(result.body).slice(0, 200)}`
           )

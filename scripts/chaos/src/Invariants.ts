@@ -4,7 +4,9 @@
  */
 import { existsSync, readdirSync, readFileSync, statSync } from "node:fs"
 import { join } from "node:path"
-import { type Client, json } from "./Client.js"
+import { Either } from "effect"
+import * as Api from "./Api.js"
+import type { Client } from "./Client.js"
 import { RUNS_FILE } from "./Workload.js"
 
 export interface Report {
@@ -18,12 +20,19 @@ export interface Report {
   details: Array<string>
 }
 
-const lines = (file: string): Array<any> =>
+/** A line of the world's JSONL files (ledger.jsonl, versions/*): only the fields checked here. */
+interface WorldLine {
+  readonly kind?: unknown
+  readonly effectId?: unknown
+  readonly cid?: unknown
+}
+
+const lines = (file: string): Array<WorldLine> =>
   existsSync(file)
     ? readFileSync(file, "utf8")
         .split("\n")
         .filter(Boolean)
-        .map((l) => JSON.parse(l))
+        .map((l) => JSON.parse(l) as WorldLine)
     : []
 
 const filesUnder = (dir: string): Array<string> =>
@@ -34,27 +43,21 @@ const filesUnder = (dir: string): Array<string> =>
         return statSync(path).isDirectory() ? filesUnder(path) : [path]
       })
 
-const asList = (body: any): Array<any> => (Array.isArray(body) ? body : (body?.effects ?? body?.items ?? []))
-
 /** Every event of the log, through the cursor API. */
 export const allEvents = async (base: string) => {
-  const events: Array<any> = []
+  const events: Array<Api.EventView> = []
   let after = 0
   while (true) {
-    const page = await json(`${base}/v1/events?after=${after}&limit=1000`)
-    if (page.status !== 200) throw new Error(`GET /v1/events answered ${page.status}`)
-    if (page.body.events.length === 0) return events
-    events.push(...page.body.events)
-    after = page.body.next
+    const page = await Api.events(base, after)
+    if (page.events.length === 0) return events
+    events.push(...page.events)
+    after = page.next
   }
 }
 
 export const unsettledCount = async (base: string) => {
   let count = 0
-  for (const status of ["pending", "running"]) {
-    const page = await json(`${base}/v1/effects?status=${status}&limit=1000`)
-    count += asList(page.body).length
-  }
+  for (const status of ["pending", "running"] as const) count += (await Api.effects(base, status)).length
   return count
 }
 
@@ -78,10 +81,11 @@ export const check = async (
 
   // Nothing acknowledged is lost: each acknowledged command has its receipt, with the same answer.
   for (const [commandId, ack] of client.acked) {
-    const receipt = await json(`${base}/v1/commands/${encodeURIComponent(commandId)}`)
-    if (receipt.status !== 200 || (ack.status === "accepted" && receipt.body.sequence !== ack.sequence)) {
+    const receipt = await Api.receipt(base, commandId)
+    if (Either.isLeft(receipt) || (ack.status === "accepted" && receipt.right.sequence !== ack.sequence)) {
       report.lost++
-      report.details.push(`lost: ${commandId} answered ${receipt.status} ${JSON.stringify(receipt.body).slice(0, 160)}`)
+      const answer = Either.isLeft(receipt) ? receipt.left : receipt.right
+      report.details.push(`lost: ${commandId} answered ${JSON.stringify(answer).slice(0, 160)}`)
     }
   }
   for (const violation of client.stats.duplicateViolations) {
@@ -94,9 +98,10 @@ export const check = async (
   const events = await allEvents(base)
   events.forEach((event, index) => {
     if (options.gapsAllowed === true) {
-      if (index > 0 && event.sequence <= events[index - 1].sequence) {
+      const previous = events[index - 1]
+      if (previous !== undefined && event.sequence <= previous.sequence) {
         report.lost++
-        report.details.push(`log out of order at ${index}: ${event.sequence} after ${events[index - 1].sequence}`)
+        report.details.push(`log out of order at ${index}: ${event.sequence} after ${previous.sequence}`)
       }
     } else if (event.sequence !== index + 1) {
       report.lost++
@@ -117,7 +122,9 @@ export const check = async (
   const world = join(dataDir, "world")
   const executions = new Map<string, number>()
   for (const entry of lines(join(world, "ledger.jsonl"))) {
-    if (entry.kind === "tool.execute") executions.set(entry.effectId, (executions.get(entry.effectId) ?? 0) + 1)
+    if (entry.kind !== "tool.execute") continue
+    const effectId = String(entry.effectId)
+    executions.set(effectId, (executions.get(effectId) ?? 0) + 1)
   }
   for (const [effectId, count] of executions) {
     if (count > 1) {
@@ -152,20 +159,19 @@ export const check = async (
   report.unsettled += await unsettledCount(base)
   const allThreads = [...threads, ...threads.map((t) => `${t}-helper`)]
   for (const threadId of allThreads) {
-    const thread = await json(`${base}/v1/threads/${encodeURIComponent(threadId)}`)
-    if (thread.status === 404) continue
-    for (const turn of thread.body.turns ?? []) {
+    const thread = await Api.thread(base, threadId)
+    if (thread === undefined) continue
+    for (const turn of thread.turns) {
       if (!["completed", "failed", "interrupted"].includes(turn.status)) {
         report.unsettled++
         report.details.push(`turn ${turn.turnId} is ${turn.status}`)
       }
     }
-    const transcript = await json(`${base}/v1/threads/${encodeURIComponent(threadId)}/transcript`)
-    if (transcript.body?.valid !== true) {
+    const transcript = await Api.transcript(base, threadId)
+    if (Either.isLeft(transcript) || !transcript.right.valid) {
       report.transcriptViolations++
-      report.details.push(
-        `transcript of ${threadId} invalid: ${JSON.stringify(transcript.body?.problems ?? transcript.body).slice(0, 200)}`
-      )
+      const problems = Either.isLeft(transcript) ? transcript.left : transcript.right.problems
+      report.details.push(`transcript of ${threadId} invalid: ${JSON.stringify(problems).slice(0, 200)}`)
     }
   }
   return report
@@ -178,8 +184,8 @@ export const quiesce = async (base: string, threads: ReadonlyArray<string>, time
     let busy = await unsettledCount(base)
     if (busy === 0) {
       for (const threadId of threads) {
-        const thread = await json(`${base}/v1/threads/${encodeURIComponent(threadId)}`)
-        if (thread.status === 200 && thread.body.status === "running") busy++
+        const thread = await Api.thread(base, threadId)
+        if (thread?.status === "running") busy++
       }
       if (busy === 0) return true
     }

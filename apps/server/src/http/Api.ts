@@ -1,5 +1,5 @@
 /**
- * The HTTP contract (issue 5) as one HttpApi: every route, its parameters, success shape and the
+ * The HTTP contract as one HttpApi: every route, its parameters, success shape and the
  * errors it may answer with. OpenAPI at /openapi.json and the docs UI at /docs are generated from it,
  * and tests call it through a typed HttpApiClient. Handlers live next door, one module per group.
  */

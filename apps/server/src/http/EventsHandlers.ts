@@ -7,7 +7,7 @@ import { ServerState } from "../ServerState.js"
 import { ServerApi } from "./Api.js"
 import { eventJson, eventStream, parseLastEventId } from "./Sse.js"
 
-/** Idle connections get a comment line this often (issue 5: every 15 s). */
+/** Idle connections get a comment line this often, so proxies and clients see the stream is alive. */
 export const heartbeatEvery = "15 seconds"
 
 export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =>

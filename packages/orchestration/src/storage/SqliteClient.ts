@@ -9,7 +9,7 @@
  * - The prepared-statement cache is a plain LRU `Map`; the upstream `Cache` (hashing, fibers, TTL
  *   clock reads) cost several percent of a dispatch run (docs/benchmarks.md).
  * - Inside a transaction, a statement runs on the driver in one Effect step instead of ≈ 60 (see
- *   `withDirectStatementsInTransactions`): projections and settlements run several per command.
+ *   EffectSqlInternals.ts): projections and settlements run several per command.
  * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
  *   run its own statements synchronously inside the transaction it already holds (see
  *   SqliteCommitWriter.ts). Only the SQLite store provides it; another SQLite client goes the generic
@@ -22,6 +22,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
+import { withDirectStatementsInTransactions } from "./EffectSqlInternals.js"
 
 export interface SqliteClientOptions {
   readonly filename: string
@@ -144,59 +145,18 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
+    // Statements run inside a transaction on this connection go straight to the driver: compile, then
+    // one synchronous step. Through @effect/sql's own path each costs ≈ 60 Effect steps (a span, a scope,
+    // the connection lookup) and 15–20 µs, about ten times the statement itself; projections and
+    // settlements run several per command (docs/benchmarks.md). The result, the error (SqlError), safe
+    // integers and the connection are the same; what is left out is the per-statement span (the
+    // transaction's batch has one). How it hooks into @effect/sql lives in EffectSqlInternals.ts, the one
+    // module that leans on that package's internals.
     return {
       client: withDirectStatementsInTransactions(client, connection, run),
       connection: SqliteConnection.of({ db, prepare })
     }
   })
-
-/**
- * Statements run inside a transaction on this connection go straight to the driver: compile, then
- * one synchronous step. Through @effect/sql's own path each costs ≈ 60 Effect steps (a span, a scope,
- * the connection lookup) and 15–20 µs, about ten times the statement itself; projections and
- * settlements run several per command (docs/benchmarks.md). The result, the error (SqlError), safe
- * integers and the connection are the same; what is left out is the per-statement span (the
- * transaction's batch has one). Outside a transaction, or under a statement transformer, the
- * statement takes @effect/sql's path unchanged, which also takes the connection's permit.
- */
-const withDirectStatementsInTransactions = (
-  client: Client.SqlClient,
-  connection: Connection,
-  run: (sql: string, params: ReadonlyArray<unknown>, mode: "rows") => Effect.Effect<ReadonlyArray<any>, SqlError>
-): Client.SqlClient => {
-  const probe = client.unsafe("SELECT 1")
-  const primitive = Object.getPrototypeOf(probe) as {
-    commit: (this: Statement.Statement<unknown>) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
-  }
-  const genericCommit = primitive.commit
-  function directCommit(this: Statement.Statement<unknown>) {
-    return Effect.withFiberRuntime<ReadonlyArray<unknown>, SqlError>((fiber) => {
-      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
-      if (
-        transaction._tag === "None" ||
-        transaction.value[0] !== connection ||
-        fiber.getFiberRef(Statement.currentTransformer)._tag === "Some"
-      ) {
-        return genericCommit.call(this)
-      }
-      const [sql, params] = this.compile()
-      return run(sql, params, "rows")
-    })
-  }
-  const direct = <S>(statement: S): S => {
-    if (Object.getPrototypeOf(statement) === primitive) (statement as { commit: unknown }).commit = directCommit
-    return statement
-  }
-  const wrapped = Object.assign(
-    function sql(this: unknown, ...args: Array<unknown>) {
-      return direct((client as unknown as (...args: Array<unknown>) => unknown)(...args))
-    },
-    client,
-    { unsafe: (sql: string, params?: ReadonlyArray<unknown>) => direct(client.unsafe(sql, params)) }
-  ) as unknown as Client.SqlClient
-  ;(wrapped as { safe: unknown }).safe = wrapped
-  return wrapped
-}
 
 /** SqlClient and SqliteConnection over one SQLite file (or ":memory:"). Sets no pragmas. */
 export const layer = (options: SqliteClientOptions): Layer.Layer<Client.SqlClient | SqliteConnection> =>

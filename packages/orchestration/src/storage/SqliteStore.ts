@@ -4,13 +4,13 @@
  * design has one writer per store, and the lock is the kernel's, so it dies with a crashed process.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect, Layer } from "effect"
+import { Cause, Effect, Layer, Option } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { StoreLocked, type StorageFailure } from "../Errors.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { SqliteConnection } from "./SqliteClient.js"
-import { codeOf, isLockedCode, toStorageFailure } from "./StorageErrors.js"
+import { codeOf, isLockedCode, reasonForCode, toStorageFailure } from "./StorageErrors.js"
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
@@ -19,6 +19,14 @@ export interface SqliteStoreOptions {
   readonly synchronous?: "FULL" | "NORMAL"
   readonly busyTimeoutMs?: number
 }
+
+const storeLocked = (filename: string) =>
+  new StoreLocked({
+    filename,
+    message:
+      `${filename} is held by another engine process; one engine writes a SQLite store at a time. ` +
+      "Stop the other process or point this one at another data directory."
+  })
 
 const lockAndConfigure = (options: SqliteStoreOptions) =>
   Effect.gen(function* () {
@@ -36,14 +44,7 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
         Effect.zipRight(sql.unsafe("COMMIT")),
         Effect.catchAll((error): Effect.Effect<never, StoreLocked | StorageFailure> => {
           return isLockedCode(codeOf(error))
-            ? Effect.fail(
-                new StoreLocked({
-                  filename: options.filename,
-                  message:
-                    `${options.filename} is held by another engine process; one engine writes a SQLite store at a time. ` +
-                    "Stop the other process or point this one at another data directory."
-                })
-              )
+            ? Effect.fail(storeLocked(options.filename))
             : Effect.fail(toStorageFailure("open: lock")(error))
         })
       )
@@ -70,4 +71,30 @@ export const layer = (
   return Layer.effectDiscard(lockAndConfigure(options)).pipe(
     Layer.provideMerge(SqliteClient.layer({ filename: options.filename }))
   )
+}
+
+/**
+ * The same store over a SqlClient the application already has on `options.filename`, for example
+ * @effect/sql-sqlite-node's: `SqliteStore.layerOver({ filename }, SqliteClient.layer({ filename }))`.
+ * The file is locked and configured exactly as by `layer`; the engine then runs every statement
+ * through that client (no SqliteConnection, so the generic commit path), which costs throughput
+ * (docs/benchmarks.md, "engine dispatch over @effect/sql-sqlite-node"). The client must hold one
+ * connection, as @effect/sql-sqlite-node's does: the lock is that connection's.
+ *
+ * That client switches the file to WAL while it opens, so a file another process holds refuses it
+ * there, as a defect of the client's layer after the driver's 5 s busy wait; it is reported as the
+ * same StoreLocked that `layer` gives.
+ */
+export const layerOver = <ROut, E, R>(
+  options: SqliteStoreOptions,
+  client: Layer.Layer<ROut, E, R>
+): Layer.Layer<ROut, StoreLocked | StorageFailure | E, R | Exclude<SqlClient, ROut>> => {
+  if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
+  const opened = Layer.catchAllCause(client, (cause): Layer.Layer<ROut, StoreLocked | E, R> => {
+    const defect = Cause.dieOption(cause)
+    return Option.isSome(defect) && reasonForCode(codeOf(defect.value)) === "busy"
+      ? Layer.fail(storeLocked(options.filename))
+      : Layer.failCause(cause)
+  })
+  return Layer.effectDiscard(lockAndConfigure(options)).pipe(Layer.provideMerge(opened))
 }

@@ -3,18 +3,24 @@
  * the run gets a fresh database (created by `globalSetup`, dropped at the end), and each store a
  * test opens is a schema in it, so tests stay isolated. A test that reopens "the same file" (a
  * restart) gets the same schema back, exactly as it gets the same SQLite file back.
+ * `TEST_STORE=sqlite-node` runs them on SQLite through @effect/sql-sqlite-node's stock SqlClient, the
+ * way an application that already has that layer hands it to the engine (`SqliteStore.layerOver`).
  */
 import { createHash, randomUUID } from "node:crypto"
 import type { SqlClient } from "@effect/sql/SqlClient"
-import type { Layer } from "effect"
+import { SqliteClient as SqliteNode } from "@effect/sql-sqlite-node"
+import { Layer } from "effect"
 import type { StorageFailure, StoreLocked } from "../Errors.js"
 import pg from "pg"
 import * as PostgresStore from "../storage/PostgresStore.js"
 import * as SqliteStore from "../storage/SqliteStore.js"
 
-export type TestStoreKind = "sqlite" | "postgres"
+export type TestStoreKind = "sqlite" | "sqlite-node" | "postgres"
 
-export const testStoreKind = (): TestStoreKind => (process.env.TEST_STORE === "postgres" ? "postgres" : "sqlite")
+export const testStoreKind = (): TestStoreKind => {
+  const kind = process.env.TEST_STORE
+  return kind === "postgres" || kind === "sqlite-node" ? kind : "sqlite"
+}
 
 /** Where the run's PostgreSQL server is (trust auth on this machine and in CI). */
 export const adminUrl = () => process.env.TEST_POSTGRES_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/postgres"
@@ -39,9 +45,15 @@ export const layer = (
   options: { readonly filename?: string } = {}
 ): Layer.Layer<SqlClient, StorageFailure | StoreLocked> => {
   const filename = options.filename ?? ":memory:"
-  return testStoreKind() === "postgres"
-    ? PostgresStore.layer({ url: testDatabaseUrl(), schema: schemaFor(filename), maxConnections: 4 })
-    : SqliteStore.layer({ filename })
+  switch (testStoreKind()) {
+    case "postgres":
+      return PostgresStore.layer({ url: testDatabaseUrl(), schema: schemaFor(filename), maxConnections: 4 })
+    case "sqlite-node":
+      // orDie: `SqliteNode.layer` declares ConfigError only for its Config-reading sibling; it reads none.
+      return SqliteStore.layerOver({ filename }, Layer.orDie(SqliteNode.layer({ filename })))
+    case "sqlite":
+      return SqliteStore.layer({ filename })
+  }
 }
 
 /** A fresh, empty schema of the run's database, for tests that start server processes on PostgreSQL. */

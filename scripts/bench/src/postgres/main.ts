@@ -1,5 +1,5 @@
 /**
- * `pnpm bench:postgres [--quick]`: the engine on PostgreSQL (issue 8). On a fresh database of the
+ * `pnpm bench:postgres [--quick]`: the engine on PostgreSQL. On a fresh database of the
  * machine's PostgreSQL server, in the same run: dispatch throughput with one process and with three
  * processes on one schema (16 clients each); end to end (command → effect → outcome) with one
  * process; and the peer on the same database and workload, DBOS Transact (a workflow per command with
@@ -145,7 +145,7 @@ const main = async () => {
   } catch {
     // swallow-ok: no results file yet; this run starts it.
     doc =
-      "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres` (issue 8). See docs/benchmarks.md for the SQLite figures.\n\n"
+      "# Benchmarks on PostgreSQL\n\nProduced by `scripts/bench/src/postgres`. See docs/benchmarks.md for the SQLite figures.\n\n"
   }
   const start = doc.indexOf(marker)
   const end = start < 0 ? -1 : doc.indexOf("<!-- bench-postgres:end -->", start)
