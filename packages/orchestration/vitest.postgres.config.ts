@@ -22,6 +22,7 @@ export default defineConfig({
       "test/reconcile-storage.test.ts",
       "test/projection-constraints.test.ts",
       "test/quarantine.test.ts",
+      "test/timers.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

@@ -163,7 +163,10 @@ export const nextDue = (): Effect.Effect<number | undefined, SqlError, SqlClient
   })
 
 /** Every timer of an aggregate, for tests and operators. */
-export const ofAggregate = (aggregateType: string, aggregateId: string) =>
+export const ofAggregate = (
+  aggregateType: string,
+  aggregateId: string
+): Effect.Effect<ReadonlyArray<TimerRow>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const rows = yield* sql<RawRow>`SELECT * FROM timers WHERE aggregate_type = ${aggregateType}
