@@ -9,6 +9,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Exit, Cause, Option, PubSub, Queue, type Scope } from "effect"
 import { Engine, type EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, InvalidCommand } from "./Errors.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 import * as Timers from "./Timers.js"
 
 export interface TimerLoopOptions {
@@ -76,6 +77,9 @@ export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, 
     const maxSleepMs = Duration.toMillis(resolved.maxSleep)
     // Subscribe before the first read, so a commit between the read and the sleep still wakes us.
     const wake = yield* commitSignal(engine)
+    const backend = yield* StoreBackend
+    // Alone on the store, every claim is a dead process's; on a shared store a claim waits out its lease.
+    const start = backend.shared ? Effect.void : Timers.releaseAllClaims
     const round = Effect.gen(function* () {
       yield* Queue.takeAll(wake)
       const retry = yield* fireDue(engine, resolved)
@@ -92,5 +96,14 @@ export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, 
         )
       )
     )
-    yield* Effect.forkScoped(Effect.zipRight(engine.awaitActivation, loop))
+    yield* Effect.forkScoped(
+      engine.awaitActivation.pipe(
+        Effect.zipRight(start),
+        Effect.catchAllCause((cause) =>
+          // swallow-ok: if the claims cannot be released they come back when their lease ends.
+          Effect.logWarning("could not release old timer claims", cause)
+        ),
+        Effect.zipRight(loop)
+      )
+    )
   })

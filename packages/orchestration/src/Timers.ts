@@ -140,6 +140,15 @@ export const claimDue = (
     return rows.map(toRow).sort((a, b) => a.dueAt - b.dueAt)
   })
 
+/**
+ * Drops every claim. Only for a store this process holds alone (SQLite): any claim there was made by a
+ * process that is gone, and waiting out its lease would delay an overdue fire by up to the lease.
+ */
+export const releaseAllClaims: Effect.Effect<void, SqlError, SqlClient> = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  yield* sql`UPDATE timers SET claimed_until = NULL WHERE status = 'pending' AND claimed_until IS NOT NULL`
+})
+
 /** Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays pending. */
 export const settle = (
   row: TimerRow,
