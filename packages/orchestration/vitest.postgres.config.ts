@@ -26,6 +26,7 @@ export default defineConfig({
       "test/table-columns.test.ts",
       "test/audit.test.ts",
       "test/commit-writers.test.ts",
+      "test/timers.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

@@ -6,6 +6,7 @@
  */
 import { Schema } from "effect"
 import type { EffectOutcome } from "./EffectOutcomes.js"
+import type { TimerIntent } from "./Timers.js"
 
 /** An effect the domain wants performed after the commit. It becomes one outbox row. */
 export interface EffectIntent {
@@ -31,6 +32,10 @@ export interface Decision<E> {
   readonly effects: ReadonlyArray<EffectIntent>
   /** Effects of this aggregate to cancel in the same transaction; a running one is stopped (CancelWatch). */
   readonly cancel: ReadonlyArray<{ readonly effectId: string; readonly reason: string }>
+  /** Timers to schedule, or move when the id is already scheduled (Timers.ts), in the same transaction. */
+  readonly timers?: ReadonlyArray<TimerIntent>
+  /** Pending timers of this aggregate to cancel, by timerId. */
+  readonly cancelTimers?: ReadonlyArray<string>
 }
 
 export interface Rejection {
@@ -44,11 +49,17 @@ export const Decision = {
     readonly events?: ReadonlyArray<E>
     readonly effects?: ReadonlyArray<EffectIntent>
     readonly cancel?: ReadonlyArray<{ readonly effectId: string; readonly reason: string }>
+    readonly timers?: ReadonlyArray<TimerIntent>
+    readonly cancelTimers?: ReadonlyArray<string>
   }): Decision<E> => ({
     _tag: "Decision",
     events: decision.events ?? [],
     effects: decision.effects ?? [],
-    cancel: decision.cancel ?? []
+    cancel: decision.cancel ?? [],
+    ...(decision.timers !== undefined && decision.timers.length > 0 ? { timers: decision.timers } : {}),
+    ...(decision.cancelTimers !== undefined && decision.cancelTimers.length > 0
+      ? { cancelTimers: decision.cancelTimers }
+      : {})
   }),
   /** Accept the command without changing anything; it still gets an accepted receipt. */
   none: <E = never>(): Decision<E> => ({ _tag: "Decision", events: [], effects: [], cancel: [] }),

@@ -10,6 +10,7 @@ import type { DispatchError, NodeIdInUse, StorageFailure } from "./Errors.js"
 import * as Reactor from "./Reactor.js"
 import { reconcileAfterProcessLoss, type ReconcileReport } from "./Reconcile.js"
 import * as Retention from "./Retention.js"
+import * as TimerLoop from "./TimerLoop.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import * as Worker from "./Worker.js"
 
@@ -19,6 +20,8 @@ export interface BootOptions<R> {
   /** `on-boot` (default): activate once reactors are parked; `manual`: the caller activates. */
   readonly activation?: "on-boot" | "manual"
   readonly retention?: Retention.RetentionOptions | false
+  /** The timer loop (TimerLoop.ts); `false` leaves timers unfired (tools that only read). */
+  readonly timers?: TimerLoop.TimerLoopOptions | false
 }
 
 /** What boot did, for the start-up line and /health. */
@@ -60,6 +63,8 @@ export const layer = <R>(
       })
       const reactors: Array<Reactor.ReactorHandle> = []
       for (const definition of options.reactors) reactors.push(yield* Reactor.run(definition))
+      // Parked like the reactors: its first round (overdue timers, earliest first) runs once activated.
+      if (options.timers !== false) yield* TimerLoop.run(options.timers ?? {})
       if (options.activation !== "manual") yield* engine.activate
       return { reconciled, reactors }
     })

@@ -22,7 +22,8 @@ export const reservedIdPrefixes: ReadonlyArray<string> = [
   "delegate:",
   "operator:",
   "ingest:",
-  "engine:"
+  "engine:",
+  "timer:"
 ]
 
 /** Command type namespaces only the engine may use. */

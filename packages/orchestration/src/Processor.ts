@@ -27,6 +27,7 @@ import { decideSettlement, type SettlementCommand } from "./EffectOutcomes.js"
 import * as EventLog from "./EventLog.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
+import * as Timers from "./Timers.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
 import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
@@ -334,6 +335,23 @@ const decideAndWrite = (
 
     for (const cancel of decision.cancel) {
       yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
+    }
+    // Timers go in their own table (Timers.ts), after the outbox, in the same savepoint.
+    if (decision.cancelTimers !== undefined) {
+      yield* Timers.cancel(aggregate.name, identity.aggregateId, decision.cancelTimers, now)
+    }
+    if (decision.timers !== undefined) {
+      const badTimer = decision.timers.find((t) => commandIdProblem(t.timerId, "client") !== undefined)
+      if (badTimer !== undefined) {
+        return yield* Effect.fail(
+          commandDefect(
+            identity,
+            "decide",
+            new Error(`timer id '${badTimer.timerId.slice(0, 80)}' does not fit the id rules`)
+          )
+        )
+      }
+      yield* Timers.schedule(aggregate.name, identity.aggregateId, decision.timers, now)
     }
 
     const lastSequence = records.at(-1)?.sequence ?? head

@@ -58,7 +58,7 @@ describe("a cancel reaches the running handler at the commit's signal, not at th
           message:
             "cancelled by an operator; it had started at 1970-01-01T00:00:00.000Z and was stopped after 1500 ms, so it may have partly run",
           code: "stopped-after-start",
-      reason: "cancelled"
+          reason: "cancelled"
         })
         // Its performance is over, so the operator may start it again: one performance at a time.
         yield* engine.dispatchWithReceipt(operator("retry", "op-retry-1", "job:j1", "j1"), { origin: "internal" })

@@ -1,0 +1,114 @@
+/**
+ * The timer loop: one scoped fiber that fires due timers (Timers.ts) through the front door and
+ * sleeps, on the Effect Clock, exactly until the next due time, or until a commit may have added or
+ * moved a timer. No polling period decides lateness: a fire is late only by the claim and dispatch.
+ * After downtime the first pass fires every overdue timer, earliest first, each once (the receipt of
+ * `timer:…#<generation>` answers a second fire as a duplicate; the row is then marked fired).
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Cause, Clock, Duration, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
+import { Engine, type EngineShape } from "./Engine.js"
+import { CommandIdConflict, CommandRejected, InvalidCommand } from "./Errors.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
+import * as Timers from "./Timers.js"
+
+export interface TimerLoopOptions {
+  /** How long a claim keeps other processes off a due timer (a dead claimer's rows come back after it). */
+  readonly leaseMs?: number
+  /** Longest sleep without a wake, so a lost cross-process hint delays a fire at most this long. */
+  readonly maxSleep?: Duration.DurationInput
+  /** Due timers claimed per round trip. */
+  readonly batch?: number
+}
+
+/**
+ * The wake signal: something committed that may have scheduled or moved a timer. The one place that
+ * knows which engine signal that is (the outbox-change stream, which rings on every accepted command,
+ * ours and other processes'). Subscribed when this runs, so nothing committed after it is missed.
+ */
+export const commitSignal = (engine: EngineShape): Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const ring = yield* Queue.sliding<void>(1)
+    const changes = yield* engine.outboxChanges
+    yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(ring, undefined)))
+    return ring
+  })
+
+/** A fire's answer decides the row: done (accepted or a stored rejection), unfireable, or try again. */
+const verdictOf = (exit: Exit.Exit<unknown, unknown>): "fired" | "failed" | "retry" => {
+  if (Exit.isSuccess(exit)) return "fired"
+  const error = Option.getOrUndefined(Cause.failureOption(exit.cause))
+  if (error instanceof CommandRejected) return "fired"
+  if (error instanceof InvalidCommand || error instanceof CommandIdConflict) return "failed"
+  return "retry"
+}
+
+/** Fires every due timer; answers whether one must be tried again later (storage or engine unavailable). */
+const fireDue = (engine: EngineShape, options: Required<TimerLoopOptions>) =>
+  Effect.gen(function* () {
+    while (true) {
+      const now = yield* Clock.currentTimeMillis
+      const due = yield* Timers.claimDue(now, options.leaseMs, options.batch)
+      if (due.length === 0) return false
+      for (const row of due) {
+        const commandId = Timers.fireId(row)
+        const exit = yield* Effect.exit(
+          engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" })
+        )
+        const verdict = verdictOf(exit)
+        if (verdict === "retry") {
+          yield* Effect.logWarning("timer fire not taken; trying again", {
+            commandId,
+            cause: Cause.pretty(exit as never)
+          })
+          return true
+        }
+        if (verdict === "failed")
+          yield* Effect.logError("timer command refused; the timer is marked failed", { commandId })
+        yield* Timers.settle(row, verdict, yield* Clock.currentTimeMillis)
+      }
+    }
+  })
+
+/** Runs until its scope closes. Requires the engine to be activated for fires to land (dispatch waits). */
+export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, Engine | SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const engine = yield* Engine
+    const resolved: Required<TimerLoopOptions> = {
+      leaseMs: options.leaseMs ?? 30_000,
+      maxSleep: options.maxSleep ?? "10 seconds",
+      batch: options.batch ?? 32
+    }
+    const maxSleepMs = Duration.toMillis(resolved.maxSleep)
+    // Subscribe before the first read, so a commit between the read and the sleep still wakes us.
+    const wake = yield* commitSignal(engine)
+    const backend = yield* StoreBackend
+    // Alone on the store, every claim is a dead process's; on a shared store a claim waits out its lease.
+    const start = backend.shared ? Effect.void : Timers.releaseAllClaims
+    const round = Effect.gen(function* () {
+      yield* Queue.takeAll(wake)
+      const retry = yield* fireDue(engine, resolved)
+      const next = yield* Timers.nextDue()
+      const now = yield* Clock.currentTimeMillis
+      const sleepMs = retry ? 1_000 : Math.min(maxSleepMs, next === undefined ? maxSleepMs : Math.max(0, next - now))
+      yield* Effect.raceFirst(Effect.sleep(Duration.millis(sleepMs)), Queue.take(wake))
+    })
+    const loop = Effect.forever(
+      round.pipe(
+        Effect.catchAllCause((cause) =>
+          // swallow-ok: a failed read or claim of the loop's own is retried after a pause; the rows stay pending.
+          Effect.logWarning("timer loop round failed; retrying", cause).pipe(Effect.zipRight(Effect.sleep("1 second")))
+        )
+      )
+    )
+    yield* Effect.forkScoped(
+      engine.awaitActivation.pipe(
+        Effect.zipRight(start),
+        Effect.catchAllCause((cause) =>
+          // swallow-ok: if the claims cannot be released they come back when their lease ends.
+          Effect.logWarning("could not release old timer claims", cause)
+        ),
+        Effect.zipRight(loop)
+      )
+    )
+  })

@@ -1,0 +1,184 @@
+/**
+ * Durable timers: the `timers` table, owned here (columns, row encoding, every statement). A decision
+ * schedules, moves or cancels a timer and the processor writes it in the same transaction as the
+ * decision's events; the timer loop (TimerLoop.ts) claims due rows and dispatches their command
+ * through the front door. Timers are not outbox rows, so they never block an aggregate's effect lane.
+ *
+ * One row per (aggregate, timerId). Every schedule of an existing row bumps its `generation`, and
+ * the fired command's id carries it (`timer:<type>:<id>:<timerId>#<generation>`): a moved timer
+ * fires under a new id, so its new time is not answered as a duplicate of a fire that already
+ * landed under the old generation, and a stale fire never marks the moved row as fired.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import { boundedId } from "./CommandId.js"
+import { canonicalJson } from "./CanonicalJson.js"
+
+/** A timer a decision schedules (or moves, when `timerId` is already scheduled). */
+export interface TimerIntent {
+  /** Names the timer within its aggregate; scheduling the same id again moves it. */
+  readonly timerId: string
+  /** When to fire, epoch ms (the engine's Clock). */
+  readonly at: number
+  /** Dispatched at `at` with origin internal; its `commandId` is set by the engine. */
+  readonly command: { readonly type: string; readonly [field: string]: unknown }
+}
+
+export type TimerStatus = "pending" | "fired" | "cancelled" | "failed"
+
+export interface TimerRow {
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly timerId: string
+  readonly generation: number
+  readonly dueAt: number
+  readonly command: Record<string, unknown>
+  readonly status: TimerStatus
+}
+
+interface RawRow {
+  readonly aggregate_type: string
+  readonly aggregate_id: string
+  readonly timer_id: string
+  readonly generation: number | string
+  readonly due_at: number | string
+  readonly command: string
+  readonly status: TimerStatus
+}
+
+const toRow = (r: RawRow): TimerRow => ({
+  aggregateType: r.aggregate_type,
+  aggregateId: r.aggregate_id,
+  timerId: r.timer_id,
+  generation: Number(r.generation),
+  dueAt: Number(r.due_at),
+  command: JSON.parse(r.command) as Record<string, unknown>,
+  status: r.status
+})
+
+/** The table (migration 0005_timers). */
+export const createTable = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const int = sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
+  yield* sql.unsafe(`CREATE TABLE timers (
+    aggregate_type TEXT NOT NULL,
+    aggregate_id TEXT NOT NULL,
+    timer_id TEXT NOT NULL,
+    generation ${int} NOT NULL,
+    due_at ${int} NOT NULL,
+    command TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'fired', 'cancelled', 'failed')),
+    claimed_until ${int},
+    updated_at ${int} NOT NULL,
+    PRIMARY KEY (aggregate_type, aggregate_id, timer_id)
+  )`)
+  yield* sql`CREATE INDEX timers_due ON timers (status, due_at)`
+})
+
+/** The id the fire is dispatched under; the receipt makes a second fire of one generation a duplicate. */
+export const fireId = (row: Pick<TimerRow, "aggregateType" | "aggregateId" | "timerId" | "generation">): string =>
+  boundedId("timer:", `${row.aggregateType}:${row.aggregateId}:${row.timerId}#${row.generation}`)
+
+/** Schedules or moves (a new generation, pending again, unclaimed). Runs in the decision's transaction. */
+export const schedule = (
+  aggregateType: string,
+  aggregateId: string,
+  timers: ReadonlyArray<TimerIntent>,
+  now: number
+): Effect.Effect<void, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    for (const t of timers) {
+      yield* sql`INSERT INTO timers (aggregate_type, aggregate_id, timer_id, generation, due_at, command, status,
+        claimed_until, updated_at)
+        VALUES (${aggregateType}, ${aggregateId}, ${t.timerId}, 1, ${t.at}, ${canonicalJson(t.command)}, 'pending',
+        NULL, ${now})
+        ON CONFLICT (aggregate_type, aggregate_id, timer_id) DO UPDATE SET generation = timers.generation + 1,
+        due_at = excluded.due_at, command = excluded.command, status = 'pending', claimed_until = NULL,
+        updated_at = excluded.updated_at`
+    }
+  })
+
+/** Cancels pending timers of the aggregate; an unknown or already fired timer is left as it is. */
+export const cancel = (
+  aggregateType: string,
+  aggregateId: string,
+  timerIds: ReadonlyArray<string>,
+  now: number
+): Effect.Effect<void, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    for (const timerId of timerIds) {
+      yield* sql`UPDATE timers SET status = 'cancelled', claimed_until = NULL, updated_at = ${now}
+        WHERE aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId} AND timer_id = ${timerId}
+        AND status = 'pending'`
+    }
+  })
+
+/**
+ * Claims up to `limit` due timers, earliest first, for `leaseMs`: another process skips them until
+ * the lease ends (on PostgreSQL the rows are picked with FOR UPDATE SKIP LOCKED, so two claimers never
+ * take the same row). A claimer that dies leaves its rows to be claimed again after the lease; the
+ * receipt answers the second fire as a duplicate.
+ */
+export const claimDue = (
+  now: number,
+  leaseMs: number,
+  limit: number
+): Effect.Effect<ReadonlyArray<TimerRow>, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const lock = sql.onDialectOrElse({ pg: () => "FOR UPDATE SKIP LOCKED", orElse: () => "" })
+    const rows = yield* sql<RawRow>`UPDATE timers SET claimed_until = ${now + leaseMs}
+      WHERE (aggregate_type, aggregate_id, timer_id) IN (
+        SELECT aggregate_type, aggregate_id, timer_id FROM timers
+        WHERE status = 'pending' AND due_at <= ${now} AND (claimed_until IS NULL OR claimed_until <= ${now})
+        ORDER BY due_at, aggregate_type, aggregate_id, timer_id LIMIT ${limit} ${sql.literal(lock)})
+      RETURNING aggregate_type, aggregate_id, timer_id, generation, due_at, command, status`
+    // RETURNING has no order of its own.
+    return rows.map(toRow).sort((a, b) => a.dueAt - b.dueAt)
+  })
+
+/**
+ * Drops every claim. Only for a store this process holds alone (SQLite): any claim there was made by a
+ * process that is gone, and waiting out its lease would delay an overdue fire by up to the lease.
+ */
+export const releaseAllClaims: Effect.Effect<void, SqlError, SqlClient> = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  yield* sql`UPDATE timers SET claimed_until = NULL WHERE status = 'pending' AND claimed_until IS NOT NULL`
+})
+
+/** Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays pending. */
+export const settle = (
+  row: TimerRow,
+  status: "fired" | "failed",
+  now: number
+): Effect.Effect<void, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    yield* sql`UPDATE timers SET status = ${status}, claimed_until = NULL, updated_at = ${now}
+      WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
+      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
+  })
+
+/** When the loop should look next: the earliest pending due time (or a claim's end), if any. */
+export const nextDue = (): Effect.Effect<number | undefined, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const [row] = yield* sql<{ next: number | string | null }>`SELECT MIN(CASE WHEN claimed_until IS NOT NULL
+      AND claimed_until > due_at THEN claimed_until ELSE due_at END) AS next FROM timers WHERE status = 'pending'`
+    return row?.next === null || row?.next === undefined ? undefined : Number(row.next)
+  })
+
+/** Every timer of an aggregate, for tests and operators. */
+export const ofAggregate = (
+  aggregateType: string,
+  aggregateId: string
+): Effect.Effect<ReadonlyArray<TimerRow>, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const rows = yield* sql<RawRow>`SELECT * FROM timers WHERE aggregate_type = ${aggregateType}
+      AND aggregate_id = ${aggregateId} ORDER BY timer_id`
+    return rows.map(toRow)
+  })

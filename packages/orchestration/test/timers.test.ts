@@ -1,0 +1,228 @@
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, TestClock } from "effect"
+import { Engine, Receipts, Timers } from "../src/index.js"
+import * as TestStore from "../src/testing/TestStore.js"
+import { tempDbFile } from "./fixtures/harness.js"
+import { eventually, settle, stackOverStore } from "./fixtures/reactors.js"
+import { Reminder } from "./fixtures/Reminders.js"
+
+const engine = { engine: { aggregates: [Reminder], projections: [] } }
+const stack = (filename = ":memory:") =>
+  stackOverStore([], engine).pipe(Layer.provideMerge(TestStore.layer({ filename })))
+
+const set = (commandId: string, timerId: string, at: number, ownerId = "o-1") => ({
+  commandId,
+  type: "reminder.set",
+  ownerId,
+  timerId,
+  at
+})
+
+const fired = (ownerId = "o-1") =>
+  Effect.gen(function* () {
+    const e = yield* Engine.Engine
+    const events = yield* e.readEvents()
+    return events
+      .filter((r) => r.aggregateId === ownerId && r.type === "reminder.fired")
+      .map((r) => r.payload as { timerId: string; at: number })
+  })
+
+const firedCount = (n: number, ownerId = "o-1") => Effect.map(fired(ownerId), (f) => f.length === n)
+
+describe("durable timers under TestClock", () => {
+  it.effect("a timer fires once at its time, not a millisecond before", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* TestClock.adjust("4999 millis")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(firedCount(1), "fired")
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [{ type: "reminder.fired", timerId: "t1", at: 5_000 }] as never)
+      const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.strictEqual(row!.status, "fired")
+      const receipt = yield* Receipts.find(["timer:reminder:o-1:t1#1"])
+      assert.strictEqual(receipt.get("timer:reminder:o-1:t1#1")?.status, "accepted")
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a moved timer fires at its new time only", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* TestClock.adjust("1 second")
+      yield* e.dispatchWithReceipt(set("s-2", "t1", 8_000))
+      yield* TestClock.adjust("4 seconds")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [])
+      yield* TestClock.adjust("2999 millis")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(firedCount(1), "fired")
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      const all = yield* fired()
+      assert.deepStrictEqual(
+        all.map((f) => f.at),
+        [8_000]
+      )
+      const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.deepStrictEqual([row!.generation, row!.status], [2, "fired"])
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a moved-earlier timer fires at its new, earlier time", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 60_000))
+      yield* settle
+      yield* e.dispatchWithReceipt(set("s-2", "t1", 2_000))
+      yield* TestClock.adjust("1999 millis")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(firedCount(1), "fired")
+      yield* TestClock.adjust("2 minutes")
+      yield* settle
+      assert.deepStrictEqual(
+        (yield* fired()).map((f) => f.at),
+        [2_000]
+      )
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a cancelled timer never fires", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* e.dispatchWithReceipt({ commandId: "c-1", type: "reminder.cancel", ownerId: "o-1", timerId: "t1" })
+      yield* TestClock.adjust("2 minutes")
+      yield* settle
+      assert.deepStrictEqual(yield* fired(), [])
+      const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.strictEqual(row!.status, "cancelled")
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a client cannot dispatch under the timer: prefix", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const error = yield* Effect.flip(
+        e.dispatchWithReceipt({
+          commandId: "timer:reminder:o-1:t1#1",
+          type: "reminder.fire",
+          ownerId: "o-1",
+          timerId: "t1"
+        })
+      )
+      assert.strictEqual(error._tag, "InvalidCommand")
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("overdue timers fire at boot in order of their time, each once (file store, reopened)", () => {
+    const file = tempDbFile()
+    return Effect.gen(function* () {
+      yield* Effect.gen(function* () {
+        const e = yield* Engine.Engine
+        yield* e.dispatchWithReceipt(set("s-3", "late", 3_000))
+        yield* e.dispatchWithReceipt(set("s-1", "early", 1_000))
+        yield* e.dispatchWithReceipt(set("s-2", "middle", 2_000))
+      }).pipe(
+        Effect.provide(
+          stackOverStore([], { ...engine, activation: "on-boot" }).pipe(
+            Layer.provideMerge(TestStore.layer({ filename: file })),
+            // Down before any is due: this process never fires them.
+            Layer.provide(Layer.empty)
+          )
+        )
+      )
+      // The clock moves while the server is down.
+      yield* TestClock.adjust("10 seconds")
+      yield* Effect.gen(function* () {
+        yield* eventually(firedCount(3), "three fired")
+        yield* TestClock.adjust("1 minute")
+        yield* settle
+        assert.deepStrictEqual(
+          (yield* fired()).map((f) => f.timerId),
+          ["early", "middle", "late"]
+        )
+      }).pipe(Effect.provide(stack(file)))
+      // A third boot fires nothing again.
+      yield* Effect.gen(function* () {
+        yield* TestClock.adjust("1 minute")
+        yield* settle
+        assert.strictEqual((yield* fired()).length, 3)
+        const sql = yield* SqlClient
+        const rows = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM timers WHERE status = 'fired'`
+        assert.strictEqual(Number(rows[0]!.n), 3)
+      }).pipe(Effect.provide(stack(file)))
+    })
+  })
+})
+
+describe("waits: an answer and a deadline race; exactly one wins", () => {
+  const request = { commandId: "r-1", type: "approval.request", ownerId: "o-1", name: "deploy", deadline: 10_000 }
+  const answer = { commandId: "a-1", type: "approval.answer", ownerId: "o-1", name: "deploy", verdict: "yes" }
+  const types = Effect.gen(function* () {
+    const e = yield* Engine.Engine
+    return (yield* e.readEvents()).map((r) => r.type)
+  })
+
+  it.effect("answered before the deadline: the answer wins, the late timeout is a stored rejection", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(request)
+      yield* TestClock.adjust("5 seconds")
+      yield* e.dispatchWithReceipt(answer)
+      yield* TestClock.adjust("1 minute")
+      yield* settle
+      assert.deepStrictEqual(yield* types, ["approval.requested", "approval.answered"])
+      // A fire already in flight when the answer landed: the same command the timer holds.
+      const late = yield* Effect.flip(
+        e.dispatchWithReceipt(
+          {
+            commandId: "timer:reminder:o-1:wait.deploy#1",
+            type: "approval.timeout",
+            ownerId: "o-1",
+            wait: "deploy",
+            token: "r-1"
+          },
+          { origin: "internal" }
+        )
+      )
+      assert.deepStrictEqual([late._tag, (late as { reason?: string }).reason], ["CommandRejected", "wait-closed"])
+      const receipt = (yield* Receipts.find(["timer:reminder:o-1:wait.deploy#1"])).get(
+        "timer:reminder:o-1:wait.deploy#1"
+      )
+      assert.deepStrictEqual([receipt?.status, receipt?.rejection?.reason], ["rejected", "wait-closed"])
+      assert.deepStrictEqual(yield* types, ["approval.requested", "approval.answered"])
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("the deadline passes first: the timeout wins, the late answer is a stored rejection", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      yield* e.dispatchWithReceipt(request)
+      yield* TestClock.adjust("9999 millis")
+      yield* settle
+      assert.deepStrictEqual(yield* types, ["approval.requested"])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(
+        Effect.map(types, (t) => t.length === 2),
+        "expired"
+      )
+      const late = yield* Effect.flip(e.dispatchWithReceipt(answer))
+      assert.deepStrictEqual([late._tag, (late as { reason?: string }).reason], ["CommandRejected", "wait-closed"])
+      const receipt = (yield* Receipts.find(["a-1"])).get("a-1")
+      assert.deepStrictEqual([receipt?.status, receipt?.rejection?.reason], ["rejected", "wait-closed"])
+      assert.deepStrictEqual(yield* types, ["approval.requested", "approval.expired"])
+      const state = (yield* e.readEvents()).length
+      assert.strictEqual(state, 2)
+    }).pipe(Effect.provide(stack()))
+  )
+})
