@@ -87,7 +87,7 @@ const templateFile = () => {
 
 export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   const size = options.size ?? Workload.defaultSize
-  const crashWindow = options.crashWindow ?? 4_000
+  const crashWindow = options.crashWindow ?? 1_500
   const maxSimMs = options.maxSimMs ?? 6 * 3_600_000
   const runtime = new SimRuntime(Rng.fork(seed, 1))
   const trace = new Trace(() => runtime.now - epoch)
