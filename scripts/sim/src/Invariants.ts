@@ -115,6 +115,16 @@ export const quiet = Effect.gen(function* () {
   return (counts.pending ?? 0) + (counts.running ?? 0) === 0 && Number(open?.n ?? 0) === 0
 })
 
+/** What keeps the system from rest, for the failure message. */
+export const unrest = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const rows = yield* sql<{ effect_id: string; status: string }>`
+    SELECT effect_id, status FROM outbox WHERE status IN ('pending', 'running') ORDER BY sequence LIMIT 5`
+  const turns = yield* sql<{ turn_id: string; status: string }>`
+    SELECT turn_id, status FROM agent_turns WHERE status NOT IN ('completed', 'failed', 'interrupted') LIMIT 5`
+  return `outbox ${rows.map((r) => `${r.effect_id}=${r.status}`).join(" ") || "-"}; turns ${turns.map((t) => `${t.turn_id}=${t.status}`).join(" ") || "-"}`
+})
+
 /** At quiescence: every transcript valid, and a summary of the final state for the trace. */
 export const atQuiescence = Effect.gen(function* () {
   const sql = yield* SqlClient

@@ -170,7 +170,10 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
         rest = yield* Invariants.quiet
       }
       if (!rest)
-        return report({ invariant: "not-quiescent", detail: "work still pending or running long after faults stopped" })
+        return report({
+          invariant: "not-quiescent",
+          detail: `still busy long after faults stopped: ${yield* Invariants.unrest}`
+        })
       const engine = yield* Engine.Engine
       const head = (yield* engine.stats).head
       for (let i = 0; i < 10 && follower.last < head; i++) yield* Effect.sleep(1_000)
