@@ -7,7 +7,8 @@
  */
 import { Agents, World } from "@orchestration/agents"
 import { Boot, Engine, SqliteStore } from "@orchestration/engine"
-import { Context, Effect, Layer, Logger, LogLevel, Random, Scope, Stream } from "effect"
+import { Effect, Layer, Logger, LogLevel, Random, Scope, Stream } from "effect"
+import Database from "better-sqlite3"
 import { copyFileSync, existsSync, mkdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -46,13 +47,25 @@ const baseDir = () => {
   return dir
 }
 
+/**
+ * Every connection the engine opens, seen at its first statement: a crash can land after the store
+ * opened its file and took its lock but before its layer finished, and the crash must still close it
+ * (as the kernel closes a killed process's files), or the next boot finds the store locked.
+ */
+const connections = new Set<Database.Database>()
+const prepare = Database.prototype.prepare
+Database.prototype.prepare = function (this: Database.Database, source: string) {
+  connections.add(this)
+  return prepare.call(this, source)
+} as typeof prepare
+
+const closeConnections = () => {
+  for (const db of connections) if (db.open) db.close()
+  connections.clear()
+}
+
 const domain = Agents.domain({})
 const quietLogs = Logger.withMinimumLogLevel(LogLevel.None)
-
-const storeLayer = (filename: string, onOpen: (db: { close: () => void }) => void) =>
-  SqliteStore.layer({ filename, synchronous: "NORMAL" }).pipe(
-    Layer.tap((context) => Effect.sync(() => onOpen(Context.get(context, SqliteStore.SqliteConnection).db)))
-  )
 
 /** Runs `program` on the simulated runtime until it ends; for setup only (no crash, no check). */
 const runToEnd = <A, E>(runtime: SimRuntime, program: Effect.Effect<A, E>) => {
@@ -67,20 +80,19 @@ const templateFile = () => {
   if (template !== undefined) return template
   const file = join(baseDir(), "template.db")
   rmSync(file, { force: true })
-  let db: { close: () => void } | undefined
   const runtime = new SimRuntime(Rng.make(0))
   const exit = runToEnd(
     runtime,
     Effect.scoped(
       Layer.build(
         Engine.layer({ aggregates: domain.aggregates, projections: domain.projections }).pipe(
-          Layer.provideMerge(storeLayer(file, (opened) => (db = opened)))
+          Layer.provideMerge(SqliteStore.layer({ filename: file, synchronous: "NORMAL" }))
         )
       )
     )
   )
   if (exit._tag === "Failure") throw new Error(`template store: ${String(exit.cause)}`)
-  db?.close()
+  closeConnections()
   template = file
   return file
 }
@@ -122,7 +134,6 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   )
   const faultLayer = SimFaults.layer(chaos, trace, () => (state.calm ? 0 : faultRate), faults)
 
-  let db: { close: () => void } | undefined
   const stackFor = (boot: number) =>
     Boot.layer({ reactors: domain.reactors, retention: false, worker: { nodeId: "sim", ownerId: `sim:${boot}` } }).pipe(
       Layer.provideMerge(
@@ -131,7 +142,7 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
           services
         )
       ),
-      Layer.provideMerge(storeLayer(file, (opened) => (db = opened))),
+      Layer.provideMerge(SqliteStore.layer({ filename: file, synchronous: "NORMAL" })),
       Layer.provide(faultLayer)
     )
 
@@ -234,8 +245,7 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
       }
     }
     runtime.abandon()
-    db?.close()
-    db = undefined
+    closeConnections()
     if (crashed && state.violation === undefined && !state.finished) {
       crashes++
       trace.add("crash", `after step ${runtime.steps}`)
