@@ -74,6 +74,16 @@ const runToEnd = <A, E>(runtime: SimRuntime, program: Effect.Effect<A, E>) => {
   return fiber.unsafePoll()!
 }
 
+/** Removes this process's store files (the template and any seed left by a failure). */
+export const cleanup = () => {
+  closeConnections()
+  rmSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), `orch-sim-${process.pid}`), {
+    recursive: true,
+    force: true
+  })
+  template = undefined
+}
+
 let template: string | undefined
 /** A migrated, empty store, made once per process and copied for each seed (migrating costs more than a run). */
 const templateFile = () => {

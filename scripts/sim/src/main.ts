@@ -3,7 +3,7 @@
  * runs a range, replays a sample of it to prove the digests stable, and prints one summary line.
  * A failure prints its seed, the invariant and the last trace events, and exits non-zero.
  */
-import { runSeed, type SeedResult } from "./Simulation.js"
+import { cleanup, runSeed, type SeedResult } from "./Simulation.js"
 
 const args = process.argv.slice(2)
 const option = (name: string) => {
@@ -21,6 +21,7 @@ const printFailure = (result: SeedResult) => {
 const single = option("seed")
 if (single !== undefined) {
   const result = runSeed(single)
+  cleanup()
   if (result.failure !== undefined) {
     printFailure(result)
     process.exit(1)
@@ -59,6 +60,7 @@ if (single !== undefined) {
       }
     }
   }
+  cleanup()
   const seconds = (performance.now() - started) / 1000
   process.stdout.write(
     `sim: seeds=${ran} steps=${steps} crashes=${crashes} faults=${faults} failures=${failures} digest_stable=${stable ? "yes" : "no"} (${seconds.toFixed(1)} s, ${(ran / seconds).toFixed(1)} seeds/s)\n`

@@ -1,7 +1,9 @@
-import { assert, describe, it } from "@effect/vitest"
-import { runSeed } from "../src/Simulation.js"
+import { afterAll, assert, describe, it } from "@effect/vitest"
+import { cleanup, runSeed } from "../src/Simulation.js"
 
 describe("the deterministic simulator", () => {
+  afterAll(cleanup)
+
   it("two runs of one seed produce the same trace digest", () => {
     const first = runSeed(7)
     const second = runSeed(7)
