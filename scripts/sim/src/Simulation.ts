@@ -1,0 +1,276 @@
+/**
+ * One seed, one simulated history: the real engine, reactors, reconcile and agents domain on a real
+ * SQLite file, under a seeded scheduler and clock, with the world, the model and the disk's refusals
+ * simulated. A crash abandons the runtime between two scheduler steps (no finalizer runs), closes the
+ * connection (SQLite rolls back the open transaction) and boots a fresh engine on the same file and
+ * world. Once the clients are done, faults and crashes stop and the system must come to rest.
+ */
+import { Agents, World } from "@orchestration/agents"
+import { Boot, Engine, SqliteStore } from "@orchestration/engine"
+import { Effect, Layer, Logger, LogLevel, Random, Scope, Stream } from "effect"
+import Database from "better-sqlite3"
+import { copyFileSync, existsSync, mkdirSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as Client from "./Client.js"
+import * as Invariants from "./Invariants.js"
+import * as Rng from "./Rng.js"
+import * as SimFaults from "./SimFaults.js"
+import * as SimProvider from "./SimProvider.js"
+import { epoch, SimRuntime } from "./SimRuntime.js"
+import * as SimWorld from "./SimWorld.js"
+import { Trace } from "./Trace.js"
+import type { Violation } from "./Violation.js"
+import * as Workload from "./Workload.js"
+
+export interface SimOptions {
+  readonly size?: Workload.WorkloadSize
+  /** Scheduler steps within which a crash is drawn (the window restarts at each boot). */
+  readonly crashWindow?: number
+  /** Simulated time after which a run that has not come to rest fails. */
+  readonly maxSimMs?: number
+}
+
+export interface SeedResult {
+  readonly seed: number
+  readonly steps: number
+  readonly crashes: number
+  readonly faults: number
+  readonly simMs: number
+  readonly digest: string
+  readonly failure?: Violation & { readonly tail: ReadonlyArray<string> }
+}
+
+const baseDir = () => {
+  const dir = join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), `orch-sim-${process.pid}`)
+  mkdirSync(dir, { recursive: true })
+  return dir
+}
+
+/**
+ * Every connection the engine opens, seen at its first statement: a crash can land after the store
+ * opened its file and took its lock but before its layer finished, and the crash must still close it
+ * (as the kernel closes a killed process's files), or the next boot finds the store locked.
+ */
+const connections = new Set<Database.Database>()
+const prepare = Database.prototype.prepare
+Database.prototype.prepare = function (this: Database.Database, source: string) {
+  connections.add(this)
+  return prepare.call(this, source)
+} as typeof prepare
+
+const closeConnections = () => {
+  for (const db of connections) if (db.open) db.close()
+  connections.clear()
+}
+
+const domain = Agents.domain({})
+const quietLogs = Logger.withMinimumLogLevel(LogLevel.None)
+
+/** Runs `program` on the simulated runtime until it ends; for setup only (no crash, no check). */
+const runToEnd = <A, E>(runtime: SimRuntime, program: Effect.Effect<A, E>) => {
+  const fiber = Effect.runFork(program.pipe(Effect.withClock(runtime.clock), quietLogs), { scheduler: runtime })
+  while (fiber.unsafePoll() === null) if (!runtime.step()) throw new Error("setup never finished")
+  return fiber.unsafePoll()!
+}
+
+/** Removes this process's store files (the template and any seed left by a failure). */
+export const cleanup = () => {
+  closeConnections()
+  rmSync(join(existsSync("/dev/shm") ? "/dev/shm" : tmpdir(), `orch-sim-${process.pid}`), {
+    recursive: true,
+    force: true
+  })
+  template = undefined
+}
+
+let template: string | undefined
+/** A migrated, empty store, made once per process and copied for each seed (migrating costs more than a run). */
+const templateFile = () => {
+  if (template !== undefined) return template
+  const file = join(baseDir(), "template.db")
+  rmSync(file, { force: true })
+  const runtime = new SimRuntime(Rng.make(0))
+  const exit = runToEnd(
+    runtime,
+    Effect.scoped(
+      Layer.build(
+        Engine.layer({ aggregates: domain.aggregates, projections: domain.projections }).pipe(
+          Layer.provideMerge(SqliteStore.layer({ filename: file, synchronous: "NORMAL" }))
+        )
+      )
+    )
+  )
+  if (exit._tag === "Failure") throw new Error(`template store: ${String(exit.cause)}`)
+  closeConnections()
+  template = file
+  return file
+}
+
+export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
+  const size = options.size ?? Workload.defaultSize
+  const crashWindow = options.crashWindow ?? 1_500
+  const maxSimMs = options.maxSimMs ?? 6 * 3_600_000
+  const runtime = new SimRuntime(Rng.fork(seed, 1))
+  const trace = new Trace(() => runtime.now - epoch)
+  const plans = Workload.generate(Rng.fork(seed, 2), size)
+  const chaos = Rng.fork(seed, 3)
+  const faultRate = 0.002 + chaos.next() * 0.03
+  const maxCrashes = chaos.chance(0.9) ? 1 + chaos.int(3) : 0
+  const world = SimWorld.emptyState()
+  const memory = Client.emptyMemory()
+  const faults: SimFaults.FaultLog = { hits: new Map(), count: 0 }
+  const follower = { last: 0 }
+  const state = { calm: false, finished: false, violation: undefined as Violation | undefined }
+  const report = (violation: Violation) => {
+    if (state.violation === undefined) {
+      state.violation = violation
+      trace.add("violation", `${violation.invariant}: ${violation.detail}`)
+    }
+  }
+  const file = join(baseDir(), `seed-${seed}.db`)
+  const removeFiles = () => {
+    for (const suffix of ["", "-wal", "-shm", "-journal"]) rmSync(file + suffix, { force: true })
+  }
+  removeFiles()
+  copyFileSync(templateFile(), file)
+
+  const worldRng = Rng.fork(seed, 4)
+  const providerRng = Rng.fork(seed, 5)
+  const clientRng = Rng.fork(seed, 6)
+  const services = Layer.merge(
+    Layer.succeed(World.World, SimWorld.make(world, worldRng, runtime, trace)),
+    SimProvider.layer(providerRng, trace, () => (state.calm ? 0 : 0.05))
+  )
+  const faultLayer = SimFaults.layer(chaos, trace, () => (state.calm ? 0 : faultRate), faults)
+
+  const stackFor = (boot: number) =>
+    Boot.layer({ reactors: domain.reactors, retention: false, worker: { nodeId: "sim", ownerId: `sim:${boot}` } }).pipe(
+      Layer.provideMerge(
+        Layer.merge(
+          Engine.layer({ aggregates: domain.aggregates, projections: domain.projections, activation: "manual" }),
+          services
+        )
+      ),
+      Layer.provideMerge(SqliteStore.layer({ filename: file, synchronous: "NORMAL" })),
+      Layer.provide(faultLayer)
+    )
+
+  const follow = Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    for (;;) {
+      yield* Effect.either(
+        Stream.runForEach(engine.followEvents({ after: follower.last }), (event) =>
+          Effect.sync(() => {
+            if (event.sequence !== follower.last + 1)
+              report({ invariant: "reader-skipped", detail: `the reader saw ${event.sequence} after ${follower.last}` })
+            follower.last = event.sequence
+          })
+        )
+      )
+      yield* Effect.sleep(1_000)
+    }
+  })
+
+  const afterBoot = (boot: number) =>
+    Effect.gen(function* () {
+      const bootReport = yield* Boot.BootReport
+      trace.add("boot", `${boot} ${JSON.stringify(bootReport.reconciled)}`)
+      const durable = yield* Invariants.durable(memory, world)
+      if (durable !== undefined) return report(durable)
+      yield* Effect.fork(follow)
+      yield* Effect.forEach(plans, (plan) => Client.run(plan, memory, faults, clientRng, trace, report), {
+        concurrency: "unbounded",
+        discard: true
+      })
+      state.calm = true
+      trace.add("calm", `refusals=${memory.refusals}`)
+      let rest = false
+      for (let i = 0; i < 2_000 && !rest; i++) {
+        yield* Effect.sleep(5_000)
+        rest = yield* Invariants.quiet
+      }
+      if (!rest)
+        return report({
+          invariant: "not-quiescent",
+          detail: `still busy long after faults stopped: ${yield* Invariants.unrest}`
+        })
+      const engine = yield* Engine.Engine
+      const head = (yield* engine.stats).head
+      for (let i = 0; i < 10 && follower.last < head; i++) yield* Effect.sleep(1_000)
+      if (follower.last !== head)
+        return report({
+          invariant: "reader-skipped",
+          detail: `the reader ended at ${follower.last}, the log at ${head}`
+        })
+      const final = yield* Invariants.durable(memory, world)
+      if (final !== undefined) return report(final)
+      const end = yield* Invariants.atQuiescence
+      if (end.violation !== undefined) return report(end.violation)
+      trace.add("quiescent", `head=${head} ${end.summary}`)
+      state.finished = true
+    })
+
+  const bootProgram = (boot: number) =>
+    Effect.gen(function* () {
+      const scope = yield* Scope.make()
+      const context = yield* Layer.buildWithScope(stackFor(boot), scope)
+      yield* afterBoot(boot).pipe(Effect.provide(context))
+    })
+
+  let crashes = 0
+  for (let boot = 0; state.violation === undefined && !state.finished; boot++) {
+    if (boot > 50) {
+      report({ invariant: "not-quiescent", detail: "the engine failed to boot fifty times" })
+      break
+    }
+    const crashAt = crashes < maxCrashes ? runtime.steps + 1 + chaos.int(crashWindow) : Infinity
+    const fiber = Effect.runFork(
+      bootProgram(boot).pipe(Effect.withClock(runtime.clock), Effect.withRandom(Random.make(seed)), quietLogs),
+      { scheduler: runtime }
+    )
+    let crashed = false
+    for (;;) {
+      if (state.violation !== undefined || state.finished) break
+      const exit = fiber.unsafePoll()
+      if (exit !== null) {
+        if (exit._tag === "Failure") {
+          // A boot refused by the disk ends like a crash: the operator (here, the loop) starts it again.
+          trace.add("boot-failed", String(exit.cause).split("\n")[0]!.slice(0, 120))
+          crashed = true
+        }
+        break
+      }
+      if (!state.calm && runtime.steps >= crashAt) {
+        crashed = true
+        break
+      }
+      if (runtime.now - epoch > maxSimMs) {
+        report({ invariant: "not-quiescent", detail: `no rest after ${maxSimMs} ms of simulated time` })
+        break
+      }
+      if (!runtime.step()) {
+        report({ invariant: "not-quiescent", detail: "nothing can run and no timer is set (deadlock)" })
+        break
+      }
+    }
+    runtime.abandon()
+    closeConnections()
+    if (crashed && state.violation === undefined && !state.finished) {
+      crashes++
+      trace.add("crash", `after step ${runtime.steps}`)
+      runtime.now += 1_000 + chaos.int(30_000)
+    }
+  }
+  removeFiles()
+  const v = state.violation
+  return {
+    seed,
+    steps: runtime.steps,
+    crashes,
+    faults: faults.count,
+    simMs: runtime.now - epoch,
+    digest: trace.digest(),
+    ...(v === undefined ? {} : { failure: { ...v, tail: trace.tail(25) } })
+  }
+}
