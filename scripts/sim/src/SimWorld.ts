@@ -23,7 +23,6 @@ export interface SimWorldState {
   readonly blobs: Map<string, string>
   readonly triggers: Map<string, unknown>
   readonly executions: Array<{ effectId: string; command: string }>
-  readonly mcpCalls: Array<{ effectId: string; server: string; tool: string; arguments: Record<string, unknown> }>
 }
 
 export const emptyState = (): SimWorldState => ({
@@ -31,8 +30,7 @@ export const emptyState = (): SimWorldState => ({
   versions: new Map(),
   blobs: new Map(),
   triggers: new Map(),
-  executions: [],
-  mcpCalls: []
+  executions: []
 })
 
 const decode = <A, I>(schema: Schema.Schema<A, I>, tool: string, raw: unknown) =>
@@ -98,18 +96,6 @@ export const make = (state: SimWorldState, rng: Rng, runtime: SimRuntime, trace:
       return { triggerId: input.triggerId, path: `triggers/${input.triggerId}.json` }
     })
 
-  const mcpCall: World.WorldShape["mcpCall"] = (raw, context) =>
-    Effect.gen(function* () {
-      const input = yield* decode(Tools.McpCallInput, "mcp_call", raw)
-      state.mcpCalls.push({ effectId: context.effectId, ...input })
-      yield* takeTime("tool.mcp_call")
-      return {
-        server: input.server,
-        tool: input.tool,
-        content: [{ type: "text" as const, text: `simulated ${input.server}/${input.tool}` }]
-      }
-    })
-
   const perform: World.WorldShape["perform"] = (request) =>
     Effect.gen(function* () {
       const kind = Tools.toolKind(request.tool)
@@ -131,11 +117,6 @@ export const make = (state: SimWorldState, rng: Rng, runtime: SimRuntime, trace:
           yield* recordPerformance(ledger)
           return yield* triggerEdit(input)
         }
-        case "mcp_call": {
-          const input = yield* decode(Tools.McpCallInput, request.tool, request.arguments)
-          yield* recordPerformance(ledger)
-          return yield* mcpCall(input, context)
-        }
       }
     })
 
@@ -146,12 +127,10 @@ export const make = (state: SimWorldState, rng: Rng, runtime: SimRuntime, trace:
     publish,
     execute,
     triggerEdit,
-    mcpCall,
     readLedger: Effect.sync(() => state.performances.map((p) => ({ ...p, at: "" }))),
     readVersions: (path) => Effect.sync(() => (state.versions.get(path) ?? []).map((cid) => ({ cid }))),
     readBlob: (cid) => Effect.sync(() => state.blobs.get(cid) ?? ""),
     readExecutions: Effect.sync(() => [...state.executions]),
-    readMcpCalls: Effect.sync(() => [...state.mcpCalls]),
     readTrigger: (triggerId) => Effect.sync(() => state.triggers.get(triggerId))
   }
 }

@@ -5,7 +5,7 @@
  * connection (SQLite rolls back the open transaction) and boots a fresh engine on the same file and
  * world. Once the clients are done, faults and crashes stop and the system must come to rest.
  */
-import { Agents, World } from "@orchestration/agents"
+import { Agents, McpServers, World } from "@orchestration/agents"
 import { Boot, Engine, SqliteStore } from "@orchestration/engine"
 import { Effect, Layer, Logger, LogLevel, Random, Scope, Stream } from "effect"
 import Database from "better-sqlite3"
@@ -138,9 +138,11 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   const worldRng = Rng.fork(seed, 4)
   const providerRng = Rng.fork(seed, 5)
   const clientRng = Rng.fork(seed, 6)
-  const services = Layer.merge(
+  const services = Layer.mergeAll(
     Layer.succeed(World.World, SimWorld.make(world, worldRng, runtime, trace)),
-    SimProvider.layer(providerRng, trace, () => (state.calm ? 0 : 0.05))
+    SimProvider.layer(providerRng, trace, () => (state.calm ? 0 : 0.05)),
+    // No MCP servers: the simulated world has none to call.
+    McpServers.none
   )
   const faultLayer = SimFaults.layer(chaos, trace, () => (state.calm ? 0 : faultRate), faults)
 
