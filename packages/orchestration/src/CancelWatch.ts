@@ -52,8 +52,13 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
 
     const check = Effect.gen(function* () {
       if (watched.size === 0) return
-      const rows = yield* Outbox.leaseStates([...watched.keys()])
-      for (const [effectId, entry] of watched) {
+      // Judge only the performances watched before the read began: one registered while the read
+      // was in flight (a claim that committed meanwhile) is not in what was read, and stopping it on
+      // that stale answer would interrupt a live handler whose row then stays running under us.
+      const entries = [...watched]
+      const rows = yield* Outbox.leaseStates(entries.map(([effectId]) => effectId))
+      for (const [effectId, entry] of entries) {
+        if (watched.get(effectId) !== entry) continue
         if (!stillPerforming(rows.get(effectId), entry.attempt, options.ownerId)) {
           watched.delete(effectId)
           yield* Deferred.succeed(entry.stop, undefined)
