@@ -99,7 +99,10 @@ describe("a cancel reaches the running handler at the commit's signal, not at th
       assert.strictEqual(stopped.status, "cancelled")
       assert.strictEqual((stopped.error as { code?: string }).code, "stopped-after-start")
       const pending = (yield* Outbox.find("job:j1:1"))!
-      assert.deepStrictEqual([pending.status, pending.error], ["cancelled", { message: "cancelled by the job" }])
+      assert.deepStrictEqual(
+        [pending.status, pending.error],
+        ["cancelled", { message: "cancelled by the job", reason: "cancelled" }]
+      )
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
