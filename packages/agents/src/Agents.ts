@@ -1,6 +1,6 @@
 /**
- * The agents domain as one value the server (or a test) plugs into the engine: the Thread aggregate,
- * its read models, the reactor that performs its effects, and the services its reactor needs (the
+ * The agents domain as one value the server (or a test) plugs into the engine: the Thread and
+ * Trigger aggregates, their read models, the reactor that performs its effects, and the services its reactor needs (the
  * world directory, a model provider, and the operator's MCP servers).
  */
 import { Layer } from "effect"
@@ -14,6 +14,8 @@ import type { SandboxConfig } from "./Sandbox.js"
 import * as ScriptedProvider from "./ScriptedProvider.js"
 import { makeThread } from "./Thread.js"
 import { ThreadViews } from "./ThreadReadModel.js"
+import { Trigger } from "./Trigger.js"
+import { TriggerViews } from "./TriggerReadModel.js"
 import * as World from "./World.js"
 
 export interface AgentsOptions {
@@ -32,8 +34,8 @@ export interface AgentsDomain {
 }
 
 export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
-  aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit })],
-  projections: [ThreadViews],
+  aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }), Trigger],
+  projections: [ThreadViews, TriggerViews],
   reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })
 
