@@ -7,8 +7,10 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine } from "@orchestration/engine"
 import { Effect, TestClock } from "effect"
+import { threadView } from "../src/ThreadReadModel.js"
 import { listTriggers } from "../src/TriggerReadModel.js"
-import { agentsStack, allTurnsTerminal, eventually, tempDir } from "./fixtures/agents.js"
+import { World } from "../src/World.js"
+import { agentsStack, allTurnsTerminal, eventually, script, send, tempDir } from "./fixtures/agents.js"
 
 const at = (iso: string) => Date.parse(iso)
 
@@ -227,4 +229,75 @@ describe("triggers fire through durable timers", () => {
       )
     })
   })
+
+  it.effect(
+    "the model's trigger_edit puts a trigger that fires; a bad cron is refused to the model; spec null deletes",
+    () =>
+      startingAt(
+        "2026-06-01T08:30:00Z",
+        Effect.gen(function* () {
+          const engine = yield* Engine.Engine
+          const world = yield* World
+          const text = script(
+            {
+              toolCalls: [
+                {
+                  name: "trigger_edit",
+                  arguments: { triggerId: "bad", spec: { cron: "0 25 * * *", threadId: "x", text: "y" } }
+                },
+                {
+                  name: "trigger_edit",
+                  arguments: {
+                    triggerId: "standup",
+                    spec: { cron: "45 8 * * 1-5", timezone: "Europe/Berlin", threadId: "team", text: "standup time" }
+                  }
+                }
+              ]
+            },
+            { text: "scheduled" }
+          )
+          yield* engine.dispatchWithReceipt(send("chat", "m1", text))
+          yield* eventually(allTurnsTerminal("chat", 1), "the scheduling turn")
+          const calls = (yield* threadView("chat"))!.turns[0]!.toolCalls
+          assert.deepStrictEqual(
+            calls.map((c) => [c.name, c.status]),
+            [
+              ["trigger_edit", "failed"],
+              ["trigger_edit", "succeeded"]
+            ]
+          )
+          assert.match(String(calls[0]!.result), /trigger_edit refused: cron '0 25 \* \* \*' is not valid/)
+          // 08:45 in Berlin (CEST, +2) is 06:45Z: the next is the following weekday morning, 2026-06-02.
+          assert.deepStrictEqual(JSON.parse(String(calls[1]!.result)), {
+            triggerId: "standup",
+            path: "triggers/standup.json",
+            deleted: false,
+            nextFireAt: "2026-06-02T06:45:00.000Z"
+          })
+          assert.deepStrictEqual(yield* world.readTrigger("standup"), {
+            cron: "45 8 * * 1-5",
+            timezone: "Europe/Berlin",
+            threadId: "team",
+            text: "standup time"
+          })
+          assert.deepStrictEqual(
+            (yield* listTriggers({ limit: 10 })).map((t) => t.triggerId),
+            ["standup"]
+          )
+          yield* advanceTo("2026-06-02T07:00:00Z", 600_000)
+          yield* eventually(sendsAre(1), "the standup tick")
+          assert.deepStrictEqual(yield* tickSends, ["team trigger:standup:2026-06-02T06:45:00.000Z accepted"])
+          const remove = script(
+            { toolCalls: [{ name: "trigger_edit", arguments: { triggerId: "standup", spec: null } }] },
+            { text: "removed" }
+          )
+          yield* engine.dispatchWithReceipt(send("chat", "m2", remove))
+          yield* eventually(allTurnsTerminal("chat", 2), "the removing turn")
+          assert.deepStrictEqual(yield* listTriggers({ limit: 10 }), [])
+          yield* advanceTo("2026-06-04T07:00:00Z", 600_000)
+          yield* settle
+          assert.strictEqual((yield* tickSends).length, 1)
+        })
+      )
+  )
 })
