@@ -75,6 +75,25 @@ describe("triggers fire through durable timers", () => {
         yield* advanceTo("2026-06-01T09:00:00Z")
         yield* eventually(sendsAre(1), "the 09:00 tick sent")
         yield* eventually(allTurnsTerminal("inbox", 1), "its turn done")
+        // The same fire again (a claimer that died before marking the timer fired): its receipt answers.
+        const again = yield* engine.dispatchWithReceipt(
+          {
+            commandId: "timer:trigger:hourly:tick#1",
+            type: "trigger.tick",
+            triggerId: "hourly",
+            at: at("2026-06-01T09:00:00Z")
+          },
+          { origin: "internal" }
+        )
+        assert.isTrue(again.duplicate)
+        // The same tick under another id is no longer the trigger's next tick.
+        const stale = yield* Effect.flip(
+          engine.dispatchWithReceipt(
+            { commandId: "tick-again", type: "trigger.tick", triggerId: "hourly", at: at("2026-06-01T09:00:00Z") },
+            { origin: "internal" }
+          )
+        )
+        assert.deepStrictEqual([stale._tag, (stale as { reason?: string }).reason], ["CommandRejected", "stale-tick"])
         yield* advanceTo("2026-06-01T10:30:00Z")
         yield* eventually(sendsAre(2), "the 10:00 tick sent")
         yield* advanceTo("2026-06-01T10:59:00Z")
