@@ -109,8 +109,13 @@ export const decide = (
       }
       const problem = CronSchedule.problemOf(spec.cron, timezoneOf(spec), ctx.now)
       if (problem !== undefined) return Decision.reject(`invalid-${problem.field}`, problem.message)
-      // Putting what is already there changes nothing: the pending tick keeps its time.
-      if (state.spec !== null && !state.deleted && sameSpec(state.spec, spec)) return Decision.none()
+      // Putting what is already there records nothing and keeps the tick's time, but schedules its
+      // timer again: a timer a process without this aggregate marked failed (a rolling deploy) is re-armed.
+      if (state.spec !== null && !state.deleted && sameSpec(state.spec, spec)) {
+        return state.nextAt === null
+          ? Decision.none()
+          : Decision.of<TriggerEvent>({ timers: [tickTimer(triggerId, state.nextAt)] })
+      }
       const nextAt = CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), ctx.now)!
       return Decision.of<TriggerEvent>({
         events: [{ type: "trigger.put", spec, nextAt }],

@@ -75,8 +75,10 @@ describe("the trigger decider", () => {
       .when(put(), at("2026-06-01T08:00:00Z"))
       .thenDecide({ events: [putEvent], timers: [["tick", nine, tickCommand(nine)]] }))
 
-  it("putting the same spec again changes nothing: the pending tick keeps its time", () =>
-    given([putEvent]).when(put(), at("2026-06-01T08:30:00Z")).thenDecide({}))
+  it("putting the same spec again records nothing and keeps the tick's time (its timer re-armed)", () =>
+    given([putEvent])
+      .when(put(), at("2026-06-01T08:30:00Z"))
+      .thenDecide({ timers: [["tick", nine, tickCommand(nine)]] }))
 
   it("an edit moves the tick to the new cron's next time", () => {
     const edited = { ...spec, cron: "30 8 * * *" }

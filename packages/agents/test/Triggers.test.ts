@@ -164,6 +164,32 @@ describe("triggers fire through durable timers", () => {
     )
   )
 
+  it.effect("a tick timer a process without triggers marked failed is re-armed by putting the same spec again", () =>
+    startingAt(
+      "2026-06-01T08:30:00Z",
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const spec = { cron: "0 * * * *", threadId: "inbox", text: "hourly" }
+        yield* engine.dispatchWithReceipt(put("put-1", "t", spec))
+        // What an older build's timer loop does with a command type it does not know (a rolling deploy).
+        const sql = yield* SqlClient
+        yield* sql`UPDATE timers SET status = 'failed' WHERE aggregate_type = 'trigger'`
+        yield* advanceTo("2026-06-01T09:30:00Z")
+        yield* settle
+        assert.deepStrictEqual(yield* tickSends, [])
+        const again = yield* engine.dispatchWithReceipt(put("put-2", "t", spec))
+        assert.deepStrictEqual(again.events, [])
+        yield* eventually(sendsAre(1), "the overdue 09:00 tick, once re-armed")
+        yield* advanceTo("2026-06-01T10:05:00Z")
+        yield* eventually(sendsAre(2), "the 10:00 tick")
+        assert.deepStrictEqual(yield* tickSends, [
+          "inbox trigger:t:2026-06-01T09:00:00.000Z accepted",
+          "inbox trigger:t:2026-06-01T10:00:00.000Z accepted"
+        ])
+      })
+    )
+  )
+
   it.effect("0 2 * * * in America/New_York fires at 02:00 local time across the spring-forward switch", () =>
     startingAt(
       "2026-03-06T12:00:00Z",
