@@ -51,7 +51,7 @@ layer(serverLayer({ APPROVAL: "required" }), { excludeTestServices: true })((it)
           Effect.map(threadStatus(url, "t-appr"), (t) => (t.turns[0]?.status === "completed" ? t : undefined))
         )
         const denied = yield* cli(["approvals", "deny", "t-appr", "call_1_0", "--url", url, "--reason", "late"])
-        assert.notStrictEqual(denied.code, 0)
+        assert.strictEqual(denied.code, 8)
         assert.include(
           denied.stderr,
           "CommandRejected (422): call 'call_1_0' was approved already; it cannot be denied now"
