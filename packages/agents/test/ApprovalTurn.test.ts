@@ -8,9 +8,11 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Timers } from "@orchestration/engine"
 import { Effect, Layer, TestClock } from "effect"
+import { join } from "node:path"
 import * as Approval from "../src/Approval.js"
 import { pendingApprovals, threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
+import { callsOf, fixtureConfig, mcpConfig } from "./fixtures/mcp.js"
 import {
   advanceUntil,
   agentsStack,
@@ -236,4 +238,50 @@ describe("approval of a tool call, end to end on SQLite", () => {
       )
     })
   })
+
+  it.live(
+    "with a real MCP server: the read-only tool runs at once, the process-bound one waits and runs once approved",
+    () => {
+      const dir = tempDir("agents-mcp-approval-")
+      const log = join(dir, "fixture.jsonl")
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(
+          send(
+            "t1",
+            "m1",
+            script(
+              {
+                toolCalls: [
+                  { name: "fixture__echo", arguments: { text: "hi" } },
+                  { name: "fixture__slow_write", arguments: { label: "release", sleepMs: 0 } }
+                ]
+              },
+              { text: "done" }
+            )
+          )
+        )
+        yield* waitFor(
+          Effect.map(pendingApprovals({ limit: 10 }), (p) => p.length === 1 && callsOf(log, "echo") === 1),
+          "the write to await approval after the echo ran"
+        )
+        const [pending] = yield* pendingApprovals({ limit: 10 })
+        assert.deepStrictEqual(
+          [pending!.callId, pending!.name, pending!.arguments],
+          ["call_1_1", "fixture__slow_write", { label: "release", sleepMs: 0 }]
+        )
+        assert.strictEqual(callsOf(log, "slow_write"), 0)
+        yield* engine.dispatchWithReceipt({
+          commandId: "approve-w",
+          type: "tool.approve",
+          threadId: "t1",
+          callId: "call_1_1"
+        })
+        yield* waitFor(allTurnsTerminal("t1", 1), "turn done")
+        assert.strictEqual((yield* turnStatus("t1"))[0]!.status, "completed")
+        assert.deepStrictEqual([callsOf(log, "echo"), callsOf(log, "slow_write")], [1, 1])
+        assert.isTrue((yield* transcriptView("t1"))!.valid)
+      }).pipe(Effect.provide(agentsStack({ dir, approval: policy, mcp: mcpConfig({ fixture: fixtureConfig(log) }) })))
+    }
+  )
 })
