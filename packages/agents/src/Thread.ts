@@ -199,7 +199,8 @@ const withholdForApproval = (
       token: ctx.commandId,
       timeout: { type: "tool.approval-timeout", threadId }
     })
-    // A transcript id is never reused in a thread, so its wait cannot be open already; run it unasked never.
+    // Unreachable: a transcript id is never reused in a thread (planCalls), so its wait is never open
+    // already. Were it, the call must still not run unasked, so it is not written either way.
     if (Waits.isRejection(opened)) continue
     timers.push(...opened.timers)
     requested.push({
@@ -355,6 +356,8 @@ const decideApproval = (
     note: answer.note ?? null
   }
   if (answer.verdict === "approved") {
+    if (record.effect === null)
+      return Decision.reject("approval-conflict", `call '${answer.callId}' has no effect to run`)
     return Decision.of<ThreadEvent>({ events: [closed], effects: [record.effect], cancelTimers: closing.cancelTimers })
   }
   const denied = answerCall(

@@ -115,7 +115,8 @@ export interface ActiveTurn {
 /** A call that waited (or waits) for approval; kept for the thread's life, so a late answer is judged. */
 export interface ApprovalRecord {
   readonly turnId: string
-  readonly effect: { readonly id: string; readonly kind: string; readonly payload: unknown }
+  /** The withheld effect while the wait is open; dropped once it closes (the state keeps only the verdict). */
+  readonly effect: { readonly id: string; readonly kind: string; readonly payload: unknown } | null
   readonly timeoutMs: number
   readonly verdict: ApprovalVerdict | null
 }
@@ -242,7 +243,7 @@ export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
         approvals:
           record === undefined
             ? state.approvals
-            : { ...state.approvals, [event.transcriptId]: { ...record, verdict: event.verdict } }
+            : { ...state.approvals, [event.transcriptId]: { ...record, effect: null, verdict: event.verdict } }
       }
     }
     case "effect.late":

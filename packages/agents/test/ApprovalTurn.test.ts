@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Timers } from "@orchestration/engine"
+import { Engine, EventLog, Timers } from "@orchestration/engine"
 import { Effect, Layer, TestClock } from "effect"
 import { join } from "node:path"
 import * as Approval from "../src/Approval.js"
@@ -166,8 +166,15 @@ describe("approval of a tool call, end to end on SQLite", () => {
         assert.isTrue(yield* awaitingApproval)
         assert.deepStrictEqual(yield* toolMessages, [])
         yield* advanceUntil(allTurnsTerminal("t1", 1), "turn done after the deadline", 30)
-        const now = yield* TestClock.currentTimeMillis
-        assert.isAtLeast(now, timer!.dueAt)
+        // Decided at its deadline: the expiry's time is the timer's due time, give or take the clock's 1 s steps.
+        const events = yield* EventLog.forAggregate("thread", "t1")
+        const expired = events.find(
+          (e) => e.type === "approval.closed" && (e.payload as { verdict: string }).verdict === "expired"
+        )
+        assert.isDefined(expired)
+        assert.isAtLeast(expired!.occurredAt, timer!.dueAt)
+        assert.isBelow(expired!.occurredAt, timer!.dueAt + 2_000)
+        assert.strictEqual(expired!.commandId.startsWith("timer:thread:t1:wait.approval.call_1_0#"), true)
         assert.deepStrictEqual(yield* toolMessages, ["denied: no approval within 2 min; the call was not performed"])
         const view = (yield* threadView("t1"))!
         assert.deepStrictEqual(
