@@ -86,6 +86,7 @@ describe("approval of a tool call, end to end on SQLite", () => {
           [[`wait.approval.${callId}`, "pending"]]
         )
 
+        const [deadline] = yield* Timers.ofAggregate("thread", "t1")
         const first = yield* engine.dispatchWithReceipt(approve("approve-1", "ok to run"))
         assert.deepStrictEqual(first.effectIds, [effectId])
         const second = yield* engine.dispatchWithReceipt(approve("approve-2"))
@@ -107,6 +108,17 @@ describe("approval of a tool call, end to end on SQLite", () => {
           ["cancelled"]
         )
         assert.deepStrictEqual(yield* pendingApprovals({ limit: 10 }), [])
+
+        // A deadline fire that was already on its way when the approve landed loses: a stored rejection.
+        const fire = { ...deadline!.command, commandId: Timers.fireId(deadline!) }
+        const lost = yield* Effect.flip(engine.dispatchWithReceipt(fire, { origin: "internal" }))
+        assert.deepStrictEqual(
+          [lost._tag, lost._tag === "CommandRejected" ? lost.reason : undefined],
+          ["CommandRejected", "wait-closed"]
+        )
+        const lostAgain = yield* Effect.flip(engine.dispatchWithReceipt(fire, { origin: "internal" }))
+        assert.strictEqual(lostAgain._tag === "CommandRejected" && lostAgain.duplicate, true)
+        assert.strictEqual((yield* world.readExecutions).length, 1)
 
         const conflict = yield* Effect.flip(engine.dispatchWithReceipt(deny("deny-late")))
         assert.deepStrictEqual(
