@@ -252,11 +252,12 @@ export const ThreadViews = Projection.make(Thread, {
         return Effect.all(
           [
             // Approved: the status is the effect row's now (pending, running, then its settlement).
-            run(
-              (sql) =>
-                sql`UPDATE agent_tool_calls SET approval = ${event.verdict}, approval_note = ${event.note},
-                status = CASE WHEN ${event.verdict} = 'approved' THEN NULL ELSE status END
-                WHERE thread_id = ${threadId} AND transcript_id = ${event.transcriptId}`
+            run((sql) =>
+              event.verdict === "approved"
+                ? sql`UPDATE agent_tool_calls SET approval = ${event.verdict}, approval_note = ${event.note}, status = NULL
+                  WHERE thread_id = ${threadId} AND transcript_id = ${event.transcriptId}`
+                : sql`UPDATE agent_tool_calls SET approval = ${event.verdict}, approval_note = ${event.note}
+                  WHERE thread_id = ${threadId} AND transcript_id = ${event.transcriptId}`
             ),
             run(
               (sql) =>
