@@ -93,4 +93,55 @@ describe("approval across a crash", () => {
       assert.strictEqual((yield* exitOf(second)).code, 0)
     })
   )
+
+  it.scopedLive(
+    "SIGKILL while a call awaits approval: its deadline still fires after the restart, at the recorded time",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = mkdtempSync(join(tmpdir(), "server-approval-deadline-"))
+        const env = { DATA_DIR: dataDir, APPROVAL: "required", APPROVAL_TIMEOUT: "4s" }
+        const first = yield* startProcess(env, agentsMain)
+        const url = yield* serving(first)
+        const script = {
+          script: [{ toolCalls: [{ name: "execute", arguments: { command: "echo never" } }] }, { text: "ok" }]
+        }
+        yield* post(url, {
+          commandId: "turn-1",
+          type: "message.send",
+          threadId: "t1",
+          messageId: "m1",
+          text: JSON.stringify(script)
+        })
+        const listed = (yield* waitUntil(
+          "the call to await approval",
+          Effect.map(get(url, "/v1/approvals"), (r: any) => (r.approvals?.length === 1 ? r : undefined))
+        )) as { approvals: Array<{ deadline: number }> }
+        first.child.kill("SIGKILL")
+        yield* exitOf(first)
+
+        const second = yield* startProcess(env, agentsMain)
+        const url2 = yield* serving(second)
+        const done = yield* waitUntil(
+          "the deadline to answer the call",
+          Effect.map(get(url2, "/v1/threads/t1"), (t: any) => (t.turns?.[0]?.status === "completed" ? t : undefined))
+        )
+        assert.deepStrictEqual(
+          [
+            done.turns[0].toolCalls[0].status,
+            done.turns[0].toolCalls[0].approval.status,
+            done.turns[0].toolCalls[0].result
+          ],
+          ["denied", "expired", "denied: no approval within 4 s; the call was not performed"]
+        )
+        const events = (yield* get(url2, "/v1/events?aggregateId=t1&after=0&limit=100")) as {
+          events: Array<{ type: string; occurredAt: number; payload: { verdict?: string } }>
+        }
+        const expired = events.events.find((e) => e.type === "approval.closed" && e.payload.verdict === "expired")
+        assert.isAtLeast(expired!.occurredAt, listed.approvals[0]!.deadline)
+        assert.isFalse(existsSync(join(dataDir, "world", "executions.jsonl")))
+        assert.isTrue(((yield* get(url2, "/v1/threads/t1/transcript")) as { valid: boolean }).valid)
+        second.child.kill("SIGTERM")
+        assert.strictEqual((yield* exitOf(second)).code, 0)
+      })
+  )
 })
