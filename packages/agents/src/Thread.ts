@@ -5,6 +5,8 @@
  *   model.step settles → model.responded + one effect per tool call (tool:<turnId>:<transcriptId>)
  *   each tool settles → tool.result; when the step's results are all in → the next model.step
  *   a response without tool calls → turn.completed; the next queued message starts its turn
+ *   a call the approval policy names → approval.requested + a deadline timer, and no effect until
+ *     tool.approve writes it; tool.deny or the deadline (tool.approval-timeout) answer it "denied"
  *
  * Everything here is pure: the transcript a provider replays is a projection of these events, and
  * every tool call gets exactly one result event, from its outcome or from a synthetic result when
