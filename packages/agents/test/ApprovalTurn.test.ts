@@ -1,5 +1,5 @@
 /**
- * Approval end to end, through the real engine on SQLite: a scripted turn asks for `execute`, which
+ * Approval end to end, through the real engine (SQLite; PostgreSQL in the conformance run): a scripted turn asks for `execute`, which
  * waits for an operator with no effect row; approved, the command runs in the real sandbox and the
  * turn completes; denied, or left unanswered past its deadline (TestClock), the model reads why
  * and the turn completes without the command ever running. A restart in between changes nothing.
