@@ -12,7 +12,8 @@ export default defineConfig({
       "test/ThreadReadModel.test.ts",
       "test/ToolFailures.test.ts",
       "test/Triggers.test.ts",
-      "test/TriggersShared.test.ts"
+      "test/TriggersShared.test.ts",
+      "test/ApprovalTurn.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],
     testTimeout: 60_000,

@@ -6,6 +6,7 @@
 import { Layer } from "effect"
 import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
 import type * as AgentReactor from "./AgentReactor.js"
+import type { ApprovalPolicy } from "./Approval.js"
 import { agentsReactor } from "./AgentReactor.js"
 import * as McpServers from "./McpServers.js"
 import type { McpConfig } from "./McpTools.js"
@@ -22,6 +23,8 @@ export interface AgentsOptions {
   /** Model steps per turn before the turn fails. Default 20. */
   readonly stepLimit?: number
   readonly concurrency?: number
+  /** Which calls wait for an operator's approval, and how long (Approval.ts). Default: none wait. */
+  readonly approval?: ApprovalPolicy
 }
 
 /** What the agents reactor needs from its environment. */
@@ -34,7 +37,13 @@ export interface AgentsDomain {
 }
 
 export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
-  aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }), Trigger],
+  aggregates: [
+    makeThread({
+      ...(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }),
+      ...(options.approval === undefined ? {} : { approval: options.approval })
+    }),
+    Trigger
+  ],
   projections: [ThreadViews, TriggerViews],
   reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })
