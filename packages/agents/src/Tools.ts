@@ -81,9 +81,10 @@ export const DelegateInput = Schema.Struct({
 })
 export type DelegateInput = typeof DelegateInput.Type
 
+/** `spec` is checked as a TriggerSpec (`{ cron, timezone?, threadId, text }`) when it is put; null deletes. */
 export const TriggerEditInput = Schema.Struct({
   triggerId: TriggerId,
-  spec: JsonObject
+  spec: Schema.NullOr(JsonObject)
 })
 export type TriggerEditInput = typeof TriggerEditInput.Type
 
@@ -117,7 +118,10 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
   },
   {
     name: "trigger_edit",
-    description: "Create or replace the trigger with this id.",
+    description:
+      "Create or replace the trigger with this id: spec { cron, timezone?, threadId, text } sends text to the thread " +
+      "at each time of the cron expression (five fields: minute hour day-of-month month day-of-week) read in the IANA " +
+      "time zone (default UTC). spec null deletes the trigger. Returns the next fire time.",
     input: TriggerEditInput
   }
 ]
@@ -127,7 +131,7 @@ export type ProcessLossPolicy = "replay-safe" | "process-bound"
 
 export type ToolEffectKind = `tool.${ToolName}`
 /** `tool.mcp_call`: a call of any MCP tool, whose policy is recorded in its payload. */
-export type EffectKind = "model.step" | "thread.cleanup" | ToolEffectKind | "tool.mcp_call"
+export type EffectKind = "model.step" | "thread.cleanup" | "trigger.fire" | ToolEffectKind | "tool.mcp_call"
 
 export const toolKind = <N extends ToolName>(name: N): `tool.${N}` => `tool.${name}`
 
@@ -137,8 +141,8 @@ export interface EffectPolicy {
   readonly tool?: ToolName
   /** A function decides per row from the payload recorded when the call was planned. */
   readonly onProcessLoss: ProcessLossPolicy | ((payload: unknown) => ProcessLossPolicy)
-  /** Every agents effect runs in its thread's lane, so a turn's steps never overlap. */
-  readonly lane: "thread"
+  /** Every thread effect runs in its thread's lane, so a turn's steps never overlap; a tick in its trigger's. */
+  readonly lane: "thread" | "trigger"
   readonly timeout: Duration.Duration
 }
 
@@ -194,5 +198,12 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
     onProcessLoss: "replay-safe",
     lane: "thread",
     timeout: Duration.seconds(60)
+  },
+  // A trigger's tick: a message.send under the tick's id, answered as a duplicate when repeated.
+  "trigger.fire": {
+    kind: "trigger.fire",
+    onProcessLoss: "replay-safe",
+    lane: "trigger",
+    timeout: Duration.seconds(30)
   }
 }
