@@ -6,12 +6,12 @@
  * PostgreSQL conformance run), TestClock for every wait.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Queue, Stream, TestClock } from "effect"
-import { driverError, Engine, StorageFaults, StreamChunks, StreamIngest } from "../src/index.js"
+import { Chunk, Deferred, Effect, Fiber, Layer, Queue, Schema, Stream, TestClock } from "effect"
+import { Aggregate, Decision, driverError, Engine, StorageFaults, StreamChunks, StreamIngest } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
-import { submit } from "./fixtures/Jobs.js"
+import { Job, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const END = "\u0000end"
@@ -456,6 +456,66 @@ describe("durable stream ingestion", () => {
       )
       yield* running.open
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+})
+
+/** A domain that projects its effect's stream: `onStream` records each chunk as an event of its own. */
+const DraftEvent = Schema.Union(
+  Aggregate.event("draft.asked", {}),
+  Aggregate.event("draft.delta", { attempt: Schema.Number, start: Schema.Number, text: Schema.String })
+)
+type DraftEvent = typeof DraftEvent.Type
+const Draft = Aggregate.make({
+  name: "draft",
+  commands: { "draft.ask": Aggregate.command("draft.ask", { draftId: Schema.String }) },
+  events: DraftEvent,
+  aggregateId: (command) => command.draftId,
+  initialState: { deltas: 0 },
+  evolve: (state: { deltas: number }, event: DraftEvent) =>
+    event.type === "draft.delta" ? { deltas: state.deltas + 1 } : state,
+  decide: () =>
+    Decision.of<DraftEvent>({
+      events: [{ type: "draft.asked" }],
+      effects: [{ id: "draft:d", kind: "work.safe", payload: {} }]
+    }),
+  onStream: (_state, chunk) =>
+    Decision.of<DraftEvent>({
+      events: [{ type: "draft.delta", attempt: chunk.attempt, start: chunk.start, text: chunk.text }]
+    })
+})
+
+describe("the owning aggregate hears its effect's chunks", () => {
+  it.effect("onStream's events commit with the chunk, under the chunk's command id", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("draft:d", yield* streaming(input.producer, { flushBytes: 3 }))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt({ commandId: "ask-1", type: "draft.ask", draftId: "d" })
+      yield* eventually(
+        rowIs("draft:d", (r) => r.status === "running"),
+        "running"
+      )
+      yield* input.send("abc")
+      yield* input.send("de")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("draft:d", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+      const chunks = yield* chunksOf("draft:d")
+      const deltas = (yield* engine.readEvents({ aggregateId: "d" })).filter((e) => e.type === "draft.delta")
+      assert.deepStrictEqual(
+        deltas.map((e) => [e.commandId, (e.payload as { text: string }).text]),
+        chunks.map((c) => [c.commandId, c.text])
+      )
+      assert.strictEqual(chunks.map((c) => c.text).join(""), "abcde")
+      assert.isAbove(deltas.length, 0)
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle)], { filename: tempDbFile(), engine: { aggregates: [Job, Draft] } })
+      )
+    )
   })
 })
 
