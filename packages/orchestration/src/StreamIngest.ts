@@ -12,7 +12,8 @@
  * Flushes happen when `flushBytes` are buffered or `flushEvery` has passed since the first
  * unflushed write, whichever comes first, one at a time, in order. Memory: a stream holds at most
  * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
- * buffer is taken alone once the buffer is empty.
+ * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
+ * `totalBytes` together (plus one waiting write each).
  */
 import { Deferred, Duration, Effect, Queue, Schedule, Schema, type Scope, Stream } from "effect"
 import { Engine } from "./Engine.js"
@@ -39,7 +40,24 @@ export interface StreamIngestOptions {
   /** The producer waits while this many bytes are buffered (in flight included). Default 64 KiB. */
   readonly maxBufferedBytes?: number
   readonly retry?: Partial<RetryOptions>
+  /** A budget shared by many streams (`makeBudget`): their buffered bytes together stay within it. */
+  readonly budget?: StreamBudget
 }
+
+/**
+ * Bytes all the streams given it may hold buffered together: a write waits for room in the budget
+ * as it waits for room in its own buffer, and a flush gives its bytes back once committed.
+ */
+export interface StreamBudget {
+  readonly totalBytes: number
+  readonly semaphore: Effect.Semaphore
+}
+
+export const makeBudget = (totalBytes: number): Effect.Effect<StreamBudget> =>
+  Effect.map(Effect.makeSemaphore(Math.max(1, totalBytes)), (semaphore) => ({
+    totalBytes: Math.max(1, totalBytes),
+    semaphore
+  }))
 
 export const defaults = {
   flushEvery: Duration.millis(50),
@@ -112,8 +130,11 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
       Schedule.intersect(Schedule.recurs(retry.maxRetries))
     )
 
+    const budget = options.budget
     // Written only between yields, so the producer and the flusher never see half a change.
     const pending: Array<string> = []
+    /** Budget permits each pending piece holds, given back when it commits (or the scope closes). */
+    const held: Array<number> = []
     let pendingBytes = 0
     let committedEnd = 0
     let flushes = 0
@@ -174,11 +195,13 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
           Effect.matchEffect({
             onFailure: (error) => fail(notRecorded(error, start)),
             onSuccess: () =>
-              Effect.sync(() => {
+              Effect.suspend(() => {
                 pending.splice(0, count)
+                const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
                 pendingBytes -= bytes
                 committedEnd = start + text.length
                 flushes++
+                return budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
               })
           })
         )
@@ -194,6 +217,15 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         yield* flushBuffered
       }
     })
+    if (budget !== undefined) {
+      // What never committed gives its share of the budget back when the stream's scope ends.
+      yield* Effect.addFinalizer(() =>
+        Effect.suspend(() => {
+          const permits = held.splice(0).reduce((a, b) => a + b, 0)
+          return permits === 0 ? Effect.void : budget.semaphore.release(permits)
+        })
+      )
+    }
     // swallow-ok: a failed flush is kept in `failure` (and `failed`); every later write and flush fails with it.
     yield* Effect.forkScoped(Effect.catchAll(flusher, () => Effect.void))
 
@@ -204,17 +236,23 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         const bytes = utf8Bytes(text)
         // Full: wait for the flush in flight, then send the rest ourselves; the producer is slowed.
         const room = pendingBytes > 0 && pendingBytes + bytes > maxBuffered ? flushBuffered : Effect.void
+        // A write larger than the whole budget takes all of it (it waits until every other stream's is back).
+        const permits = budget === undefined ? 0 : Math.min(bytes, budget.totalBytes)
+        const share = budget === undefined ? Effect.void : budget.semaphore.take(permits)
+        const append = Effect.suspend(() => {
+          const wasEmpty = pendingBytes === 0
+          pending.push(text)
+          held.push(permits)
+          pendingBytes += bytes
+          const signals: Array<Effect.Effect<boolean>> = []
+          if (wasEmpty) signals.push(Queue.offer(dataArrived, undefined))
+          if (pendingBytes >= flushBytes) signals.push(Queue.offer(sizeReached, undefined))
+          return Effect.asVoid(Effect.all(signals))
+        })
+        // Permits taken are recorded at once (an interruption in between would leak them).
         return Effect.zipRight(
           room,
-          Effect.suspend(() => {
-            const wasEmpty = pendingBytes === 0
-            pending.push(text)
-            pendingBytes += bytes
-            const signals: Array<Effect.Effect<boolean>> = []
-            if (wasEmpty) signals.push(Queue.offer(dataArrived, undefined))
-            if (pendingBytes >= flushBytes) signals.push(Queue.offer(sizeReached, undefined))
-            return Effect.asVoid(Effect.all(signals))
-          })
+          Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(share), append))
         )
       })
 

@@ -6,7 +6,7 @@
  * PostgreSQL conformance run), TestClock for every wait.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Queue, Schema, Stream, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
 import { Aggregate, Decision, driverError, Engine, StorageFaults, StreamChunks, StreamIngest } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
@@ -373,6 +373,71 @@ describe("durable stream ingestion", () => {
       )
       const chunks = yield* chunksOf("job:s")
       assert.strictEqual(chunks.map((c) => c.text).join(""), "p0__p1__p2__p3__p4__p5__")
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
+    )
+  })
+
+  it.effect("streams sharing a budget hold at most its bytes together: one waits until another's flush commits", () => {
+    const handler = scriptedHandler()
+    const faults = flushFaults()
+    const budget = Effect.runSync(StreamIngest.makeBudget(8))
+    const release = Effect.runSync(Deferred.make<void>())
+    const written = { a: 0, b: 0 }
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const behavior = (name: "a" | "b", piece: string) => (row: OutboxRow) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ingest = yield* StreamIngest.make({
+              effect: row,
+              flushBytes: 8,
+              budget,
+              retry: { maxRetries: 50, base: "100 millis", cap: "100 millis" }
+            })
+            yield* ingest.write(piece)
+            written[name]++
+            yield* Deferred.await(release)
+            yield* ingest.flush
+            return yield* ingest.stats
+          })
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+      handler.behaviors.set("job:a", behavior("a", "aaaaaaaa"))
+      handler.behaviors.set("job:b", behavior("b", "b"))
+      faults.refusing.on = true
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* eventually(
+        Effect.sync(() => written.a === 1 && faults.refusing.refused >= 1),
+        "a holds the whole budget"
+      )
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "running"),
+        "b running"
+      )
+      yield* settle
+      assert.strictEqual(written.b, 0)
+      faults.refusing.on = false
+      yield* TestClock.adjust("100 millis")
+      yield* eventually(
+        Effect.sync(() => written.b === 1),
+        "b wrote once a committed"
+      )
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:a")).map((c) => c.text),
+        ["aaaaaaaa"]
+      )
+      yield* Deferred.succeed(release, undefined)
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "succeeded"),
+        "b succeeded"
+      )
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:b")).map((c) => c.text),
+        ["b"]
+      )
+      // Every permit came back.
+      assert.isTrue(Option.isSome(yield* budget.semaphore.withPermitsIfAvailable(8)(Effect.void)))
     }).pipe(
       Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
     )
