@@ -7,7 +7,16 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
-import { Aggregate, Decision, driverError, Engine, StorageFaults, StreamChunks, StreamIngest } from "../src/index.js"
+import {
+  Aggregate,
+  Decision,
+  driverError,
+  EffectFailure,
+  Engine,
+  StorageFaults,
+  StreamChunks,
+  StreamIngest
+} from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
@@ -443,6 +452,51 @@ describe("durable stream ingestion", () => {
     )
   })
 
+  it.effect(
+    "each attempt streams from offset 0 under its own ids; a reader gets every attempt's chunks in order",
+    () => {
+      const handler = scriptedHandler()
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        handler.behaviors.set("job:s", (row) =>
+          StreamIngest.run({ effect: row }, Stream.make(row.attempts === 1 ? "first try" : "second")).pipe(
+            Effect.mapError(StreamIngest.toEffectFailure),
+            Effect.zipRight(
+              row.attempts === 1
+                ? Effect.fail(new EffectFailure({ message: "provider hung up", retryable: true }))
+                : Effect.succeed("done")
+            ),
+            Effect.provideService(Engine.Engine, engine)
+          )
+        )
+        yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "pending" && r.attempts === 1),
+          "retrying"
+        )
+        yield* TestClock.adjust("1 second")
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "succeeded"),
+          "succeeded"
+        )
+        const chunks = yield* chunksOf("job:s")
+        assert.deepStrictEqual(
+          chunks.map((c) => [c.attempt, c.start, c.end, c.text, c.commandId]),
+          [
+            [1, 0, 9, "first try", "ingest:stream:job:s#1:0-9"],
+            [2, 0, 6, "second", "ingest:stream:job:s#2:0-6"]
+          ]
+        )
+        // Read after a position: only what follows it.
+        const after = yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end: 9 } })
+        assert.deepStrictEqual(
+          after.map((c) => c.text),
+          ["second"]
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+    }
+  )
+
   it.effect("a reader catches up on an effect's chunks, follows new ones and ends when the effect settles", () => {
     const handler = scriptedHandler()
     const input = feed()
@@ -581,6 +635,22 @@ describe("the owning aggregate hears its effect's chunks", () => {
         stack([testReactor(handler.handle)], { filename: tempDbFile(), engine: { aggregates: [Job, Draft] } })
       )
     )
+  })
+})
+
+describe("StreamIngest.toEffectFailure (pure)", () => {
+  const base = { effectId: "e", attempt: 3, message: "m" }
+  it("a store that refused the stream fails the effect with reason storage and the driver's code, final", () => {
+    const failure = StreamIngest.toEffectFailure(
+      new StreamIngest.StreamNotRecorded({ ...base, reason: "storage", code: "SQLITE_FULL" })
+    )
+    assert.deepStrictEqual([failure.reason, failure.code, failure.retryable], ["storage", "SQLITE_FULL", false])
+  })
+  it("a stale or refused stream is the handler's failure, with its code", () => {
+    const stale = StreamIngest.toEffectFailure(
+      new StreamIngest.StreamNotRecorded({ ...base, reason: "stale", code: "stream-stale" })
+    )
+    assert.deepStrictEqual([stale.reason, stale.code, stale.retryable], ["handler", "stream-stale", false])
   })
 })
 
