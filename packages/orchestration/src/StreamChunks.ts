@@ -194,15 +194,17 @@ export const read = (
 
 /**
  * Deletes the chunks of settled effects (succeeded, failed, cancelled), at most `batchSize` effects
- * per call; returns how many chunks went. A running or pending effect keeps its chunks. An effect
- * whose outbox row was pruned already (Retention) is settled too: its chunks go.
+ * per call; returns how many chunks went. A running or pending effect keeps its chunks. With
+ * `settledBefore`, only effects settled (last updated) before it; an effect whose outbox row was
+ * pruned already (Retention) counts as settled long ago: its chunks go.
  */
-export const compactSettled = (batchSize = 500): Effect.Effect<number, SqlError, SqlClient> =>
+export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.Effect<number, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
+    const before = settledBefore ?? Number.MAX_SAFE_INTEGER
     const deleted = yield* sql<{ effect_id: string }>`DELETE FROM effect_stream_chunks WHERE effect_id IN (
         SELECT DISTINCT c.effect_id FROM effect_stream_chunks c LEFT JOIN outbox o ON o.effect_id = c.effect_id
-        WHERE o.effect_id IS NULL OR o.status IN ('succeeded', 'failed', 'cancelled')
+        WHERE o.effect_id IS NULL OR (o.status IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < ${before})
         LIMIT ${batchSize}
       ) RETURNING effect_id`
     return deleted.length

@@ -13,6 +13,7 @@ import {
   driverError,
   EffectFailure,
   Engine,
+  Retention,
   StorageFaults,
   StreamChunks,
   StreamIngest
@@ -528,7 +529,7 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
-  it.effect("compaction deletes the chunks of settled effects only", () => {
+  it.effect("compaction deletes the chunks of settled effects only; retention prunes them with their row", () => {
     const handler = scriptedHandler()
     const input = feed()
     const running = gated()
@@ -566,6 +567,9 @@ describe("durable stream ingestion", () => {
         "done settled"
       )
       assert.strictEqual((yield* chunksOf("job:done")).length, 1)
+      // Retention keeps the chunks of an effect settled within its period.
+      assert.strictEqual((yield* Retention.pruneOnce({ settledEffects: "1 hour" })).streamChunks, 0)
+      assert.strictEqual((yield* chunksOf("job:done")).length, 1)
       const deleted = yield* StreamChunks.compactSettled()
       assert.strictEqual(deleted, 1)
       assert.deepStrictEqual(yield* chunksOf("job:done"), [])
@@ -573,7 +577,17 @@ describe("durable stream ingestion", () => {
         (yield* chunksOf("job:live")).map((c) => c.text),
         ["live"]
       )
+      // Once settled past its period, retention prunes the row and its chunks with it.
       yield* running.open
+      yield* eventually(
+        rowIs("job:live", (r) => r.status === "succeeded"),
+        "live settled"
+      )
+      yield* TestClock.adjust("2 millis")
+      const pruned = yield* Retention.pruneOnce({ settledEffects: "1 millis" })
+      assert.strictEqual(pruned.streamChunks, 1)
+      assert.isAtLeast(pruned.effects, 1)
+      assert.deepStrictEqual(yield* chunksOf("job:live"), [])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 })
