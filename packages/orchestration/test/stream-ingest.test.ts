@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Deferred, Effect, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
 import {
   Aggregate,
+  CommandId,
   Decision,
   driverError,
   EffectFailure,
@@ -692,6 +693,15 @@ describe("StreamChunks.decideChunk (pure)", () => {
     assert.strictEqual(StreamChunks.decideChunk({ ...row, status: "succeeded" as never }, command, 5)._tag, "Stale")
     assert.strictEqual(StreamChunks.decideChunk(row, { ...command, aggregateId: "2" }, 5)._tag, "Stale")
     assert.strictEqual(StreamChunks.decideChunk(undefined, command, 0)._tag, "Stale")
+  })
+
+  it("a chunk id is deterministic and fits the id rules even for the longest effect id", () => {
+    const long = `tool:${"t".repeat(CommandId.EFFECT_ID_MAX - 5)}`
+    const id = StreamChunks.chunkCommandId(long, 3, 0, 4096)
+    assert.strictEqual(id, StreamChunks.chunkCommandId(long, 3, 0, 4096))
+    assert.notStrictEqual(id, StreamChunks.chunkCommandId(long, 3, 4096, 8192))
+    assert.isTrue(id.startsWith("ingest:stream:"))
+    assert.isUndefined(CommandId.commandIdProblem(id, "internal"))
   })
 
   it("refuses a gap or an overlap", () => {
