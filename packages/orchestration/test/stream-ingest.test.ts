@@ -238,6 +238,31 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  it.effect("an ingest of a stale attempt fails with reason stale at its first flush and records nothing", () => {
+    const handler = scriptedHandler()
+    const running = gated()
+    handler.behaviors.set("job:s", running.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      const row = (yield* Outbox.find("job:s"))!
+      const failure = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ingest = yield* StreamIngest.make({ effect: { ...row, attempts: row.attempts - 1 } })
+          yield* ingest.write("late words")
+          return yield* Effect.flip(ingest.flush)
+        })
+      )
+      assert.deepStrictEqual([failure.reason, failure.code], ["stale", "stream-stale"])
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+      yield* running.open
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
   it.effect("a flush refused by the store keeps its batch and lands it, once, when the fault clears", () => {
     const handler = scriptedHandler()
     const input = feed()
