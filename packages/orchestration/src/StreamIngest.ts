@@ -135,6 +135,8 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     const pending: Array<string> = []
     /** Budget permits each pending piece holds, given back when it commits (or the scope closes). */
     const held: Array<number> = []
+    /** Each pending piece's UTF-8 size as counted when written (a surrogate pair split across writes counts apart). */
+    const sizes: Array<number> = []
     let pendingBytes = 0
     let committedEnd = 0
     let flushes = 0
@@ -178,7 +180,6 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         if (pending.length === 0) return Effect.void
         const count = pending.length
         const text = pending.join("")
-        const bytes = utf8Bytes(text)
         const start = committedEnd
         const command: EffectStream = {
           type: "effect.stream",
@@ -198,7 +199,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
               Effect.suspend(() => {
                 pending.splice(0, count)
                 const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
-                pendingBytes -= bytes
+                pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
                 committedEnd = start + text.length
                 flushes++
                 return budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
@@ -211,7 +212,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     const flusher = Effect.gen(function* () {
       while (true) {
         // Writes during a flush find the buffer non-empty and ring nothing: go on without waiting.
-        if (pendingBytes === 0) yield* Queue.take(dataArrived)
+        if (pending.length === 0) yield* Queue.take(dataArrived)
         yield* Queue.takeAll(sizeReached)
         if (pendingBytes < flushBytes) yield* Effect.raceFirst(Effect.sleep(flushEvery), Queue.take(sizeReached))
         yield* flushBuffered
@@ -243,6 +244,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
           const wasEmpty = pendingBytes === 0
           pending.push(text)
           held.push(permits)
+          sizes.push(bytes)
           pendingBytes += bytes
           const signals: Array<Effect.Effect<boolean>> = []
           if (wasEmpty) signals.push(Queue.offer(dataArrived, undefined))
