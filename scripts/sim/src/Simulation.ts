@@ -86,6 +86,8 @@ const forgetRootsSince = (before: ReadonlySet<Fiber.RuntimeFiber<unknown, unknow
 
 const domain = Agents.domain({})
 const quietLogs = Logger.withMinimumLogLevel(LogLevel.None)
+/** No tracer: spans (one per SQL statement in @effect/sql) are observability, and nothing in the engine reads them. */
+const untraced = <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.withTracerEnabled(self, false)
 
 /** Runs `program` on the simulated runtime until it ends; for setup only (no crash, no check). */
 const runToEnd = <A, E>(runtime: SimRuntime, program: Effect.Effect<A, E>) => {
@@ -249,7 +251,12 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
     const crashAt = crashes < maxCrashes ? runtime.steps + 1 + chaos.int(crashWindow) : Infinity
     const rootsBefore = new Set(fiberRoots())
     const fiber = Effect.runFork(
-      bootProgram(boot).pipe(Effect.withClock(runtime.clock), Effect.withRandom(Random.make(seed)), quietLogs),
+      bootProgram(boot).pipe(
+        Effect.withClock(runtime.clock),
+        Effect.withRandom(Random.make(seed)),
+        quietLogs,
+        untraced
+      ),
       { scheduler: runtime }
     )
     let crashed = false
