@@ -69,8 +69,8 @@ const closeConnections = () => {
  * Effect keeps every root fiber (each `runFork`, each `forkDaemon`) in one global set until it ends.
  * A crash abandons fibers that never end, so each incarnation's fibers, with the whole engine they
  * hold, stayed reachable for the life of the process (2 GB after 1,000 seeds, and every major
- * collection marked all of it). After a crash the simulator forgets the roots that incarnation
- * added, as the kernel frees a killed process's memory; nothing can run them again anyway.
+ * collection marked all of it). When an incarnation ends (a crash, or the seed's end) the simulator
+ * forgets the roots it added, as the kernel frees a killed process's memory; nothing can run them again.
  */
 const fiberRoots = (): Set<Fiber.RuntimeFiber<unknown, unknown>> =>
   globalValue<{ readonly roots: Set<Fiber.RuntimeFiber<unknown, unknown>> }>(
