@@ -87,8 +87,14 @@ export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, 
     const start = backend.shared ? Effect.void : Timers.releaseAllClaims
     const round = Effect.gen(function* () {
       yield* Queue.takeAll(wake)
-      const retry = yield* fireDue(engine, resolved)
-      const next = yield* Timers.nextDue()
+      // Every accepted command rings the wake; most schedule no timer. Read the next due time first
+      // (one indexed SELECT) and claim (an UPDATE, a write on SQLite's one connection, ahead of the
+      // reactors' claims) only when a timer is due: claiming on every ring cost the commit → claim
+      // pickup about 1 ms at p50 in `pnpm bench --quick`.
+      const before = yield* Timers.nextDue()
+      const due = before !== undefined && before <= (yield* Clock.currentTimeMillis)
+      const retry = due ? yield* fireDue(engine, resolved) : false
+      const next = due ? yield* Timers.nextDue() : before
       const now = yield* Clock.currentTimeMillis
       const sleepMs = retry ? 1_000 : Math.min(maxSleepMs, next === undefined ? maxSleepMs : Math.max(0, next - now))
       yield* Effect.raceFirst(Effect.sleep(Duration.millis(sleepMs)), Queue.take(wake))
