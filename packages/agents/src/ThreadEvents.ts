@@ -5,6 +5,7 @@
  */
 import { Aggregate, CommandId } from "@orchestration/engine"
 import { Schema } from "effect"
+import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
 export const ThreadId = Schema.String.pipe(
@@ -74,7 +75,8 @@ export const ThreadEvent = Schema.Union(
   }),
   Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
   Aggregate.event("thread.deleted", {}),
-  Aggregate.event("thread.cleaned", {})
+  Aggregate.event("thread.cleaned", {}),
+  ...DelegationEvent
 )
 export type ThreadEvent = typeof ThreadEvent.Type
 
@@ -98,6 +100,8 @@ export interface ThreadState {
   readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
   readonly messageIds: ReadonlyArray<string>
   readonly transcriptIds: ReadonlyArray<string>
+  /** Delegate-and-await: answers this thread owes and calls of it that wait (DelegationEvents.ts). */
+  readonly delegation: DelegationState
 }
 
 export const initialState: ThreadState = {
@@ -107,7 +111,8 @@ export const initialState: ThreadState = {
   active: null,
   queue: [],
   messageIds: [],
-  transcriptIds: []
+  transcriptIds: [],
+  delegation: initialDelegation
 }
 
 // ---- ids --------------------------------------------------------------------------------------
@@ -119,6 +124,11 @@ export const cleanupEffectId = (threadId: string) => CommandId.boundedId("cleanu
 
 /** Folds one event into the state. Pure. */
 export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
+  const next = evolveThread(state, event)
+  return { ...next, delegation: evolveDelegation(next.delegation, event) }
+}
+
+const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
   switch (event.type) {
     case "thread.created":
       return { ...state, exists: true }
@@ -177,8 +187,13 @@ export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
       return { ...state, active: null }
     case "thread.deleted":
       return { ...state, deleted: true, active: null, queue: [] }
+    case "delegation.withdrawn":
+      return { ...state, queue: state.queue.filter((q) => q.messageId !== event.messageId) }
     case "effect.late":
     case "thread.cleaned":
+    case "delegation.accepted":
+    case "delegate.awaiting":
+    case "delegate.closed":
       return state
   }
 }

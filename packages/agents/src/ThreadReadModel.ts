@@ -250,6 +250,16 @@ export const ThreadViews = Projection.make(Thread, {
         )
       case "thread.cleaned":
         return Effect.void
+      // Delegate-and-await: a withdrawn queued message never runs; waits are visible through their calls.
+      case "delegation.withdrawn":
+        return run(
+          (sql) =>
+            sql`UPDATE agent_turns SET status = 'interrupted', reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId} AND status = 'queued'`
+        )
+      case "delegation.accepted":
+      case "delegate.awaiting":
+      case "delegate.closed":
+        return Effect.void
     }
   }
 })

@@ -33,7 +33,9 @@ describe("Tools", () => {
       ["tool.delegate", "delegate", "replay-safe", "thread", 30],
       ["tool.trigger_edit", "trigger_edit", "replay-safe", "thread", 30],
       ["tool.mcp_call", "–", "from the payload", "thread", 60],
-      ["thread.cleanup", "–", "replay-safe", "thread", 60]
+      ["thread.cleanup", "–", "replay-safe", "thread", 60],
+      ["delegate.reply", "–", "replay-safe", "thread", 30],
+      ["delegate.withdraw", "–", "replay-safe", "thread", 30]
     ])
   })
 
