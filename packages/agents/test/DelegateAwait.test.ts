@@ -4,10 +4,17 @@
  * and both threads' transcripts validate.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Outbox } from "@orchestration/engine"
-import { Effect } from "effect"
+import { Engine, Outbox, Timers } from "@orchestration/engine"
+import { Effect, Layer } from "effect"
+import { ModelProvider } from "../src/Provider.js"
+import * as ScriptedProvider from "../src/ScriptedProvider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
-import { agentsStack, allTurnsTerminal, eventually, script, send } from "./fixtures/agents.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+
+/** The scripted model, except that thread `slow` never answers: its turn stays running. */
+const slowProvider = Layer.succeed(ModelProvider, {
+  step: (request) => (request.requestId.startsWith("step:slow:") ? Effect.never : ScriptedProvider.make.step(request))
+})
 
 const toolResults = (threadId: string) =>
   Effect.map(transcriptView(threadId), (t) =>
@@ -121,5 +128,51 @@ describe("delegate with await", () => {
         assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
       }
     }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect("the deadline fires under the TestClock: the call's result says it timed out, and the turn goes on", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const parent = script(
+        {
+          toolCalls: [
+            {
+              name: "delegate",
+              arguments: { threadId: "slow", text: "take your time", await: true, timeoutSeconds: 3 }
+            }
+          ]
+        },
+        { text: "gave up waiting" }
+      )
+      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+      yield* eventually(
+        Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
+        "deadline scheduled"
+      )
+      yield* advanceUntil(allTurnsTerminal("t1", 1), "parent turn done", 10)
+      const [result] = yield* toolResults("t1")
+      assert.match(String(result), /^error: timed out: thread 'slow' did not answer by /)
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "gave up waiting" })
+      assert.deepStrictEqual(
+        (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
+        ["fired"]
+      )
+      // The awaited turn goes on; its answer will not reach the closed call.
+      assert.deepStrictEqual(
+        (yield* turnStatus("slow")).map((t) => t.status),
+        ["running"]
+      )
+      // Stopped here so the stack's shutdown has no step in flight.
+      const [slowTurn] = yield* turnStatus("slow")
+      yield* engine.dispatchWithReceipt({
+        commandId: "stop-slow",
+        type: "turn.interrupt",
+        threadId: "slow",
+        turnId: slowTurn!.turn_id
+      })
+      yield* eventually(allTurnsTerminal("slow", 1), "slow turn interrupted")
+    }).pipe(Effect.provide(agentsStack({ provider: slowProvider })))
   )
 })
