@@ -95,24 +95,16 @@ export const evolveDelegation = (
       }
     }
     case "turn.completed":
-    case "turn.ended": {
-      // The ended turn owes no answer any more (it was decided with the end), and its calls wait no more.
-      const turnId = event.turnId!
-      const awaiting = Object.fromEntries(Object.entries(state.awaiting).filter(([, a]) => a.turnId !== turnId))
-      const waits = Object.fromEntries(
-        Object.entries(state.waits).filter(([name, w]) => w.status !== "open" || waitOwner(state, name) !== turnId)
-      )
-      return { awaitedBy: without(state.awaitedBy, turnId), awaiting, waits }
-    }
+    case "turn.ended":
+      // The ended turn owes no answer any more (a reply was decided with its end), and its calls, the
+      // only ones that could wait (one turn runs at a time), wait no more: a late timer finds no wait.
+      return { awaitedBy: without(state.awaitedBy, event.turnId!), awaiting: {}, waits: Waits.empty }
     case "thread.deleted":
       return { ...state, awaitedBy: {} }
     default:
       return state
   }
 }
-
-const waitOwner = (state: DelegationState, name: string): string | undefined =>
-  Object.entries(state.awaiting).find(([effectId]) => waitNameOf(effectId) === name)?.[1].turnId
 
 const without = <A>(record: Readonly<Record<string, A>>, key: string): Readonly<Record<string, A>> => {
   if (!(key in record)) return record

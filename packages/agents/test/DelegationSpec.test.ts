@@ -299,6 +299,29 @@ describe("Delegation spec: the waiting call", () => {
       "wait-closed"
     )
   })
+
+  it("deleting the waiting thread withdraws the awaited turn too", () => {
+    const d = given(waiting).then({ commandId: "del", type: "thread.delete", threadId: "t1" }, context("del"))
+    assert.deepStrictEqual(
+      d.events.map((e) => e.type),
+      ["turn.ended", "thread.deleted"]
+    )
+    assert.deepStrictEqual(effectsOf(d), [
+      ["cleanup:t1", "thread.cleanup"],
+      [CommandId.boundedId("withdraw:", effectId), "delegate.withdraw"]
+    ])
+  })
+
+  it("a timer of a wait whose turn ended finds no wait and is refused", () => {
+    const ended = given(waiting).then(
+      { commandId: "stop", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" },
+      context("stop")
+    )
+    assert.strictEqual(
+      given([...waiting, ...ended.events]).thenReject(timeout(), context(timeout().commandId, "t1", deadline)),
+      "wait-unknown"
+    )
+  })
 })
 
 // ---- the awaited side ------------------------------------------------------------------------
@@ -376,6 +399,25 @@ describe("Delegation spec: the awaited thread", () => {
       "the waiting turn ended"
     ])
     assert.deepStrictEqual(effectsOf(d), [])
+  })
+
+  it("the awaited thread is deleted with the awaited message still queued: the waiting call hears it at once", () => {
+    const queuedChild: ReadonlyArray<ThreadEvent> = [
+      { type: "thread.created", title: null },
+      { type: "turn.started", turnId: "helper:busy", ordinal: 1, messageId: "busy", text: "busy" },
+      { type: "message.queued", messageId: childMessageId, turnId: childTurnId, text: "summarise" },
+      { type: "delegation.accepted", turnId: childTurnId, awaitedBy }
+    ]
+    const d = given(queuedChild).then({ commandId: "del", type: "thread.delete", threadId: "helper" }, childCtx("del"))
+    const reply = d.effects.find((e) => e.kind === "delegate.reply")
+    assert.deepStrictEqual(reply?.payload, {
+      threadId: "t1",
+      effectId,
+      childThreadId: "helper",
+      childTurnId,
+      status: "failed",
+      text: "thread deleted"
+    })
   })
 
   it("withdrawn while queued: the message leaves the queue and never runs", () => {
