@@ -10,7 +10,8 @@ export default defineConfig({
       "test/Turn.test.ts",
       "test/OpenAiTurn.test.ts",
       "test/ThreadReadModel.test.ts",
-      "test/ToolFailures.test.ts"
+      "test/ToolFailures.test.ts",
+      "test/ApprovalTurn.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],
     testTimeout: 60_000,

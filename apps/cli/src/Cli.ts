@@ -9,15 +9,16 @@ import { receipts } from "./commands/Receipts.js"
 import { serve } from "./commands/Serve.js"
 import { status } from "./commands/Status.js"
 import { threads } from "./commands/Threads.js"
+import { approvals } from "./commands/Approvals.js"
 import { rootCommand } from "./Connection.js"
 import * as Help from "./Help.js"
 
 export const command = rootCommand.pipe(
   Command.withDescription(
-    "Operate a durable orchestration server: run it, read its health, effects, events, threads and receipts over HTTP, " +
+    "Operate a durable orchestration server: run it, read its health, effects, events, threads, approvals and receipts over HTTP, " +
       "and check or back up its SQLite store offline. --url, --token and --json may also be given before the command."
   ),
-  Command.withSubcommands([serve, status, effects, events, threads, receipts, db])
+  Command.withSubcommands([serve, status, effects, events, threads, approvals, receipts, db])
 )
 
 export const version = "0.1.0"

@@ -8,12 +8,14 @@ import { useCallback, useEffect, useRef, useState } from "preact/hooks"
 import {
   type ComponentHealth,
   type EffectRow,
+  getApprovals,
   getComponents,
   getSummary,
   getThread,
   getThreadEffects,
   getThreads,
   type OutboxSummary,
+  type PendingApproval,
   type ThreadDetail,
   type ThreadPage,
   Unauthorized,
@@ -23,6 +25,7 @@ import { follow, type StreamEvent, type StreamState } from "./eventStream.js"
 import { formatAge, formatAgo, formatCount, formatRate, isStuck } from "./format.js"
 import { addSample, lagSeries, rateSeries, type Sample, windowMs } from "./samples.js"
 import { clearToken, readToken, saveToken } from "./token.js"
+import { ApprovalsPanel } from "./components/ApprovalsPanel.js"
 import { OutboxPanel } from "./components/OutboxPanel.js"
 import { Sparkline } from "./components/Sparkline.js"
 import { type ThreadFilter, ThreadsPanel } from "./components/ThreadsPanel.js"
@@ -104,9 +107,12 @@ export const App = () => {
   const authorized = !needToken
 
   // ---- the outbox summary, sampled -------------------------------------------------------------
+  const [approvals, setApprovals] = useState<ReadonlyArray<PendingApproval>>([])
   const refreshSummary = useCallback(() => {
     // swallow-ok: the components banner is advisory; the summary below reports a server that does not answer.
     getComponents().then(setComponents, () => undefined)
+    // Sampled with the summary (and after each burst of events), so a waiting call shows within seconds.
+    getApprovals().then(setApprovals, onError)
     getSummary().then((s) => {
       offset.current = s.at - Date.now()
       setSummary(s)
@@ -432,6 +438,13 @@ export const App = () => {
               onNewer={cursors.length <= 1 ? undefined : () => setCursors(cursors.slice(0, -1))}
             />
             <div class="side">
+              <ApprovalsPanel
+                approvals={approvals}
+                now={now}
+                onOpenThread={openThread}
+                onChanged={onChanged}
+                onError={onError}
+              />
               <OutboxPanel summary={summary} onOpenThread={openThread} onChanged={onChanged} onError={onError} />
               <section class="panel" data-testid="live-events">
                 <header class="panel-head">

@@ -125,3 +125,36 @@ export const operate = (action: "retry" | "cancel", effectId: string) =>
     headers: { "content-type": "application/json" },
     body: "{}"
   })
+
+export type PendingApproval = import("@orchestration/server").ApprovalList["approvals"][number]
+
+/** Calls awaiting approval (GET /v1/approvals); none when the server's domain has no approvals (404). */
+export const getApprovals = () =>
+  request<{ approvals: ReadonlyArray<PendingApproval> }>("/v1/approvals?limit=100").then(
+    (r) => r.approvals,
+    (error: unknown) => {
+      if (error instanceof ApiError && error.status === 404) return []
+      throw error
+    }
+  )
+
+/**
+ * Approve or deny a waiting call (`tool.approve` / `tool.deny` through POST /v1/commands). The id is
+ * new per click: a second click of the same answer is accepted by the thread as the same approval.
+ */
+export const answerApproval = (
+  verdict: "approve" | "deny",
+  call: { readonly threadId: string; readonly callId: string },
+  text?: string
+) =>
+  request<{ commandId: string; duplicate: boolean }>("/v1/commands", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      commandId: `dash-${verdict}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`,
+      type: verdict === "approve" ? "tool.approve" : "tool.deny",
+      threadId: call.threadId,
+      callId: call.callId,
+      ...(text === undefined || text === "" ? {} : verdict === "approve" ? { note: text } : { reason: text })
+    })
+  })

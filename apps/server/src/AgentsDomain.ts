@@ -9,7 +9,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
 import { type ComponentHealth, DomainHealth } from "./DomainHealth.js"
 import * as ServerDomain from "./ServerDomain.js"
-import { type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
+import { type ApprovalListRequest, type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
 
 const agents = Agents.domain()
 
@@ -64,6 +64,12 @@ const threadViews = Layer.effect(
           Effect.mapError(StorageErrors.toStorageFailure("read thread")),
           Effect.provide(context)
         ),
+      listApprovals: (request: ApprovalListRequest) =>
+        ThreadReadModel.pendingApprovals(request).pipe(
+          Effect.map((approvals) => ({ approvals })),
+          Effect.mapError(StorageErrors.toStorageFailure("list approvals")),
+          Effect.provide(context)
+        ),
       getTranscript: (threadId: string) =>
         ThreadReadModel.transcriptView(threadId).pipe(
           Effect.map(Option.fromNullable),
@@ -76,7 +82,8 @@ const threadViews = Layer.effect(
 
 export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDomain.make<Agents.AgentServices>({
   name: "agents",
-  aggregates: agents.aggregates,
+  // The approval policy is the operator's (APPROVAL, APPROVAL_TIMEOUT, APPROVAL_TOOLS): the decider reads it.
+  aggregates: ({ config }) => Agents.domain({ approval: config.approval }).aggregates,
   projections: agents.projections,
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.

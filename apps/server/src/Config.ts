@@ -2,7 +2,7 @@
  * The server's configuration, read once from the environment. Parsing is a pure function so every
  * rule is tested without a process; a bad value names its variable and the server does not start.
  */
-import { McpTools, Sandbox } from "@orchestration/agents"
+import { Approval, McpTools, Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
@@ -52,6 +52,11 @@ export interface ServerConfig {
   readonly storageFaults: string | undefined
   /** FAULT_POINTS: instants where the process kills itself (crash tests, the chaos harness); never by request. */
   readonly faultPoints: string | undefined
+  /**
+   * Which tool calls wait for an operator: APPROVAL (off, the default, or required), APPROVAL_TIMEOUT
+   * (default 24h) and APPROVAL_TOOLS (the tools that wait; default execute and process-bound MCP tools).
+   */
+  readonly approval: Approval.ApprovalPolicy
 }
 
 export const defaults = {
@@ -144,6 +149,31 @@ const integer = (env: Env, name: string, fallback: number, min: number, max: num
   if (!Number.isSafeInteger(value) || value < min || value > max)
     throw new Bad(name, `${name} must be between ${min} and ${max}, got ${raw}`)
   return value
+}
+
+/** APPROVAL, APPROVAL_TIMEOUT and APPROVAL_TOOLS: off unless the operator asks for approvals. */
+const approvalPolicy = (env: Env): Approval.ApprovalPolicy => {
+  const mode = (read(env, "APPROVAL") ?? "off").toLowerCase()
+  if (mode !== "off" && mode !== "required")
+    throw new Bad("APPROVAL", `APPROVAL must be 'off' or 'required', got '${mode}'`)
+  const timeoutText = read(env, "APPROVAL_TIMEOUT")
+  const timeoutMs = timeoutText === undefined ? Approval.DEFAULT_TIMEOUT_MS : Approval.parseDuration(timeoutText)
+  if (timeoutMs === undefined || timeoutMs < 1_000 || timeoutMs > 30 * 86_400_000)
+    throw new Bad(
+      "APPROVAL_TIMEOUT",
+      `APPROVAL_TIMEOUT must be a duration between 1s and 30d such as 24h, 30m or 90s, got '${timeoutText}'`
+    )
+  const toolsText = read(env, "APPROVAL_TOOLS")
+  const tools = toolsText
+    ?.split(",")
+    .map((name) => name.trim())
+    .filter((name) => name !== "")
+  const bad = tools?.find((name) => !/^[A-Za-z0-9_-]{1,64}$/.test(name))
+  if (bad !== undefined)
+    throw new Bad("APPROVAL_TOOLS", `APPROVAL_TOOLS must be a comma-separated list of tool names, got '${bad}'`)
+  if (tools !== undefined && mode === "off")
+    throw new Bad("APPROVAL_TOOLS", "APPROVAL_TOOLS is set but APPROVAL is off: set APPROVAL=required")
+  return { mode, timeoutMs, ...(tools === undefined ? {} : { tools }) }
 }
 
 /**
@@ -254,7 +284,9 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const sandbox = Sandbox.parseConfig(env)
     if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
     const mcp = mcpConfig(env, cwd, dataDir)
+    const approval = approvalPolicy(env)
     return Either.right({
+      approval,
       ...(dashboardDir === undefined ? {} : { dashboardDir: resolve(cwd, dashboardDir) }),
       port,
       host,

@@ -28,7 +28,7 @@ import { EventsLive } from "./http/EventsHandlers.js"
 import { OpsLive } from "./http/OpsHandlers.js"
 import { OutboxLive } from "./http/OutboxHandlers.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
-import type { AnyServerDomain, DomainContext } from "./ServerDomain.js"
+import { type AnyServerDomain, aggregatesOf, type DomainContext } from "./ServerDomain.js"
 import * as ListenerGate from "./ListenerGate.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
 import * as StoreWritability from "./StoreWritability.js"
@@ -61,7 +61,7 @@ export const coreLayer = (options: ServerOptions) => {
   const freeSpace =
     options.freeSpace ?? FreeSpace.layer({ directory: config.dataDir, floorBytes: config.diskFloorBytes })
   const engine = Engine.layer({
-    aggregates: domain.aggregates,
+    aggregates: aggregatesOf(domain, context),
     projections: domain.projections ?? [],
     activation: "manual"
   }).pipe(

@@ -21,7 +21,10 @@ export interface DomainContext {
 
 export interface ServerDomain<R = never> {
   readonly name: string
-  readonly aggregates: ReadonlyArray<Aggregate.AnyAggregate>
+  /** The aggregates, or a function of the context when their rules are the operator's configuration. */
+  readonly aggregates:
+    | ReadonlyArray<Aggregate.AnyAggregate>
+    | ((context: DomainContext) => ReadonlyArray<Aggregate.AnyAggregate>)
   readonly projections?: ReadonlyArray<Projection.Projection>
   readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<R>>
   /** The services the reactors (and the thread views) need. Built once, before boot reconciles. */
@@ -31,6 +34,10 @@ export interface ServerDomain<R = never> {
   /** The thread views; without them the thread routes answer 404. */
   readonly threads?: (context: DomainContext) => Layer.Layer<ThreadViews, unknown, R | SqlClient | Engine.Engine>
 }
+
+/** The aggregates the engine registers for this context. */
+export const aggregatesOf = (domain: ServerDomain<any>, context: DomainContext) =>
+  typeof domain.aggregates === "function" ? domain.aggregates(context) : domain.aggregates
 
 /** Declares a domain, keeping its reactors' requirement type. */
 export const make = <R>(domain: ServerDomain<R>): ServerDomain<R> => domain

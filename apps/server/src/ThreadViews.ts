@@ -15,8 +15,12 @@ export const ToolCallView = Schema.Struct({
   /** pending | running while the effect is unsettled; then its final succeeded | failed | cancelled, kept after retention. */
   status: Schema.String,
   result: Schema.optional(Schema.Unknown),
-  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage. */
-  outcome: Schema.optional(Schema.String)
+  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage | denied. */
+  outcome: Schema.optional(Schema.String),
+  /** A call that waited for an operator: awaiting | approved | denied | expired | cancelled, its deadline (epoch ms) and note. */
+  approval: Schema.optional(
+    Schema.Struct({ status: Schema.String, deadline: Schema.Number, note: Schema.NullOr(Schema.String) })
+  )
 })
 
 export const TurnView = Schema.Struct({
@@ -95,7 +99,31 @@ export interface ThreadListRequest {
   readonly order?: typeof ThreadOrder.Type | undefined
 }
 
+/** A call waiting for an operator's `tool.approve` / `tool.deny`. */
+export const PendingApproval = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  /** The `callId` to name in `tool.approve` / `tool.deny`. */
+  callId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Unknown,
+  effectId: Schema.String,
+  /** Epoch ms: unanswered by then, the call is denied ("no approval within …"). */
+  deadline: Schema.Number
+})
+
+/** `GET /v1/approvals`: the calls awaiting approval, earliest deadline first. */
+export const ApprovalList = Schema.Struct({ approvals: Schema.Array(PendingApproval) })
+export type ApprovalList = typeof ApprovalList.Type
+
+export interface ApprovalListRequest {
+  readonly limit: number
+  readonly threadId?: string | undefined
+}
+
 export interface ThreadViewsShape {
+  /** Calls awaiting approval. Absent: the approvals route answers 404. */
+  readonly listApprovals?: (request: ApprovalListRequest) => Effect.Effect<ApprovalList, StorageFailure>
   /** A page of threads, bounded by `limit` whatever their number. Absent: the list route answers 404. */
   readonly listThreads?: (request: ThreadListRequest) => Effect.Effect<ThreadPage, StorageFailure>
   /** None when no thread has that id (404). */

@@ -10,6 +10,8 @@ export { ServerState } from "./ServerState.js"
 export {
   ThreadViews,
   ThreadView,
+  ApprovalList,
+  PendingApproval,
   TranscriptView,
   type ThreadPage,
   type ThreadSummary,

@@ -6,6 +6,7 @@
 import { Layer } from "effect"
 import type { Aggregate, Projection, Reactor } from "@orchestration/engine"
 import type * as AgentReactor from "./AgentReactor.js"
+import type { ApprovalPolicy } from "./Approval.js"
 import { agentsReactor } from "./AgentReactor.js"
 import * as McpServers from "./McpServers.js"
 import type { McpConfig } from "./McpTools.js"
@@ -20,6 +21,8 @@ export interface AgentsOptions {
   /** Model steps per turn before the turn fails. Default 20. */
   readonly stepLimit?: number
   readonly concurrency?: number
+  /** Which calls wait for an operator's approval, and how long (Approval.ts). Default: none wait. */
+  readonly approval?: ApprovalPolicy
 }
 
 /** What the agents reactor needs from its environment. */
@@ -32,7 +35,12 @@ export interface AgentsDomain {
 }
 
 export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
-  aggregates: [makeThread(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit })],
+  aggregates: [
+    makeThread({
+      ...(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }),
+      ...(options.approval === undefined ? {} : { approval: options.approval })
+    })
+  ],
   projections: [ThreadViews],
   reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })

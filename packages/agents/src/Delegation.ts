@@ -66,7 +66,8 @@ export const delegationCommands = {
     effectId: Schema.String,
     childThreadId: Schema.String,
     childTurnId: Schema.String,
-    status: Schema.Literal("completed", "failed", "interrupted"),
+    /** How the awaited turn ended (not `status`, so a command is never mistaken for an outcome). */
+    turnStatus: Schema.Literal("completed", "failed", "interrupted"),
     /** The awaited turn's final text, or the reason it failed or was interrupted. */
     text: Schema.String
   }),
@@ -173,7 +174,7 @@ const reply = (
   ctx: DecideContext,
   turnId: string,
   awaitedBy: AwaitedBy,
-  status: "completed" | "failed" | "interrupted",
+  turnStatus: "completed" | "failed" | "interrupted",
   text: string
 ): EffectIntent => ({
   id: replyEffectId(turnId),
@@ -183,7 +184,7 @@ const reply = (
     effectId: awaitedBy.effectId,
     childThreadId: ctx.aggregateId,
     childTurnId: turnId,
-    status,
+    turnStatus,
     text
   }
 })
@@ -380,7 +381,7 @@ export const decideDelegation = (
       const outcome = resultOutcome(
         open.active,
         open.call,
-        command.status === "completed"
+        command.turnStatus === "completed"
           ? {
               status: "succeeded",
               response: { threadId: command.childThreadId, status: "completed", text: command.text }
@@ -388,7 +389,7 @@ export const decideDelegation = (
           : {
               status: "failed",
               error: {
-                message: `thread '${command.childThreadId}' ${command.status === "failed" ? "failed" : "was interrupted"} (turn ${command.childTurnId}): ${command.text}`,
+                message: `thread '${command.childThreadId}' ${command.turnStatus === "failed" ? "failed" : "was interrupted"} (turn ${command.childTurnId}): ${command.text}`,
                 reason: "handler"
               }
             }

@@ -5,6 +5,8 @@
  *   model.step settles → model.responded + one effect per tool call (tool:<turnId>:<transcriptId>)
  *   each tool settles → tool.result; when the step's results are all in → the next model.step
  *   a response without tool calls → turn.completed; the next queued message starts its turn
+ *   a call the approval policy names → approval.requested + a deadline timer, and no effect until
+ *     tool.approve writes it; tool.deny or the deadline (tool.approval-timeout) answer it "denied"
  *
  * Everything here is pure: the transcript a provider replays is a projection of these events, and
  * every tool call gets exactly one result event, from its outcome or from a synthetic result when
@@ -18,9 +20,12 @@ import {
   type DecideContext,
   type EffectIntent,
   type EffectOutcome,
-  Reactor
+  Reactor,
+  type Timers,
+  Waits
 } from "@orchestration/engine"
 import { Schema } from "effect"
+import { type ApprovalPolicy, deniedContent, off as approvalOff, requiresApproval, waitNameOf } from "./Approval.js"
 import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
@@ -36,9 +41,11 @@ import {
   ThreadEvent,
   ThreadId,
   type ThreadState,
-  turnIdOf
+  turnIdOf,
+  type ApprovalVerdict
 } from "./ThreadEvents.js"
 import { planCalls, type ResponseCall } from "./ToolCallPlanning.js"
+import type { McpCallPayload } from "./McpTools.js"
 import { type EffectKind, toolPolicies } from "./Tools.js"
 
 export { describeFailure, type FailureDescription } from "./FailureDescriptions.js"
@@ -94,22 +101,39 @@ const endTurn = (
 ): Decision<ThreadEvent> => {
   const answered = [...active.answered, ...(extra.answered ?? [])]
   const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
+  // A call still waiting for approval has no effect row: its wait closes, its deadline timer goes.
+  const waiting = unanswered.filter((c) => state.approvals[c.transcriptId]?.verdict === null)
+  const isWaiting = (c: CallRecord) => waiting.includes(c)
   const synthetic = unanswered.map(
     (c): ResultRecord => ({
       callId: c.callId,
       transcriptId: c.transcriptId,
       effectId: c.effectId,
-      content: `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})${whatStopping(c)}`,
+      content: isWaiting(c)
+        ? `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} while this call waited for approval (${reason}); it was not performed`
+        : `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})${whatStopping(c)}`,
       outcome: status === "failed" ? "failed" : "interrupted"
+    })
+  )
+  const cancelled = waiting.map(
+    (c): ThreadEvent => ({
+      type: "approval.closed",
+      turnId: active.turnId,
+      transcriptId: c.transcriptId,
+      verdict: "cancelled",
+      note: reason
     })
   )
   const ended: ThreadEvent = { type: "turn.ended", turnId: active.turnId, status, reason, synthetic }
   const after = { ...state, active: null }
   const next = startNextQueued(after, threadId)
   return Decision.of<ThreadEvent>({
-    events: [...(extra.events ?? []), ended, ...next.events],
+    events: [...(extra.events ?? []), ...cancelled, ended, ...next.events],
     effects: next.effects,
-    cancel: [active.stepEffectId, ...unanswered.map((c) => c.effectId)].map((effectId) => ({ effectId, reason }))
+    cancel: [active.stepEffectId, ...unanswered.filter((c) => !isWaiting(c)).map((c) => c.effectId)].map(
+      (effectId) => ({ effectId, reason })
+    ),
+    cancelTimers: waiting.map((c) => Waits.timerIdOf(waitNameOf(c.transcriptId)))
   })
 }
 
@@ -141,14 +165,70 @@ const continueTurn = (
   return Decision.of<ThreadEvent>({ events: results, effects: [modelStep(threadId, active.turnId, next)] })
 }
 
+interface TurnRules {
+  readonly stepLimit: number
+  readonly approval: ApprovalPolicy
+}
+
+/**
+ * Of a step's planned effects, those the policy lets run now, and for the others an open approval
+ * wait each (its deadline a durable timer): their effects are kept in the event, not written.
+ */
+const withholdForApproval = (
+  state: ThreadState,
+  active: ActiveTurn,
+  threadId: string,
+  effects: ReadonlyArray<EffectIntent>,
+  policy: ApprovalPolicy,
+  ctx: DecideContext
+) => {
+  const now: Array<EffectIntent> = []
+  const requested: Array<ThreadEvent> = []
+  const timers: Array<Timers.TimerIntent> = []
+  for (const effect of effects) {
+    const payload = effect.payload as McpCallPayload
+    const transcriptId = active.calls.find((c) => c.effectId === effect.id)?.transcriptId
+    if (
+      transcriptId === undefined ||
+      !requiresApproval(policy, { name: payload.name, mcpPolicy: payload.mcp?.onProcessLoss })
+    ) {
+      now.push(effect)
+      continue
+    }
+    const deadline = ctx.now + policy.timeoutMs
+    const opened = Waits.open(state.waits, {
+      name: waitNameOf(transcriptId),
+      deadline,
+      token: ctx.commandId,
+      timeout: { type: "tool.approval-timeout", threadId }
+    })
+    // Unreachable: a transcript id is never reused in a thread (planCalls), so its wait is never open
+    // already. Were it, the call must still not run unasked, so it is not written either way.
+    if (Waits.isRejection(opened)) continue
+    timers.push(...opened.timers)
+    requested.push({
+      type: "approval.requested",
+      turnId: active.turnId,
+      transcriptId,
+      effect: { id: effect.id!, kind: effect.kind, payload: effect.payload },
+      deadline,
+      timeoutMs: policy.timeoutMs,
+      token: ctx.commandId
+    })
+  }
+  return { now, requested, timers }
+}
+
 const onModelStep = (
   state: ThreadState,
   active: ActiveTurn,
   threadId: string,
   outcome: EffectOutcome,
-  stepLimit: number,
-  now: number
+  rules: TurnRules,
+  ctx: DecideContext
 ): Decision<ThreadEvent> => {
+  const { stepLimit } = rules
+  const now = ctx.now
   if (outcome.status === "failed" || outcome.status === "cancelled") {
     return endTurn(state, active, threadId, "failed", `model step failed: ${outcome.error?.message ?? outcome.status}`)
   }
@@ -168,13 +248,35 @@ const onModelStep = (
     text,
     toolCalls: calls
   }
-  if (effects.length === 0) {
+  if (unknownResults.length === calls.length) {
     // Every call named an unknown tool: all results are in already, so the turn goes on now.
     const answered: ActiveTurn = { ...active, calls, answered: calls.map((c) => c.transcriptId) }
     const after = evolve(state, responded)
     return continueTurn(after, answered, threadId, [responded, ...unknownResults], stepLimit)
   }
-  return Decision.of<ThreadEvent>({ events: [responded, ...unknownResults], effects })
+  const planned = withholdForApproval(state, { ...active, calls }, threadId, effects, rules.approval, ctx)
+  return Decision.of<ThreadEvent>({
+    events: [responded, ...unknownResults, ...planned.requested],
+    effects: planned.now,
+    timers: planned.timers
+  })
+}
+
+/** A call's one result; when it is the step's last, the next model step (or the step limit) follows. */
+const answerCall = (
+  state: ThreadState,
+  active: ActiveTurn,
+  threadId: string,
+  call: CallRecord,
+  result: ResultRecord,
+  stepLimit: number,
+  before: ReadonlyArray<ThreadEvent> = []
+): Decision<ThreadEvent> => {
+  const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
+  const answered = [...active.answered, call.transcriptId]
+  if (!active.calls.every((c) => answered.includes(c.transcriptId)))
+    return Decision.of<ThreadEvent>({ events: [...before, resultEvent] })
+  return continueTurn(state, { ...active, answered }, threadId, [...before, resultEvent], stepLimit)
 }
 
 const onToolOutcome = (
@@ -205,11 +307,115 @@ const onToolOutcome = (
       })
     }
   }
-  const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-  const answered = [...active.answered, call.transcriptId]
-  if (!active.calls.every((c) => answered.includes(c.transcriptId)))
-    return Decision.of<ThreadEvent>({ events: [resultEvent] })
-  return continueTurn(state, { ...active, answered }, threadId, [resultEvent], stepLimit)
+  return answerCall(state, active, threadId, call, result, stepLimit)
+}
+
+const verdictWords: Record<ApprovalVerdict, string> = {
+  approved: "approved",
+  denied: "denied",
+  expired: "expired unanswered",
+  cancelled: "cancelled with its turn"
+}
+
+/** The call an approval command names, its record, and the turn it waits in; or why there is none. */
+const approvalTarget = (state: ThreadState, threadId: string, callId: string) => {
+  const record = state.approvals[callId]
+  if (record === undefined)
+    return Decision.reject("approval-unknown", `no call '${callId}' of thread '${threadId}' waits for approval`)
+  const active = state.active
+  const call = active?.turnId === record.turnId ? active.calls.find((c) => c.transcriptId === callId) : undefined
+  return { _tag: "Target" as const, record, active, call }
+}
+
+/**
+ * An operator's answer. The same answer again is accepted and changes nothing; the other answer, or
+ * any answer after the deadline or the turn's end, is a conflict (a stored rejection).
+ */
+const decideApproval = (
+  state: ThreadState,
+  threadId: string,
+  answer: { readonly verdict: "approved" | "denied"; readonly callId: string; readonly note: string | undefined },
+  stepLimit: number
+): Decision<ThreadEvent> | Aggregate.Rejection => {
+  const target = approvalTarget(state, threadId, answer.callId)
+  if (target._tag === "Rejection") return target
+  const { active, call, record } = target
+  if (record.verdict === answer.verdict) return Decision.none()
+  if (record.verdict !== null) {
+    return Decision.reject(
+      "approval-conflict",
+      `call '${answer.callId}' was ${verdictWords[record.verdict]} already; it cannot be ${answer.verdict} now`
+    )
+  }
+  const closing = Waits.answer(state.waits, waitNameOf(answer.callId))
+  if (Waits.isRejection(closing)) return closing
+  if (active === null || active === undefined || call === undefined)
+    return Decision.reject("approval-conflict", `the turn of call '${answer.callId}' is over`)
+  const closed: ThreadEvent = {
+    type: "approval.closed",
+    turnId: record.turnId,
+    transcriptId: answer.callId,
+    verdict: answer.verdict,
+    note: answer.note ?? null
+  }
+  if (answer.verdict === "approved") {
+    if (record.effect === null)
+      return Decision.reject("approval-conflict", `call '${answer.callId}' has no effect to run`)
+    return Decision.of<ThreadEvent>({ events: [closed], effects: [record.effect], cancelTimers: closing.cancelTimers })
+  }
+  const denied = answerCall(
+    state,
+    active,
+    threadId,
+    call,
+    {
+      callId: call.callId,
+      transcriptId: call.transcriptId,
+      effectId: call.effectId,
+      content: deniedContent({ kind: "denied", reason: answer.note }),
+      outcome: "denied"
+    },
+    stepLimit,
+    [closed]
+  )
+  return { ...denied, cancelTimers: [...(denied.cancelTimers ?? []), ...closing.cancelTimers] }
+}
+
+/** The deadline's timer fired: unless an answer landed first, the call is denied for want of one. */
+const decideApprovalTimeout = (
+  state: ThreadState,
+  threadId: string,
+  wait: string,
+  token: string,
+  ctx: DecideContext,
+  stepLimit: number
+): Decision<ThreadEvent> | Aggregate.Rejection => {
+  // Only the engine's timer sends this (clients may not use the `timer:` prefix): no one forges a deadline.
+  if (!ctx.commandId.startsWith("timer:"))
+    return Decision.reject("internal-command", "tool.approval-timeout is sent by the engine's timer only")
+  const expiring = Waits.timeout(state.waits, wait, token)
+  if (Waits.isRejection(expiring)) return expiring
+  const callId = wait.slice(waitNameOf("").length)
+  const target = approvalTarget(state, threadId, callId)
+  if (target._tag === "Rejection") return target
+  const { active, call, record } = target
+  if (active === null || active === undefined || call === undefined)
+    return Decision.reject("wait-closed", `the turn of call '${callId}' is over`)
+  return answerCall(
+    state,
+    active,
+    threadId,
+    call,
+    {
+      callId: call.callId,
+      transcriptId: call.transcriptId,
+      effectId: call.effectId,
+      content: deniedContent({ kind: "expired", timeoutMs: record.timeoutMs }),
+      outcome: "denied"
+    },
+    stepLimit,
+    [{ type: "approval.closed", turnId: record.turnId, transcriptId: callId, verdict: "expired", note: null }]
+  )
 }
 
 const isFinal = (status: EffectOutcome["status"]) =>
@@ -218,11 +424,13 @@ const isFinal = (status: EffectOutcome["status"]) =>
 export const makeThread = (
   options: {
     readonly stepLimit?: number
+    readonly approval?: ApprovalPolicy
     /** How long an awaited delegate waits when its call names no timeout. Default 30 minutes. */
     readonly delegateTimeoutMs?: number
   } = {}
 ) => {
   const stepLimit = options.stepLimit ?? DEFAULT_STEP_LIMIT
+  const rules: TurnRules = { stepLimit, approval: options.approval ?? approvalOff }
   const thread = Aggregate.make({
     name: "thread",
     commands: {
@@ -238,7 +446,24 @@ export const makeThread = (
         awaitedBy: Schema.optional(Delegation.AwaitedBy)
       }),
       "turn.interrupt": Aggregate.command("turn.interrupt", { threadId: ThreadId, turnId: Schema.String }),
-      "thread.delete": Aggregate.command("thread.delete", { threadId: ThreadId })
+      "thread.delete": Aggregate.command("thread.delete", { threadId: ThreadId }),
+      /** `callId` is the call's thread-unique id (its transcript id, as GET /v1/approvals lists it). */
+      "tool.approve": Aggregate.command("tool.approve", {
+        threadId: ThreadId,
+        callId: Schema.String.pipe(Schema.maxLength(200)),
+        note: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
+      }),
+      "tool.deny": Aggregate.command("tool.deny", {
+        threadId: ThreadId,
+        callId: Schema.String.pipe(Schema.maxLength(200)),
+        reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
+      }),
+      /** Sent by an approval's deadline timer (Waits.ts adds `wait` and `token`). */
+      "tool.approval-timeout": Aggregate.command("tool.approval-timeout", {
+        threadId: ThreadId,
+        wait: Schema.String,
+        token: Schema.String
+      })
     },
     events: ThreadEvent,
     aggregateId: (command) => command.threadId,
@@ -282,9 +507,26 @@ export const makeThread = (
           return Decision.of<ThreadEvent>({
             events: [...ended.events, deleted],
             effects: [cleanup],
-            cancel: ended.cancel
+            cancel: ended.cancel,
+            ...(ended.cancelTimers === undefined ? {} : { cancelTimers: ended.cancelTimers })
           })
         }
+        case "tool.approve":
+          return decideApproval(
+            state,
+            threadId,
+            { verdict: "approved", callId: command.callId, note: command.note },
+            stepLimit
+          )
+        case "tool.deny":
+          return decideApproval(
+            state,
+            threadId,
+            { verdict: "denied", callId: command.callId, note: command.reason },
+            stepLimit
+          )
+        case "tool.approval-timeout":
+          return decideApprovalTimeout(state, threadId, command.wait, command.token, ctx, stepLimit)
       }
     },
     onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) => {
@@ -328,7 +570,7 @@ export const makeThread = (
         })
       }
       return outcome.kind === "model.step"
-        ? onModelStep(state, active, threadId, outcome, stepLimit, ctx.now)
+        ? onModelStep(state, active, threadId, outcome, rules, ctx)
         : onToolOutcome(state, active, threadId, outcome, stepLimit)
     }
   })
@@ -344,14 +586,18 @@ export const makeThread = (
     name: thread.name,
     commands: { ...thread.commands, ...Delegation.delegationCommands },
     events: ThreadEvent,
-    aggregateId: (command: ThreadCommand) => command.threadId,
+    aggregateId: (command: Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand) => command.threadId,
     initialState,
     evolve,
-    decide: (state: ThreadState, command: ThreadCommand, ctx: DecideContext) => {
+    decide: (
+      state: ThreadState,
+      command: Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand,
+      ctx: DecideContext
+    ) => {
       if (Delegation.isDelegationCommand(command)) return Delegation.decideDelegation(state, command, ctx, core)
       return (
         Delegation.refuseAwaited(command, ctx) ??
-        Delegation.aroundDecide(state, command, ctx, thread.decide(state, command as never, ctx))
+        Delegation.aroundDecide(state, command, ctx, thread.decide(state, command, ctx))
       )
     },
     onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) => {
@@ -361,15 +607,8 @@ export const makeThread = (
       return decided._tag === "Rejection" ? decided : Delegation.afterDecision(state, ctx, decided)
     }
   })
-  return withDelegation as Aggregate.AggregateDefinition<ThreadState, ThreadCommand, ThreadEvent>
-}
-
-/** A command any thread accepts; each type's schema is in `makeThread` (and Delegation.ts). */
-export interface ThreadCommand {
-  readonly type: string
-  readonly commandId: string
-  readonly threadId: string
-  readonly [field: string]: unknown
+  type Command = Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand
+  return withDelegation as Aggregate.AggregateDefinition<ThreadState, Command, ThreadEvent>
 }
 
 export const Thread = makeThread()

@@ -3,9 +3,10 @@
  * deterministic ids of its turns and effects. The decider (Thread.ts) reads this state; the read
  * model and the transcript are projections of these events.
  */
-import { Aggregate, CommandId } from "@orchestration/engine"
+import { Aggregate, CommandId, Waits } from "@orchestration/engine"
 import { Schema } from "effect"
 import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
+import { waitNameOf } from "./Approval.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
 export const ThreadId = Schema.String.pipe(
@@ -38,7 +39,8 @@ export const ResultOutcome = Schema.Literal(
   "interrupted",
   "cancelled",
   "unknown-tool",
-  "storage"
+  "storage",
+  "denied"
 )
 const ResultRecord = Schema.Struct({
   callId: Schema.String,
@@ -48,6 +50,9 @@ const ResultRecord = Schema.Struct({
   outcome: ResultOutcome
 })
 export type ResultRecord = typeof ResultRecord.Type
+
+export const ApprovalVerdict = Schema.Literal("approved", "denied", "expired", "cancelled")
+export type ApprovalVerdict = typeof ApprovalVerdict.Type
 
 export const ThreadEvent = Schema.Union(
   Aggregate.event("thread.created", { title: Schema.NullOr(Schema.String) }),
@@ -73,6 +78,23 @@ export const ThreadEvent = Schema.Union(
     /** One result for each call still unanswered, so the next turn replays validly. */
     synthetic: Schema.Array(ResultRecord)
   }),
+  /** A call waits for an operator: its effect, not yet written, is kept here until it is approved. */
+  Aggregate.event("approval.requested", {
+    turnId: Schema.String,
+    transcriptId: Schema.String,
+    effect: Schema.Struct({ id: Schema.String, kind: Schema.String, payload: Schema.Unknown }),
+    deadline: Schema.Number,
+    timeoutMs: Schema.Number,
+    /** The opening command's id: a deadline of an earlier opening is stale (Waits.ts). */
+    token: Schema.String
+  }),
+  /** The wait closed: approved (its effect is written now), denied, expired, or cancelled with its turn. */
+  Aggregate.event("approval.closed", {
+    turnId: Schema.String,
+    transcriptId: Schema.String,
+    verdict: ApprovalVerdict,
+    note: Schema.NullOr(Schema.String)
+  }),
   Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
   Aggregate.event("thread.deleted", {}),
   Aggregate.event("thread.cleaned", {}),
@@ -92,6 +114,15 @@ export interface ActiveTurn {
   readonly answered: ReadonlyArray<string>
 }
 
+/** A call that waited (or waits) for approval; kept for the thread's life, so a late answer is judged. */
+export interface ApprovalRecord {
+  readonly turnId: string
+  /** The withheld effect while the wait is open; dropped once it closes (the state keeps only the verdict). */
+  readonly effect: { readonly id: string; readonly kind: string; readonly payload: unknown } | null
+  readonly timeoutMs: number
+  readonly verdict: ApprovalVerdict | null
+}
+
 export interface ThreadState {
   readonly exists: boolean
   readonly deleted: boolean
@@ -102,6 +133,9 @@ export interface ThreadState {
   readonly transcriptIds: ReadonlyArray<string>
   /** Delegate-and-await: answers this thread owes and calls of it that wait (DelegationEvents.ts). */
   readonly delegation: DelegationState
+  /** Approval waits by name (`approval.<transcriptId>`), race-safe open / answer / timeout. */
+  readonly waits: Waits.WaitsState
+  readonly approvals: Readonly<Record<string, ApprovalRecord>>
 }
 
 export const initialState: ThreadState = {
@@ -112,7 +146,9 @@ export const initialState: ThreadState = {
   queue: [],
   messageIds: [],
   transcriptIds: [],
-  delegation: initialDelegation
+  delegation: initialDelegation,
+  waits: Waits.empty,
+  approvals: {}
 }
 
 // ---- ids --------------------------------------------------------------------------------------
@@ -189,6 +225,39 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
       return { ...state, deleted: true, active: null, queue: [] }
     case "delegation.withdrawn":
       return { ...state, queue: state.queue.filter((q) => q.messageId !== event.messageId) }
+    case "approval.requested":
+      return {
+        ...state,
+        waits: Waits.opened(state.waits, waitNameOf(event.transcriptId), {
+          status: "open",
+          deadline: event.deadline,
+          token: event.token
+        }),
+        approvals: {
+          ...state.approvals,
+          [event.transcriptId]: {
+            turnId: event.turnId,
+            effect: event.effect,
+            timeoutMs: event.timeoutMs,
+            verdict: null
+          }
+        }
+      }
+    case "approval.closed": {
+      const record = state.approvals[event.transcriptId]
+      return {
+        ...state,
+        waits: Waits.closed(
+          state.waits,
+          waitNameOf(event.transcriptId),
+          event.verdict === "expired" ? "timed-out" : "answered"
+        ),
+        approvals:
+          record === undefined
+            ? state.approvals
+            : { ...state.approvals, [event.transcriptId]: { ...record, effect: null, verdict: event.verdict } }
+      }
+    }
     case "effect.late":
     case "thread.cleaned":
     case "delegation.accepted":

@@ -31,10 +31,10 @@ const toolMessage = (result: ResultRecord): TranscriptMessage => ({
  * retention deletes settled outbox rows: the view must not infer a status from a row that is gone.
  * A result from the call's outcome settles with it; an unknown tool never had a row and failed at once.
  */
-const settledStatus = (outcome: ResultRecord["outcome"]): "succeeded" | "failed" | "cancelled" =>
-  outcome === "succeeded" || outcome === "cancelled" ? outcome : "failed"
+const settledStatus = (outcome: ResultRecord["outcome"]): "succeeded" | "failed" | "cancelled" | "denied" =>
+  outcome === "succeeded" || outcome === "cancelled" || outcome === "denied" ? outcome : "failed"
 
-const recordResult = (result: ResultRecord, status: "succeeded" | "failed" | "cancelled") =>
+const recordResult = (result: ResultRecord, status: "succeeded" | "failed" | "cancelled" | "denied") =>
   run(
     (sql) =>
       sql`UPDATE agent_tool_calls SET result = ${result.content}, outcome = ${result.outcome}, status = ${status} WHERE effect_id = ${result.effectId}`
@@ -83,6 +83,11 @@ export const ThreadViews = Projection.make(Thread, {
             : Effect.void
         ),
         sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_turn ON agent_tool_calls (turn_id)`,
+        // Approvals (Approval.ts): awaiting | approved | denied | expired | cancelled, its deadline and note.
+        addColumnIfMissing(sql, "agent_tool_calls", "approval", "TEXT"),
+        addColumnIfMissing(sql, "agent_tool_calls", "approval_deadline", "BIGINT"),
+        addColumnIfMissing(sql, "agent_tool_calls", "approval_note", "TEXT"),
+        sql`CREATE INDEX IF NOT EXISTS agent_tool_calls_by_approval ON agent_tool_calls (approval)`,
         sql`CREATE TABLE IF NOT EXISTS agent_messages (thread_id TEXT NOT NULL, position INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, position))`
       ],
       { discard: true }
@@ -229,6 +234,40 @@ export const ThreadViews = Projection.make(Thread, {
           ],
           { discard: true }
         )
+      case "approval.requested":
+        return Effect.all(
+          [
+            run(
+              (sql) =>
+                sql`UPDATE agent_tool_calls SET approval = 'awaiting', approval_deadline = ${event.deadline}, status = 'awaiting-approval' WHERE effect_id = ${event.effect.id}`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET status = 'awaiting-approval', updated_seq = ${seq} WHERE turn_id = ${event.turnId} AND status = 'running'`
+            )
+          ],
+          { discard: true }
+        )
+      case "approval.closed":
+        return Effect.all(
+          [
+            // Approved: the status is the effect row's now (pending, running, then its settlement).
+            run((sql) =>
+              event.verdict === "approved"
+                ? sql`UPDATE agent_tool_calls SET approval = ${event.verdict}, approval_note = ${event.note}, status = NULL
+                  WHERE thread_id = ${threadId} AND transcript_id = ${event.transcriptId}`
+                : sql`UPDATE agent_tool_calls SET approval = ${event.verdict}, approval_note = ${event.note}
+                  WHERE thread_id = ${threadId} AND transcript_id = ${event.transcriptId}`
+            ),
+            run(
+              (sql) =>
+                sql`UPDATE agent_turns SET status = 'running', updated_seq = ${seq} WHERE turn_id = ${event.turnId}
+                AND status = 'awaiting-approval' AND NOT EXISTS (SELECT 1 FROM agent_tool_calls c
+                WHERE c.turn_id = ${event.turnId} AND c.approval = 'awaiting')`
+            )
+          ],
+          { discard: true }
+        )
       case "effect.late":
         return run(
           (sql) =>
@@ -285,8 +324,10 @@ export interface ToolCallView {
    */
   readonly status: string
   readonly result?: string
-  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage. */
+  /** What the model was told: succeeded | failed | interrupted | cancelled | unknown-tool | storage | denied. */
   readonly outcome?: string
+  /** For a call that waited for an operator: awaiting | approved | denied | expired | cancelled. */
+  readonly approval?: { readonly status: string; readonly deadline: number; readonly note: string | null }
 }
 
 export interface TurnView {
@@ -334,8 +375,12 @@ export const threadView = (threadId: string) =>
       outcome: string | null
       recorded: string | null
       live: string | null
+      approval: string | null
+      approval_deadline: number | string | null
+      approval_note: string | null
     }>`
-      SELECT c.turn_id, c.call_id, c.transcript_id, c.name, c.effect_id, c.result, c.outcome, c.status AS recorded, o.status AS live FROM agent_tool_calls c
+      SELECT c.turn_id, c.call_id, c.transcript_id, c.name, c.effect_id, c.result, c.outcome, c.status AS recorded, o.status AS live,
+      c.approval, c.approval_deadline, c.approval_note FROM agent_tool_calls c
       LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId}
       ORDER BY c.step, c.position, ${sql.onDialectOrElse({ pg: () => sql.literal("c.effect_id"), orElse: () => sql.literal("c.rowid") })}`
     const view: ThreadView = {
@@ -358,7 +403,16 @@ export const threadView = (threadId: string) =>
                 effectId: c.effect_id,
                 status: toolCallStatus(c.live, c.recorded),
                 ...(c.result !== null ? { result: c.result } : {}),
-                ...(c.outcome !== null ? { outcome: c.outcome } : {})
+                ...(c.outcome !== null ? { outcome: c.outcome } : {}),
+                ...(c.approval !== null
+                  ? {
+                      approval: {
+                        status: c.approval,
+                        deadline: Number(c.approval_deadline ?? 0),
+                        note: c.approval_note
+                      }
+                    }
+                  : {})
               })
             )
         })
@@ -457,7 +511,7 @@ export const listThreads = (options: ThreadListOptions) =>
       LEFT JOIN events w ON w.sequence = u.updated_seq
       WHERE ${sql.in("u.thread_id", ids)} AND u.turn_id = (
         SELECT x.turn_id FROM agent_turns x WHERE x.thread_id = u.thread_id
-        ORDER BY CASE WHEN x.status = 'running' THEN 0 ELSE 1 END, x.queued_seq DESC LIMIT 1)`
+        ORDER BY CASE WHEN x.status IN ('running', 'awaiting-approval') THEN 0 ELSE 1 END, x.queued_seq DESC LIMIT 1)`
     const times = yield* sql<{
       sequence: number
       occurred_at: number
@@ -498,3 +552,44 @@ export const threadCountsByStatus = Effect.flatMap(
   SqlClient,
   (sql) => sql<{ status: string; n: number }>`SELECT status, COUNT(*) AS n FROM agent_threads GROUP BY status`
 ).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Record<string, number>))
+
+/** A call waiting for an operator, as GET /v1/approvals lists it. */
+export interface PendingApproval {
+  readonly threadId: string
+  readonly turnId: string
+  /** The id `tool.approve` / `tool.deny` name: the call's thread-unique (transcript) id. */
+  readonly callId: string
+  readonly name: string
+  readonly arguments: unknown
+  readonly effectId: string
+  /** When it is answered "denied: no approval within …" (epoch ms). */
+  readonly deadline: number
+}
+
+/** Calls awaiting approval, oldest deadline first; of one thread when `threadId` is given. */
+export const pendingApprovals = (options: { readonly threadId?: string | undefined; readonly limit: number }) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const rows = yield* sql<{
+      thread_id: string
+      turn_id: string
+      transcript_id: string
+      name: string
+      arguments: string
+      effect_id: string
+      approval_deadline: number | string | null
+    }>`SELECT thread_id, turn_id, transcript_id, name, arguments, effect_id, approval_deadline FROM agent_tool_calls
+      WHERE approval = 'awaiting' AND ${options.threadId === undefined ? sql`1 = 1` : sql`thread_id = ${options.threadId}`}
+      ORDER BY approval_deadline, effect_id LIMIT ${options.limit}`
+    return rows.map(
+      (r): PendingApproval => ({
+        threadId: r.thread_id,
+        turnId: r.turn_id,
+        callId: r.transcript_id,
+        name: r.name,
+        arguments: JSON.parse(r.arguments) as unknown,
+        effectId: r.effect_id,
+        deadline: Number(r.approval_deadline ?? 0)
+      })
+    )
+  })

@@ -19,21 +19,21 @@ const context = (commandId: string, aggregateId = "t1", now = 1_000): DecideCont
   deriveId: (key) => `${commandId}:${key}`
 })
 
-/** given(events).when(input, ctx) → the decision (asserted accepted) or the rejection's reason. */
+/** given(events).decides(input, ctx) → the decision (asserted accepted) or the rejection's reason. */
 const given = (events: ReadonlyArray<ThreadEvent>) => {
   const state: ThreadState = events.reduce(thread.evolve, thread.initialState)
   const decide = (input: Input, ctx: DecideContext) =>
     "attempt" in input ? thread.onOutcome!(state, input as EffectOutcome, ctx) : thread.decide(state, input, ctx)
   return {
     state,
-    then: (input: Input, ctx: DecideContext): Decision<ThreadEvent> => {
+    decides: (input: Input, ctx: DecideContext): Decision<ThreadEvent> => {
       const answer = decide(input, ctx)
       if (answer._tag === "Rejection") return assert.fail(`rejected: ${answer.reason}: ${answer.message}`)
       // What was decided folds into the state without surprise.
       answer.events.reduce(thread.evolve, state)
       return answer
     },
-    thenReject: (input: Input, ctx: DecideContext): string => {
+    rejects: (input: Input, ctx: DecideContext): string => {
       const answer = decide(input, ctx)
       if (answer._tag !== "Rejection") return assert.fail(`accepted with ${JSON.stringify(answer.events)}`)
       return answer.reason
@@ -90,19 +90,19 @@ const awaitingEvent: ThreadEvent = {
   token: "outcome:1"
 }
 const waiting = [...running, responded(awaited), awaitingEvent]
-const answer = (status: "completed" | "failed" | "interrupted", text: string) => ({
+const answer = (turnStatus: "completed" | "failed" | "interrupted", text: string) => ({
   commandId: "delegate:reply:x",
-  type: "delegate.answer",
+  type: "delegate.answer" as const,
   threadId: "t1",
   effectId,
   childThreadId: "helper",
   childTurnId,
-  status,
+  turnStatus,
   text
 })
 const timeout = (token = "outcome:1") => ({
   commandId: `timer:thread:t1:${timerId}#1`,
-  type: "delegate.timeout",
+  type: "delegate.timeout" as const,
   threadId: "t1",
   wait: waitName,
   token
@@ -115,7 +115,7 @@ describe("Delegation spec: the waiting call", () => {
   it("await: false is unchanged: the accepted message is the call's result and the turn goes on", () => {
     const plain = delegateCall({})
     const response = { threadId: "helper", commandId: "delegate:x", messageId: "d-1", sequence: 7 }
-    const d = given([...running, responded(plain)]).then(delegateOutcome(response), context("outcome:1"))
+    const d = given([...running, responded(plain)]).decides(delegateOutcome(response), context("outcome:1"))
     assert.deepStrictEqual(d.events, [
       {
         type: "tool.result",
@@ -155,7 +155,7 @@ describe("Delegation spec: the waiting call", () => {
       turnId: "t1:m1",
       awaitedBy: { threadId: "t0", turnId: "t0:m0", effectId: "tool:t0:m0:c", chain: ["t0"] }
     }
-    const d = given([{ type: "thread.created", title: null }, awaitedTurn, running[1]!]).then(
+    const d = given([{ type: "thread.created", title: null }, awaitedTurn, running[1]!]).decides(
       stepDone,
       context("outcome:s")
     )
@@ -164,7 +164,7 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("the other thread accepted the message: the call waits, with a deadline timer and no result", () => {
-    const d = given([...running, responded(awaited)]).then(delegateOutcome(accepted), context("outcome:1"))
+    const d = given([...running, responded(awaited)]).decides(delegateOutcome(accepted), context("outcome:1"))
     assert.deepStrictEqual(d.events, [awaitingEvent])
     assert.deepStrictEqual(d.effects, [])
     assert.deepStrictEqual(d.timers, [
@@ -177,7 +177,7 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("the timeout is the call's timeoutSeconds when it names one", () => {
-    const d = given([...running, responded(delegateCall({ await: true, timeoutSeconds: 60 }))]).then(
+    const d = given([...running, responded(delegateCall({ await: true, timeoutSeconds: 60 }))]).decides(
       delegateOutcome(accepted),
       context("outcome:1")
     )
@@ -188,7 +188,7 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("answered: the awaited turn's final text is the call's one result, the timer is cancelled, the turn goes on", () => {
-    const d = given(waiting).then(answer("completed", "the summary"), context("delegate:reply:x"))
+    const d = given(waiting).decides(answer("completed", "the summary"), context("delegate:reply:x"))
     assert.deepStrictEqual(d.events, [
       { type: "delegate.closed", turnId: "t1:m1", effectId, status: "answered" },
       {
@@ -208,7 +208,7 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("the awaited turn failed: the call's result is an error naming the thread and why", () => {
-    const d = given(waiting).then(answer("failed", "model step failed: boom"), context("delegate:reply:x"))
+    const d = given(waiting).decides(answer("failed", "model step failed: boom"), context("delegate:reply:x"))
     const result = d.events.find((e) => e.type === "tool.result")
     assert.deepStrictEqual(result?.type === "tool.result" && [result.result.outcome, result.result.content], [
       "failed",
@@ -217,7 +217,7 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("timed out: the deadline's command gives the call a result saying it timed out, and the turn goes on", () => {
-    const d = given(waiting).then(timeout(), context(timeout().commandId, "t1", deadline))
+    const d = given(waiting).decides(timeout(), context(timeout().commandId, "t1", deadline))
     assert.deepStrictEqual(
       d.events.map((e) => e.type),
       ["delegate.closed", "tool.result"]
@@ -230,23 +230,23 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("race, answer first: the later timeout finds the wait closed and is refused (a stored rejection)", () => {
-    const first = given(waiting).then(answer("completed", "x"), context("delegate:reply:x"))
+    const first = given(waiting).decides(answer("completed", "x"), context("delegate:reply:x"))
     assert.strictEqual(
-      given([...waiting, ...first.events]).thenReject(timeout(), context(timeout().commandId, "t1", deadline)),
+      given([...waiting, ...first.events]).rejects(timeout(), context(timeout().commandId, "t1", deadline)),
       "wait-closed"
     )
   })
 
   it("race, timeout first: the later answer finds the call answered and is refused", () => {
-    const first = given(waiting).then(timeout(), context(timeout().commandId, "t1", deadline))
+    const first = given(waiting).decides(timeout(), context(timeout().commandId, "t1", deadline))
     assert.strictEqual(
-      given([...waiting, ...first.events]).thenReject(answer("completed", "x"), context("delegate:reply:x")),
+      given([...waiting, ...first.events]).rejects(answer("completed", "x"), context("delegate:reply:x")),
       "wait-closed"
     )
   })
 
   it("race, the answer before the delegate's own settlement: it counts, and the settlement is recorded late", () => {
-    const early = given([...running, responded(awaited)]).then(
+    const early = given([...running, responded(awaited)]).decides(
       answer("completed", "quick"),
       context("delegate:reply:x")
     )
@@ -254,7 +254,7 @@ describe("Delegation spec: the waiting call", () => {
       early.events.map((e) => e.type),
       ["tool.result"]
     )
-    const late = given([...running, responded(awaited), ...early.events]).then(
+    const late = given([...running, responded(awaited), ...early.events]).decides(
       delegateOutcome(accepted),
       context("outcome:1")
     )
@@ -266,19 +266,19 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("answers and timeouts only come from the engine", () => {
-    assert.strictEqual(given(waiting).thenReject(answer("completed", "x"), context("client-1")), "internal-only")
-    assert.strictEqual(given(waiting).thenReject(timeout(), context("client-2")), "internal-only")
+    assert.strictEqual(given(waiting).rejects(answer("completed", "x"), context("client-1")), "internal-only")
+    assert.strictEqual(given(waiting).rejects(timeout(), context("client-2")), "internal-only")
   })
 
   it("a stale deadline (an earlier opening's token) is refused", () => {
     assert.strictEqual(
-      given(waiting).thenReject(timeout("outcome:0"), context(timeout().commandId, "t1", deadline)),
+      given(waiting).rejects(timeout("outcome:0"), context(timeout().commandId, "t1", deadline)),
       "wait-closed"
     )
   })
 
   it("interrupting the waiting turn: the call's synthetic result, the timer cancelled, the awaited turn withdrawn", () => {
-    const d = given(waiting).then(
+    const d = given(waiting).decides(
       { commandId: "stop", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" },
       context("stop")
     )
@@ -295,13 +295,13 @@ describe("Delegation spec: the waiting call", () => {
     assert.deepStrictEqual(d.cancelTimers, [timerId])
     // The turn's end closed its wait: a late answer is refused.
     assert.strictEqual(
-      given([...waiting, ...d.events]).thenReject(answer("completed", "x"), context("delegate:reply:x")),
+      given([...waiting, ...d.events]).rejects(answer("completed", "x"), context("delegate:reply:x")),
       "wait-closed"
     )
   })
 
   it("deleting the waiting thread withdraws the awaited turn too", () => {
-    const d = given(waiting).then({ commandId: "del", type: "thread.delete", threadId: "t1" }, context("del"))
+    const d = given(waiting).decides({ commandId: "del", type: "thread.delete", threadId: "t1" }, context("del"))
     assert.deepStrictEqual(
       d.events.map((e) => e.type),
       ["turn.ended", "thread.deleted"]
@@ -313,12 +313,12 @@ describe("Delegation spec: the waiting call", () => {
   })
 
   it("a timer of a wait whose turn ended finds no wait and is refused", () => {
-    const ended = given(waiting).then(
+    const ended = given(waiting).decides(
       { commandId: "stop", type: "turn.interrupt", threadId: "t1", turnId: "t1:m1" },
       context("stop")
     )
     assert.strictEqual(
-      given([...waiting, ...ended.events]).thenReject(timeout(), context(timeout().commandId, "t1", deadline)),
+      given([...waiting, ...ended.events]).rejects(timeout(), context(timeout().commandId, "t1", deadline)),
       "wait-unknown"
     )
   })
@@ -330,7 +330,7 @@ const awaitedBy = { threadId: "t1", turnId: "t1:m1", effectId, chain: ["t1"] }
 const childCtx = (commandId: string) => context(commandId, "helper")
 const childSend = (chain: ReadonlyArray<string> = ["t1"]) => ({
   commandId: `delegate:${effectId}`,
-  type: "message.send",
+  type: "message.send" as const,
   threadId: "helper",
   messageId: childMessageId,
   text: "summarise",
@@ -344,7 +344,7 @@ const childRunning: ReadonlyArray<ThreadEvent> = [
 
 describe("Delegation spec: the awaited thread", () => {
   it("an awaited message starts its turn and records whom its end is owed to", () => {
-    const d = given([]).then(childSend(), childCtx(childSend().commandId))
+    const d = given([]).decides(childSend(), childCtx(childSend().commandId))
     assert.deepStrictEqual(
       d.events.map((e) => e.type),
       ["thread.created", "turn.started", "delegation.accepted"]
@@ -353,13 +353,13 @@ describe("Delegation spec: the awaited thread", () => {
 
   it("a cycle is refused: a thread already waiting above cannot be awaited", () => {
     assert.strictEqual(
-      given([]).thenReject(childSend(["helper", "t1"]), childCtx(childSend().commandId)),
+      given([]).rejects(childSend(["helper", "t1"]), childCtx(childSend().commandId)),
       "delegation-cycle"
     )
   })
 
   it("a client cannot claim a message is awaited", () => {
-    assert.strictEqual(given([]).thenReject(childSend(), childCtx("client-1")), "internal-only")
+    assert.strictEqual(given([]).rejects(childSend(), childCtx("client-1")), "internal-only")
   })
 
   it("its turn completes: a reply carries the final text to the waiting call", () => {
@@ -372,14 +372,14 @@ describe("Delegation spec: the awaited thread", () => {
       by: "reactor",
       response: { text: "the summary", toolCalls: [] }
     }
-    const d = given(childRunning).then(done, childCtx("outcome:c"))
+    const d = given(childRunning).decides(done, childCtx("outcome:c"))
     assert.deepStrictEqual(effectsOf(d), [[CommandId.boundedId("reply:", childTurnId), "delegate.reply"]])
     assert.deepStrictEqual(d.effects[0]!.payload, {
       threadId: "t1",
       effectId,
       childThreadId: "helper",
       childTurnId,
-      status: "completed",
+      turnStatus: "completed",
       text: "the summary"
     })
   })
@@ -387,12 +387,12 @@ describe("Delegation spec: the awaited thread", () => {
   it("withdrawn while running: the turn is interrupted with the reason, and no reply is owed", () => {
     const withdraw = {
       commandId: "delegate:withdraw:x",
-      type: "delegation.withdraw",
+      type: "delegation.withdraw" as const,
       threadId: "helper",
       messageId: childMessageId,
       reason: "the waiting turn ended"
     }
-    const d = given(childRunning).then(withdraw, childCtx(withdraw.commandId))
+    const d = given(childRunning).decides(withdraw, childCtx(withdraw.commandId))
     const ended = d.events[0]!
     assert.deepStrictEqual(ended.type === "turn.ended" && [ended.status, ended.reason], [
       "interrupted",
@@ -408,14 +408,17 @@ describe("Delegation spec: the awaited thread", () => {
       { type: "message.queued", messageId: childMessageId, turnId: childTurnId, text: "summarise" },
       { type: "delegation.accepted", turnId: childTurnId, awaitedBy }
     ]
-    const d = given(queuedChild).then({ commandId: "del", type: "thread.delete", threadId: "helper" }, childCtx("del"))
+    const d = given(queuedChild).decides(
+      { commandId: "del", type: "thread.delete", threadId: "helper" },
+      childCtx("del")
+    )
     const reply = d.effects.find((e) => e.kind === "delegate.reply")
     assert.deepStrictEqual(reply?.payload, {
       threadId: "t1",
       effectId,
       childThreadId: "helper",
       childTurnId,
-      status: "failed",
+      turnStatus: "failed",
       text: "thread deleted"
     })
   })
@@ -429,13 +432,13 @@ describe("Delegation spec: the awaited thread", () => {
     ]
     const withdraw = {
       commandId: "delegate:withdraw:x",
-      type: "delegation.withdraw",
+      type: "delegation.withdraw" as const,
       threadId: "helper",
       messageId: childMessageId,
       reason: "gone"
     }
     const spec = given(queuedChild)
-    const d = spec.then(withdraw, childCtx(withdraw.commandId))
+    const d = spec.decides(withdraw, childCtx(withdraw.commandId))
     assert.deepStrictEqual(d.events, [
       { type: "delegation.withdrawn", turnId: childTurnId, messageId: childMessageId, reason: "gone" }
     ])

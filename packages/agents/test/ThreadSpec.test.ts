@@ -25,9 +25,7 @@ const spec = (thread: ThreadAggregate = makeThread()) => ({
     when: (input: Command | EffectOutcome) => {
       const state = events.reduce(thread.evolve, thread.initialState)
       const answer =
-        "attempt" in input
-          ? thread.onOutcome!(state, input as EffectOutcome, ctx)
-          : thread.decide(state, input as Command, ctx)
+        "status" in input ? thread.onOutcome!(state, input, ctx) : thread.decide(state, input as Command, ctx)
       return {
         thenDecide: (expected: Expected) => {
           if (answer._tag === "Rejection") assert.fail(`rejected: ${answer.reason}: ${answer.message}`)

@@ -4,8 +4,9 @@
  * thread, model steps included.
  */
 import type { EffectRow, ThreadDetail, ToolCall, TranscriptMessage } from "../api.js"
-import { errorReason, formatAgo, preview } from "../format.js"
+import { errorReason, formatAge, formatAgo, preview } from "../format.js"
 import { StatusBadge } from "./Badges.js"
+import { ApprovalActions } from "./ApprovalActions.js"
 import { EffectActions } from "./EffectActions.js"
 
 export interface ThreadViewProps {
@@ -19,6 +20,7 @@ export interface ThreadViewProps {
 }
 
 const EffectCard = (props: {
+  readonly threadId: string
   readonly effect: EffectRow | undefined
   readonly call: ToolCall | undefined
   readonly now: number
@@ -26,6 +28,23 @@ const EffectCard = (props: {
   readonly onError: (e: unknown) => void
 }) => {
   const { call, effect } = props
+  if (effect === undefined && call?.approval?.status === "awaiting") {
+    return (
+      <div class="effect-card" data-testid="effect" data-status="awaiting-approval">
+        <div class="effect-head">
+          <StatusBadge status="awaiting-approval" testId="effect-status" />
+          <span class="muted small">
+            no effect row until approved; denied in {formatAge(call.approval.deadline - props.now)} unless answered
+          </span>
+          <ApprovalActions
+            call={{ threadId: props.threadId, callId: call.transcriptId ?? call.callId }}
+            onDone={props.onChanged}
+            onError={props.onError}
+          />
+        </div>
+      </div>
+    )
+  }
   if (effect === undefined) {
     return (
       <div class="effect-card" data-testid="effect" data-status={call?.status ?? "none"}>
@@ -59,6 +78,7 @@ const EffectCard = (props: {
 }
 
 const Message = (props: {
+  readonly threadId: string
   readonly message: TranscriptMessage
   readonly calls: ReadonlyMap<string, ToolCall>
   readonly effects: ReadonlyMap<string, EffectRow>
@@ -100,6 +120,7 @@ const Message = (props: {
                   <code class="small">{preview(toolCall.function.arguments, 300)}</code>
                 </div>
                 <EffectCard
+                  threadId={props.threadId}
                   effect={effect}
                   call={call}
                   now={props.now}
@@ -185,6 +206,7 @@ export const ThreadView = (props: ThreadViewProps) => {
         <ol class="transcript" data-testid="transcript">
           {detail.messages.map((message) => (
             <Message
+              threadId={detail.threadId}
               message={message}
               calls={calls}
               effects={effects}

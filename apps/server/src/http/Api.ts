@@ -6,7 +6,7 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
-import { ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
+import { ApprovalList, ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
 import { DecimalInteger, OneOf, Sequence, ThreadId } from "./QueryParams.js"
 
 /** What a dispatch may answer besides success; each member carries its own status. */
@@ -219,6 +219,23 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
       .addSuccess(TranscriptView)
       .addError(Wire.NotFound)
       .addError(Wire.StorageUnavailable)
+  )
+  .add(
+    HttpApiEndpoint.get("approvals", "/approvals")
+      .setUrlParams(
+        Schema.Struct({
+          limit: optionalParam(DecimalInteger(1, 500)),
+          threadId: optionalParam(ThreadId)
+        })
+      )
+      .addSuccess(ApprovalList)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+      .annotate(
+        OpenApi.Description,
+        "Tool calls awaiting an operator's approval (APPROVAL=required), earliest deadline first (default 100, at most 500). " +
+          "Answer each with the command tool.approve { threadId, callId, note? } or tool.deny { threadId, callId, reason? }."
+      )
   )
   .prefix("/v1") {}
 

@@ -9,6 +9,9 @@ import { ServerApi } from "./Api.js"
 /** The thread list's page size when the client names none. */
 export const defaultThreadPage = 50
 
+/** How many pending approvals are listed when the client names no limit. */
+export const defaultApprovalPage = 100
+
 export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers) =>
   Effect.gen(function* () {
     const views = yield* Effect.serviceOption(ThreadViews)
@@ -40,5 +43,13 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
       })
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
       .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))
+      .handle("approvals", ({ urlParams }) => {
+        const list = Option.getOrUndefined(views)?.listApprovals
+        return list === undefined
+          ? Effect.fail(new NotFound({ message: "this server's domain has no approvals" }))
+          : list({ limit: urlParams.limit ?? defaultApprovalPage, threadId: urlParams.threadId }).pipe(
+              Effect.mapError(storageUnavailable)
+            )
+      })
   })
 )

@@ -1,0 +1,122 @@
+/**
+ * Approvals over HTTP: with APPROVAL=required an `execute` waits, `GET /v1/approvals` lists it with
+ * its arguments (token-protected like every non-public route), `tool.approve` through the one front
+ * door lets it run and the turn complete; a second approve is one approval; a deny after it is a 422
+ * stored rejection. The policy is the operator's configuration, parsed with the rest.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Approval } from "@orchestration/agents"
+import { Effect, Either } from "effect"
+import { domain as agents } from "../src/AgentsDomain.js"
+import { parseConfig } from "../src/Config.js"
+import { postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+
+const token = "approval-test-token"
+const auth = { authorization: `Bearer ${token}` }
+const script = (...steps: ReadonlyArray<unknown>) => JSON.stringify({ script: steps })
+
+describe("approval configuration", () => {
+  it("off by default; APPROVAL=required waits for execute and process-bound MCP tools for 24 h", () => {
+    const unset = Either.getOrThrow(parseConfig({ NODE_ID: "n1" }, "/srv"))
+    assert.deepStrictEqual(unset.approval, Approval.off)
+    const required = Either.getOrThrow(parseConfig({ NODE_ID: "n1", APPROVAL: "required" }, "/srv"))
+    assert.deepStrictEqual(required.approval, { mode: "required", timeoutMs: 24 * 3_600_000 })
+    const tuned = Either.getOrThrow(
+      parseConfig(
+        { NODE_ID: "n1", APPROVAL: "required", APPROVAL_TIMEOUT: "90m", APPROVAL_TOOLS: "execute, fs__write" },
+        "/srv"
+      )
+    )
+    assert.deepStrictEqual(tuned.approval, {
+      mode: "required",
+      timeoutMs: 90 * 60_000,
+      tools: ["execute", "fs__write"]
+    })
+  })
+
+  it("a bad value names its variable", () => {
+    const variableOf = (env: Record<string, string>) =>
+      Either.match(parseConfig({ NODE_ID: "n1", ...env }, "/srv"), {
+        onLeft: (e) => e.variable,
+        onRight: () => "accepted"
+      })
+    assert.strictEqual(variableOf({ APPROVAL: "sometimes" }), "APPROVAL")
+    assert.strictEqual(variableOf({ APPROVAL: "required", APPROVAL_TIMEOUT: "soon" }), "APPROVAL_TIMEOUT")
+    assert.strictEqual(variableOf({ APPROVAL: "required", APPROVAL_TIMEOUT: "0s" }), "APPROVAL_TIMEOUT")
+    assert.strictEqual(variableOf({ APPROVAL: "required", APPROVAL_TOOLS: "exec ute" }), "APPROVAL_TOOLS")
+    assert.strictEqual(variableOf({ APPROVAL_TOOLS: "execute" }), "APPROVAL_TOOLS")
+  })
+})
+
+describe("approvals over HTTP", () => {
+  it.scopedLive(
+    "an execute waits, is listed with its arguments behind the token, and runs once approved through POST /v1/commands",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer({
+          domain: agents,
+          env: { APPROVAL: "required", API_TOKEN: token }
+        })
+        const sent = yield* postJson(
+          url,
+          "/v1/commands",
+          {
+            commandId: "send-1",
+            type: "message.send",
+            threadId: "t1",
+            messageId: "m1",
+            text: script({ toolCalls: [{ name: "execute", arguments: { command: "echo approved" } }] }, { text: "ok" })
+          },
+          auth
+        )
+        assert.strictEqual(sent.status, 200)
+        const pending = yield* waitFor(
+          "a pending approval",
+          Effect.map(raw(url, "/v1/approvals", { headers: auth }), (r) =>
+            r.body.approvals?.length > 0 ? r.body.approvals : undefined
+          )
+        )
+        assert.deepStrictEqual(
+          pending.map((p: { threadId: string; callId: string; name: string; arguments: unknown }) => [
+            p.threadId,
+            p.callId,
+            p.name,
+            p.arguments
+          ]),
+          [["t1", "call_1_0", "execute", { command: "echo approved" }]]
+        )
+        assert.strictEqual((yield* raw(url, "/v1/approvals")).status, 401)
+        const thread = yield* raw(url, "/v1/threads/t1", { headers: auth })
+        assert.strictEqual(thread.body.turns[0].status, "awaiting-approval")
+
+        const approve = { commandId: "approve-1", type: "tool.approve", threadId: "t1", callId: "call_1_0" }
+        const first = yield* postJson(url, "/v1/commands", approve, auth)
+        assert.strictEqual(first.status, 200)
+        assert.deepStrictEqual(first.body.effectIds, ["tool:t1:m1:call_1_0"])
+        const again = yield* postJson(url, "/v1/commands", { ...approve, commandId: "approve-2" }, auth)
+        assert.deepStrictEqual([again.status, again.body.effectIds], [200, []])
+
+        const done = yield* waitFor(
+          "the turn completes",
+          Effect.map(raw(url, "/v1/threads/t1", { headers: auth }), (r) =>
+            r.body.turns?.[0]?.status === "completed" ? r.body : undefined
+          ),
+          20_000
+        )
+        assert.deepStrictEqual(
+          [done.turns[0].toolCalls[0].status, done.turns[0].toolCalls[0].approval.status],
+          ["succeeded", "approved"]
+        )
+        assert.strictEqual(JSON.parse(done.turns[0].toolCalls[0].result).stdout, "approved\n")
+        assert.deepStrictEqual((yield* raw(url, "/v1/approvals", { headers: auth })).body, { approvals: [] })
+
+        const late = yield* postJson(
+          url,
+          "/v1/commands",
+          { commandId: "deny-1", type: "tool.deny", threadId: "t1", callId: "call_1_0", reason: "too late" },
+          auth
+        )
+        assert.deepStrictEqual([late.status, late.body.reason], [422, "approval-conflict"])
+      })
+  )
+})
