@@ -163,6 +163,43 @@ describe("Delegation spec: the waiting call", () => {
     assert.deepStrictEqual(payloads, [undefined, ["t0", "t1"]])
   })
 
+  it("an awaited delegate that waited for approval carries its chain when the approval writes its effect", () => {
+    const gated = makeThread({ approval: { mode: "required", tools: ["delegate"], timeoutMs: 60_000 } })
+    const awaitedTurn: ThreadEvent = {
+      type: "delegation.accepted",
+      turnId: "t1:m1",
+      awaitedBy: { threadId: "t0", turnId: "t0:m0", effectId: "tool:t0:m0:c", chain: ["t0"] }
+    }
+    const stepDone: EffectOutcome = {
+      effectId: "step:t1:m1#1",
+      kind: "model.step",
+      payload: { threadId: "t1", turnId: "t1:m1", step: 1 },
+      attempt: 1,
+      status: "succeeded",
+      by: "reactor",
+      response: { text: "", toolCalls: [{ id: "call_1_0", name: "delegate", arguments: awaited.arguments }] }
+    }
+    let state = [{ type: "thread.created", title: null } as ThreadEvent, awaitedTurn, running[1]!].reduce(
+      gated.evolve,
+      gated.initialState
+    )
+    const planned = gated.onOutcome!(state, stepDone, context("outcome:s"))
+    if (planned._tag === "Rejection") return assert.fail(planned.message)
+    // Waiting for approval: no effect row yet.
+    assert.deepStrictEqual(planned.effects, [])
+    state = planned.events.reduce(gated.evolve, state)
+    const approved = gated.decide(
+      state,
+      { commandId: "approve-1", type: "tool.approve", threadId: "t1", callId: "call_1_0" },
+      context("approve-1")
+    )
+    if (approved._tag === "Rejection") return assert.fail(approved.message)
+    assert.deepStrictEqual(
+      approved.effects.map((e) => [e.id, (e.payload as { awaitChain?: unknown }).awaitChain]),
+      [[effectId, ["t0", "t1"]]]
+    )
+  })
+
   it("the other thread accepted the message: the call waits, with a deadline timer and no result", () => {
     const d = given([...running, responded(awaited)]).decides(delegateOutcome(accepted), context("outcome:1"))
     assert.deepStrictEqual(d.events, [awaitingEvent])
