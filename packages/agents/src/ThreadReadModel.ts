@@ -295,8 +295,13 @@ export const ThreadViews = Projection.make(Thread, {
           (sql) =>
             sql`UPDATE agent_turns SET status = 'interrupted', reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId} AND status = 'queued'`
         )
-      case "delegation.accepted":
+      // Its row settled when the other thread took the message; the call waits for that turn's end.
       case "delegate.awaiting":
+        return run(
+          (sql) =>
+            sql`UPDATE agent_tool_calls SET status = 'awaiting-answer' WHERE effect_id = ${event.effectId} AND outcome IS NULL`
+        )
+      case "delegation.accepted":
       case "delegate.closed":
         return Effect.void
     }

@@ -149,6 +149,9 @@ describe("delegate with await", () => {
         Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
         "deadline scheduled"
       )
+      // While it waits, the call shows as awaiting its answer, with no result.
+      const waitingCall = (yield* threadView("t1"))!.turns[0]!.toolCalls[0]!
+      assert.deepStrictEqual([waitingCall.status, waitingCall.result], ["awaiting-answer", undefined])
       yield* advanceUntil(allTurnsTerminal("t1", 1), "parent turn done", 10)
       const [result] = yield* toolResults("t1")
       assert.match(String(result), /^error: timed out: thread 'slow' did not answer by /)
