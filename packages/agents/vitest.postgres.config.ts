@@ -11,6 +11,8 @@ export default defineConfig({
       "test/OpenAiTurn.test.ts",
       "test/ThreadReadModel.test.ts",
       "test/ToolFailures.test.ts",
+      "test/Triggers.test.ts",
+      "test/TriggersShared.test.ts",
       "test/ApprovalTurn.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

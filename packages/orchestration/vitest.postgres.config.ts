@@ -27,6 +27,7 @@ export default defineConfig({
       "test/audit.test.ts",
       "test/commit-writers.test.ts",
       "test/timers.test.ts",
+      "test/stream-ingest.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

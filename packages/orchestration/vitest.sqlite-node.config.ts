@@ -21,7 +21,8 @@ export default defineConfig({
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",
       "test/projection-constraints.test.ts",
-      "test/quarantine.test.ts"
+      "test/quarantine.test.ts",
+      "test/stream-ingest.test.ts"
     ],
     testTimeout: 60_000,
     hookTimeout: 60_000,

@@ -1,9 +1,18 @@
 /**
  * The agents domain as the server serves it (the main job): threads and turns from packages/agents,
  * the agents reactor, the world directory under DATA_DIR (or WORLD_DIR), the scripted provider by
- * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views (list, thread, transcript).
+ * default or the OpenAI-compatible adapter with PROVIDER=openai, and the thread views (list, thread, transcript)
+ * and the trigger list.
  */
-import { Agents, McpServers, OpenAiProvider, Sandbox, ScriptedProvider, ThreadReadModel } from "@orchestration/agents"
+import {
+  Agents,
+  McpServers,
+  OpenAiProvider,
+  Sandbox,
+  ScriptedProvider,
+  ThreadReadModel,
+  TriggerReadModel
+} from "@orchestration/agents"
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
@@ -47,6 +56,8 @@ const mcpHealthLayer = Layer.effect(
   }))
 )
 
+const isoOrNull = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString())
+
 const threadViews = Layer.effect(
   ThreadViews,
   Effect.gen(function* () {
@@ -62,6 +73,18 @@ const threadViews = Layer.effect(
         ThreadReadModel.threadView(threadId).pipe(
           Effect.map((view) => Option.fromNullable(view).pipe(Option.map((v) => ({ ...v, title: v.title ?? "" })))),
           Effect.mapError(StorageErrors.toStorageFailure("read thread")),
+          Effect.provide(context)
+        ),
+      listTriggers: (request: { readonly limit: number }) =>
+        TriggerReadModel.listTriggers(request).pipe(
+          Effect.map((triggers) => ({
+            triggers: triggers.map((t) => ({
+              ...t,
+              nextFireAt: isoOrNull(t.nextFireAt),
+              lastFiredAt: isoOrNull(t.lastFiredAt)
+            }))
+          })),
+          Effect.mapError(StorageErrors.toStorageFailure("list triggers")),
           Effect.provide(context)
         ),
       listApprovals: (request: ApprovalListRequest) =>

@@ -1,6 +1,6 @@
 /**
  * What the server needs from a domain that has threads: the read views behind `GET /v1/threads`
- * (a page of threads), `GET /v1/threads/:threadId` and `/transcript`. The server owns the routes and their shapes; the
+ * (a page of threads), `GET /v1/threads/:threadId` and `/transcript`, and `GET /v1/triggers`. The server owns the routes and their shapes; the
  * domain (packages/agents) owns how they are computed from its projections and the log.
  */
 import type { StorageFailure } from "@orchestration/engine"
@@ -99,6 +99,25 @@ export interface ThreadListRequest {
   readonly order?: typeof ThreadOrder.Type | undefined
 }
 
+/** One trigger of `GET /v1/triggers`: its schedule, its thread, and when it fires next. */
+export const TriggerSummary = Schema.Struct({
+  triggerId: Schema.String,
+  cron: Schema.String,
+  timezone: Schema.String,
+  threadId: Schema.String,
+  text: Schema.String,
+  /** ISO time of the next tick; null when the cron has no later time. */
+  nextFireAt: Schema.NullOr(Schema.String),
+  lastFiredAt: Schema.NullOr(Schema.String),
+  /** How the last tick's message went: succeeded, failed, cancelled; null before the first. */
+  lastDelivery: Schema.NullOr(Schema.String)
+})
+export type TriggerSummary = typeof TriggerSummary.Type
+
+/** `GET /v1/triggers`: the triggers that are not deleted, soonest next fire first. */
+export const TriggerList = Schema.Struct({ triggers: Schema.Array(TriggerSummary) })
+export type TriggerList = typeof TriggerList.Type
+
 /** A call waiting for an operator's `tool.approve` / `tool.deny`. */
 export const PendingApproval = Schema.Struct({
   threadId: Schema.String,
@@ -128,6 +147,8 @@ export interface ThreadViewsShape {
   readonly listThreads?: (request: ThreadListRequest) => Effect.Effect<ThreadPage, StorageFailure>
   /** None when no thread has that id (404). */
   readonly getThread: (threadId: string) => Effect.Effect<Option.Option<ThreadView>, StorageFailure>
+  /** The domain's triggers, at most `limit`. Absent: the route answers 404. */
+  readonly listTriggers?: (request: { readonly limit: number }) => Effect.Effect<TriggerList, StorageFailure>
   /** None when no thread has that id (404). */
   readonly getTranscript: (threadId: string) => Effect.Effect<Option.Option<TranscriptView>, StorageFailure>
 }

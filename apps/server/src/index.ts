@@ -12,6 +12,8 @@ export {
   ThreadView,
   ApprovalList,
   PendingApproval,
+  TriggerList,
+  TriggerSummary,
   TranscriptView,
   type ThreadPage,
   type ThreadSummary,

@@ -5,6 +5,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import {
+  CommandId,
   type DispatchError,
   EffectFailure,
   Engine,
@@ -13,13 +14,23 @@ import {
   StorageErrors
 } from "@orchestration/engine"
 import { Duration, Effect, ParseResult, Schema } from "effect"
+import { createHash } from "node:crypto"
 import { delegateMessageId, delegationCommandId } from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
 import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider } from "./Provider.js"
 import { turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
-import { DelegateInput, type ToolDefinition, toolDefinitions, toolPolicies, type EffectKind } from "./Tools.js"
+import { findTrigger } from "./TriggerReadModel.js"
+import {
+  DelegateInput,
+  type ToolDefinition,
+  toolDefinitions,
+  toolPolicies,
+  type EffectKind,
+  TriggerEditInput
+} from "./Tools.js"
+import { TriggerSpec } from "./Trigger.js"
 import { World, type WorldError, type WorldToolName } from "./World.js"
 
 interface ToolPayload {
@@ -234,6 +245,91 @@ const delegationCommand = (row: Outbox.OutboxRow) =>
       )
   })
 
+/**
+ * `trigger_edit` puts (or deletes) the trigger through the front door, under an id derived from this
+ * effect, so a repeat is answered by its receipt; the store is the trigger's source of truth. A spec
+ * the Trigger decider refuses (a bad cron or time zone) is the call's result, and nothing is written.
+ * Then the world file mirrors the trigger, so the world shows from outside what was put.
+ */
+const triggerEdit = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    const invalid = (e: ParseResult.ParseError) =>
+      failure(
+        `trigger_edit: invalid arguments: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`,
+        false
+      )
+    const input = yield* Schema.decodeUnknown(TriggerEditInput)(payload.arguments).pipe(Effect.mapError(invalid))
+    const spec =
+      input.spec === null
+        ? null
+        : yield* Schema.decodeUnknown(TriggerSpec, { onExcessProperty: "error" })(input.spec).pipe(
+            Effect.mapError((e) =>
+              failure(
+                `trigger_edit: invalid spec (expected { cron, timezone?, threadId, text }): ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(e))}`,
+                false
+              )
+            )
+          )
+    const commandId = CommandId.boundedId("trigger-edit:", row.effectId)
+    const command =
+      spec === null
+        ? { commandId, type: "trigger.delete", triggerId: input.triggerId }
+        : { commandId, type: "trigger.put", triggerId: input.triggerId, ...spec }
+    yield* engine
+      .dispatchWithReceipt(command, { origin: "internal" })
+      .pipe(
+        Effect.catchAll((error) =>
+          Effect.fail(
+            error._tag === "StorageFailure"
+              ? storageFailure(`trigger not recorded: ${error.message}`, true, error.code)
+              : error._tag === "EngineUnavailable"
+                ? failure(`trigger not recorded: ${error.message}`, true)
+                : failure(
+                    `trigger_edit refused: ${error.message}`,
+                    false,
+                    error._tag === "CommandRejected" ? error.reason : error._tag
+                  )
+          )
+        )
+      )
+    const file = yield* worldTool(row, payload)
+    const summary = yield* findTrigger(input.triggerId).pipe(
+      Effect.mapError((e) => failure(`could not read the trigger back: ${e.message}`, true))
+    )
+    const nextFireAt = spec === null ? null : (summary?.nextFireAt ?? null)
+    return {
+      ...(file as object),
+      deleted: spec === null,
+      nextFireAt: nextFireAt === null ? null : new Date(nextFireAt).toISOString()
+    }
+  })
+
+/** A tick: the message to the thread, under the tick's id (the effect id), so a repeated tick is a duplicate. */
+const triggerFire = (row: Outbox.OutboxRow) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    const { threadId, text } = row.payload as { threadId: string; text: string }
+    const messageId = `t-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
+    const answer = yield* engine
+      .dispatchWithReceipt(
+        { commandId: row.effectId, type: "message.send", threadId, messageId, text },
+        { origin: "internal" }
+      )
+      .pipe(
+        Effect.catchAll((error) =>
+          Effect.fail(
+            error._tag === "StorageFailure"
+              ? storageFailure(`trigger message not recorded: ${error.message}`, true, error.code)
+              : error._tag === "EngineUnavailable"
+                ? failure(`trigger message not recorded: ${error.message}`, true)
+                : failure(`thread '${threadId}' refused the trigger's message: ${error.message}`, false)
+          )
+        )
+      )
+    return { threadId, commandId: row.effectId, messageId, sequence: answer.sequence, duplicate: answer.duplicate }
+  })
+
 const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   Effect.gen(function* () {
     const world = yield* World
@@ -272,6 +368,10 @@ export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFail
       return delegationCommand(row)
     case "tool.mcp_call":
       return mcpCall(row, row.payload as McpCallPayload)
+    case "tool.trigger_edit":
+      return triggerEdit(row, row.payload as ToolPayload)
+    case "trigger.fire":
+      return triggerFire(row)
     default:
       return worldTool(row, row.payload as ToolPayload)
   }

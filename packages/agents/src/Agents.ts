@@ -1,6 +1,6 @@
 /**
- * The agents domain as one value the server (or a test) plugs into the engine: the Thread aggregate,
- * its read models, the reactor that performs its effects, and the services its reactor needs (the
+ * The agents domain as one value the server (or a test) plugs into the engine: the Thread and
+ * Trigger aggregates, their read models, the reactor that performs its effects, and the services its reactor needs (the
  * world directory, a model provider, and the operator's MCP servers).
  */
 import { Layer } from "effect"
@@ -15,6 +15,8 @@ import type { SandboxConfig } from "./Sandbox.js"
 import * as ScriptedProvider from "./ScriptedProvider.js"
 import { makeThread } from "./Thread.js"
 import { ThreadViews } from "./ThreadReadModel.js"
+import { Trigger } from "./Trigger.js"
+import { TriggerViews } from "./TriggerReadModel.js"
 import * as World from "./World.js"
 
 export interface AgentsOptions {
@@ -42,9 +44,10 @@ export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
       ...(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }),
       ...(options.approval === undefined ? {} : { approval: options.approval }),
       ...(options.delegateTimeoutMs === undefined ? {} : { delegateTimeoutMs: options.delegateTimeoutMs })
-    })
+    }),
+    Trigger
   ],
-  projections: [ThreadViews],
+  projections: [ThreadViews, TriggerViews],
   reactors: [agentsReactor(options.concurrency === undefined ? {} : { concurrency: options.concurrency })]
 })
 

@@ -88,9 +88,10 @@ export const DelegateInput = Schema.Struct({
 })
 export type DelegateInput = typeof DelegateInput.Type
 
+/** `spec` is checked as a TriggerSpec (`{ cron, timezone?, threadId, text }`) when it is put; null deletes. */
 export const TriggerEditInput = Schema.Struct({
   triggerId: TriggerId,
-  spec: JsonObject
+  spec: Schema.NullOr(JsonObject)
 })
 export type TriggerEditInput = typeof TriggerEditInput.Type
 
@@ -128,7 +129,10 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
   },
   {
     name: "trigger_edit",
-    description: "Create or replace the trigger with this id.",
+    description:
+      "Create or replace the trigger with this id: spec { cron, timezone?, threadId, text } sends text to the thread " +
+      "at each time of the cron expression (five fields: minute hour day-of-month month day-of-week) read in the IANA " +
+      "time zone (default UTC). spec null deletes the trigger. Returns the next fire time.",
     input: TriggerEditInput
   }
 ]
@@ -142,6 +146,7 @@ export type ToolEffectKind = `tool.${ToolName}`
 export type EffectKind =
   | "model.step"
   | "thread.cleanup"
+  | "trigger.fire"
   | ToolEffectKind
   | "tool.mcp_call"
   | "delegate.reply"
@@ -155,8 +160,8 @@ export interface EffectPolicy {
   readonly tool?: ToolName
   /** A function decides per row from the payload recorded when the call was planned. */
   readonly onProcessLoss: ProcessLossPolicy | ((payload: unknown) => ProcessLossPolicy)
-  /** Every agents effect runs in its thread's lane, so a turn's steps never overlap. */
-  readonly lane: "thread"
+  /** Every thread effect runs in its thread's lane, so a turn's steps never overlap; a tick in its trigger's. */
+  readonly lane: "thread" | "trigger"
   readonly timeout: Duration.Duration
 }
 
@@ -212,6 +217,13 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
     onProcessLoss: "replay-safe",
     lane: "thread",
     timeout: Duration.seconds(60)
+  },
+  // A trigger's tick: a message.send under the tick's id, answered as a duplicate when repeated.
+  "trigger.fire": {
+    kind: "trigger.fire",
+    onProcessLoss: "replay-safe",
+    lane: "trigger",
+    timeout: Duration.seconds(30)
   },
   // A command to the waiting thread under an id derived from the effect: its receipt makes a repeat a duplicate.
   "delegate.reply": {

@@ -6,6 +6,7 @@
  */
 import { Schema } from "effect"
 import type { EffectOutcome } from "./EffectOutcomes.js"
+import type { StreamChunkNotice } from "./StreamChunks.js"
 import type { TimerIntent } from "./Timers.js"
 
 /** An effect the domain wants performed after the commit. It becomes one outbox row. */
@@ -110,6 +111,13 @@ export interface AggregateDefinition<
    * decide follow-up events and effects. A rejection here records nothing in the domain.
    */
   readonly onOutcome: ((state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection) | undefined
+  /**
+   * A running effect of this aggregate recorded a chunk of its stream (StreamChunks, StreamIngest).
+   * Runs in the chunk's transaction, so a projection of it is never ahead of or behind the chunk
+   * table. Optional: without it the chunk is the engine's record only. A rejection projects nothing;
+   * the chunk still lands.
+   */
+  readonly onStream?: ((state: S, chunk: StreamChunkNotice, ctx: DecideContext) => Decision<E> | Rejection) | undefined
   /** Version written with new events; bump it when the event shapes change and upcast old ones. */
   readonly eventSchemaVersion: number
   /** Turns a stored payload of an older schema version into the current encoded shape. */
@@ -139,6 +147,7 @@ export const make = <
   readonly evolve: (state: S, event: E) => S
   readonly decide: (state: S, command: CommandOf<Cmds>, ctx: DecideContext) => Decision<E> | Rejection
   readonly onOutcome?: (state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection
+  readonly onStream?: (state: S, chunk: StreamChunkNotice, ctx: DecideContext) => Decision<E> | Rejection
   readonly eventSchemaVersion?: number
   readonly upcast?: (stored: {
     readonly type: string
@@ -149,6 +158,7 @@ export const make = <
   ...definition,
   commands: definition.commands as any,
   onOutcome: definition.onOutcome,
+  onStream: definition.onStream,
   eventSchemaVersion: definition.eventSchemaVersion ?? 1,
   upcast: definition.upcast ?? ((stored) => stored.payload)
 })

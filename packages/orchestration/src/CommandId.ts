@@ -23,7 +23,10 @@ export const reservedIdPrefixes: ReadonlyArray<string> = [
   "operator:",
   "ingest:",
   "engine:",
-  "timer:"
+  "timer:",
+  // The agents domain's trigger ticks and edits: a client id there could take a tick's place.
+  "trigger:",
+  "trigger-edit:"
 ]
 
 /** Command type namespaces only the engine may use. */

@@ -15,6 +15,7 @@ import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
 import { InvalidCommand } from "./Errors.js"
 import { decideCommand, decideSettlementCommand, type QueuedCommand } from "./Processor.js"
 import type * as Receipts from "./Receipts.js"
+import { decideStreamCommand, EffectStream } from "./StreamChunks.js"
 
 export interface CommandRouter {
   /** Validates and routes a command: the command to queue, or why it is refused. */
@@ -34,6 +35,8 @@ const settlementDecoders = new Map<string, Decoder>(
     decoderOf(schema)
   ])
 )
+
+const decodeStream = decoderOf(EffectStream)
 
 const formatIssues = (error: ParseResult.ParseError) =>
   ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
@@ -89,6 +92,17 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true }
   }
 
+  /** A stream chunk (`effect.stream`, internal only) goes to its effect's aggregate, like a settlement. */
+  const routeStream = (raw: Record<string, unknown>, commandId: string | undefined): QueuedCommand | InvalidCommand => {
+    const decoded = decodeStream(raw)
+    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+    const chunk: EffectStream = decoded.right
+    const aggregate = aggregatesByName.get(chunk.aggregateType)
+    if (aggregate === undefined) return invalid(`no aggregate named '${chunk.aggregateType}'`, commandId)
+    const identity = identityOf(raw, aggregate, chunk.aggregateId)
+    return { identity, aggregate, decide: decideStreamCommand(aggregate, identity, chunk), settles: false }
+  }
+
   const route = (input: unknown, origin: Origin): QueuedCommand | InvalidCommand => {
     if (typeof input !== "object" || input === null || Array.isArray(input)) {
       return invalid("a command is a JSON object with commandId and type")
@@ -103,6 +117,7 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     }
     const decodeSettlement = settlementDecoders.get(raw.type)
     if (decodeSettlement !== undefined) return routeSettlement(raw, decodeSettlement, commandId)
+    if (raw.type === "effect.stream") return routeStream(raw, commandId)
     const target = routes.get(raw.type)
     if (target === undefined) return invalid(`unknown command type '${raw.type}'`, commandId)
     const decoded = target.decode(raw)

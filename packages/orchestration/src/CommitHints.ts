@@ -22,6 +22,8 @@ export interface CommitHints {
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /** Engine-internal: the commit hints as a queue, for a reader that waits between table reads. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
+  /** Engine-internal: the outbox hints (rung after every accepted command) as a queue. */
+  readonly subscribeOutbox: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
 }
 
 export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
@@ -32,7 +34,8 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
     ringOutbox: PubSub.publish(outboxChanges, undefined),
     commits: Stream.fromPubSub(commits, { scoped: true }),
     outboxChanges: Stream.fromPubSub(outboxChanges, { scoped: true }),
-    subscribeCommits: PubSub.subscribe(commits)
+    subscribeCommits: PubSub.subscribe(commits),
+    subscribeOutbox: PubSub.subscribe(outboxChanges)
   }
 })
 

@@ -106,6 +106,10 @@ export interface EngineShape {
   readonly followEvents: (options?: ReadSide.FollowOptions) => Stream.Stream<EventRecord, StorageFailure>
   /** Decodes a stored event with its aggregate's schema. */
   readonly decode: (record: EventRecord) => Effect.Effect<unknown, UndecodableEvent>
+  /** One page of an effect's stream chunks (StreamChunks), all attempts, by attempt then offset. */
+  readonly readStreamChunks: ReadSide.ReadSide["readStreamChunks"]
+  /** Catches up on an effect's chunks, then follows new commits; ends once the effect settled. */
+  readonly followStreamChunks: ReadSide.ReadSide["followStreamChunks"]
   /** Empties every projection and replays the whole log into them, in one transaction. */
   readonly rebuildProjections: Effect.Effect<number, StorageFailure | UndecodableEvent>
   readonly activate: Effect.Effect<void>
@@ -227,7 +231,12 @@ export const make = (config: EngineConfig) =>
       CommitHints.forwardForeign(hints, head, backend.foreignCommitHints).pipe(Effect.provideService(SqlClient, sql))
     )
 
-    const reads = ReadSide.make({ sql, aggregate: router.aggregate, subscribeCommits: hints.subscribeCommits })
+    const reads = ReadSide.make({
+      sql,
+      aggregate: router.aggregate,
+      subscribeCommits: hints.subscribeCommits,
+      subscribeOutbox: hints.subscribeOutbox
+    })
 
     /**
      * Below the floor a client command is admitted only if it writes nothing: a replay, answered from
@@ -290,6 +299,8 @@ export const make = (config: EngineConfig) =>
       readEvents: reads.readEvents,
       followEvents: reads.followEvents,
       decode: reads.decode,
+      readStreamChunks: reads.readStreamChunks,
+      followStreamChunks: reads.followStreamChunks,
       rebuildProjections: Projection.rebuild(projections, reads.decode).pipe(Effect.provideService(SqlClient, sql)),
       activate: lifecycle.activate,
       shutdown: lifecycle.shutdown,

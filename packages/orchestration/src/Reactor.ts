@@ -75,6 +75,8 @@ export interface ReactorDefinition<R = never> {
   readonly retry?: Partial<RetryPolicy>
   /** The liveness poll that covers missed doorbell rings. Default 1 second. */
   readonly pollInterval?: Duration.DurationInput
+  /** The poll behind the cancel ring (CancelWatch.ts). Default 500 ms; tests that move the clock by hours lengthen it. */
+  readonly cancelPollInterval?: Duration.DurationInput
   /** At shutdown, how long in-flight handlers may take to finish and settle. Default 10 seconds. */
   readonly shutdownGrace?: Duration.DurationInput
   readonly handle: (row: Outbox.OutboxRow) => Effect.Effect<unknown, EffectFailure, R>
@@ -191,9 +193,11 @@ export const run = <R>(
     const changes = yield* engine.outboxChanges
     yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(wake, undefined)))
     const running = yield* FiberMap.make<string>()
-    const cancels = yield* CancelWatch.make({ ownerId: worker.ownerId, changes: engine.outboxChanges }).pipe(
-      Effect.provide(context)
-    )
+    const cancels = yield* CancelWatch.make({
+      ownerId: worker.ownerId,
+      changes: engine.outboxChanges,
+      ...(definition.cancelPollInterval === undefined ? {} : { pollInterval: definition.cancelPollInterval })
+    }).pipe(Effect.provide(context))
     let stopping = false
     let settledSinceCursor = false
 

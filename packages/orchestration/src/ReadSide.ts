@@ -10,7 +10,9 @@ import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { decodeEvent } from "./AggregateStates.js"
 import type { StorageFailure, UndecodableEvent } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
+import * as Outbox from "./Outbox.js"
 import * as Receipts from "./Receipts.js"
+import * as StreamChunks from "./StreamChunks.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export interface ReadEventsOptions {
@@ -32,6 +34,19 @@ export interface ReadSide {
   readonly followEvents: (options?: FollowOptions) => Stream.Stream<EventRecord, StorageFailure>
   /** Decodes a stored event with its aggregate's schema; dies if no aggregate of that name is registered. */
   readonly decode: (record: EventRecord) => Effect.Effect<unknown, UndecodableEvent>
+  /** One page of an effect's stream chunks, all attempts, by attempt then offset. */
+  readonly readStreamChunks: (
+    effectId: string,
+    options?: StreamChunks.ReadChunksOptions
+  ) => Effect.Effect<ReadonlyArray<StreamChunks.StreamChunk>, StorageFailure>
+  /**
+   * Catches up on an effect's chunks, then follows new ones as they commit; ends once the effect is
+   * settled and every chunk was delivered (a settled row takes no more chunks).
+   */
+  readonly followStreamChunks: (
+    effectId: string,
+    options?: Pick<StreamChunks.ReadChunksOptions, "after">
+  ) => Stream.Stream<StreamChunks.StreamChunk, StorageFailure>
 }
 
 export const make = (options: {
@@ -39,6 +54,8 @@ export const make = (options: {
   readonly aggregate: (name: string) => AnyAggregate | undefined
   /** Subscribes to commit hints in the caller's scope. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
+  /** Subscribes to the hints rung after every accepted command (a chunk writes no event). */
+  readonly subscribeOutbox: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
 }): ReadSide => {
   const { sql } = options
 
@@ -86,5 +103,48 @@ export const make = (options: {
       Effect.provideService(SqlClient, sql)
     )
 
-  return { receipt, readEvents, followEvents, decode }
+  const readStreamChunks = (effectId: string, read: StreamChunks.ReadChunksOptions = {}) =>
+    StreamChunks.read(effectId, read).pipe(
+      Effect.mapError(toStorageFailure("read stream chunks")),
+      Effect.provideService(SqlClient, sql)
+    )
+
+  const settledStatuses: ReadonlyArray<string> = ["succeeded", "failed", "cancelled"]
+  const effectSettled = (effectId: string) =>
+    Outbox.find(effectId).pipe(
+      Effect.map((row) => row === undefined || settledStatuses.includes(row.status)),
+      Effect.mapError(toStorageFailure("read effect status")),
+      Effect.provideService(SqlClient, sql)
+    )
+
+  const followStreamChunks = (effectId: string, follow: Pick<StreamChunks.ReadChunksOptions, "after"> = {}) =>
+    Stream.unwrapScoped(
+      Effect.gen(function* () {
+        const hints = yield* options.subscribeOutbox
+        let after = follow.after ?? { attempt: 0, end: 0 }
+        let done = false
+        const next = Effect.gen(function* () {
+          while (!done) {
+            // The status first: a row seen settled took its last chunk before, so the page below holds it.
+            const settled = yield* effectSettled(effectId)
+            const page = yield* readStreamChunks(effectId, { after, limit: 500 })
+            if (page.length > 0) {
+              const last = page[page.length - 1]!
+              after = { attempt: last.attempt, end: last.end }
+              return Option.some(Chunk.fromIterable(page))
+            }
+            if (settled) done = true
+            else yield* Queue.take(hints)
+          }
+          return Option.none()
+        })
+        return Stream.repeatEffectChunkOption(
+          Effect.flatMap(Effect.mapError(next, Option.some), (page) =>
+            Option.isSome(page) ? Effect.succeed(page.value) : Effect.fail(Option.none())
+          )
+        )
+      })
+    )
+
+  return { receipt, readEvents, followEvents, decode, readStreamChunks, followStreamChunks }
 }

@@ -1,11 +1,12 @@
 /**
- * Pruning: settled outbox rows and old receipts are deleted after configurable periods, in small
- * batches in the background. Unsettled rows are never touched. A retry whose receipt was pruned is
+ * Pruning: settled outbox rows (with their stream chunks) and old receipts are deleted after
+ * configurable periods, in small batches in the background. Unsettled rows are never touched. A retry whose receipt was pruned is
  * treated as a new command: clients must not retry a command id older than the receipt period.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Layer } from "effect"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import * as StreamChunks from "./StreamChunks.js"
 
 export interface RetentionOptions {
   /** How long a settled outbox row is kept after its last update. Default 7 days. */
@@ -49,7 +50,9 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
     const receipts = yield* sql<{ command_id: string }>`DELETE FROM receipts WHERE command_id IN (
         SELECT command_id FROM receipts WHERE accepted_at < ${receiptsBefore} LIMIT ${batch}
       ) RETURNING command_id`
-    return { effects: effects.length, receipts: receipts.length }
+    // The chunks of an effect go with its row (or before, once it settled before the horizon).
+    const streamChunks = yield* StreamChunks.compactSettled(batch, effectsBefore)
+    return { effects: effects.length, receipts: receipts.length, streamChunks }
   }).pipe(Effect.mapError(toStorageFailure("retention")))
 
 /** The background pruner: failures are logged and retried at the next round (nothing is lost by waiting). */
@@ -60,7 +63,9 @@ export const layer = (options: RetentionOptions = {}) =>
         Effect.sleep(options.every ?? defaults.every).pipe(
           Effect.zipRight(pruneOnce(options)),
           Effect.tap((pruned) =>
-            pruned.effects + pruned.receipts > 0 ? Effect.logDebug("retention pruned", pruned) : Effect.void
+            pruned.effects + pruned.receipts + pruned.streamChunks > 0
+              ? Effect.logDebug("retention pruned", pruned)
+              : Effect.void
           ),
           Effect.catchAll((failure) => Effect.logWarning("retention round failed; trying again next round", failure))
         )

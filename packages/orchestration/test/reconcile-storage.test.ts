@@ -93,12 +93,12 @@ describe("retention", () => {
         { origin: "internal" }
       )
       yield* TestClock.adjust("8 days")
-      assert.deepStrictEqual(yield* Retention.pruneOnce(), { effects: 1, receipts: 0 })
+      assert.deepStrictEqual(yield* Retention.pruneOnce(), { effects: 1, receipts: 0, streamChunks: 0 })
       assert.isUndefined(yield* Outbox.find("job:done"))
       assert.strictEqual((yield* Outbox.find("job:running"))!.status, "running")
       assert.strictEqual((yield* Outbox.find("job:pending"))!.status, "pending")
       yield* TestClock.adjust("23 days")
-      assert.deepStrictEqual(yield* Retention.pruneOnce(), { effects: 0, receipts: 4 })
+      assert.deepStrictEqual(yield* Retention.pruneOnce(), { effects: 0, receipts: 4, streamChunks: 0 })
       assert.strictEqual((yield* Outbox.list()).length, 2)
       // A retry older than the receipt period is treated as new: documented, and here decided again.
       const again = yield* Effect.flip(engine.dispatchWithReceipt(submit("done", "work.safe")))

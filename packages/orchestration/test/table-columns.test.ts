@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { EventLog, Outbox, Receipts } from "../src/index.js"
+import { EventLog, Outbox, Receipts, StreamChunks } from "../src/index.js"
 import { migrate } from "../src/storage/Migrations.js"
 import * as TableColumns from "../src/storage/TableColumns.js"
 import * as TestStore from "../src/testing/TestStore.js"
@@ -59,6 +59,17 @@ describe("one owner per table", () => {
       }).pipe(Effect.provide(TestStore.layer()))
     )
   }
+
+  it.effect("the migrated effect_stream_chunks table has the columns StreamChunks names", () =>
+    Effect.gen(function* () {
+      yield* migrate
+      const schema = yield* schemaOf("effect_stream_chunks")
+      assert.deepStrictEqual(
+        schema.map((c) => c.name),
+        [...StreamChunks.columns]
+      )
+    }).pipe(Effect.provide(TestStore.layer()))
+  )
 
   it("a repeated column binds the value of the column it names; constants are written by the statement", () => {
     const row = {

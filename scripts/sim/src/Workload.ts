@@ -30,7 +30,15 @@ const toolCall = (rng: Rng, threadId: string, threads: ReadonlyArray<string>, n:
     case 1:
       return { name: "execute", arguments: { command: `make step${n}` } }
     case 2:
-      return { name: "trigger_edit", arguments: { triggerId: `trg-${rng.int(3)}`, spec: { every: rng.int(60) } } }
+      // A valid spec, so the put goes through the engine under the run's faults; yearly, so no tick
+      // fires within a simulated run (the sim's clock starts at 2026-01-01).
+      return {
+        name: "trigger_edit",
+        arguments: {
+          triggerId: `trg-${rng.int(3)}`,
+          spec: { cron: "0 0 1 1 *", threadId: `${threadId}-cron`, text: `every ${rng.int(60)}` }
+        }
+      }
     case 3:
       return { name: "mcp_call", arguments: { server: "git", tool: "status", arguments: { n } } }
     default: {

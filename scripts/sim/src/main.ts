@@ -1,8 +1,12 @@
 /**
- * `pnpm sim --seed 123` replays one seed and prints its trace digest; `pnpm sim --seeds 1000 [--from N]`
- * runs a range, replays a sample of it to prove the digests stable, and prints one summary line.
- * A failure prints its seed, the invariant and the last trace events, and exits non-zero.
+ * `pnpm sim --seed 123` replays one seed and prints its trace digest; `pnpm sim --seeds 1000 [--from N]
+ * [--jobs J]` runs a range, replays a sample of it to prove the digests stable, and prints one summary
+ * line. With `--jobs J` the range is cut into J contiguous slices, each run by its own process (a seed
+ * depends on nothing but its number, so the slices give the seeds the same histories). A failure
+ * prints its seed, the invariant and the last trace events, and exits non-zero.
  */
+import { spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import { cleanup, runSeed, type SeedResult } from "./Simulation.js"
 
 const args = process.argv.slice(2)
@@ -18,8 +22,87 @@ const printFailure = (result: SeedResult) => {
   process.stdout.write(`  replay: pnpm sim --seed ${result.seed}\n`)
 }
 
+interface Totals {
+  ran: number
+  steps: number
+  crashes: number
+  faults: number
+  failures: number
+  stable: boolean
+  /** User and system CPU time of the process(es) that ran the seeds. */
+  cpuSeconds: number
+}
+
+/** One seed in fifty (counted from `base`, at least one per run) runs twice: the same seed must give the same digest. */
+const runRange = (from: number, count: number, base: number, sampleEvery: number): Totals => {
+  const cpuStarted = process.cpuUsage()
+  const totals: Totals = { ran: 0, steps: 0, crashes: 0, faults: 0, failures: 0, stable: true, cpuSeconds: 0 }
+  for (let seed = from; seed < from + count; seed++) {
+    const result = runSeed(seed)
+    totals.ran++
+    totals.steps += result.steps
+    totals.crashes += result.crashes
+    totals.faults += result.faults
+    if (result.failure !== undefined) {
+      totals.failures++
+      printFailure(result)
+      break
+    }
+    if ((seed - base) % sampleEvery === 0) {
+      const again = runSeed(seed)
+      if (again.digest !== result.digest) {
+        totals.stable = false
+        process.stdout.write(`sim: seed ${seed} gave digest ${result.digest}, then ${again.digest}\n`)
+      }
+    }
+  }
+  cleanup()
+  const cpu = process.cpuUsage(cpuStarted)
+  totals.cpuSeconds = (cpu.user + cpu.system) / 1e6
+  return totals
+}
+
+/** Runs one slice in a child process; its last line is its totals as JSON, everything before it is passed on. */
+const runSlice = (from: number, count: number, base: number, sampleEvery: number) =>
+  new Promise<Totals>((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [
+        ...process.execArgv,
+        fileURLToPath(import.meta.url),
+        "--slice",
+        String(from),
+        String(count),
+        String(base),
+        String(sampleEvery)
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] }
+    )
+    let out = ""
+    child.stdout.setEncoding("utf8")
+    child.stdout.on("data", (chunk: string) => {
+      out += chunk
+      const lines = out.split("\n")
+      out = lines.pop()!
+      for (const line of lines) {
+        if (line.startsWith("sim-slice: ")) resolve(JSON.parse(line.slice("sim-slice: ".length)) as Totals)
+        else process.stdout.write(`${line}\n`)
+      }
+    })
+    child.on("exit", (code) => reject(new Error(`sim slice from ${from} ended with code ${code} before its totals`)))
+  })
+
+const slice = args.indexOf("--slice")
 const single = option("seed")
-if (single !== undefined) {
+if (slice >= 0) {
+  const [from, count, base, sampleEvery] = args.slice(slice + 1, slice + 5).map(Number) as [
+    number,
+    number,
+    number,
+    number
+  ]
+  process.stdout.write(`sim-slice: ${JSON.stringify(runRange(from, count, base, sampleEvery))}\n`)
+} else if (single !== undefined) {
   const result = runSeed(single)
   cleanup()
   if (result.failure !== undefined) {
@@ -32,38 +115,32 @@ if (single !== undefined) {
 } else {
   const count = option("seeds") ?? 100
   const from = option("from") ?? 1
-  const started = performance.now()
-  let steps = 0
-  let crashes = 0
-  let faults = 0
-  let failures = 0
-  let ran = 0
-  let stable = true
-  // One seed in fifty (at least one) runs twice: the same seed must give the same digest.
+  const jobs = Math.max(1, Math.min(option("jobs") ?? 1, count))
   const sampleEvery = Math.max(1, Math.min(50, count))
-  for (let seed = from; seed < from + count; seed++) {
-    const result = runSeed(seed)
-    ran++
-    steps += result.steps
-    crashes += result.crashes
-    faults += result.faults
-    if (result.failure !== undefined) {
-      failures++
-      printFailure(result)
-      break
+  const started = performance.now()
+  let totals: Totals
+  if (jobs === 1) totals = runRange(from, count, from, sampleEvery)
+  else {
+    const slices: Array<Promise<Totals>> = []
+    for (let j = 0, next = from; j < jobs; j++) {
+      const size = Math.floor(count / jobs) + (j < count % jobs ? 1 : 0)
+      slices.push(runSlice(next, size, from, sampleEvery))
+      next += size
     }
-    if ((seed - from) % sampleEvery === 0) {
-      const again = runSeed(seed)
-      if (again.digest !== result.digest) {
-        stable = false
-        process.stdout.write(`sim: seed ${seed} gave digest ${result.digest}, then ${again.digest}\n`)
-      }
-    }
+    const parts = await Promise.all(slices)
+    totals = parts.reduce((a, b) => ({
+      ran: a.ran + b.ran,
+      steps: a.steps + b.steps,
+      crashes: a.crashes + b.crashes,
+      faults: a.faults + b.faults,
+      failures: a.failures + b.failures,
+      stable: a.stable && b.stable,
+      cpuSeconds: a.cpuSeconds + b.cpuSeconds
+    }))
   }
-  cleanup()
   const seconds = (performance.now() - started) / 1000
   process.stdout.write(
-    `sim: seeds=${ran} steps=${steps} crashes=${crashes} faults=${faults} failures=${failures} digest_stable=${stable ? "yes" : "no"} (${seconds.toFixed(1)} s, ${(ran / seconds).toFixed(1)} seeds/s)\n`
+    `sim: seeds=${totals.ran} steps=${totals.steps} crashes=${totals.crashes} faults=${totals.faults} failures=${totals.failures} digest_stable=${totals.stable ? "yes" : "no"} (${seconds.toFixed(1)} s, ${(totals.ran / seconds).toFixed(1)} seeds/s, jobs=${jobs}, ${totals.cpuSeconds.toFixed(1)} s CPU)\n`
   )
-  if (failures > 0 || !stable) process.exit(1)
+  if (totals.failures > 0 || !totals.stable) process.exit(1)
 }

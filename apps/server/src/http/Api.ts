@@ -6,7 +6,15 @@
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
-import { ApprovalList, ThreadOrder, ThreadPage, ThreadStatus, ThreadView, TranscriptView } from "../ThreadViews.js"
+import {
+  ApprovalList,
+  ThreadOrder,
+  ThreadPage,
+  ThreadStatus,
+  ThreadView,
+  TranscriptView,
+  TriggerList
+} from "../ThreadViews.js"
 import { DecimalInteger, OneOf, Sequence, ThreadId } from "./QueryParams.js"
 
 /** What a dispatch may answer besides success; each member carries its own status. */
@@ -219,6 +227,17 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
       .addSuccess(TranscriptView)
       .addError(Wire.NotFound)
       .addError(Wire.StorageUnavailable)
+  )
+  .add(
+    HttpApiEndpoint.get("triggers", "/triggers")
+      .setUrlParams(Schema.Struct({ limit: optionalParam(DecimalInteger(1, 1000)) }))
+      .addSuccess(TriggerList)
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+      .annotate(
+        OpenApi.Description,
+        "The cron triggers that are not deleted, soonest next fire first (default 100, at most 1000), each with its next fire time."
+      )
   )
   .add(
     HttpApiEndpoint.get("approvals", "/approvals")

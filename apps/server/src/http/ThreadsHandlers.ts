@@ -1,4 +1,4 @@
-/** The thread routes: served by the domain's ThreadViews, 404 when the domain has none. */
+/** The thread routes and the trigger list: served by the domain's ThreadViews, 404 when the domain has none. */
 import { HttpApiBuilder } from "@effect/platform"
 import type { StorageFailure } from "@orchestration/engine"
 import { Effect, Option } from "effect"
@@ -8,6 +8,9 @@ import { ServerApi } from "./Api.js"
 
 /** The thread list's page size when the client names none. */
 export const defaultThreadPage = 50
+
+/** The trigger list's length when the client names none. */
+export const defaultTriggerPage = 100
 
 /** How many pending approvals are listed when the client names no limit. */
 export const defaultApprovalPage = 100
@@ -40,6 +43,12 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
               status: urlParams.status,
               order: urlParams.order
             }).pipe(Effect.mapError(storageUnavailable))
+      })
+      .handle("triggers", ({ urlParams }) => {
+        const list = Option.getOrUndefined(views)?.listTriggers
+        return list === undefined
+          ? Effect.fail(new NotFound({ message: "this server's domain has no triggers" }))
+          : list({ limit: urlParams.limit ?? defaultTriggerPage }).pipe(Effect.mapError(storageUnavailable))
       })
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
       .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))

@@ -8,6 +8,7 @@
  * fails when a migration and its module disagree.
  */
 import * as Migrator from "@effect/sql/Migrator"
+import * as StreamChunks from "../StreamChunks.js"
 import * as Timers from "../Timers.js"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
@@ -168,7 +169,8 @@ export const engineMigrations = Migrator.fromRecord({
   "0002_reactors": reactors,
   "0003_quarantine": quarantine,
   "0004_operator_actions": operatorActions,
-  "0005_timers": Timers.createTable
+  "0005_timers": Timers.createTable,
+  "0006_stream_chunks": StreamChunks.createTable
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */

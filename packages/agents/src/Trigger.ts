@@ -1,0 +1,189 @@
+/**
+ * The Trigger aggregate: a cron schedule that sends a message to a thread, built on durable timers.
+ *
+ *   trigger.put    → trigger.put { spec, nextAt } + timer `tick` at nextAt (moved when it exists)
+ *   trigger.delete → trigger.deleted + the `tick` timer cancelled
+ *   trigger.tick   (the timer's command) → trigger.fired + effect trigger.fire + timer `tick` at the next time
+ *   trigger.fire settles → trigger.delivered (the message.send it dispatched was accepted or refused)
+ *
+ * The effect dispatches `message.send` to the thread under command id `trigger:<triggerId>:<tick ISO
+ * time>`, so a tick reaches its thread once across restarts and processes: the receipt answers a
+ * repeat as a duplicate. A tick names the time it was scheduled for; one that is not the trigger's
+ * next time (an edit or a delete moved it since) is refused as stale. The next tick is searched
+ * from the later of the tick's time and now, so after downtime spanning many ticks the overdue
+ * timer fires once and the schedule goes on from now: missed ticks are not replayed one by one.
+ * Pure, like every decider: the time comes from ctx.
+ */
+import { Aggregate, CommandId, Decision, type DecideContext, type EffectOutcome } from "@orchestration/engine"
+import { Schema } from "effect"
+import * as CronSchedule from "./CronSchedule.js"
+import { ThreadId } from "./ThreadEvents.js"
+import { TriggerId } from "./Tools.js"
+
+/** What `trigger_edit` puts: when, where, and what to say. */
+export const TriggerSpec = Schema.Struct({
+  cron: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+  timezone: Schema.optional(Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64))),
+  threadId: ThreadId,
+  text: Schema.String.pipe(Schema.maxLength(100_000))
+})
+export type TriggerSpec = typeof TriggerSpec.Type
+
+export const TriggerEvent = Schema.Union(
+  Aggregate.event("trigger.put", { spec: TriggerSpec, nextAt: Schema.Number }),
+  Aggregate.event("trigger.deleted", {}),
+  Aggregate.event("trigger.fired", {
+    /** The tick's scheduled time. */
+    at: Schema.Number,
+    /** When it was decided: later than `at` by the timer's lateness, or by downtime. */
+    firedAt: Schema.Number,
+    effectId: Schema.String,
+    nextAt: Schema.NullOr(Schema.Number)
+  }),
+  Aggregate.event("trigger.delivered", {
+    at: Schema.Number,
+    effectId: Schema.String,
+    status: Schema.Literal("succeeded", "failed", "cancelled"),
+    error: Schema.NullOr(Schema.String)
+  })
+)
+export type TriggerEvent = typeof TriggerEvent.Type
+
+export interface TriggerState {
+  readonly spec: TriggerSpec | null
+  readonly deleted: boolean
+  /** The time of the pending tick; null when none is scheduled. */
+  readonly nextAt: number | null
+  readonly lastFiredAt: number | null
+}
+
+export const initialState: TriggerState = { spec: null, deleted: false, nextAt: null, lastFiredAt: null }
+
+export const evolve = (state: TriggerState, event: TriggerEvent): TriggerState => {
+  switch (event.type) {
+    case "trigger.put":
+      return { ...state, spec: event.spec, deleted: false, nextAt: event.nextAt }
+    case "trigger.deleted":
+      return { ...state, deleted: true, nextAt: null }
+    case "trigger.fired":
+      return { ...state, nextAt: event.nextAt, lastFiredAt: event.at }
+    case "trigger.delivered":
+      return state
+  }
+}
+
+/** The trigger's one timer: scheduling it again moves it. */
+export const TICK_TIMER = "tick"
+
+export const timezoneOf = (spec: TriggerSpec): string => spec.timezone ?? CronSchedule.DEFAULT_TIMEZONE
+
+/** The id of a tick's effect and of the message.send it dispatches. */
+export const tickId = (triggerId: string, at: number): string =>
+  CommandId.boundedId("trigger:", `${triggerId}:${new Date(at).toISOString()}`)
+
+const tickTimer = (triggerId: string, at: number) => ({
+  timerId: TICK_TIMER,
+  at,
+  command: { type: "trigger.tick", triggerId, at }
+})
+
+const sameSpec = (a: TriggerSpec, b: TriggerSpec) =>
+  a.cron === b.cron && timezoneOf(a) === timezoneOf(b) && a.threadId === b.threadId && a.text === b.text
+
+export const decide = (
+  state: TriggerState,
+  command:
+    | ({ readonly type: "trigger.put"; readonly triggerId: string } & TriggerSpec)
+    | { readonly type: "trigger.delete"; readonly triggerId: string }
+    | { readonly type: "trigger.tick"; readonly triggerId: string; readonly at: number },
+  ctx: DecideContext
+): Decision<TriggerEvent> | Aggregate.Rejection => {
+  const triggerId = ctx.aggregateId
+  switch (command.type) {
+    case "trigger.put": {
+      const spec: TriggerSpec = {
+        cron: command.cron,
+        ...(command.timezone === undefined ? {} : { timezone: command.timezone }),
+        threadId: command.threadId,
+        text: command.text
+      }
+      const problem = CronSchedule.problemOf(spec.cron, timezoneOf(spec), ctx.now)
+      if (problem !== undefined) return Decision.reject(`invalid-${problem.field}`, problem.message)
+      // Putting what is already there records nothing and keeps the tick's time, but schedules its
+      // timer again: a timer a process without this aggregate marked failed (a rolling deploy) is re-armed.
+      if (state.spec !== null && !state.deleted && sameSpec(state.spec, spec)) {
+        return state.nextAt === null
+          ? Decision.none()
+          : Decision.of<TriggerEvent>({ timers: [tickTimer(triggerId, state.nextAt)] })
+      }
+      const nextAt = CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), ctx.now)!
+      return Decision.of<TriggerEvent>({
+        events: [{ type: "trigger.put", spec, nextAt }],
+        timers: [tickTimer(triggerId, nextAt)]
+      })
+    }
+    case "trigger.delete": {
+      if (state.spec === null) return Decision.reject("not-found", `no trigger '${triggerId}'`)
+      if (state.deleted) return Decision.none()
+      return Decision.of<TriggerEvent>({ events: [{ type: "trigger.deleted" }], cancelTimers: [TICK_TIMER] })
+    }
+    case "trigger.tick": {
+      if (state.spec === null || state.deleted) return Decision.reject("trigger-deleted", `no trigger '${triggerId}'`)
+      if (state.nextAt !== command.at) {
+        return Decision.reject("stale-tick", `the tick at ${new Date(command.at).toISOString()} is no longer scheduled`)
+      }
+      if (ctx.now < command.at) {
+        return Decision.reject("not-due", `the tick at ${new Date(command.at).toISOString()} is not due yet`)
+      }
+      const spec = state.spec
+      const effectId = tickId(triggerId, command.at)
+      const nextAt = CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), Math.max(command.at, ctx.now)) ?? null
+      return Decision.of<TriggerEvent>({
+        events: [{ type: "trigger.fired", at: command.at, firedAt: ctx.now, effectId, nextAt }],
+        effects: [
+          {
+            id: effectId,
+            kind: "trigger.fire",
+            payload: { triggerId, at: command.at, threadId: spec.threadId, text: spec.text }
+          }
+        ],
+        ...(nextAt === null ? {} : { timers: [tickTimer(triggerId, nextAt)] })
+      })
+    }
+  }
+}
+
+const isFinal = (status: EffectOutcome["status"]): status is "succeeded" | "failed" | "cancelled" =>
+  status === "succeeded" || status === "failed" || status === "cancelled"
+
+export const onOutcome = (_state: TriggerState, outcome: EffectOutcome): Decision<TriggerEvent> => {
+  if (outcome.kind !== "trigger.fire" || !isFinal(outcome.status)) return Decision.none()
+  const at = Number((outcome.payload as { at?: unknown }).at)
+  return Decision.of<TriggerEvent>({
+    events: [
+      {
+        type: "trigger.delivered",
+        at,
+        effectId: outcome.effectId,
+        status: outcome.status,
+        error: outcome.error?.message ?? null
+      }
+    ]
+  })
+}
+
+export const Trigger = Aggregate.make({
+  name: "trigger",
+  commands: {
+    "trigger.put": Aggregate.command("trigger.put", { triggerId: TriggerId, ...TriggerSpec.fields }),
+    "trigger.delete": Aggregate.command("trigger.delete", { triggerId: TriggerId }),
+    "trigger.tick": Aggregate.command("trigger.tick", { triggerId: TriggerId, at: Schema.Number })
+  },
+  events: TriggerEvent,
+  aggregateId: (command) => command.triggerId,
+  initialState,
+  evolve,
+  decide,
+  onOutcome
+})
+export type TriggerAggregate = typeof Trigger

@@ -1,0 +1,239 @@
+/**
+ * The trigger decider as a specification: given the trigger's events, when a put, delete, tick or
+ * a tick's outcome arrives, then these events, effects and timers (or this rejection). Pure.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import type { DecideContext, EffectOutcome } from "@orchestration/engine"
+import * as CronSchedule from "../src/CronSchedule.js"
+import { Trigger, type TriggerEvent, type TriggerSpec, tickId } from "../src/Trigger.js"
+
+type Command = Parameters<(typeof Trigger)["decide"]>[1]
+
+const at = (iso: string) => Date.parse(iso)
+const ctxAt = (now: number): DecideContext => ({
+  commandId: "cmd",
+  aggregateId: "daily",
+  now,
+  deriveId: (key) => `cmd:${key}`
+})
+
+interface Expected {
+  readonly events?: ReadonlyArray<TriggerEvent>
+  readonly effects?: ReadonlyArray<readonly [string, string, unknown]>
+  /** Timers as `[timerId, at, command]`. */
+  readonly timers?: ReadonlyArray<readonly [string, number, unknown]>
+  readonly cancelTimers?: ReadonlyArray<string>
+}
+
+const given = (events: ReadonlyArray<TriggerEvent>) => ({
+  when: (input: Command | EffectOutcome, now: number) => {
+    const state = events.reduce(Trigger.evolve, Trigger.initialState)
+    const ctx = ctxAt(now)
+    const answer = "status" in input ? Trigger.onOutcome!(state, input, ctx) : Trigger.decide(state, input, ctx)
+    return {
+      thenDecide: (expected: Expected) => {
+        if (answer._tag === "Rejection") assert.fail(`rejected: ${answer.reason}: ${answer.message}`)
+        assert.deepStrictEqual(answer.events, expected.events ?? [])
+        assert.deepStrictEqual(
+          answer.effects.map((e) => [e.id, e.kind, e.payload]),
+          (expected.effects ?? []).map((e) => [...e])
+        )
+        assert.deepStrictEqual(
+          (answer.timers ?? []).map((t) => [t.timerId, t.at, t.command]),
+          (expected.timers ?? []).map((t) => [...t])
+        )
+        assert.deepStrictEqual(answer.cancelTimers ?? [], expected.cancelTimers ?? [])
+        answer.events.reduce(Trigger.evolve, state)
+      },
+      thenReject: (reason: string, message?: RegExp) => {
+        if (answer._tag !== "Rejection") assert.fail(`accepted with ${answer.events.length} events`)
+        assert.strictEqual(answer.reason, reason)
+        if (message !== undefined) assert.match(answer.message, message)
+      }
+    }
+  }
+})
+
+const spec: TriggerSpec = { cron: "0 9 * * *", threadId: "inbox", text: "good morning" }
+const put = (s: Partial<TriggerSpec> = {}): Command => ({
+  commandId: "p",
+  type: "trigger.put",
+  triggerId: "daily",
+  ...spec,
+  ...s
+})
+const tick = (time: number): Command => ({ commandId: "timer:x", type: "trigger.tick", triggerId: "daily", at: time })
+const tickCommand = (time: number) => ({ type: "trigger.tick", triggerId: "daily", at: time })
+
+const nine = at("2026-06-01T09:00:00Z")
+const nineNext = at("2026-06-02T09:00:00Z")
+const putEvent: TriggerEvent = { type: "trigger.put", spec, nextAt: nine }
+
+describe("the trigger decider", () => {
+  it("a put schedules the tick timer at the cron's next time after now", () =>
+    given([])
+      .when(put(), at("2026-06-01T08:00:00Z"))
+      .thenDecide({ events: [putEvent], timers: [["tick", nine, tickCommand(nine)]] }))
+
+  it("putting the same spec again records nothing and keeps the tick's time (its timer re-armed)", () =>
+    given([putEvent])
+      .when(put(), at("2026-06-01T08:30:00Z"))
+      .thenDecide({ timers: [["tick", nine, tickCommand(nine)]] }))
+
+  it("an edit moves the tick to the new cron's next time", () => {
+    const edited = { ...spec, cron: "30 8 * * *" }
+    const next = at("2026-06-01T08:30:00Z")
+    given([putEvent])
+      .when(put({ cron: "30 8 * * *" }), at("2026-06-01T08:10:00Z"))
+      .thenDecide({
+        events: [{ type: "trigger.put", spec: edited, nextAt: next }],
+        timers: [["tick", next, tickCommand(next)]]
+      })
+  })
+
+  it("a bad cron, a seconds field or an unknown time zone is a typed refusal, not a crash", () => {
+    given([])
+      .when(put({ cron: "every day" }), 0)
+      .thenReject("invalid-cron", /five are required/)
+    given([])
+      .when(put({ cron: "61 * * * *" }), 0)
+      .thenReject("invalid-cron", /not valid/)
+    given([])
+      .when(put({ cron: "*/5 * * * * *" }), 0)
+      .thenReject("invalid-cron", /6 fields/)
+    given([])
+      .when(put({ cron: "0 0 30 2 *" }), 0)
+      .thenReject("invalid-cron", /never fires/)
+    given([])
+      .when(put({ timezone: "Mars/Olympus" }), 0)
+      .thenReject("invalid-timezone", /IANA/)
+  })
+
+  it("a due tick fires: the message effect under the tick's id, and the next tick scheduled", () => {
+    const effectId = "trigger:daily:2026-06-01T09:00:00.000Z"
+    assert.strictEqual(tickId("daily", nine), effectId)
+    given([putEvent])
+      .when(tick(nine), nine + 40)
+      .thenDecide({
+        events: [{ type: "trigger.fired", at: nine, firedAt: nine + 40, effectId, nextAt: nineNext }],
+        effects: [
+          [effectId, "trigger.fire", { triggerId: "daily", at: nine, threadId: "inbox", text: "good morning" }]
+        ],
+        timers: [["tick", nineNext, tickCommand(nineNext)]]
+      })
+  })
+
+  it("after downtime spanning several ticks, the overdue tick fires once and the next is after now", () => {
+    const threeDaysLate = at("2026-06-04T10:00:00Z")
+    const next = at("2026-06-05T09:00:00Z")
+    given([putEvent])
+      .when(tick(nine), threeDaysLate)
+      .thenDecide({
+        events: [
+          { type: "trigger.fired", at: nine, firedAt: threeDaysLate, effectId: tickId("daily", nine), nextAt: next }
+        ],
+        effects: [
+          [
+            tickId("daily", nine),
+            "trigger.fire",
+            { triggerId: "daily", at: nine, threadId: "inbox", text: "good morning" }
+          ]
+        ],
+        timers: [["tick", next, tickCommand(next)]]
+      })
+  })
+
+  it("a tick the trigger no longer expects (moved by an edit, or fired already) is refused as stale", () => {
+    const fired: TriggerEvent = {
+      type: "trigger.fired",
+      at: nine,
+      firedAt: nine,
+      effectId: tickId("daily", nine),
+      nextAt: nineNext
+    }
+    given([putEvent, fired])
+      .when(tick(nine), nine + 5)
+      .thenReject("stale-tick")
+    given([putEvent, { type: "trigger.put", spec: { ...spec, cron: "0 10 * * *" }, nextAt: nine + 3_600_000 }])
+      .when(tick(nine), nine)
+      .thenReject("stale-tick")
+  })
+
+  it("a tick before its time is refused (a forged or early command fires nothing)", () =>
+    given([putEvent])
+      .when(tick(nine), nine - 1)
+      .thenReject("not-due"))
+
+  it("a delete cancels the tick timer; a tick after it is refused; deleting again changes nothing", () => {
+    const deleteCommand: Command = { commandId: "d", type: "trigger.delete", triggerId: "daily" }
+    given([putEvent])
+      .when(deleteCommand, nine - 10)
+      .thenDecide({ events: [{ type: "trigger.deleted" }], cancelTimers: ["tick"] })
+    given([putEvent, { type: "trigger.deleted" }])
+      .when(tick(nine), nine)
+      .thenReject("trigger-deleted")
+    given([putEvent, { type: "trigger.deleted" }])
+      .when(deleteCommand, nine)
+      .thenDecide({})
+    given([]).when(deleteCommand, nine).thenReject("not-found")
+  })
+
+  it("a put after a delete brings the trigger back with a new tick", () =>
+    given([putEvent, { type: "trigger.deleted" }])
+      .when(put(), at("2026-06-01T10:00:00Z"))
+      .thenDecide({
+        events: [{ type: "trigger.put", spec, nextAt: nineNext }],
+        timers: [["tick", nineNext, tickCommand(nineNext)]]
+      }))
+
+  it("a tick's settled message is recorded as its delivery; a retry is not", () => {
+    const outcome = (status: EffectOutcome["status"]): EffectOutcome => ({
+      effectId: tickId("daily", nine),
+      kind: "trigger.fire",
+      payload: { triggerId: "daily", at: nine, threadId: "inbox", text: "good morning" },
+      attempt: 1,
+      status,
+      ...(status === "failed" ? { error: { message: "thread 'inbox' refused", reason: "handler" as const } } : {}),
+      by: "reactor"
+    })
+    given([putEvent])
+      .when(outcome("failed"), nine)
+      .thenDecide({
+        events: [
+          {
+            type: "trigger.delivered",
+            at: nine,
+            effectId: tickId("daily", nine),
+            status: "failed",
+            error: "thread 'inbox' refused"
+          }
+        ]
+      })
+    given([putEvent]).when(outcome("retrying"), nine).thenDecide({})
+  })
+})
+
+describe("cron schedules across DST switches", () => {
+  it("0 2 * * * in America/New_York: the skipped 02:00 fires at 03:00 EDT, then 02:00 EDT", () => {
+    let t = at("2026-03-07T12:00:00Z")
+    const fires: Array<string> = []
+    for (let i = 0; i < 3; i++) {
+      t = CronSchedule.nextFireAfter("0 2 * * *", "America/New_York", t)!
+      fires.push(new Date(t).toISOString())
+    }
+    // 2026-03-08 02:00 EST does not exist (clocks jump to 03:00 EDT = 07:00Z).
+    assert.deepStrictEqual(fires, ["2026-03-08T07:00:00.000Z", "2026-03-09T06:00:00.000Z", "2026-03-10T06:00:00.000Z"])
+  })
+
+  it("30 2 * * * in Europe/Berlin: the doubled 02:30 on the fall-back night fires once", () => {
+    let t = at("2026-10-23T12:00:00Z")
+    const fires: Array<string> = []
+    for (let i = 0; i < 3; i++) {
+      t = CronSchedule.nextFireAfter("30 2 * * *", "Europe/Berlin", t)!
+      fires.push(new Date(t).toISOString())
+    }
+    // 02:30 CEST (+2) on the 24th and at its first occurrence on the 25th (02:00-03:00 repeats that
+    // night: 00:30Z CEST, then 01:30Z CET, which does not fire again); then 02:30 CET (+1).
+    assert.deepStrictEqual(fires, ["2026-10-24T00:30:00.000Z", "2026-10-25T00:30:00.000Z", "2026-10-26T01:30:00.000Z"])
+  })
+})

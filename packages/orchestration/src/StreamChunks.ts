@@ -1,0 +1,255 @@
+/**
+ * Stream chunks: what a running effect produced as it went (a model's text deltas), recorded through
+ * the front door. The `effect_stream_chunks` table is owned here (its columns, every statement), with
+ * the internal command that appends to it (`effect.stream`, reserved: clients cannot send it) and the
+ * pure rule that checks one against the effect's outbox row: like a settlement, a chunk of an attempt
+ * the row has moved past (a lost lease, a reclaim, a settle) is stale and writes nothing. Chunks of
+ * one attempt are contiguous: each starts where the last committed one ended, so a reader holds the
+ * exact text, and a duplicate (same id) is answered from its receipt before this rule runs.
+ *
+ * Offsets count UTF-16 code units of the attempt's text (JavaScript string length), so
+ * `text.slice(start, end)` of the concatenation is the chunk. The final result stays in the effect's
+ * outcome; `compactSettled` deletes the chunks of settled effects.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, Schema } from "effect"
+import { Decision, type AnyAggregate, type Rejection } from "./Aggregate.js"
+import { ingestCommandId } from "./Ingestion.js"
+import type { OutboxRow } from "./Outbox.js"
+import * as Outbox from "./Outbox.js"
+import type { Decide } from "./Processor.js"
+import { CommandDefect } from "./Errors.js"
+import type * as Receipts from "./Receipts.js"
+
+/** The internal command: append `text` at `start` to the stream of attempt `attempt` of an effect. */
+export const EffectStream = Schema.Struct({
+  type: Schema.Literal("effect.stream"),
+  commandId: Schema.String,
+  effectId: Schema.String,
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  attempt: Schema.Number,
+  start: Schema.Number,
+  text: Schema.String.pipe(Schema.minLength(1))
+})
+export type EffectStream = typeof EffectStream.Type
+
+/**
+ * The id of a flush: `ingest:stream:<effectId>#<attempt>:<start>-<end>` (hashed when too long).
+ * A re-sent flush of the same range is the same command, answered from its receipt.
+ */
+export const chunkCommandId = (effectId: string, attempt: number, start: number, end: number): string =>
+  ingestCommandId("stream", `${effectId}#${attempt}:${start}-${end}`)
+
+/** What the owning aggregate is told (its optional `onStream`), so a domain can project it. */
+export interface StreamChunkNotice {
+  readonly effectId: string
+  readonly kind: string
+  readonly attempt: number
+  readonly start: number
+  readonly end: number
+  readonly text: string
+}
+
+export interface StreamChunk {
+  readonly effectId: string
+  readonly attempt: number
+  readonly start: number
+  readonly end: number
+  readonly text: string
+  readonly commandId: string
+  readonly committedAt: number
+}
+
+export type ChunkVerdict =
+  | { readonly _tag: "Stale"; readonly message: string }
+  | { readonly _tag: "OutOfOrder"; readonly message: string }
+  | { readonly _tag: "Append"; readonly notice: StreamChunkNotice }
+
+/**
+ * Pure: may this chunk be appended? Only to a running row at the chunk's attempt, of the aggregate
+ * the command names, exactly at the end of what that attempt has recorded (`recordedEnd`).
+ */
+export const decideChunk = (
+  row: Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> | undefined,
+  command: Pick<EffectStream, "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text">,
+  recordedEnd: number
+): ChunkVerdict => {
+  if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
+  if (row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
+    return {
+      _tag: "Stale",
+      message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
+    }
+  }
+  if (row.status !== "running" || row.attempts !== command.attempt) {
+    return {
+      _tag: "Stale",
+      message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this chunk is of attempt ${command.attempt}`
+    }
+  }
+  if (command.start !== recordedEnd) {
+    return {
+      _tag: "OutOfOrder",
+      message: `attempt ${command.attempt} of effect '${command.effectId}' has recorded up to ${recordedEnd}; this chunk starts at ${command.start}`
+    }
+  }
+  return {
+    _tag: "Append",
+    notice: {
+      effectId: row.effectId,
+      kind: row.kind,
+      attempt: command.attempt,
+      start: command.start,
+      end: command.start + command.text.length,
+      text: command.text
+    }
+  }
+}
+
+/** The table (migration 0006_stream_chunks). */
+export const createTable = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const int = sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
+  yield* sql.unsafe(`CREATE TABLE effect_stream_chunks (
+    effect_id TEXT NOT NULL,
+    attempt ${int} NOT NULL,
+    start_offset ${int} NOT NULL,
+    end_offset ${int} NOT NULL,
+    text TEXT NOT NULL,
+    command_id TEXT NOT NULL,
+    committed_at ${int} NOT NULL,
+    PRIMARY KEY (effect_id, attempt, start_offset)
+  )`)
+})
+
+/** The columns, in the migrated order (test/table-columns.test.ts holds the two together). */
+export const columns = [
+  "effect_id",
+  "attempt",
+  "start_offset",
+  "end_offset",
+  "text",
+  "command_id",
+  "committed_at"
+] as const
+
+interface RawChunk {
+  readonly effect_id: string
+  readonly attempt: number | string
+  readonly start_offset: number | string
+  readonly end_offset: number | string
+  readonly text: string
+  readonly command_id: string
+  readonly committed_at: number | string
+}
+
+const toChunk = (r: RawChunk): StreamChunk => ({
+  effectId: r.effect_id,
+  attempt: Number(r.attempt),
+  start: Number(r.start_offset),
+  end: Number(r.end_offset),
+  text: r.text,
+  commandId: r.command_id,
+  committedAt: Number(r.committed_at)
+})
+
+/** Where the attempt's recorded text ends (0 when it has none). */
+export const recordedEnd = (effectId: string, attempt: number): Effect.Effect<number, SqlError, SqlClient> =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql<{ end: number | string | null }>`SELECT MAX(end_offset) AS "end" FROM effect_stream_chunks
+      WHERE effect_id = ${effectId} AND attempt = ${attempt}`
+  ).pipe(Effect.map((rows) => Number(rows[0]?.end ?? 0)))
+
+const append = (chunk: StreamChunk) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql`INSERT INTO effect_stream_chunks (${sql.literal(columns.join(", "))})
+      VALUES (${chunk.effectId}, ${chunk.attempt}, ${chunk.start}, ${chunk.end}, ${chunk.text}, ${chunk.commandId}, ${chunk.committedAt})`
+  )
+
+export interface ReadChunksOptions {
+  /** Only chunks after this position: a later attempt, or the same attempt from this offset on. */
+  readonly after?: { readonly attempt: number; readonly end: number }
+  /** Default 500, at most 10,000. */
+  readonly limit?: number
+}
+
+/** The effect's chunks, all attempts, ordered by attempt then offset. */
+export const read = (
+  effectId: string,
+  options: ReadChunksOptions = {}
+): Effect.Effect<ReadonlyArray<StreamChunk>, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const limit = Math.min(Math.max(options.limit ?? 500, 1), 10_000)
+    const after = options.after ?? { attempt: 0, end: 0 }
+    const rows = yield* sql<RawChunk>`SELECT * FROM effect_stream_chunks WHERE effect_id = ${effectId}
+      AND (attempt > ${after.attempt} OR (attempt = ${after.attempt} AND start_offset >= ${after.end}))
+      ORDER BY attempt, start_offset LIMIT ${limit}`
+    return rows.map(toChunk)
+  })
+
+/**
+ * Deletes the chunks of settled effects (succeeded, failed, cancelled), at most `batchSize` effects
+ * per call; returns how many chunks went. A running or pending effect keeps its chunks. With
+ * `settledBefore`, only effects settled (last updated) before it; an effect whose outbox row was
+ * pruned already (Retention) counts as settled long ago: its chunks go.
+ */
+export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.Effect<number, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const before = settledBefore ?? Number.MAX_SAFE_INTEGER
+    const deleted = yield* sql<{ effect_id: string }>`DELETE FROM effect_stream_chunks WHERE effect_id IN (
+        SELECT DISTINCT c.effect_id FROM effect_stream_chunks c LEFT JOIN outbox o ON o.effect_id = c.effect_id
+        WHERE o.effect_id IS NULL OR (o.status IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < ${before})
+        LIMIT ${batchSize}
+      ) RETURNING effect_id`
+    return deleted.length
+  })
+
+/**
+ * The decision of a chunk command: check it against the row and what its attempt recorded, append
+ * it, and tell the owning aggregate (`onStream`) so a domain may project it. A stale or out-of-order
+ * chunk is rejected (its rejection stored under its id) and writes nothing else.
+ */
+export const decideStreamCommand =
+  (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: EffectStream): Decide =>
+  (state, ctx) =>
+    Effect.gen(function* () {
+      const row = yield* Outbox.find(command.effectId)
+      const end = row === undefined ? 0 : yield* recordedEnd(command.effectId, command.attempt)
+      const verdict = decideChunk(row, command, end)
+      if (verdict._tag === "Stale") return Decision.reject("stale-stream", verdict.message)
+      if (verdict._tag === "OutOfOrder") return Decision.reject("stream-out-of-order", verdict.message)
+      let decision: Decision<any> | Rejection = Decision.none()
+      if (aggregate.onStream !== undefined) {
+        decision = yield* Effect.try({
+          try: () => aggregate.onStream!(state, verdict.notice, ctx),
+          catch: (error) =>
+            new CommandDefect({
+              commandId: identity.commandId,
+              aggregateType: identity.aggregateType,
+              aggregateId: identity.aggregateId,
+              stage: "decide",
+              message: `onStream threw for ${identity.aggregateType} '${identity.aggregateId}': ${
+                error instanceof Error ? error.message : String(error)
+              }`
+            })
+        })
+      }
+      // The aggregate may refuse to project a chunk; the chunk is the engine's record and still lands.
+      if (decision._tag === "Rejection") decision = Decision.none()
+      yield* append({
+        effectId: command.effectId,
+        attempt: command.attempt,
+        start: verdict.notice.start,
+        end: verdict.notice.end,
+        text: command.text,
+        commandId: identity.commandId,
+        committedAt: ctx.now
+      })
+      return decision
+    })

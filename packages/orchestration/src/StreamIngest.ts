@@ -1,0 +1,285 @@
+/**
+ * Durable stream ingestion: a reactor handler that produces a stream of text for the effect it runs
+ * (a model's deltas) writes it here, and it is recorded through the front door as internal
+ * `effect.stream` commands (StreamChunks). The rule: a batch leaves the buffer only after its commit
+ * is acknowledged. A flush the store refuses (a StorageFailure) is retried under the same id, so a
+ * flush that did land is answered from its receipt, never recorded twice; while it is retried the
+ * buffer fills and the producer waits (backpressure). When it cannot be recorded (retries spent, a
+ * non-transient failure, the attempt gone stale) ingestion fails with StreamNotRecorded, which the
+ * handler turns into its outcome (`toEffectFailure`: reason `storage` with the driver's code), so the
+ * effect fails visibly instead of finishing with a truncated stream.
+ *
+ * Flushes happen when `flushBytes` are buffered or `flushEvery` has passed since the first
+ * unflushed write, whichever comes first, one at a time, in order. Memory: a stream holds at most
+ * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
+ * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
+ * `totalBytes` together (plus one waiting write each).
+ */
+import { Deferred, Duration, Effect, Queue, Schedule, Schema, type Scope, Stream } from "effect"
+import { Engine } from "./Engine.js"
+import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
+import type { OutboxRow } from "./Outbox.js"
+import { EffectFailure } from "./Reactor.js"
+import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
+
+export interface RetryOptions {
+  /** Re-sends of one refused flush before ingestion fails. Default 10. */
+  readonly maxRetries: number
+  /** First wait; doubled per retry up to `cap`. Defaults 100 millis and 5 seconds (≈ 30 s in all). */
+  readonly base: Duration.DurationInput
+  readonly cap: Duration.DurationInput
+}
+
+export interface StreamIngestOptions {
+  /** The row being performed: the chunks belong to its current attempt. */
+  readonly effect: Pick<OutboxRow, "effectId" | "aggregateType" | "aggregateId" | "attempts">
+  /** Flush at most this long after the first unflushed write. Default 50 millis. */
+  readonly flushEvery?: Duration.DurationInput
+  /** Flush once this many UTF-8 bytes are buffered. Default 4 KiB. */
+  readonly flushBytes?: number
+  /** The producer waits while this many bytes are buffered (in flight included). Default 64 KiB. */
+  readonly maxBufferedBytes?: number
+  readonly retry?: Partial<RetryOptions>
+  /** A budget shared by many streams (`makeBudget`): their buffered bytes together stay within it. */
+  readonly budget?: StreamBudget
+}
+
+/**
+ * Bytes all the streams given it may hold buffered together: a write waits for room in the budget
+ * as it waits for room in its own buffer, and a flush gives its bytes back once committed.
+ */
+export interface StreamBudget {
+  readonly totalBytes: number
+  readonly semaphore: Effect.Semaphore
+}
+
+export const makeBudget = (totalBytes: number): Effect.Effect<StreamBudget> =>
+  Effect.map(Effect.makeSemaphore(Math.max(1, totalBytes)), (semaphore) => ({
+    totalBytes: Math.max(1, totalBytes),
+    semaphore
+  }))
+
+export const defaults = {
+  flushEvery: Duration.millis(50),
+  flushBytes: 4 * 1024,
+  maxBufferedBytes: 64 * 1024,
+  retry: { maxRetries: 10, base: Duration.millis(100), cap: Duration.seconds(5) } satisfies RetryOptions
+} as const
+
+/**
+ * The stream could not be recorded, so the effect must fail:
+ * - `storage`: the store refused the flush until retries ran out, or for good (`code`: the driver's);
+ * - `stale`: the attempt moved on (lease lost, reclaimed, settled); its chunks are refused, as its
+ *   outcome will be;
+ * - `refused`: the engine refused the command otherwise (shutting down, a defect); `code` says how.
+ */
+export class StreamNotRecorded extends Schema.TaggedError<StreamNotRecorded>()("StreamNotRecorded", {
+  effectId: Schema.String,
+  attempt: Schema.Number,
+  reason: Schema.Literal("storage", "stale", "refused"),
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
+/** The handler's failure for a stream that could not be recorded; final, never retried blindly. */
+export const toEffectFailure = (error: StreamNotRecorded): EffectFailure =>
+  new EffectFailure({
+    message: `stream of ${error.effectId}#${error.attempt} not recorded: ${error.message}`,
+    retryable: false,
+    code: error.code,
+    reason: error.reason === "storage" ? "storage" : "handler"
+  })
+
+export interface StreamIngestStats {
+  /** Bytes buffered, the flush in flight included. */
+  readonly bufferedBytes: number
+  /** Where the committed text of this attempt ends (UTF-16 code units). */
+  readonly committedEnd: number
+  /** Flushes committed (a duplicate answered from its receipt counts). */
+  readonly flushes: number
+}
+
+export interface StreamIngest {
+  /** Buffers text; waits while the buffer is full; fails once the stream cannot be recorded. */
+  readonly write: (text: string) => Effect.Effect<void, StreamNotRecorded>
+  /** Flushes everything buffered and waits for its commit. */
+  readonly flush: Effect.Effect<void, StreamNotRecorded>
+  /** Resolves with the failure as soon as the stream cannot be recorded (never succeeds otherwise). */
+  readonly failed: Effect.Effect<never, StreamNotRecorded>
+  readonly stats: Effect.Effect<StreamIngestStats>
+}
+
+/** Transient refusals are re-sent under the same id; anything else ends ingestion. */
+const isTransient = (error: DispatchError): boolean =>
+  (error instanceof StorageFailure && error.reason !== "corrupt" && error.reason !== "constraint") ||
+  (error instanceof EngineUnavailable && (error.reason === "overloaded" || error.reason === "storage-below-floor"))
+
+const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8")
+
+/** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
+export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
+  Effect.gen(function* () {
+    const engine = yield* Engine
+    const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
+    const flushEvery = options.flushEvery ?? defaults.flushEvery
+    const flushBytes = Math.max(1, options.flushBytes ?? defaults.flushBytes)
+    const maxBuffered = Math.max(flushBytes, options.maxBufferedBytes ?? defaults.maxBufferedBytes)
+    const retry = { ...defaults.retry, ...options.retry }
+    const schedule = Schedule.exponential(retry.base).pipe(
+      Schedule.modifyDelay((delay) => Duration.min(delay, Duration.decode(retry.cap))),
+      Schedule.intersect(Schedule.recurs(retry.maxRetries))
+    )
+
+    const budget = options.budget
+    // Written only between yields, so the producer and the flusher never see half a change.
+    const pending: Array<string> = []
+    /** Budget permits each pending piece holds, given back when it commits (or the scope closes). */
+    const held: Array<number> = []
+    /** Each pending piece's UTF-8 size as counted when written (a surrogate pair split across writes counts apart). */
+    const sizes: Array<number> = []
+    let pendingBytes = 0
+    let committedEnd = 0
+    let flushes = 0
+    let failure: StreamNotRecorded | undefined
+    const failedSignal = yield* Deferred.make<never, StreamNotRecorded>()
+    const lock = yield* Effect.makeSemaphore(1)
+    const dataArrived = yield* Queue.sliding<void>(1)
+    const sizeReached = yield* Queue.sliding<void>(1)
+
+    const notRecorded = (error: DispatchError, start: number): StreamNotRecorded => {
+      const base = { effectId, attempt }
+      if (error instanceof StorageFailure) {
+        return new StreamNotRecorded({
+          ...base,
+          reason: "storage",
+          code: error.code,
+          message: `the store refused chunk at ${start} (${error.reason}): ${error.message}`
+        })
+      }
+      if (error instanceof CommandRejected && error.reason === "stale-stream") {
+        return new StreamNotRecorded({ ...base, reason: "stale", code: "stream-stale", message: error.message })
+      }
+      return new StreamNotRecorded({
+        ...base,
+        reason: "refused",
+        code: error instanceof CommandRejected ? error.reason : error._tag,
+        message: error.message
+      })
+    }
+
+    const fail = (error: StreamNotRecorded) =>
+      Effect.suspend(() => {
+        failure ??= error
+        return Deferred.fail(failedSignal, failure).pipe(Effect.zipRight(Effect.fail(failure)))
+      })
+
+    /** Sends everything buffered as one command and waits for its commit; only then is it dropped. */
+    const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
+      Effect.suspend(() => {
+        if (failure !== undefined) return Effect.fail(failure)
+        if (pending.length === 0) return Effect.void
+        const count = pending.length
+        const text = pending.join("")
+        const start = committedEnd
+        const command: EffectStream = {
+          type: "effect.stream",
+          commandId: chunkCommandId(effectId, attempt, start, start + text.length),
+          effectId,
+          aggregateType,
+          aggregateId,
+          attempt,
+          start,
+          text
+        }
+        return engine.dispatchWithReceipt(command, { origin: "internal" }).pipe(
+          Effect.retry({ schedule, while: isTransient }),
+          Effect.matchEffect({
+            onFailure: (error) => fail(notRecorded(error, start)),
+            onSuccess: () =>
+              Effect.suspend(() => {
+                pending.splice(0, count)
+                const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
+                pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
+                committedEnd = start + text.length
+                flushes++
+                return budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
+              })
+          })
+        )
+      })
+    )
+
+    const flusher = Effect.gen(function* () {
+      while (true) {
+        // Writes during a flush find the buffer non-empty and ring nothing: go on without waiting.
+        if (pending.length === 0) yield* Queue.take(dataArrived)
+        yield* Queue.takeAll(sizeReached)
+        if (pendingBytes < flushBytes) yield* Effect.raceFirst(Effect.sleep(flushEvery), Queue.take(sizeReached))
+        yield* flushBuffered
+      }
+    })
+    if (budget !== undefined) {
+      // What never committed gives its share of the budget back when the stream's scope ends.
+      yield* Effect.addFinalizer(() =>
+        Effect.suspend(() => {
+          const permits = held.splice(0).reduce((a, b) => a + b, 0)
+          return permits === 0 ? Effect.void : budget.semaphore.release(permits)
+        })
+      )
+    }
+    // swallow-ok: a failed flush is kept in `failure` (and `failed`); every later write and flush fails with it.
+    yield* Effect.forkScoped(Effect.catchAll(flusher, () => Effect.void))
+
+    const write = (text: string): Effect.Effect<void, StreamNotRecorded> =>
+      Effect.suspend(() => {
+        if (failure !== undefined) return Effect.fail(failure)
+        if (text.length === 0) return Effect.void
+        const bytes = utf8Bytes(text)
+        // Full: wait for the flush in flight, then send the rest ourselves; the producer is slowed.
+        const room = pendingBytes > 0 && pendingBytes + bytes > maxBuffered ? flushBuffered : Effect.void
+        // A write larger than the whole budget takes all of it (it waits until every other stream's is back).
+        const permits = budget === undefined ? 0 : Math.min(bytes, budget.totalBytes)
+        const share = budget === undefined ? Effect.void : budget.semaphore.take(permits)
+        const append = Effect.suspend(() => {
+          const wasEmpty = pendingBytes === 0
+          pending.push(text)
+          held.push(permits)
+          sizes.push(bytes)
+          pendingBytes += bytes
+          const signals: Array<Effect.Effect<boolean>> = []
+          if (wasEmpty) signals.push(Queue.offer(dataArrived, undefined))
+          if (pendingBytes >= flushBytes) signals.push(Queue.offer(sizeReached, undefined))
+          return Effect.asVoid(Effect.all(signals))
+        })
+        // Permits taken are recorded at once (an interruption in between would leak them).
+        return Effect.zipRight(
+          room,
+          Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(share), append))
+        )
+      })
+
+    return {
+      write,
+      flush: flushBuffered,
+      failed: Deferred.await(failedSignal),
+      stats: Effect.sync(() => ({ bufferedBytes: pendingBytes, committedEnd, flushes }))
+    } satisfies StreamIngest
+  })
+
+/**
+ * Records a producer's whole stream: every piece is written, the rest flushed at its end. Fails as
+ * soon as the stream cannot be recorded (the producer is interrupted), or with the producer's own
+ * error (what was produced before it stays recorded). Answers where the recorded text ends.
+ */
+export const run = <E, R>(
+  options: StreamIngestOptions,
+  producer: Stream.Stream<string, E, R>
+): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | R> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const ingest = yield* make(options)
+      yield* Effect.raceFirst(Stream.runForEach(producer, ingest.write), ingest.failed)
+      yield* ingest.flush
+      return yield* ingest.stats
+    })
+  )

@@ -1,0 +1,736 @@
+/**
+ * Durable stream ingestion: a running effect's text is recorded in chunks through the front door,
+ * a batch leaves the buffer only after its commit, a refused flush is re-sent under its id until the
+ * store takes it (or the effect fails with reason `storage`), a stale attempt's chunk writes
+ * nothing, and a full buffer slows the producer. Real store files (SQLite; a schema per file in the
+ * PostgreSQL conformance run), TestClock for every wait.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
+import {
+  Aggregate,
+  CommandId,
+  Decision,
+  driverError,
+  EffectFailure,
+  Engine,
+  Retention,
+  StorageFaults,
+  StreamChunks,
+  StreamIngest
+} from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import type { OutboxRow } from "../src/Outbox.js"
+import { tempDbFile } from "./fixtures/harness.js"
+import { Job, submit } from "./fixtures/Jobs.js"
+import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+
+const END = "\u0000end"
+
+/** A producer the test feeds piece by piece; END finishes it. */
+const feed = () => {
+  const queue = Effect.runSync(Queue.unbounded<string>())
+  const producer = Stream.fromQueue(queue).pipe(Stream.takeWhile((piece) => piece !== END))
+  return { queue, producer, send: (piece: string) => Queue.offer(queue, piece) }
+}
+
+const chunksOf = (effectId: string) =>
+  Effect.flatMap(Engine.Engine, (engine) => engine.readStreamChunks(effectId, { limit: 10_000 }))
+
+const chunkCount = (effectId: string, n: number) => Effect.map(chunksOf(effectId), (chunks) => chunks.length === n)
+
+const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
+  Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
+
+/** A handler behaviour that records its row's stream from `producer` with StreamIngest.run. */
+const streaming = (
+  producer: Stream.Stream<string>,
+  options: Omit<StreamIngest.StreamIngestOptions, "effect"> = {},
+  onIngest?: (ingest: StreamIngest.StreamIngest) => void
+) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    return (row: OutboxRow) =>
+      Effect.scoped(
+        Effect.gen(function* () {
+          const ingest = yield* StreamIngest.make({ effect: row, ...options })
+          onIngest?.(ingest)
+          yield* Effect.raceFirst(Stream.runForEach(producer, ingest.write), ingest.failed)
+          yield* ingest.flush
+          return yield* ingest.stats
+        })
+      ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+  })
+
+/** Refuses the receipts write of stream flushes while `refusing.on`; counts refusals. */
+const flushFaults = (code = "SQLITE_FULL") => {
+  const refusing = { on: false, refused: 0 }
+  const layer = Layer.succeed(StorageFaults, {
+    before: (point, commandId) =>
+      Effect.suspend(() => {
+        if (!refusing.on || point !== "receipts" || !commandId.startsWith("ingest:stream:")) return Effect.void
+        refusing.refused++
+        return Effect.fail(driverError(code, `${code}: injected at receipts`))
+      })
+  })
+  return { refusing, layer }
+}
+
+describe("durable stream ingestion", () => {
+  it.effect("a flush happens 50 ms after the first write, not before, with a deterministic id", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:s", yield* streaming(input.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      yield* input.send("hello ")
+      yield* input.send("world")
+      yield* settle
+      yield* TestClock.adjust("49 millis")
+      yield* settle
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(chunkCount("job:s", 1), "one chunk")
+      const [chunk] = yield* chunksOf("job:s")
+      assert.deepStrictEqual(
+        [chunk!.attempt, chunk!.start, chunk!.end, chunk!.text, chunk!.commandId],
+        [1, 0, 11, "hello world", "ingest:stream:job:s#1:0-11"]
+      )
+      assert.strictEqual(StreamChunks.chunkCommandId("job:s", 1, 0, 11), chunk!.commandId)
+      const receipt = yield* engine.receipt(chunk!.commandId)
+      assert.strictEqual(receipt._tag === "Some" && receipt.value.status, "accepted")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect(
+    "a flush happens once flushBytes are buffered, without the clock moving; chunks concatenate to the text",
+    () => {
+      const handler = scriptedHandler()
+      const input = feed()
+      const pieces = ["ab", "cd", "ef", "gh", "é", "ü", "ij", "kl", "m"]
+      return Effect.gen(function* () {
+        handler.behaviors.set("job:s", yield* streaming(input.producer, { flushBytes: 8 }))
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "running"),
+          "running"
+        )
+        for (const piece of pieces.slice(0, 4)) yield* input.send(piece)
+        yield* eventually(chunkCount("job:s", 1), "a size flush")
+        assert.deepStrictEqual(
+          (yield* chunksOf("job:s")).map((c) => [c.start, c.end, c.text]),
+          [[0, 8, "abcdefgh"]]
+        )
+        for (const piece of pieces.slice(4)) yield* input.send(piece)
+        yield* input.send(END)
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "succeeded"),
+          "succeeded"
+        )
+        const chunks = yield* chunksOf("job:s")
+        assert.strictEqual(chunks.map((c) => c.text).join(""), pieces.join(""))
+        // Contiguous: each starts where the last ended.
+        for (let i = 1; i < chunks.length; i++) assert.strictEqual(chunks[i]!.start, chunks[i - 1]!.end)
+        for (const c of chunks) assert.strictEqual(c.commandId, StreamChunks.chunkCommandId("job:s", 1, c.start, c.end))
+        const row = yield* Outbox.find("job:s")
+        assert.deepStrictEqual(row!.response, {
+          bufferedBytes: 0,
+          committedEnd: pieces.join("").length,
+          flushes: chunks.length
+        })
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+    }
+  )
+
+  it.effect("a re-sent flush (same id) is a duplicate answered from its receipt: one copy in the table", () => {
+    const handler = scriptedHandler()
+    const running = gated()
+    handler.behaviors.set("job:s", running.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      const flush = {
+        type: "effect.stream",
+        commandId: StreamChunks.chunkCommandId("job:s", 1, 0, 5),
+        effectId: "job:s",
+        aggregateType: "job",
+        aggregateId: "s",
+        attempt: 1,
+        start: 0,
+        text: "hello"
+      }
+      const first = yield* engine.dispatchWithReceipt(flush, { origin: "internal" })
+      const again = yield* engine.dispatchWithReceipt(flush, { origin: "internal" })
+      assert.deepStrictEqual([first.duplicate, again.duplicate], [false, true])
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:s")).map((c) => c.text),
+        ["hello"]
+      )
+      // The same range under another id is out of order: the attempt already recorded it.
+      const overlap = yield* Effect.flip(
+        engine.dispatchWithReceipt({ ...flush, commandId: "ingest:stream:other" }, { origin: "internal" })
+      )
+      assert.deepStrictEqual(
+        [overlap._tag, overlap._tag === "CommandRejected" && overlap.reason],
+        ["CommandRejected", "stream-out-of-order"]
+      )
+      // Clients cannot send it.
+      const fromClient = yield* Effect.flip(engine.dispatchWithReceipt({ ...flush, commandId: "c-1" }))
+      assert.strictEqual(fromClient._tag, "InvalidCommand")
+      assert.strictEqual((yield* chunksOf("job:s")).length, 1)
+      yield* running.open
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("a stale attempt's flush is rejected and writes nothing", () => {
+    const handler = scriptedHandler()
+    const running = gated()
+    handler.behaviors.set("job:s", running.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      const flush = (attempt: number) => ({
+        type: "effect.stream",
+        commandId: StreamChunks.chunkCommandId("job:s", attempt, 0, 3),
+        effectId: "job:s",
+        aggregateType: "job",
+        aggregateId: "s",
+        attempt,
+        start: 0,
+        text: "old"
+      })
+      const wrongAttempt = yield* Effect.flip(engine.dispatchWithReceipt(flush(2), { origin: "internal" }))
+      assert.deepStrictEqual(
+        [wrongAttempt._tag, wrongAttempt._tag === "CommandRejected" && wrongAttempt.reason],
+        ["CommandRejected", "stale-stream"]
+      )
+      yield* running.open
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "settled"
+      )
+      // The attempt settled: its late flush is stale too.
+      const late = yield* Effect.flip(engine.dispatchWithReceipt(flush(1), { origin: "internal" }))
+      assert.deepStrictEqual(
+        [late._tag, late._tag === "CommandRejected" && late.reason],
+        ["CommandRejected", "stale-stream"]
+      )
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("an ingest of a stale attempt fails with reason stale at its first flush and records nothing", () => {
+    const handler = scriptedHandler()
+    const running = gated()
+    handler.behaviors.set("job:s", running.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      const row = (yield* Outbox.find("job:s"))!
+      const failure = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ingest = yield* StreamIngest.make({ effect: { ...row, attempts: row.attempts - 1 } })
+          yield* ingest.write("late words")
+          return yield* Effect.flip(ingest.flush)
+        })
+      )
+      assert.deepStrictEqual([failure.reason, failure.code], ["stale", "stream-stale"])
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+      yield* running.open
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("a flush refused by the store keeps its batch and lands it, once, when the fault clears", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    const faults = flushFaults()
+    let ingest: StreamIngest.StreamIngest | undefined
+    return Effect.gen(function* () {
+      handler.behaviors.set(
+        "job:s",
+        yield* streaming(
+          input.producer,
+          { flushBytes: 4, retry: { maxRetries: 20, base: "100 millis", cap: "1 second" } },
+          (i) => {
+            ingest = i
+          }
+        )
+      )
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      faults.refusing.on = true
+      yield* input.send("abcd")
+      yield* eventually(
+        Effect.sync(() => faults.refusing.refused >= 1),
+        "refused once"
+      )
+      yield* TestClock.adjust("100 millis")
+      yield* eventually(
+        Effect.sync(() => faults.refusing.refused >= 2),
+        "re-sent"
+      )
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+      assert.strictEqual((yield* ingest!.stats).bufferedBytes, 4)
+      faults.refusing.on = false
+      yield* TestClock.adjust("1 second")
+      yield* eventually(chunkCount("job:s", 1), "landed")
+      const [chunk] = yield* chunksOf("job:s")
+      assert.deepStrictEqual([chunk!.text, chunk!.commandId], ["abcd", "ingest:stream:job:s#1:0-4"])
+      assert.deepStrictEqual(yield* ingest!.stats, { bufferedBytes: 0, committedEnd: 4, flushes: 1 })
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
+    )
+  })
+
+  it.effect("a fault that never clears fails the effect with reason storage and the driver's code", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    const faults = flushFaults("SQLITE_FULL")
+    return Effect.gen(function* () {
+      handler.behaviors.set(
+        "job:s",
+        yield* streaming(input.producer, {
+          flushBytes: 4,
+          retry: { maxRetries: 3, base: "100 millis", cap: "1 second" }
+        })
+      )
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      faults.refusing.on = true
+      yield* input.send("abcd")
+      for (let i = 0; i < 6; i++) {
+        yield* settle
+        yield* TestClock.adjust("1 second")
+      }
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "failed"),
+        "failed"
+      )
+      const row = yield* Outbox.find("job:s")
+      const error = row!.error as { reason: string; code: string; message: string }
+      assert.deepStrictEqual([error.reason, error.code], ["storage", "SQLITE_FULL"])
+      assert.strictEqual(faults.refusing.refused, 4)
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
+    )
+  })
+
+  it.effect("a full buffer slows the producer until its flushes commit (bounded memory)", () => {
+    const handler = scriptedHandler()
+    const faults = flushFaults()
+    let ingest: StreamIngest.StreamIngest | undefined
+    const ready = Effect.runSync(Deferred.make<void>())
+    const release = Effect.runSync(Deferred.make<void>())
+    let written = 0
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      handler.behaviors.set("job:s", (row) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            ingest = yield* StreamIngest.make({
+              effect: row,
+              flushBytes: 4,
+              maxBufferedBytes: 8,
+              retry: { maxRetries: 50, base: "100 millis", cap: "100 millis" }
+            })
+            yield* Deferred.succeed(ready, undefined)
+            for (let i = 0; i < 6; i++) {
+              yield* ingest.write(`p${i}__`)
+              written++
+            }
+            yield* Deferred.await(release)
+            yield* ingest.flush
+            return yield* ingest.stats
+          })
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+      )
+      faults.refusing.on = true
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* Deferred.await(ready)
+      yield* eventually(
+        Effect.sync(() => faults.refusing.refused >= 1),
+        "first flush refused"
+      )
+      yield* settle
+      // p0 is in flight, p1 buffered: 8 bytes, the bound. p2 waits for room.
+      assert.strictEqual(written, 2)
+      assert.strictEqual((yield* ingest!.stats).bufferedBytes, 8)
+      yield* TestClock.adjust("300 millis")
+      yield* settle
+      assert.strictEqual(written, 2)
+      faults.refusing.on = false
+      for (let i = 0; i < 10 && written < 6; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* settle
+      }
+      assert.strictEqual(written, 6)
+      assert.isAtMost((yield* ingest!.stats).bufferedBytes, 8)
+      yield* Deferred.succeed(release, undefined)
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+      const chunks = yield* chunksOf("job:s")
+      assert.strictEqual(chunks.map((c) => c.text).join(""), "p0__p1__p2__p3__p4__p5__")
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
+    )
+  })
+
+  it.effect("streams sharing a budget hold at most its bytes together: one waits until another's flush commits", () => {
+    const handler = scriptedHandler()
+    const faults = flushFaults()
+    const budget = Effect.runSync(StreamIngest.makeBudget(8))
+    const release = Effect.runSync(Deferred.make<void>())
+    const written = { a: 0, b: 0 }
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const behavior = (name: "a" | "b", piece: string) => (row: OutboxRow) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            const ingest = yield* StreamIngest.make({
+              effect: row,
+              flushBytes: 8,
+              budget,
+              retry: { maxRetries: 50, base: "100 millis", cap: "100 millis" }
+            })
+            yield* ingest.write(piece)
+            written[name]++
+            yield* Deferred.await(release)
+            yield* ingest.flush
+            return yield* ingest.stats
+          })
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+      handler.behaviors.set("job:a", behavior("a", "aaaaaaaa"))
+      handler.behaviors.set("job:b", behavior("b", "b"))
+      faults.refusing.on = true
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* eventually(
+        Effect.sync(() => written.a === 1 && faults.refusing.refused >= 1),
+        "a holds the whole budget"
+      )
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "running"),
+        "b running"
+      )
+      yield* settle
+      assert.strictEqual(written.b, 0)
+      faults.refusing.on = false
+      yield* TestClock.adjust("100 millis")
+      yield* eventually(
+        Effect.sync(() => written.b === 1),
+        "b wrote once a committed"
+      )
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:a")).map((c) => c.text),
+        ["aaaaaaaa"]
+      )
+      yield* Deferred.succeed(release, undefined)
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "succeeded"),
+        "b succeeded"
+      )
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:b")).map((c) => c.text),
+        ["b"]
+      )
+      // Every permit came back.
+      assert.isTrue(Option.isSome(yield* budget.semaphore.withPermitsIfAvailable(8)(Effect.void)))
+    }).pipe(
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
+    )
+  })
+
+  it.effect(
+    "each attempt streams from offset 0 under its own ids; a reader gets every attempt's chunks in order",
+    () => {
+      const handler = scriptedHandler()
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        handler.behaviors.set("job:s", (row) =>
+          StreamIngest.run({ effect: row }, Stream.make(row.attempts === 1 ? "first try" : "second")).pipe(
+            Effect.mapError(StreamIngest.toEffectFailure),
+            Effect.zipRight(
+              row.attempts === 1
+                ? Effect.fail(new EffectFailure({ message: "provider hung up", retryable: true }))
+                : Effect.succeed("done")
+            ),
+            Effect.provideService(Engine.Engine, engine)
+          )
+        )
+        yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "pending" && r.attempts === 1),
+          "retrying"
+        )
+        yield* TestClock.adjust("1 second")
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "succeeded"),
+          "succeeded"
+        )
+        const chunks = yield* chunksOf("job:s")
+        assert.deepStrictEqual(
+          chunks.map((c) => [c.attempt, c.start, c.end, c.text, c.commandId]),
+          [
+            [1, 0, 9, "first try", "ingest:stream:job:s#1:0-9"],
+            [2, 0, 6, "second", "ingest:stream:job:s#2:0-6"]
+          ]
+        )
+        // Read after a position: only what follows it.
+        const after = yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end: 9 } })
+        assert.deepStrictEqual(
+          after.map((c) => c.text),
+          ["second"]
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+    }
+  )
+
+  it.effect("a reader catches up on an effect's chunks, follows new ones and ends when the effect settles", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:s", yield* streaming(input.producer, { flushBytes: 2 }))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      yield* input.send("ab")
+      yield* eventually(chunkCount("job:s", 1), "first chunk")
+      const follower = yield* Effect.fork(Stream.runCollect(engine.followStreamChunks("job:s")))
+      yield* settle
+      yield* input.send("cd")
+      yield* eventually(chunkCount("job:s", 2), "second chunk")
+      yield* input.send("ef")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+      const followed = yield* Fiber.join(follower)
+      assert.deepStrictEqual(
+        Chunk.toReadonlyArray(followed).map((c) => c.text),
+        ["ab", "cd", "ef"]
+      )
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("compaction deletes the chunks of settled effects only; retention prunes them with their row", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    const running = gated()
+    handler.behaviors.set("job:live", running.behavior)
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:done", yield* streaming(input.producer, { flushBytes: 1 }))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("done", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("live", "work.safe"))
+      yield* eventually(
+        rowIs("job:live", (r) => r.status === "running"),
+        "live running"
+      )
+      yield* engine.dispatchWithReceipt(
+        {
+          type: "effect.stream",
+          commandId: StreamChunks.chunkCommandId("job:live", 1, 0, 4),
+          effectId: "job:live",
+          aggregateType: "job",
+          aggregateId: "live",
+          attempt: 1,
+          start: 0,
+          text: "live"
+        },
+        { origin: "internal" }
+      )
+      yield* eventually(
+        rowIs("job:done", (r) => r.status === "running"),
+        "done running"
+      )
+      yield* input.send("x")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("job:done", (r) => r.status === "succeeded"),
+        "done settled"
+      )
+      assert.strictEqual((yield* chunksOf("job:done")).length, 1)
+      // Retention keeps the chunks of an effect settled within its period.
+      assert.strictEqual((yield* Retention.pruneOnce({ settledEffects: "1 hour" })).streamChunks, 0)
+      assert.strictEqual((yield* chunksOf("job:done")).length, 1)
+      const deleted = yield* StreamChunks.compactSettled()
+      assert.strictEqual(deleted, 1)
+      assert.deepStrictEqual(yield* chunksOf("job:done"), [])
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:live")).map((c) => c.text),
+        ["live"]
+      )
+      // Once settled past its period, retention prunes the row and its chunks with it.
+      yield* running.open
+      yield* eventually(
+        rowIs("job:live", (r) => r.status === "succeeded"),
+        "live settled"
+      )
+      yield* TestClock.adjust("2 millis")
+      const pruned = yield* Retention.pruneOnce({ settledEffects: "1 millis" })
+      assert.strictEqual(pruned.streamChunks, 1)
+      assert.isAtLeast(pruned.effects, 1)
+      assert.deepStrictEqual(yield* chunksOf("job:live"), [])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+})
+
+/** A domain that projects its effect's stream: `onStream` records each chunk as an event of its own. */
+const DraftEvent = Schema.Union(
+  Aggregate.event("draft.asked", {}),
+  Aggregate.event("draft.delta", { attempt: Schema.Number, start: Schema.Number, text: Schema.String })
+)
+type DraftEvent = typeof DraftEvent.Type
+const Draft = Aggregate.make({
+  name: "draft",
+  commands: { "draft.ask": Aggregate.command("draft.ask", { draftId: Schema.String }) },
+  events: DraftEvent,
+  aggregateId: (command) => command.draftId,
+  initialState: { deltas: 0 },
+  evolve: (state: { deltas: number }, event: DraftEvent) =>
+    event.type === "draft.delta" ? { deltas: state.deltas + 1 } : state,
+  decide: () =>
+    Decision.of<DraftEvent>({
+      events: [{ type: "draft.asked" }],
+      effects: [{ id: "draft:d", kind: "work.safe", payload: {} }]
+    }),
+  onStream: (_state, chunk) =>
+    Decision.of<DraftEvent>({
+      events: [{ type: "draft.delta", attempt: chunk.attempt, start: chunk.start, text: chunk.text }]
+    })
+})
+
+describe("the owning aggregate hears its effect's chunks", () => {
+  it.effect("onStream's events commit with the chunk, under the chunk's command id", () => {
+    const handler = scriptedHandler()
+    const input = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("draft:d", yield* streaming(input.producer, { flushBytes: 3 }))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt({ commandId: "ask-1", type: "draft.ask", draftId: "d" })
+      yield* eventually(
+        rowIs("draft:d", (r) => r.status === "running"),
+        "running"
+      )
+      yield* input.send("abc")
+      yield* input.send("de")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("draft:d", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+      const chunks = yield* chunksOf("draft:d")
+      const deltas = (yield* engine.readEvents({ aggregateId: "d" })).filter((e) => e.type === "draft.delta")
+      assert.deepStrictEqual(
+        deltas.map((e) => [e.commandId, (e.payload as { text: string }).text]),
+        chunks.map((c) => [c.commandId, c.text])
+      )
+      assert.strictEqual(chunks.map((c) => c.text).join(""), "abcde")
+      assert.isAbove(deltas.length, 0)
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle)], { filename: tempDbFile(), engine: { aggregates: [Job, Draft] } })
+      )
+    )
+  })
+})
+
+describe("StreamIngest.toEffectFailure (pure)", () => {
+  const base = { effectId: "e", attempt: 3, message: "m" }
+  it("a store that refused the stream fails the effect with reason storage and the driver's code, final", () => {
+    const failure = StreamIngest.toEffectFailure(
+      new StreamIngest.StreamNotRecorded({ ...base, reason: "storage", code: "SQLITE_FULL" })
+    )
+    assert.deepStrictEqual([failure.reason, failure.code, failure.retryable], ["storage", "SQLITE_FULL", false])
+  })
+  it("a stale or refused stream is the handler's failure, with its code", () => {
+    const stale = StreamIngest.toEffectFailure(
+      new StreamIngest.StreamNotRecorded({ ...base, reason: "stale", code: "stream-stale" })
+    )
+    assert.deepStrictEqual([stale.reason, stale.code, stale.retryable], ["handler", "stream-stale", false])
+  })
+})
+
+describe("StreamChunks.decideChunk (pure)", () => {
+  const row = {
+    effectId: "e",
+    kind: "k",
+    aggregateType: "a",
+    aggregateId: "1",
+    status: "running" as const,
+    attempts: 2
+  }
+  const command = { effectId: "e", aggregateType: "a", aggregateId: "1", attempt: 2, start: 5, text: "xyz" }
+
+  it("appends at the recorded end of a running row's attempt", () => {
+    const verdict = StreamChunks.decideChunk(row, command, 5)
+    assert.deepStrictEqual(verdict, {
+      _tag: "Append",
+      notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz" }
+    })
+  })
+
+  it("is stale for another attempt, a settled row, another aggregate or no row", () => {
+    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, attempt: 1 }, 5)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk({ ...row, status: "succeeded" as never }, command, 5)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, aggregateId: "2" }, 5)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk(undefined, command, 0)._tag, "Stale")
+  })
+
+  it("a chunk id is deterministic and fits the id rules even for the longest effect id", () => {
+    const long = `tool:${"t".repeat(CommandId.EFFECT_ID_MAX - 5)}`
+    const id = StreamChunks.chunkCommandId(long, 3, 0, 4096)
+    assert.strictEqual(id, StreamChunks.chunkCommandId(long, 3, 0, 4096))
+    assert.notStrictEqual(id, StreamChunks.chunkCommandId(long, 3, 4096, 8192))
+    assert.isTrue(id.startsWith("ingest:stream:"))
+    assert.isUndefined(CommandId.commandIdProblem(id, "internal"))
+  })
+
+  it("refuses a gap or an overlap", () => {
+    assert.strictEqual(StreamChunks.decideChunk(row, command, 4)._tag, "OutOfOrder")
+    assert.strictEqual(StreamChunks.decideChunk(row, command, 6)._tag, "OutOfOrder")
+  })
+})
