@@ -4,12 +4,22 @@
  * front door, thread cleanup. Each kind's policy, lane and timeout come from the one table in Tools.ts.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { CommandId, EffectFailure, Engine, type Outbox, type Reactor, StorageErrors } from "@orchestration/engine"
+import {
+  CommandId,
+  type DispatchError,
+  EffectFailure,
+  Engine,
+  type Outbox,
+  type Reactor,
+  StorageErrors
+} from "@orchestration/engine"
 import { Duration, Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
+import { delegateMessageId, delegationCommandId } from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
 import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider } from "./Provider.js"
+import { turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { findTrigger } from "./TriggerReadModel.js"
 import {
@@ -162,8 +172,23 @@ const mcpCall = (row: Outbox.OutboxRow, payload: McpCallPayload) =>
       .pipe(Effect.mapError(toFailure))
   })
 
-/** A delegate is a command to another thread, with an id derived from this effect: done once. */
-const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+/** A refusal of the engine's front door as this effect's failure; storage and unavailability are retried. */
+const dispatchFailure =
+  (what: string, refusal: (error: { readonly message: string }) => string) => (error: DispatchError) =>
+    Effect.fail(
+      error._tag === "StorageFailure"
+        ? storageFailure(`${what} not recorded: ${error.message}`, true, error.code)
+        : error._tag === "EngineUnavailable"
+          ? failure(`${what} not recorded: ${error.message}`, true)
+          : failure(refusal(error), false)
+    )
+
+/**
+ * A delegate is a command to another thread, with an id derived from this effect: done once. With
+ * `await: true` the message names the waiting call (and the threads waiting above it), and this row
+ * settles once the message is accepted: the call then waits in its thread's state (Delegation.ts).
+ */
+const delegate = (row: Outbox.OutboxRow, payload: ToolPayload & { readonly awaitChain?: ReadonlyArray<string> }) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     const world = yield* World
@@ -175,25 +200,49 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload) =>
     yield* world
       .recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts })
       .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
-    const commandId = CommandId.boundedId("delegate:", row.effectId)
-    const messageId = `d-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
+    const commandId = delegationCommandId(row.effectId)
+    const messageId = delegateMessageId(row.effectId)
+    const awaitedBy =
+      input.await === true
+        ? {
+            awaitedBy: {
+              threadId: payload.threadId,
+              turnId: payload.turnId,
+              effectId: row.effectId,
+              chain: payload.awaitChain ?? [payload.threadId]
+            }
+          }
+        : {}
     const answer = yield* engine
       .dispatchWithReceipt(
-        { commandId, type: "message.send", threadId: input.threadId, messageId, text: input.text },
+        { commandId, type: "message.send", threadId: input.threadId, messageId, text: input.text, ...awaitedBy },
         { origin: "internal" }
       )
+      .pipe(Effect.catchAll(dispatchFailure("delegate", delegateRefusal)))
+    const sent = { threadId: input.threadId, commandId, messageId, sequence: answer.sequence }
+    return input.await === true ? { ...sent, awaiting: true, turnId: turnIdOf(input.threadId, messageId) } : sent
+  })
+
+/**
+ * An awaited turn's end (delegate.reply) to its waiting call, or a waiting turn's end (delegate.withdraw)
+ * to the turn it awaited: one command under an id derived from this effect. A rejection is an answer
+ * (the call already has its result, the turn is gone) and settles the row.
+ */
+const delegationCommand = (row: Outbox.OutboxRow) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    const payload = row.payload as Record<string, unknown>
+    const type = row.kind === "delegate.reply" ? "delegate.answer" : "delegation.withdraw"
+    return yield* engine
+      .dispatchWithReceipt({ ...payload, commandId: delegationCommandId(row.effectId), type }, { origin: "internal" })
       .pipe(
+        Effect.map((answer) => ({ delivered: true, sequence: answer.sequence })),
         Effect.catchAll((error) =>
-          Effect.fail(
-            error._tag === "StorageFailure"
-              ? storageFailure(`delegate not recorded: ${error.message}`, true, error.code)
-              : error._tag === "EngineUnavailable"
-                ? failure(`delegate not recorded: ${error.message}`, true)
-                : failure(delegateRefusal(error), false)
-          )
+          error._tag === "CommandRejected" || error._tag === "InvalidCommand"
+            ? Effect.succeed({ delivered: false, reason: error.message })
+            : dispatchFailure(type, (e) => `${type} refused: ${e.message}`)(error)
         )
       )
-    return { threadId: input.threadId, commandId, messageId, sequence: answer.sequence }
   })
 
 /**
@@ -314,6 +363,9 @@ export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFail
       return cleanup(row)
     case "tool.delegate":
       return delegate(row, row.payload as ToolPayload)
+    case "delegate.reply":
+    case "delegate.withdraw":
+      return delegationCommand(row)
     case "tool.mcp_call":
       return mcpCall(row, row.payload as McpCallPayload)
     case "tool.trigger_edit":

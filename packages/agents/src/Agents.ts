@@ -25,6 +25,8 @@ export interface AgentsOptions {
   readonly concurrency?: number
   /** Which calls wait for an operator's approval, and how long (Approval.ts). Default: none wait. */
   readonly approval?: ApprovalPolicy
+  /** How long a delegate with `await: true` waits when its call names no timeoutSeconds. Default 30 minutes. */
+  readonly delegateTimeoutMs?: number
 }
 
 /** What the agents reactor needs from its environment. */
@@ -40,7 +42,8 @@ export const domain = (options: AgentsOptions = {}): AgentsDomain => ({
   aggregates: [
     makeThread({
       ...(options.stepLimit === undefined ? {} : { stepLimit: options.stepLimit }),
-      ...(options.approval === undefined ? {} : { approval: options.approval })
+      ...(options.approval === undefined ? {} : { approval: options.approval }),
+      ...(options.delegateTimeoutMs === undefined ? {} : { delegateTimeoutMs: options.delegateTimeoutMs })
     }),
     Trigger
   ],

@@ -26,6 +26,7 @@ import {
 } from "@orchestration/engine"
 import { Schema } from "effect"
 import { type ApprovalPolicy, deniedContent, off as approvalOff, requiresApproval, waitNameOf } from "./Approval.js"
+import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
   type ActiveTurn,
@@ -420,10 +421,17 @@ const decideApprovalTimeout = (
 const isFinal = (status: EffectOutcome["status"]) =>
   status === "succeeded" || status === "failed" || status === "cancelled"
 
-export const makeThread = (options: { readonly stepLimit?: number; readonly approval?: ApprovalPolicy } = {}) => {
+export const makeThread = (
+  options: {
+    readonly stepLimit?: number
+    readonly approval?: ApprovalPolicy
+    /** How long an awaited delegate waits when its call names no timeout. Default 30 minutes. */
+    readonly delegateTimeoutMs?: number
+  } = {}
+) => {
   const stepLimit = options.stepLimit ?? DEFAULT_STEP_LIMIT
   const rules: TurnRules = { stepLimit, approval: options.approval ?? approvalOff }
-  return Aggregate.make({
+  const thread = Aggregate.make({
     name: "thread",
     commands: {
       "thread.create": Aggregate.command("thread.create", {
@@ -433,7 +441,9 @@ export const makeThread = (options: { readonly stepLimit?: number; readonly appr
       "message.send": Aggregate.command("message.send", {
         threadId: ThreadId,
         messageId: MessageId,
-        text: Schema.String.pipe(Schema.maxLength(100_000))
+        text: Schema.String.pipe(Schema.maxLength(100_000)),
+        /** Set only by a delegate with `await: true` (Delegation.ts). */
+        awaitedBy: Schema.optional(Delegation.AwaitedBy)
       }),
       "turn.interrupt": Aggregate.command("turn.interrupt", { threadId: ThreadId, turnId: Schema.String }),
       "thread.delete": Aggregate.command("thread.delete", { threadId: ThreadId }),
@@ -564,6 +574,41 @@ export const makeThread = (options: { readonly stepLimit?: number; readonly appr
         : onToolOutcome(state, active, threadId, outcome, stepLimit)
     }
   })
+
+  // Delegate-and-await (Delegation.ts) wraps the thread's own decider: its commands, the outcomes it
+  // owns, and what it adds to every decision (replies owed, children withdrawn, chains carried).
+  const core: Delegation.ThreadCore = {
+    onOutcome: thread.onOutcome!,
+    interrupt: (state, active, threadId, reason) => endTurn(state, active, threadId, "interrupted", reason),
+    timeoutMs: options.delegateTimeoutMs ?? Delegation.DEFAULT_DELEGATE_TIMEOUT_MS
+  }
+  const withDelegation = Aggregate.make({
+    name: thread.name,
+    commands: { ...thread.commands, ...Delegation.delegationCommands },
+    events: ThreadEvent,
+    aggregateId: (command: Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand) => command.threadId,
+    initialState,
+    evolve,
+    decide: (
+      state: ThreadState,
+      command: Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand,
+      ctx: DecideContext
+    ) => {
+      if (Delegation.isDelegationCommand(command)) return Delegation.decideDelegation(state, command, ctx, core)
+      return (
+        Delegation.refuseAwaited(command, ctx) ??
+        Delegation.aroundDecide(state, command, ctx, thread.decide(state, command, ctx))
+      )
+    },
+    onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) => {
+      const owned = Delegation.onDelegationOutcome(state, outcome, ctx, core)
+      if (owned !== undefined) return owned
+      const decided = thread.onOutcome!(state, outcome, ctx)
+      return decided._tag === "Rejection" ? decided : Delegation.afterDecision(state, ctx, decided)
+    }
+  })
+  type Command = Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand
+  return withDelegation as Aggregate.AggregateDefinition<ThreadState, Command, ThreadEvent>
 }
 
 export const Thread = makeThread()

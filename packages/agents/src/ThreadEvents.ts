@@ -5,6 +5,7 @@
  */
 import { Aggregate, CommandId, Waits } from "@orchestration/engine"
 import { Schema } from "effect"
+import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 import { waitNameOf } from "./Approval.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
@@ -96,7 +97,8 @@ export const ThreadEvent = Schema.Union(
   }),
   Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
   Aggregate.event("thread.deleted", {}),
-  Aggregate.event("thread.cleaned", {})
+  Aggregate.event("thread.cleaned", {}),
+  ...DelegationEvent
 )
 export type ThreadEvent = typeof ThreadEvent.Type
 
@@ -129,6 +131,8 @@ export interface ThreadState {
   readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
   readonly messageIds: ReadonlyArray<string>
   readonly transcriptIds: ReadonlyArray<string>
+  /** Delegate-and-await: answers this thread owes and calls of it that wait (DelegationEvents.ts). */
+  readonly delegation: DelegationState
   /** Approval waits by name (`approval.<transcriptId>`), race-safe open / answer / timeout. */
   readonly waits: Waits.WaitsState
   readonly approvals: Readonly<Record<string, ApprovalRecord>>
@@ -142,6 +146,7 @@ export const initialState: ThreadState = {
   queue: [],
   messageIds: [],
   transcriptIds: [],
+  delegation: initialDelegation,
   waits: Waits.empty,
   approvals: {}
 }
@@ -155,6 +160,11 @@ export const cleanupEffectId = (threadId: string) => CommandId.boundedId("cleanu
 
 /** Folds one event into the state. Pure. */
 export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
+  const next = evolveThread(state, event)
+  return { ...next, delegation: evolveDelegation(next.delegation, event) }
+}
+
+const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
   switch (event.type) {
     case "thread.created":
       return { ...state, exists: true }
@@ -213,6 +223,8 @@ export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
       return { ...state, active: null }
     case "thread.deleted":
       return { ...state, deleted: true, active: null, queue: [] }
+    case "delegation.withdrawn":
+      return { ...state, queue: state.queue.filter((q) => q.messageId !== event.messageId) }
     case "approval.requested":
       return {
         ...state,
@@ -248,6 +260,9 @@ export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
     }
     case "effect.late":
     case "thread.cleaned":
+    case "delegation.accepted":
+    case "delegate.awaiting":
+    case "delegate.closed":
       return state
   }
 }

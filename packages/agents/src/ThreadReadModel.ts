@@ -289,6 +289,21 @@ export const ThreadViews = Projection.make(Thread, {
         )
       case "thread.cleaned":
         return Effect.void
+      // Delegate-and-await: a withdrawn queued message never runs; waits are visible through their calls.
+      case "delegation.withdrawn":
+        return run(
+          (sql) =>
+            sql`UPDATE agent_turns SET status = 'interrupted', reason = ${event.reason}, updated_seq = ${seq} WHERE turn_id = ${event.turnId} AND status = 'queued'`
+        )
+      // Its row settled when the other thread took the message; the call waits for that turn's end.
+      case "delegate.awaiting":
+        return run(
+          (sql) =>
+            sql`UPDATE agent_tool_calls SET status = 'awaiting-answer' WHERE effect_id = ${event.effectId} AND outcome IS NULL`
+        )
+      case "delegation.accepted":
+      case "delegate.closed":
+        return Effect.void
     }
   }
 })

@@ -75,9 +75,16 @@ export const ExecuteInput = Schema.Struct({
 })
 export type ExecuteInput = typeof ExecuteInput.Type
 
+/** A day: the longest an awaited delegate may keep its call open. */
+export const maxDelegateTimeoutSeconds = 86_400
+
 export const DelegateInput = Schema.Struct({
   threadId: Schema.NonEmptyString,
-  text: Schema.String
+  text: Schema.String,
+  /** Keep the call open until the other thread's turn for this message ends (Delegation.ts). */
+  await: Schema.optional(Schema.Boolean),
+  /** With `await`: how long to wait before the call's result says it timed out (default 30 minutes). */
+  timeoutSeconds: Schema.optional(Schema.Int.pipe(Schema.between(1, maxDelegateTimeoutSeconds)))
 })
 export type DelegateInput = typeof DelegateInput.Type
 
@@ -113,7 +120,11 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
   },
   {
     name: "delegate",
-    description: "Send a message to another thread, which works on it in its own turn.",
+    description:
+      "Send a message to another thread, which works on it in its own turn. Returns once the thread accepted it; " +
+      "with await: true the call stays open until that turn ends and returns { threadId, status, text } with the " +
+      "thread's final text, or an error naming why it failed, was interrupted or timed out (timeoutSeconds, " +
+      "default 1800). A thread that is already waiting (directly or through others) cannot be awaited.",
     input: DelegateInput
   },
   {
@@ -131,7 +142,15 @@ export type ProcessLossPolicy = "replay-safe" | "process-bound"
 
 export type ToolEffectKind = `tool.${ToolName}`
 /** `tool.mcp_call`: a call of any MCP tool, whose policy is recorded in its payload. */
-export type EffectKind = "model.step" | "thread.cleanup" | "trigger.fire" | ToolEffectKind | "tool.mcp_call"
+/** `delegate.reply` / `delegate.withdraw`: an awaited turn's end to its waiting call, and back (Delegation.ts). */
+export type EffectKind =
+  | "model.step"
+  | "thread.cleanup"
+  | "trigger.fire"
+  | ToolEffectKind
+  | "tool.mcp_call"
+  | "delegate.reply"
+  | "delegate.withdraw"
 
 export const toolKind = <N extends ToolName>(name: N): `tool.${N}` => `tool.${name}`
 
@@ -204,6 +223,20 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
     kind: "trigger.fire",
     onProcessLoss: "replay-safe",
     lane: "trigger",
+    timeout: Duration.seconds(30)
+  },
+  // A command to the waiting thread under an id derived from the effect: its receipt makes a repeat a duplicate.
+  "delegate.reply": {
+    kind: "delegate.reply",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
+    timeout: Duration.seconds(30)
+  },
+  // A command to the awaited thread, idem.
+  "delegate.withdraw": {
+    kind: "delegate.withdraw",
+    onProcessLoss: "replay-safe",
+    lane: "thread",
     timeout: Duration.seconds(30)
   }
 }

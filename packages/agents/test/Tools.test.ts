@@ -34,7 +34,9 @@ describe("Tools", () => {
       ["tool.trigger_edit", "trigger_edit", "replay-safe", "thread", 30],
       ["tool.mcp_call", "–", "from the payload", "thread", 60],
       ["thread.cleanup", "–", "replay-safe", "thread", 60],
-      ["trigger.fire", "–", "replay-safe", "trigger", 30]
+      ["trigger.fire", "–", "replay-safe", "trigger", 30],
+      ["delegate.reply", "–", "replay-safe", "thread", 30],
+      ["delegate.withdraw", "–", "replay-safe", "thread", 30]
     ])
   })
 

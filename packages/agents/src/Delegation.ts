@@ -1,0 +1,451 @@
+/**
+ * Delegate-and-await: a `delegate` call with `await: true` keeps its call open until the other
+ * thread's turn for that message ends, and its one result is that turn's final text (or why it
+ * failed, was interrupted or timed out). Pure, like the rest of the decider.
+ *
+ * Why the call stays open in the thread's state and not in a running effect row: a row running for
+ * up to 30 minutes would hold a lease, block the thread's lane (its own interrupt's effects queue
+ * behind it) and, as process-bound work, be answered "interrupted" by any restart. Instead the
+ * `tool.delegate` row settles as soon as the other thread accepted the message (a durable command,
+ * so a replay is a duplicate), and the call is held by a wait (Waits.ts) with a durable deadline
+ * timer. The call has no result while it waits (the transcript shows it open, like a running call);
+ * exactly one of these gives it its result, each in one decision of this aggregate, so they race
+ * safely and the loser gets a stored rejection:
+ *   - `delegate.answer`, sent by the awaited thread's `delegate.reply` effect when its turn ends;
+ *   - `delegate.timeout`, the deadline timer's command;
+ *   - the end of the waiting turn (interrupt, failure, delete): its synthetic result, and a
+ *     `delegate.withdraw` effect that interrupts (or unqueues) the awaited turn, recursively.
+ * Nothing waits in memory: every hop is a committed row and a command with a deterministic id.
+ *
+ * Cycles: each awaited message carries the chain of threads waiting above it; a thread that finds
+ * itself in the chain refuses the message, and the waiting call's result says why.
+ */
+import {
+  Aggregate,
+  CommandId,
+  Decision,
+  type DecideContext,
+  type EffectIntent,
+  type EffectOutcome,
+  Waits
+} from "@orchestration/engine"
+import { Schema } from "effect"
+import { createHash } from "node:crypto"
+import { type AwaitedBy, waitNameOf } from "./DelegationEvents.js"
+import {
+  type ActiveTurn,
+  type CallRecord,
+  MessageId,
+  ThreadId,
+  type ThreadEvent,
+  type ThreadState,
+  turnIdOf
+} from "./ThreadEvents.js"
+
+export { AwaitedBy } from "./DelegationEvents.js"
+
+type Rejection = Aggregate.Rejection
+
+/** How long an awaited delegate waits when its call names no `timeoutSeconds`. */
+export const DEFAULT_DELEGATE_TIMEOUT_MS = 30 * 60_000
+
+/** The message id a delegate sends under: derived from its call's effect id, so a replay is a duplicate. */
+export const delegateMessageId = (effectId: string) =>
+  `d-${createHash("sha256").update(effectId).digest("hex").slice(0, 40)}`
+
+/** The id of the command a delegation effect sends: only the engine may use the `delegate:` prefix. */
+export const delegationCommandId = (effectId: string) => CommandId.boundedId("delegate:", effectId)
+
+const replyEffectId = (turnId: string) => CommandId.boundedId("reply:", turnId)
+const withdrawEffectId = (callEffectId: string) => CommandId.boundedId("withdraw:", callEffectId)
+
+export const delegationCommands = {
+  "delegate.answer": Aggregate.command("delegate.answer", {
+    threadId: ThreadId,
+    /** The waiting call's effect id. */
+    effectId: Schema.String,
+    childThreadId: Schema.String,
+    childTurnId: Schema.String,
+    /** How the awaited turn ended (not `status`, so a command is never mistaken for an outcome). */
+    turnStatus: Schema.Literal("completed", "failed", "interrupted"),
+    /** The awaited turn's final text, or the reason it failed or was interrupted. */
+    text: Schema.String
+  }),
+  "delegate.timeout": Aggregate.command("delegate.timeout", {
+    threadId: ThreadId,
+    wait: Schema.String,
+    token: Schema.String
+  }),
+  "delegation.withdraw": Aggregate.command("delegation.withdraw", {
+    threadId: ThreadId,
+    messageId: MessageId,
+    reason: Schema.String
+  })
+} as const
+
+export type DelegationCommand = {
+  [K in keyof typeof delegationCommands]: Schema.Schema.Type<(typeof delegationCommands)[K]>
+}[keyof typeof delegationCommands]
+
+export const isDelegationCommand = (command: { readonly type: string }): command is DelegationCommand =>
+  command.type in delegationCommands
+
+/** What delegation needs from the thread's own decider. */
+export interface ThreadCore {
+  /** The thread's own onOutcome, given an outcome for one of its calls. */
+  readonly onOutcome: (
+    state: ThreadState,
+    outcome: EffectOutcome,
+    ctx: DecideContext
+  ) => Decision<ThreadEvent> | Rejection
+  /** Ends the active turn as interrupted with this reason. */
+  readonly interrupt: (
+    state: ThreadState,
+    active: ActiveTurn,
+    threadId: string,
+    reason: string
+  ) => Decision<ThreadEvent>
+  readonly timeoutMs: number
+}
+
+interface DelegateArguments {
+  readonly threadId?: unknown
+  readonly await?: unknown
+  readonly timeoutSeconds?: unknown
+}
+
+const args = (call: { readonly arguments: unknown }) => (call.arguments ?? {}) as DelegateArguments
+
+const isAwaitedDelegate = (call: CallRecord) => call.name === "delegate" && args(call).await === true
+
+const openCall = (state: ThreadState, effectId: string) => {
+  const active = state.active
+  const call = active?.calls.find((c) => c.effectId === effectId)
+  return active === null || call === undefined || active.answered.includes(call.transcriptId)
+    ? undefined
+    : { active, call }
+}
+
+const internalOnly = (ctx: DecideContext, prefix: string, what: string): Rejection | undefined =>
+  ctx.commandId.startsWith(prefix) ? undefined : Decision.reject("internal-only", `${what} is sent only by the engine`)
+
+// ---- the awaited (child) side ---------------------------------------------------------------
+
+/** A message.send that names a waiting call: refused when forged, or when it would close a cycle. */
+export const refuseAwaited = (
+  command: { readonly type: string; readonly awaitedBy?: AwaitedBy | undefined },
+  ctx: DecideContext
+): Rejection | undefined => {
+  if (command.type !== "message.send" || command.awaitedBy === undefined) return undefined
+  const forged = internalOnly(ctx, "delegate:", "a message awaited by another thread")
+  if (forged !== undefined) return forged
+  const chain = command.awaitedBy.chain
+  if (chain.includes(ctx.aggregateId)) {
+    return Decision.reject(
+      "delegation-cycle",
+      `thread '${ctx.aggregateId}' is itself waiting for this delegation (${[...chain, ctx.aggregateId].join(" → ")}): ` +
+        "awaiting it would wait forever; delegate without await, or answer from this thread"
+    )
+  }
+  return undefined
+}
+
+/** An accepted awaited message records whom its turn's end is owed to. */
+const acceptAwaited = (
+  command: { readonly type: string; readonly messageId?: string; readonly awaitedBy?: AwaitedBy | undefined },
+  ctx: DecideContext,
+  decision: Decision<ThreadEvent>
+): Decision<ThreadEvent> =>
+  command.type !== "message.send" || command.awaitedBy === undefined || command.messageId === undefined
+    ? decision
+    : {
+        ...decision,
+        events: [
+          ...decision.events,
+          {
+            type: "delegation.accepted",
+            turnId: turnIdOf(ctx.aggregateId, command.messageId),
+            awaitedBy: command.awaitedBy
+          }
+        ]
+      }
+
+const reply = (
+  ctx: DecideContext,
+  turnId: string,
+  awaitedBy: AwaitedBy,
+  turnStatus: "completed" | "failed" | "interrupted",
+  text: string
+): EffectIntent => ({
+  id: replyEffectId(turnId),
+  kind: "delegate.reply",
+  payload: {
+    threadId: awaitedBy.threadId,
+    effectId: awaitedBy.effectId,
+    childThreadId: ctx.aggregateId,
+    childTurnId: turnId,
+    turnStatus,
+    text
+  }
+})
+
+// ---- after every decision: replies owed, children to withdraw, chains to carry -------------
+
+/**
+ * What delegation adds to a decision of the thread's own decider: a reply for each awaited turn it
+ * ends, a withdraw (and the deadline's cancel) for each waiting call of a turn it ends early, and the
+ * chain of waiting threads on each awaited delegate it plans.
+ */
+export const afterDecision = (
+  state: ThreadState,
+  ctx: DecideContext,
+  decision: Decision<ThreadEvent>
+): Decision<ThreadEvent> => {
+  const owed = state.delegation.awaitedBy
+  const effects: Array<EffectIntent> = []
+  const cancelTimers: Array<string> = []
+  const replied = new Set<string>()
+  for (const event of decision.events) {
+    if (event.type === "turn.completed" || event.type === "turn.ended") {
+      const awaitedBy = owed[event.turnId]
+      if (awaitedBy !== undefined) {
+        replied.add(event.turnId)
+        effects.push(
+          event.type === "turn.completed"
+            ? reply(ctx, event.turnId, awaitedBy, "completed", event.text)
+            : reply(ctx, event.turnId, awaitedBy, event.status, event.reason)
+        )
+      }
+      const active = state.active
+      if (event.type === "turn.ended" && active !== null && active.turnId === event.turnId) {
+        const unanswered = new Set(event.synthetic.map((r) => r.effectId))
+        for (const call of active.calls.filter((c) => unanswered.has(c.effectId) && isAwaitedDelegate(c))) {
+          const waiting = state.delegation.awaiting[call.effectId]
+          if (waiting !== undefined) cancelTimers.push(Waits.timerIdOf(waitNameOf(call.effectId)))
+          const childThreadId = waiting?.threadId ?? String(args(call).threadId ?? "")
+          effects.push({
+            id: withdrawEffectId(call.effectId),
+            kind: "delegate.withdraw",
+            payload: {
+              threadId: childThreadId,
+              messageId: delegateMessageId(call.effectId),
+              reason: `the waiting turn ${active.turnId} of thread '${ctx.aggregateId}' ended (${event.reason})`
+            }
+          })
+        }
+      }
+    }
+    if (event.type === "thread.deleted") {
+      // Queued awaited messages never run now: their waiting calls hear it at once.
+      for (const [turnId, awaitedBy] of Object.entries(owed)) {
+        if (!replied.has(turnId)) effects.push(reply(ctx, turnId, awaitedBy, "failed", "thread deleted"))
+      }
+    }
+  }
+  const chained = decision.effects.map((effect) => {
+    if (effect.kind !== "tool.delegate") return effect
+    const payload = effect.payload as { turnId: string; arguments: unknown }
+    if (args(payload).await !== true) return effect
+    const above = owed[payload.turnId]?.chain ?? []
+    return { ...effect, payload: { ...payload, awaitChain: [...above, ctx.aggregateId] } }
+  })
+  if (effects.length === 0 && cancelTimers.length === 0 && chained.every((e, i) => e === decision.effects[i])) {
+    return decision
+  }
+  return Decision.of<ThreadEvent>({
+    events: decision.events,
+    effects: [...chained, ...effects],
+    cancel: decision.cancel,
+    ...(decision.timers === undefined ? {} : { timers: decision.timers }),
+    cancelTimers: [...(decision.cancelTimers ?? []), ...cancelTimers]
+  })
+}
+
+/** The thread's own decision for a command, with what delegation adds to it. */
+export const aroundDecide = (
+  state: ThreadState,
+  command: { readonly type: string; readonly messageId?: string; readonly awaitedBy?: AwaitedBy | undefined },
+  ctx: DecideContext,
+  decision: Decision<ThreadEvent> | Rejection
+): Decision<ThreadEvent> | Rejection =>
+  decision._tag === "Rejection" ? decision : afterDecision(state, ctx, acceptAwaited(command, ctx, decision))
+
+// ---- outcomes -------------------------------------------------------------------------------
+
+/**
+ * Outcomes delegation owns: its own reply and withdraw rows (settled: nothing to record), and an
+ * awaited delegate the other thread accepted, whose call now waits. Anything else is the thread's.
+ */
+export const onDelegationOutcome = (
+  state: ThreadState,
+  outcome: EffectOutcome,
+  ctx: DecideContext,
+  core: ThreadCore
+): Decision<ThreadEvent> | Rejection | undefined => {
+  // A reply or withdraw that failed for good leaves its wait to the deadline; nothing to record here.
+  if (outcome.kind === "delegate.reply" || outcome.kind === "delegate.withdraw") return Decision.none()
+  if (outcome.kind !== "tool.delegate" || outcome.status !== "succeeded") return undefined
+  const response = outcome.response as { awaiting?: unknown; threadId?: string; turnId?: string } | undefined
+  if (response?.awaiting !== true) return undefined
+  const open = openCall(state, outcome.effectId)
+  // Answered already (the other turn was quicker than this settlement): the thread records it late.
+  if (open === undefined || state.delegation.awaiting[outcome.effectId] !== undefined) return undefined
+  const seconds = args(open.call).timeoutSeconds
+  const deadline = ctx.now + (typeof seconds === "number" ? seconds * 1000 : core.timeoutMs)
+  const opened = Waits.open(state.delegation.waits, {
+    name: waitNameOf(outcome.effectId),
+    deadline,
+    token: ctx.commandId,
+    timeout: { type: "delegate.timeout", threadId: ctx.aggregateId }
+  })
+  if (Waits.isRejection(opened)) return Decision.none()
+  return Decision.of<ThreadEvent>({
+    events: [
+      {
+        type: "delegate.awaiting",
+        turnId: open.active.turnId,
+        effectId: outcome.effectId,
+        threadId: response.threadId ?? "",
+        childTurnId: response.turnId ?? "",
+        deadline,
+        token: ctx.commandId
+      }
+    ],
+    timers: opened.timers
+  })
+}
+
+// ---- commands -------------------------------------------------------------------------------
+
+/** The call's result as the outcome of its effect, so the thread records it and goes on as for any tool. */
+const resultOutcome = (
+  active: ActiveTurn,
+  call: CallRecord,
+  result: Pick<EffectOutcome, "status" | "response" | "error">
+): EffectOutcome => ({
+  effectId: call.effectId,
+  kind: "tool.delegate",
+  payload: { threadId: "", turnId: active.turnId, callId: call.callId, name: call.name, arguments: call.arguments },
+  attempt: 1,
+  by: "reactor",
+  ...result
+})
+
+/** The thread's decision for the call's result, after the wait's closing events. */
+const closeWith = (
+  state: ThreadState,
+  ctx: DecideContext,
+  core: ThreadCore,
+  closing: ReadonlyArray<ThreadEvent>,
+  cancelTimers: ReadonlyArray<string>,
+  outcome: EffectOutcome
+): Decision<ThreadEvent> | Rejection => {
+  const decided = core.onOutcome(state, outcome, ctx)
+  if (decided._tag === "Rejection") return decided
+  const after = afterDecision(state, ctx, decided)
+  return Decision.of<ThreadEvent>({
+    events: [...closing, ...after.events],
+    effects: after.effects,
+    cancel: after.cancel,
+    ...(after.timers === undefined ? {} : { timers: after.timers }),
+    cancelTimers: [...cancelTimers, ...(after.cancelTimers ?? [])]
+  })
+}
+
+export const decideDelegation = (
+  state: ThreadState,
+  command: DelegationCommand,
+  ctx: DecideContext,
+  core: ThreadCore
+): Decision<ThreadEvent> | Rejection => {
+  switch (command.type) {
+    case "delegate.answer": {
+      const forged = internalOnly(ctx, "delegate:", "delegate.answer")
+      if (forged !== undefined) return forged
+      const open = openCall(state, command.effectId)
+      if (open === undefined) {
+        return Decision.reject("wait-closed", `the call ${command.effectId} already has its result`)
+      }
+      const name = waitNameOf(command.effectId)
+      // The answer may land before the delegate's own settlement opened the wait: the call is open, so it counts.
+      let cancelTimers: ReadonlyArray<string> = []
+      let closing: ReadonlyArray<ThreadEvent> = []
+      if (state.delegation.waits[name] !== undefined) {
+        const answered = Waits.answer(state.delegation.waits, name)
+        if (Waits.isRejection(answered)) return answered
+        cancelTimers = answered.cancelTimers
+        closing = [
+          { type: "delegate.closed", turnId: open.active.turnId, effectId: command.effectId, status: "answered" }
+        ]
+      }
+      const outcome = resultOutcome(
+        open.active,
+        open.call,
+        command.turnStatus === "completed"
+          ? {
+              status: "succeeded",
+              response: { threadId: command.childThreadId, status: "completed", text: command.text }
+            }
+          : {
+              status: "failed",
+              error: {
+                message: `thread '${command.childThreadId}' ${command.turnStatus === "failed" ? "failed" : "was interrupted"} (turn ${command.childTurnId}): ${command.text}`,
+                reason: "handler"
+              }
+            }
+      )
+      return closeWith(state, ctx, core, closing, cancelTimers, outcome)
+    }
+    case "delegate.timeout": {
+      const forged = internalOnly(ctx, "timer:", "delegate.timeout")
+      if (forged !== undefined) return forged
+      const timedOut = Waits.timeout(state.delegation.waits, command.wait, command.token)
+      if (Waits.isRejection(timedOut)) return timedOut
+      const entry = Object.entries(state.delegation.awaiting).find(
+        ([effectId]) => waitNameOf(effectId) === command.wait
+      )
+      const open = entry === undefined ? undefined : openCall(state, entry[0])
+      if (entry === undefined || open === undefined) {
+        return Decision.reject("wait-closed", `wait '${command.wait}' has no open call`)
+      }
+      const [effectId, waiting] = entry
+      const deadline = state.delegation.waits[command.wait]!.deadline
+      const outcome = resultOutcome(open.active, open.call, {
+        status: "failed",
+        error: {
+          message:
+            `timed out: thread '${waiting.threadId}' did not answer by ${new Date(deadline).toISOString()}; ` +
+            `its turn ${waiting.childTurnId} goes on, and its answer will not reach this call`,
+          reason: "timeout"
+        }
+      })
+      const closing: ReadonlyArray<ThreadEvent> = [
+        { type: "delegate.closed", turnId: open.active.turnId, effectId, status: "timed-out" }
+      ]
+      return closeWith(state, ctx, core, closing, [], outcome)
+    }
+    case "delegation.withdraw": {
+      const forged = internalOnly(ctx, "delegate:", "delegation.withdraw")
+      if (forged !== undefined) return forged
+      const turnId = turnIdOf(ctx.aggregateId, command.messageId)
+      // The waiting call has its result already: the awaited turn owes no reply.
+      const unowed: ThreadState = {
+        ...state,
+        delegation: {
+          ...state.delegation,
+          awaitedBy: Object.fromEntries(Object.entries(state.delegation.awaitedBy).filter(([t]) => t !== turnId))
+        }
+      }
+      if (state.active !== null && state.active.turnId === turnId) {
+        return afterDecision(unowed, ctx, core.interrupt(state, state.active, ctx.aggregateId, command.reason))
+      }
+      if (state.queue.some((q) => q.messageId === command.messageId)) {
+        return Decision.of<ThreadEvent>({
+          events: [{ type: "delegation.withdrawn", turnId, messageId: command.messageId, reason: command.reason }]
+        })
+      }
+      // Not (or no longer) here: it ended already, or never arrived (its delegate was cancelled first).
+      return Decision.none()
+    }
+  }
+}

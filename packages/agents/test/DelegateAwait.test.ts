@@ -1,0 +1,181 @@
+/**
+ * Delegate-and-await through the real engine on SQLite with the scripted provider: the waiting
+ * call's result is the awaited turn's final text, a cycle is refused with a result the model reads,
+ * and both threads' transcripts validate.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Engine, Outbox, Timers } from "@orchestration/engine"
+import { Effect, Layer } from "effect"
+import { ModelProvider } from "../src/Provider.js"
+import * as ScriptedProvider from "../src/ScriptedProvider.js"
+import { threadView, transcriptView } from "../src/ThreadReadModel.js"
+import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+
+/** The scripted model, except that thread `slow` never answers: its turn stays running. */
+const slowProvider = Layer.succeed(ModelProvider, {
+  step: (request) => (request.requestId.startsWith("step:slow:") ? Effect.never : ScriptedProvider.make.step(request))
+})
+
+const toolResults = (threadId: string) =>
+  Effect.map(transcriptView(threadId), (t) =>
+    (t?.messages ?? []).filter((m) => m.role === "tool").map((m) => m.content)
+  )
+
+describe("delegate with await", () => {
+  it.effect("the waiting call's result is the other thread's final text, then the turn completes", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const parent = script(
+        { toolCalls: [{ name: "delegate", arguments: { threadId: "helper", text: "summarise docs", await: true } }] },
+        { text: "all done" }
+      )
+      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+      yield* eventually(allTurnsTerminal("t1", 1), "parent turn done")
+      const view = (yield* threadView("t1"))!
+      assert.deepStrictEqual(
+        view.turns.map((t) => [t.status, t.steps]),
+        [["completed", 2]]
+      )
+      assert.deepStrictEqual(yield* toolResults("t1"), [
+        JSON.stringify({ threadId: "helper", status: "completed", text: "echo: summarise docs" })
+      ])
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "all done" })
+      const helper = (yield* transcriptView("helper"))!
+      assert.isTrue(helper.valid, JSON.stringify(helper.problems))
+      assert.deepStrictEqual(
+        helper.messages.map((m) => m.content),
+        ["summarise docs", "echo: summarise docs"]
+      )
+      // The delegate's row settled at once; the reply went through its own row, delivered once.
+      const delegateRow = yield* Outbox.find("tool:t1:m1:call_1_0")
+      assert.strictEqual(delegateRow?.status, "succeeded")
+      const rows = yield* Outbox.list({ limit: 50 })
+      const replies = rows.filter((r) => r.kind === "delegate.reply")
+      assert.deepStrictEqual(
+        replies.map((r) => [r.status, (r.response as { delivered?: boolean }).delivered]),
+        [["succeeded", true]]
+      )
+    }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect(
+    "children may delegate further; a thread awaiting itself through others is refused with a result the model reads",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        // t1 awaits t2; t2 awaits t3 (fine), then awaits t1 (a cycle: t1 → t2 → t1).
+        const t2 = script(
+          { toolCalls: [{ name: "delegate", arguments: { threadId: "t3", text: "leaf", await: true } }] },
+          { toolCalls: [{ name: "delegate", arguments: { threadId: "t1", text: "back", await: true } }] },
+          { text: "t2 finished" }
+        )
+        const t1 = script(
+          { toolCalls: [{ name: "delegate", arguments: { threadId: "t2", text: t2, await: true } }] },
+          { text: "t1 finished" }
+        )
+        yield* engine.dispatchWithReceipt(send("t1", "m1", t1))
+        yield* eventually(allTurnsTerminal("t1", 1), "t1 done")
+        const t2Results = yield* toolResults("t2")
+        assert.deepStrictEqual(
+          t2Results[0],
+          JSON.stringify({ threadId: "t3", status: "completed", text: "echo: leaf" })
+        )
+        assert.include(String(t2Results[1]), "delegate refused")
+        assert.include(String(t2Results[1]), "t1 → t2 → t1")
+        assert.deepStrictEqual(yield* toolResults("t1"), [
+          JSON.stringify({ threadId: "t2", status: "completed", text: "t2 finished" })
+        ])
+        // t1 got no message from the refused delegate.
+        assert.strictEqual((yield* threadView("t1"))!.turns.length, 1)
+        for (const id of ["t1", "t2", "t3"]) {
+          const transcript = (yield* transcriptView(id))!
+          assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
+        }
+      }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect("interrupting the waiting turn interrupts the awaited one", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // The child runs a command long enough to be interrupted while it runs.
+      const child = script({ toolCalls: [{ name: "execute", arguments: { command: "sleep 30" } }] })
+      const parent = script({
+        toolCalls: [{ name: "delegate", arguments: { threadId: "child", text: child, await: true } }]
+      })
+      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+      yield* eventually(
+        Effect.map(Outbox.list({ limit: 50 }), (rows) =>
+          rows.some((r) => r.kind === "tool.execute" && r.status === "running")
+        ),
+        "child's command running"
+      )
+      yield* engine.dispatchWithReceipt({
+        commandId: "stop-1",
+        type: "turn.interrupt",
+        threadId: "t1",
+        turnId: "t1:m1"
+      })
+      yield* eventually(allTurnsTerminal("child", 1), "child interrupted")
+      const childView = (yield* threadView("child"))!
+      assert.strictEqual(childView.turns[0]!.status, "interrupted")
+      assert.include(String(childView.turns[0]!.reason), "the waiting turn t1:m1 of thread 't1' ended")
+      const [result] = yield* toolResults("t1")
+      assert.include(String(result), "interrupted")
+      for (const id of ["t1", "child"]) {
+        const transcript = (yield* transcriptView(id))!
+        assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
+      }
+    }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect("the deadline fires under the TestClock: the call's result says it timed out, and the turn goes on", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const parent = script(
+        {
+          toolCalls: [
+            {
+              name: "delegate",
+              arguments: { threadId: "slow", text: "take your time", await: true, timeoutSeconds: 3 }
+            }
+          ]
+        },
+        { text: "gave up waiting" }
+      )
+      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+      yield* eventually(
+        Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
+        "deadline scheduled"
+      )
+      // While it waits, the call shows as awaiting its answer, with no result.
+      const waitingCall = (yield* threadView("t1"))!.turns[0]!.toolCalls[0]!
+      assert.deepStrictEqual([waitingCall.status, waitingCall.result], ["awaiting-answer", undefined])
+      yield* advanceUntil(allTurnsTerminal("t1", 1), "parent turn done", 10)
+      const [result] = yield* toolResults("t1")
+      assert.match(String(result), /^error: timed out: thread 'slow' did not answer by /)
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "gave up waiting" })
+      assert.deepStrictEqual(
+        (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
+        ["fired"]
+      )
+      // The awaited turn goes on; its answer will not reach the closed call.
+      assert.deepStrictEqual(
+        (yield* turnStatus("slow")).map((t) => t.status),
+        ["running"]
+      )
+      // Stopped here so the stack's shutdown has no step in flight.
+      const [slowTurn] = yield* turnStatus("slow")
+      yield* engine.dispatchWithReceipt({
+        commandId: "stop-slow",
+        type: "turn.interrupt",
+        threadId: "slow",
+        turnId: slowTurn!.turn_id
+      })
+      yield* eventually(allTurnsTerminal("slow", 1), "slow turn interrupted")
+    }).pipe(Effect.provide(agentsStack({ provider: slowProvider })))
+  )
+})
