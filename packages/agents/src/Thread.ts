@@ -363,18 +363,12 @@ const decideApproval = (
       return Decision.reject("approval-conflict", `call '${answer.callId}' has no effect to run`)
     return Decision.of<ThreadEvent>({ events: [closed], effects: [record.effect], cancelTimers: closing.cancelTimers })
   }
-  const denied = answerCall(
+  const denied = denyCall(
     state,
     active,
     threadId,
     call,
-    {
-      callId: call.callId,
-      transcriptId: call.transcriptId,
-      effectId: call.effectId,
-      content: deniedContent({ kind: "denied", reason: answer.note }),
-      outcome: "denied"
-    },
+    deniedContent({ kind: "denied", reason: answer.note }),
     stepLimit,
     [closed]
   )
@@ -401,22 +395,36 @@ const decideApprovalTimeout = (
   const { active, call, record } = target
   if (active === null || active === undefined || call === undefined)
     return Decision.reject("wait-closed", `the turn of call '${callId}' is over`)
-  return answerCall(
+  return denyCall(
     state,
     active,
     threadId,
     call,
-    {
-      callId: call.callId,
-      transcriptId: call.transcriptId,
-      effectId: call.effectId,
-      content: deniedContent({ kind: "expired", timeoutMs: record.timeoutMs }),
-      outcome: "denied"
-    },
+    deniedContent({ kind: "expired", timeoutMs: record.timeoutMs }),
     stepLimit,
     [{ type: "approval.closed", turnId: record.turnId, transcriptId: callId, verdict: "expired", note: null }]
   )
 }
+
+/** A call that never ran is answered with why it was denied (by an operator, or for want of an answer). */
+const denyCall = (
+  state: ThreadState,
+  active: ActiveTurn,
+  threadId: string,
+  call: CallRecord,
+  content: string,
+  stepLimit: number,
+  events: ReadonlyArray<ThreadEvent>
+): Decision<ThreadEvent> =>
+  answerCall(
+    state,
+    active,
+    threadId,
+    call,
+    { callId: call.callId, transcriptId: call.transcriptId, effectId: call.effectId, content, outcome: "denied" },
+    stepLimit,
+    events
+  )
 
 const isFinal = (status: EffectOutcome["status"]) =>
   status === "succeeded" || status === "failed" || status === "cancelled"
