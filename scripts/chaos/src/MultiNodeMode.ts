@@ -106,6 +106,7 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       )
     }
 
+    const killsEndedAt = Date.now()
     // Every node back without faults; finish the queued work through node 1; quiesce; check.
     for (let i = 0; i < options.nodes; i++) {
       if (nodes[i] !== undefined) await kill(nodes[i]!)
@@ -125,7 +126,8 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     while (!(await client.flush(base))) await sleep(100)
     quiet = (await quiesce(base, [...threads, ...tickThreads], 600_000)) && quiet
     const events = await allEvents(base)
-    const ticks = await Triggers.countTicks(base, events, triggerIds, lastExpected)
+    const ticks = await Triggers.countTicks(base, events, triggerIds, lastExpected, killsEndedAt)
+    options.log(`chaos: ${ticks.ticks} trigger ticks, ${ticks.amidKills} of them fired while nodes were being killed`)
     if (!ticked) ticks.details.push("the triggers' schedules did not move past the last expected tick within 90 s")
     const total = events.length
     const deadline = Date.now() + 10_000

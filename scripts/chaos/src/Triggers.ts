@@ -72,6 +72,8 @@ export interface TickReport {
   duplicates: number
   /** Minutes up to the last expected tick with no fire, or a fire with no receipt or no message. */
   missed: number
+  /** Ticks decided before the last kill's restart: the ones that fell among the kills. */
+  amidKills: number
   details: Array<string>
 }
 
@@ -80,9 +82,10 @@ export const countTicks = async (
   base: string,
   events: ReadonlyArray<Api.EventView>,
   ids: ReadonlyArray<string>,
-  lastExpected: number
+  lastExpected: number,
+  killsEndedAt: number
 ): Promise<TickReport> => {
-  const report: TickReport = { ticks: 0, duplicates: 0, missed: 0, details: [] }
+  const report: TickReport = { ticks: 0, duplicates: 0, missed: 0, amidKills: 0, details: [] }
   const first = firstTicks(events)
   for (const id of ids) {
     const fired = new Map<number, number>()
@@ -110,6 +113,7 @@ export const countTicks = async (
     }
     for (const [at, count] of fired) {
       report.ticks++
+      if (firedAt.get(at)! <= killsEndedAt) report.amidKills++
       const iso = new Date(at).toISOString()
       if (count > 1) {
         report.duplicates += count - 1
