@@ -42,3 +42,7 @@ export const thread = (base: string, threadId: string): Promise<ThreadView | und
 /** The thread's transcript and its validation, or the server's typed refusal. */
 export const transcript = (base: string, threadId: string): Promise<Either.Either<TranscriptView, unknown>> =>
   run(base, (api) => either(api.threads.transcript({ path: { threadId: encodeURIComponent(threadId) } })))
+
+/** The triggers not deleted, each with its next fire time (`GET /v1/triggers`). */
+export const triggers = (base: string) =>
+  run(base, (api) => api.threads.triggers({ urlParams: {} })).then((list) => list.triggers)

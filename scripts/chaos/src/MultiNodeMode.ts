@@ -4,6 +4,7 @@
  * random instant or through a fault point while commands flow through any live node, then restarts
  * it under the same NODE_ID. The same invariants as the single-node run are checked at the end,
  * except that the log may have gaps (rolled-back sequences); it must never skip or reorder.
+ * Cron triggers (`* * * * *`, put before the kills) must fire each minute up to the last due one exactly once.
  */
 import { FaultPoints } from "@orchestration/engine"
 import { TestStore } from "@orchestration/engine/testing"
@@ -15,6 +16,7 @@ import { allEvents, check, quiesce } from "./Invariants.js"
 import { seeded } from "./Random.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
 import { follow } from "./SseFollower.js"
+import * as Triggers from "./Triggers.js"
 import { message, threadIds } from "./Workload.js"
 
 export interface MultiNodeOptions {
@@ -22,6 +24,8 @@ export interface MultiNodeOptions {
   readonly seed: number
   readonly threads: number
   readonly nodes: number
+  /** Cron triggers (`* * * * *`) put before the kills; their ticks are counted at the end. */
+  readonly triggers: number
   readonly log: (line: string) => void
 }
 
@@ -33,6 +37,8 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
   const dataDir = mkdtempSync(join(tmpdir(), "chaos-pg-"))
   const client = makeClient()
   const threads = threadIds(options.threads)
+  const triggerIds = Triggers.triggerIds(options.triggers)
+  const tickThreads = triggerIds.map(Triggers.threadOf)
   const nodes: Array<Server | undefined> = Array.from({ length: options.nodes }, () => undefined)
   const envOf = (index: number, fault?: string) => ({
     DATABASE_URL: database.url,
@@ -66,6 +72,9 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
 
   try {
     for (let i = 0; i < options.nodes; i++) await startNode(i)
+    // The triggers are in place before the first kill, so their ticks fall among the kills.
+    for (const id of triggerIds) client.submit(Triggers.put(id))
+    while (!(await client.flush(anyUrl() ?? nodes[0]!.url))) await sleep(100)
     for (let cycle = 1; cycle <= options.cycles; cycle++) {
       // Nodes a fault point killed come back (fault-free) before the cycle's work.
       for (let i = 0; i < options.nodes; i++)
@@ -97,6 +106,7 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       )
     }
 
+    const killsEndedAt = Date.now()
     // Every node back without faults; finish the queued work through node 1; quiesce; check.
     for (let i = 0; i < options.nodes; i++) {
       if (nodes[i] !== undefined) await kill(nodes[i]!)
@@ -104,18 +114,34 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     }
     const base = nodes[0]!.url
     while (!(await client.flush(base))) await sleep(100)
-    const quiet = await quiesce(base, threads, 600_000)
-    const total = (await allEvents(base)).length
+    let quiet = await quiesce(base, [...threads, ...tickThreads], 600_000)
+    // Cron has minute granularity: the last tick that must have fired is the latest minute boundary
+    // now, or the first tick when the run was shorter than that; wait for it (bounded), then delete the
+    // triggers so no tick starts a turn while the invariants are read.
+    const firsts = [...Triggers.firstTicks(await allEvents(base)).values()]
+    const lastExpected = Math.max(Triggers.minuteFloor(Date.now()), ...firsts)
+    options.log(`chaos: waiting for the trigger ticks up to ${new Date(lastExpected).toISOString()}`)
+    const ticked = await Triggers.awaitTicks(base, triggerIds, lastExpected, lastExpected - Date.now() + 90_000)
+    for (const id of triggerIds) client.submit(Triggers.remove(id))
+    while (!(await client.flush(base))) await sleep(100)
+    quiet = (await quiesce(base, [...threads, ...tickThreads], 600_000)) && quiet
+    const events = await allEvents(base)
+    const ticks = await Triggers.countTicks(base, events, triggerIds, lastExpected, killsEndedAt)
+    options.log(`chaos: ${ticks.ticks} trigger ticks, ${ticks.amidKills} of them fired while nodes were being killed`)
+    if (!ticked) ticks.details.push("the triggers' schedules did not move past the last expected tick within 90 s")
+    const total = events.length
     const deadline = Date.now() + 10_000
     while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
     await follower.stop()
-    const report = await check(base, dataDir, client, threads, follower.seen, { gapsAllowed: true })
+    const report = await check(base, dataDir, client, [...threads, ...tickThreads], follower.seen, {
+      gapsAllowed: true
+    })
     if (!quiet) report.details.push("the system did not quiesce within 600 s")
     for (const node of live()) {
       const exit = await stop(node)
       if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
     }
-    return { cycles: options.cycles, kills, acked: client.stats.acked, report, dataDir, quiet }
+    return { cycles: options.cycles, kills, acked: client.stats.acked, report, ticks, dataDir, quiet }
   } finally {
     for (const node of nodes) if (node !== undefined) await kill(node)
     await TestStore.dropRunDatabase(database.name)

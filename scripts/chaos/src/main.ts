@@ -1,6 +1,6 @@
 /**
  * The chaos harness: `pnpm chaos [--quick] [--seed N] [--cycles N] [--disk-full] [--fuzz] [--allow-skip]`,
- * and `pnpm chaos --postgres [--nodes 3] [--quick]` for several server processes on one PostgreSQL.
+ * and `pnpm chaos --postgres [--nodes 3] [--triggers 3] [--quick]` for several server processes on one PostgreSQL.
  * Without a mode flag it runs the crash mode; `--quick` runs all three (the CI profile) and prints the
  * three summary lines, the `chaos:` line last. Exits 1 on any violation.
  */
@@ -27,19 +27,28 @@ const main = async () => {
     const nodes = value("nodes", 3)
     const cycles = value("cycles", quick ? 12 : 60)
     log(`chaos: postgres nodes=${nodes} seed=${seed} cycles=${cycles}`)
-    const result = await runMultiNode({ cycles, seed, nodes, threads: value("threads", 4), log })
+    const triggers = value("triggers", 3)
+    const result = await runMultiNode({ cycles, seed, nodes, threads: value("threads", 4), triggers, log })
     for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
+    for (const detail of result.ticks.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
     const r = result.report
+    const t = result.ticks
     console.log(
       `chaos: postgres nodes=${nodes} cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} ` +
-        `duplicate_effects=${r.duplicateEffects} transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled}`
+        `duplicate_effects=${r.duplicateEffects} transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled} ` +
+        `trigger_ticks=${t.ticks} duplicate_ticks=${t.duplicates} missed_ticks=${t.missed}`
     )
     const ok =
       r.lost === 0 &&
       r.duplicateEffects === 0 &&
       r.transcriptViolations === 0 &&
       r.unsettled === 0 &&
-      r.details.length === 0
+      r.details.length === 0 &&
+      // A run whose triggers never ticked proves nothing about them: it fails too.
+      t.ticks > 0 &&
+      t.duplicates === 0 &&
+      t.missed === 0 &&
+      t.details.length === 0
     return ok ? 0 : 1
   }
   let failed = false
