@@ -11,6 +11,7 @@ import * as fs from "node:fs/promises"
 import * as nodePath from "node:path"
 import * as OsErrors from "./OsErrors.js"
 import * as Sandbox from "./Sandbox.js"
+import * as SandboxOrphans from "./SandboxOrphans.js"
 import {
   ExecuteInput,
   PublishInput,
@@ -144,6 +145,8 @@ export const make = (options: WorldOptions): Effect.Effect<WorldShape, WorldWrit
     const blobPath = (cid: string) => `blobs/${cid}`
     const triggerPath = (triggerId: string) => `triggers/${triggerId}.json`
     const sandbox = options.sandbox ?? Sandbox.defaultConfig
+    if (sandbox.mode === "bwrap" && process.platform === "linux")
+      yield* SandboxOrphans.sweep(nodePath.join(dir, "workspaces"))
     const workspaceOf = (threadId: string) =>
       Sandbox.prepareWorkspace(sandbox, nodePath.join(dir, "workspaces"), threadId)
     // Reading the last version and appending the next is one step per versions file, or two

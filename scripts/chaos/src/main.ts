@@ -80,7 +80,7 @@ const main = async () => {
   console.log(
     `chaos: cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} duplicate_effects=${r.duplicateEffects} ` +
       `transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled} sandbox_runs=${r.sandboxRuns} ` +
-      `max_runs_per_effect=${r.maxRunsPerEffect} sandbox_processes_at_kills=${result.sandboxSeen} sandbox_processes_left=${result.sandboxLeft}`
+      `max_runs_per_effect=${r.maxRunsPerEffect} sandbox_processes_at_kills=${result.sandboxSeen} sandbox_processes_left=${result.sandboxLeft} sandbox_orphans_swept_at_boot=${result.sandboxSwept}`
   )
   const ok =
     r.lost === 0 &&
