@@ -12,7 +12,8 @@
  * every tool call gets exactly one result event, from its outcome or from a synthetic result when
  * its turn ends first. A result that arrives after its turn closed is recorded as `effect.late` and
  * never touches the transcript. Events and state live in ThreadEvents.ts, the planning of a
- * response's calls in ToolCallPlanning.ts, what a failure tells the model in FailureDescriptions.ts.
+ * response's calls in ToolCallPlanning.ts, what a failure tells the model in FailureDescriptions.ts,
+ * how a turn starts, goes on and ends in TurnProgress.ts, the approval decisions in ApprovalDecisions.ts.
  */
 import {
   Aggregate,
@@ -20,32 +21,28 @@ import {
   type DecideContext,
   type EffectIntent,
   type EffectOutcome,
-  Reactor,
-  type Timers,
-  Waits
+  Reactor
 } from "@orchestration/engine"
 import { Schema } from "effect"
-import { type ApprovalPolicy, deniedContent, off as approvalOff, requiresApproval, waitNameOf } from "./Approval.js"
+import { type ApprovalPolicy, off as approvalOff } from "./Approval.js"
+import { decideApproval, decideApprovalTimeout, withholdForApproval } from "./ApprovalDecisions.js"
 import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
   type ActiveTurn,
-  type CallRecord,
   cleanupEffectId,
   DEFAULT_STEP_LIMIT,
   evolve,
   initialState,
   MessageId,
   type ResultRecord,
-  stepEffectId,
   ThreadEvent,
   ThreadId,
   type ThreadState,
-  turnIdOf,
-  type ApprovalVerdict
+  turnIdOf
 } from "./ThreadEvents.js"
 import { planCalls, type ResponseCall } from "./ToolCallPlanning.js"
-import type { McpCallPayload } from "./McpTools.js"
+import { answerCall, continueTurn, endTurn, startNextQueued, startTurn } from "./TurnProgress.js"
 import { type EffectKind, toolPolicies } from "./Tools.js"
 
 export { describeFailure, type FailureDescription } from "./FailureDescriptions.js"
@@ -67,156 +64,9 @@ export { uniqueCallId } from "./ToolCallPlanning.js"
 
 // ---- deciding ---------------------------------------------------------------------------------
 
-const modelStep = (threadId: string, turnId: string, step: number): EffectIntent => ({
-  id: stepEffectId(turnId, step),
-  kind: "model.step",
-  payload: { threadId, turnId, step }
-})
-
-/** Starts the turn of a message: the user message enters the transcript now, never earlier. */
-const startTurn = (state: ThreadState, threadId: string, messageId: string, text: string) => {
-  const turnId = turnIdOf(threadId, messageId)
-  return {
-    events: [{ type: "turn.started", turnId, ordinal: state.turns + 1, messageId, text } as const],
-    effects: [modelStep(threadId, turnId, 1)]
-  }
-}
-
-/** After a turn ends: the next queued message starts its turn, in order. */
-const startNextQueued = (state: ThreadState, threadId: string) => {
-  const next = state.queue[0]
-  return next === undefined || state.deleted
-    ? { events: [], effects: [] }
-    : startTurn(state, threadId, next.messageId, next.text)
-}
-
-/** Ends the active turn: synthetic results for unanswered calls, cancels, then the next turn. */
-const endTurn = (
-  state: ThreadState,
-  active: ActiveTurn,
-  threadId: string,
-  status: "failed" | "interrupted",
-  reason: string,
-  extra: { readonly events?: ReadonlyArray<ThreadEvent>; readonly answered?: ReadonlyArray<string> } = {}
-): Decision<ThreadEvent> => {
-  const answered = [...active.answered, ...(extra.answered ?? [])]
-  const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
-  // A call still waiting for approval has no effect row: its wait closes, its deadline timer goes.
-  const waiting = unanswered.filter((c) => state.approvals[c.transcriptId]?.verdict === null)
-  const isWaiting = (c: CallRecord) => waiting.includes(c)
-  const synthetic = unanswered.map(
-    (c): ResultRecord => ({
-      callId: c.callId,
-      transcriptId: c.transcriptId,
-      effectId: c.effectId,
-      content: isWaiting(c)
-        ? `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} while this call waited for approval (${reason}); it was not performed`
-        : `${status}: the turn ${status === "failed" ? "failed" : "was interrupted"} before this call finished (${reason})${whatStopping(c)}`,
-      outcome: status === "failed" ? "failed" : "interrupted"
-    })
-  )
-  const cancelled = waiting.map(
-    (c): ThreadEvent => ({
-      type: "approval.closed",
-      turnId: active.turnId,
-      transcriptId: c.transcriptId,
-      verdict: "cancelled",
-      note: reason
-    })
-  )
-  const ended: ThreadEvent = { type: "turn.ended", turnId: active.turnId, status, reason, synthetic }
-  const after = { ...state, active: null }
-  const next = startNextQueued(after, threadId)
-  return Decision.of<ThreadEvent>({
-    events: [...(extra.events ?? []), ...cancelled, ended, ...next.events],
-    effects: next.effects,
-    cancel: [active.stepEffectId, ...unanswered.filter((c) => !isWaiting(c)).map((c) => c.effectId)].map(
-      (effectId) => ({ effectId, reason })
-    ),
-    cancelTimers: waiting.map((c) => Waits.timerIdOf(waitNameOf(c.transcriptId)))
-  })
-}
-
-/**
- * For a call its turn's end cancels: the engine stops a running performance (CancelWatch), and for
- * a command that means its processes are ended. The decider cannot know whether it had started.
- */
-const whatStopping = (call: CallRecord): string => {
-  if (call.name !== "execute") return ""
-  const command = JSON.stringify((call.arguments as { command?: unknown } | undefined)?.command ?? "")
-  return `; the command ${command}, if it had started, was stopped (its processes are ended) and may have partly run`
-}
-
-/** The next model step once a step's results are all in, or the end of the turn at the step limit. */
-const continueTurn = (
-  state: ThreadState,
-  active: ActiveTurn,
-  threadId: string,
-  results: ReadonlyArray<ThreadEvent>,
-  stepLimit: number
-): Decision<ThreadEvent> => {
-  const next = active.step + 1
-  if (next > stepLimit) {
-    return endTurn(state, active, threadId, "failed", `step limit of ${stepLimit} model steps reached`, {
-      events: results,
-      answered: active.calls.map((c) => c.transcriptId)
-    })
-  }
-  return Decision.of<ThreadEvent>({ events: results, effects: [modelStep(threadId, active.turnId, next)] })
-}
-
 interface TurnRules {
   readonly stepLimit: number
   readonly approval: ApprovalPolicy
-}
-
-/**
- * Of a step's planned effects, those the policy lets run now, and for the others an open approval
- * wait each (its deadline a durable timer): their effects are kept in the event, not written.
- */
-const withholdForApproval = (
-  state: ThreadState,
-  active: ActiveTurn,
-  threadId: string,
-  effects: ReadonlyArray<EffectIntent>,
-  policy: ApprovalPolicy,
-  ctx: DecideContext
-) => {
-  const now: Array<EffectIntent> = []
-  const requested: Array<ThreadEvent> = []
-  const timers: Array<Timers.TimerIntent> = []
-  for (const effect of effects) {
-    const payload = effect.payload as McpCallPayload
-    const transcriptId = active.calls.find((c) => c.effectId === effect.id)?.transcriptId
-    if (
-      transcriptId === undefined ||
-      !requiresApproval(policy, { name: payload.name, mcpPolicy: payload.mcp?.onProcessLoss })
-    ) {
-      now.push(effect)
-      continue
-    }
-    const deadline = ctx.now + policy.timeoutMs
-    const opened = Waits.open(state.waits, {
-      name: waitNameOf(transcriptId),
-      deadline,
-      token: ctx.commandId,
-      timeout: { type: "tool.approval-timeout", threadId }
-    })
-    // Unreachable: a transcript id is never reused in a thread (planCalls), so its wait is never open
-    // already. Were it, the call must still not run unasked, so it is not written either way.
-    if (Waits.isRejection(opened)) continue
-    timers.push(...opened.timers)
-    requested.push({
-      type: "approval.requested",
-      turnId: active.turnId,
-      transcriptId,
-      effect: { id: effect.id!, kind: effect.kind, payload: effect.payload },
-      deadline,
-      timeoutMs: policy.timeoutMs,
-      token: ctx.commandId
-    })
-  }
-  return { now, requested, timers }
 }
 
 const onModelStep = (
@@ -262,23 +112,6 @@ const onModelStep = (
   })
 }
 
-/** A call's one result; when it is the step's last, the next model step (or the step limit) follows. */
-const answerCall = (
-  state: ThreadState,
-  active: ActiveTurn,
-  threadId: string,
-  call: CallRecord,
-  result: ResultRecord,
-  stepLimit: number,
-  before: ReadonlyArray<ThreadEvent> = []
-): Decision<ThreadEvent> => {
-  const resultEvent: ThreadEvent = { type: "tool.result", turnId: active.turnId, result }
-  const answered = [...active.answered, call.transcriptId]
-  if (!active.calls.every((c) => answered.includes(c.transcriptId)))
-    return Decision.of<ThreadEvent>({ events: [...before, resultEvent] })
-  return continueTurn(state, { ...active, answered }, threadId, [...before, resultEvent], stepLimit)
-}
-
 const onToolOutcome = (
   state: ThreadState,
   active: ActiveTurn,
@@ -309,122 +142,6 @@ const onToolOutcome = (
   }
   return answerCall(state, active, threadId, call, result, stepLimit)
 }
-
-const verdictWords: Record<ApprovalVerdict, string> = {
-  approved: "approved",
-  denied: "denied",
-  expired: "expired unanswered",
-  cancelled: "cancelled with its turn"
-}
-
-/** The call an approval command names, its record, and the turn it waits in; or why there is none. */
-const approvalTarget = (state: ThreadState, threadId: string, callId: string) => {
-  const record = state.approvals[callId]
-  if (record === undefined)
-    return Decision.reject("approval-unknown", `no call '${callId}' of thread '${threadId}' waits for approval`)
-  const active = state.active
-  const call = active?.turnId === record.turnId ? active.calls.find((c) => c.transcriptId === callId) : undefined
-  return { _tag: "Target" as const, record, active, call }
-}
-
-/**
- * An operator's answer. The same answer again is accepted and changes nothing; the other answer, or
- * any answer after the deadline or the turn's end, is a conflict (a stored rejection).
- */
-const decideApproval = (
-  state: ThreadState,
-  threadId: string,
-  answer: { readonly verdict: "approved" | "denied"; readonly callId: string; readonly note: string | undefined },
-  stepLimit: number
-): Decision<ThreadEvent> | Aggregate.Rejection => {
-  const target = approvalTarget(state, threadId, answer.callId)
-  if (target._tag === "Rejection") return target
-  const { active, call, record } = target
-  if (record.verdict === answer.verdict) return Decision.none()
-  if (record.verdict !== null) {
-    return Decision.reject(
-      "approval-conflict",
-      `call '${answer.callId}' was ${verdictWords[record.verdict]} already; it cannot be ${answer.verdict} now`
-    )
-  }
-  const closing = Waits.answer(state.waits, waitNameOf(answer.callId))
-  if (Waits.isRejection(closing)) return closing
-  if (active === null || active === undefined || call === undefined)
-    return Decision.reject("approval-conflict", `the turn of call '${answer.callId}' is over`)
-  const closed: ThreadEvent = {
-    type: "approval.closed",
-    turnId: record.turnId,
-    transcriptId: answer.callId,
-    verdict: answer.verdict,
-    note: answer.note ?? null
-  }
-  if (answer.verdict === "approved") {
-    if (record.effect === null)
-      return Decision.reject("approval-conflict", `call '${answer.callId}' has no effect to run`)
-    return Decision.of<ThreadEvent>({ events: [closed], effects: [record.effect], cancelTimers: closing.cancelTimers })
-  }
-  const denied = denyCall(
-    state,
-    active,
-    threadId,
-    call,
-    deniedContent({ kind: "denied", reason: answer.note }),
-    stepLimit,
-    [closed]
-  )
-  return { ...denied, cancelTimers: [...(denied.cancelTimers ?? []), ...closing.cancelTimers] }
-}
-
-/** The deadline's timer fired: unless an answer landed first, the call is denied for want of one. */
-const decideApprovalTimeout = (
-  state: ThreadState,
-  threadId: string,
-  wait: string,
-  token: string,
-  ctx: DecideContext,
-  stepLimit: number
-): Decision<ThreadEvent> | Aggregate.Rejection => {
-  // Only the engine's timer sends this (clients may not use the `timer:` prefix): no one forges a deadline.
-  if (!ctx.commandId.startsWith("timer:"))
-    return Decision.reject("internal-command", "tool.approval-timeout is sent by the engine's timer only")
-  const expiring = Waits.timeout(state.waits, wait, token)
-  if (Waits.isRejection(expiring)) return expiring
-  const callId = wait.slice(waitNameOf("").length)
-  const target = approvalTarget(state, threadId, callId)
-  if (target._tag === "Rejection") return target
-  const { active, call, record } = target
-  if (active === null || active === undefined || call === undefined)
-    return Decision.reject("wait-closed", `the turn of call '${callId}' is over`)
-  return denyCall(
-    state,
-    active,
-    threadId,
-    call,
-    deniedContent({ kind: "expired", timeoutMs: record.timeoutMs }),
-    stepLimit,
-    [{ type: "approval.closed", turnId: record.turnId, transcriptId: callId, verdict: "expired", note: null }]
-  )
-}
-
-/** A call that never ran is answered with why it was denied (by an operator, or for want of an answer). */
-const denyCall = (
-  state: ThreadState,
-  active: ActiveTurn,
-  threadId: string,
-  call: CallRecord,
-  content: string,
-  stepLimit: number,
-  events: ReadonlyArray<ThreadEvent>
-): Decision<ThreadEvent> =>
-  answerCall(
-    state,
-    active,
-    threadId,
-    call,
-    { callId: call.callId, transcriptId: call.transcriptId, effectId: call.effectId, content, outcome: "denied" },
-    stepLimit,
-    events
-  )
 
 const isFinal = (status: EffectOutcome["status"]) =>
   status === "succeeded" || status === "failed" || status === "cancelled"
