@@ -12,7 +12,7 @@
  * exactly one of these gives it its result, each in one decision of this aggregate, so they race
  * safely and the loser gets a stored rejection:
  *   - `delegate.answer`, sent by the awaited thread's `delegate.reply` effect when its turn ends;
- *   - `delegate.timeout`, the deadline timer's command;
+ *   - `delegate.timeout`, the deadline timer's command, which also withdraws the awaited turn;
  *   - the end of the waiting turn (interrupt, failure, delete): its synthetic result, and a
  *     `delegate.withdraw` effect that interrupts (or unqueues) the awaited turn, recursively.
  * Nothing waits in memory: every hop is a committed row and a command with a deterministic id.
@@ -191,6 +191,13 @@ const reply = (
 
 // ---- after every decision: replies owed, children to withdraw, chains to carry -------------
 
+/** The effect that interrupts (or unqueues) the turn a call awaited, once nobody awaits it. */
+const withdraw = (callEffectId: string, childThreadId: string, reason: string): EffectIntent => ({
+  id: withdrawEffectId(callEffectId),
+  kind: "delegate.withdraw",
+  payload: { threadId: childThreadId, messageId: delegateMessageId(callEffectId), reason }
+})
+
 /**
  * What delegation adds to a decision of the thread's own decider: a reply for each awaited turn it
  * ends, a withdraw (and the deadline's cancel) for each waiting call of a turn it ends early, and the
@@ -223,15 +230,13 @@ export const afterDecision = (
           const waiting = state.delegation.awaiting[call.effectId]
           if (waiting !== undefined) cancelTimers.push(Waits.timerIdOf(waitNameOf(call.effectId)))
           const childThreadId = waiting?.threadId ?? String(args(call).threadId ?? "")
-          effects.push({
-            id: withdrawEffectId(call.effectId),
-            kind: "delegate.withdraw",
-            payload: {
-              threadId: childThreadId,
-              messageId: delegateMessageId(call.effectId),
-              reason: `the waiting turn ${active.turnId} of thread '${ctx.aggregateId}' ended (${event.reason})`
-            }
-          })
+          effects.push(
+            withdraw(
+              call.effectId,
+              childThreadId,
+              `the waiting turn ${active.turnId} of thread '${ctx.aggregateId}' ended (${event.reason})`
+            )
+          )
         }
       }
     }
@@ -415,14 +420,24 @@ export const decideDelegation = (
         error: {
           message:
             `timed out: thread '${waiting.threadId}' did not answer by ${new Date(deadline).toISOString()}; ` +
-            `its turn ${waiting.childTurnId} goes on, and its answer will not reach this call`,
+            `its turn ${waiting.childTurnId} was withdrawn (interrupted, or unqueued if it had not started)`,
           reason: "timeout"
         }
       })
       const closing: ReadonlyArray<ThreadEvent> = [
         { type: "delegate.closed", turnId: open.active.turnId, effectId, status: "timed-out" }
       ]
-      return closeWith(state, ctx, core, closing, [], outcome)
+      const closed = closeWith(state, ctx, core, closing, [], outcome)
+      if (closed._tag === "Rejection") return closed
+      // Nobody awaits that turn now: left running, it would spend model calls and tools for no one.
+      const reason = `the call ${effectId} of thread '${ctx.aggregateId}' waiting for it timed out`
+      return Decision.of<ThreadEvent>({
+        events: closed.events,
+        effects: [...closed.effects, withdraw(effectId, waiting.threadId, reason)],
+        cancel: closed.cancel,
+        ...(closed.timers === undefined ? {} : { timers: closed.timers }),
+        cancelTimers: closed.cancelTimers ?? []
+      })
     }
     case "delegation.withdraw": {
       const forged = internalOnly(ctx, "delegate:", "delegation.withdraw")

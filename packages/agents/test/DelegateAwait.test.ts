@@ -130,52 +130,46 @@ describe("delegate with await", () => {
     }).pipe(Effect.provide(agentsStack()))
   )
 
-  it.effect("the deadline fires under the TestClock: the call's result says it timed out, and the turn goes on", () =>
-    Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const parent = script(
-        {
-          toolCalls: [
-            {
-              name: "delegate",
-              arguments: { threadId: "slow", text: "take your time", await: true, timeoutSeconds: 3 }
-            }
-          ]
-        },
-        { text: "gave up waiting" }
-      )
-      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
-      yield* eventually(
-        Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
-        "deadline scheduled"
-      )
-      // While it waits, the call shows as awaiting its answer, with no result.
-      const waitingCall = (yield* threadView("t1"))!.turns[0]!.toolCalls[0]!
-      assert.deepStrictEqual([waitingCall.status, waitingCall.result], ["awaiting-answer", undefined])
-      yield* advanceUntil(allTurnsTerminal("t1", 1), "parent turn done", 10)
-      const [result] = yield* toolResults("t1")
-      assert.match(String(result), /^error: timed out: thread 'slow' did not answer by /)
-      const transcript = (yield* transcriptView("t1"))!
-      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
-      assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "gave up waiting" })
-      assert.deepStrictEqual(
-        (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
-        ["fired"]
-      )
-      // The awaited turn goes on; its answer will not reach the closed call.
-      assert.deepStrictEqual(
-        (yield* turnStatus("slow")).map((t) => t.status),
-        ["running"]
-      )
-      // Stopped here so the stack's shutdown has no step in flight.
-      const [slowTurn] = yield* turnStatus("slow")
-      yield* engine.dispatchWithReceipt({
-        commandId: "stop-slow",
-        type: "turn.interrupt",
-        threadId: "slow",
-        turnId: slowTurn!.turn_id
-      })
-      yield* eventually(allTurnsTerminal("slow", 1), "slow turn interrupted")
-    }).pipe(Effect.provide(agentsStack({ provider: slowProvider })))
+  it.effect(
+    "the deadline fires under the TestClock: the call's result says it timed out, the turn goes on, the awaited turn stops",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const parent = script(
+          {
+            toolCalls: [
+              {
+                name: "delegate",
+                arguments: { threadId: "slow", text: "take your time", await: true, timeoutSeconds: 3 }
+              }
+            ]
+          },
+          { text: "gave up waiting" }
+        )
+        yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+        yield* eventually(
+          Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
+          "deadline scheduled"
+        )
+        // While it waits, the call shows as awaiting its answer, with no result.
+        const waitingCall = (yield* threadView("t1"))!.turns[0]!.toolCalls[0]!
+        assert.deepStrictEqual([waitingCall.status, waitingCall.result], ["awaiting-answer", undefined])
+        yield* advanceUntil(allTurnsTerminal("t1", 1), "parent turn done", 10)
+        const [result] = yield* toolResults("t1")
+        assert.match(String(result), /^error: timed out: thread 'slow' did not answer by /)
+        const transcript = (yield* transcriptView("t1"))!
+        assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+        assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "gave up waiting" })
+        assert.deepStrictEqual(
+          (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
+          ["fired"]
+        )
+        // Nobody awaits the other turn now: the deadline withdrew it, so it stops instead of running on.
+        yield* eventually(allTurnsTerminal("slow", 1), "slow turn withdrawn")
+        assert.deepStrictEqual(
+          (yield* turnStatus("slow")).map((t) => t.status),
+          ["interrupted"]
+        )
+      }).pipe(Effect.provide(agentsStack({ provider: slowProvider })))
   )
 })

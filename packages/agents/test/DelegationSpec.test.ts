@@ -253,7 +253,7 @@ describe("Delegation spec: the waiting call", () => {
     ])
   })
 
-  it("timed out: the deadline's command gives the call a result saying it timed out, and the turn goes on", () => {
+  it("timed out: the call's result says it timed out, the turn goes on, and the awaited turn is withdrawn", () => {
     const d = given(waiting).decides(timeout(), context(timeout().commandId, "t1", deadline))
     assert.deepStrictEqual(
       d.events.map((e) => e.type),
@@ -261,9 +261,20 @@ describe("Delegation spec: the waiting call", () => {
     )
     const result = d.events[1]!
     assert.isTrue(
-      result.type === "tool.result" && result.result.content.startsWith("error: timed out: thread 'helper'")
+      result.type === "tool.result" &&
+        result.result.content.startsWith("error: timed out: thread 'helper'") &&
+        result.result.content.includes("was withdrawn")
     )
-    assert.deepStrictEqual(effectsOf(d), [["step:t1:m1#2", "model.step"]])
+    // Nobody awaits the other thread's turn any more: it is interrupted (or unqueued), not left running.
+    assert.deepStrictEqual(effectsOf(d), [
+      ["step:t1:m1#2", "model.step"],
+      [CommandId.boundedId("withdraw:", effectId), "delegate.withdraw"]
+    ])
+    assert.deepStrictEqual(d.effects[1]!.payload, {
+      threadId: "helper",
+      messageId: delegateMessageId(effectId),
+      reason: `the call ${effectId} of thread 't1' waiting for it timed out`
+    })
   })
 
   it("race, answer first: the later timeout finds the wait closed and is refused (a stored rejection)", () => {
