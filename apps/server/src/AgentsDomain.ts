@@ -105,8 +105,10 @@ const threadViews = Layer.effect(
 
 export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDomain.make<Agents.AgentServices>({
   name: "agents",
-  // The approval policy is the operator's (APPROVAL, APPROVAL_TIMEOUT, APPROVAL_TOOLS): the decider reads it.
-  aggregates: ({ config }) => Agents.domain({ approval: config.approval }).aggregates,
+  // The approval policy (APPROVAL, APPROVAL_TIMEOUT, APPROVAL_TOOLS) and the awaited delegate's default
+  // deadline (DELEGATE_TIMEOUT) are the operator's: the decider reads them.
+  aggregates: ({ config }) =>
+    Agents.domain({ approval: config.approval, delegateTimeoutMs: config.delegateTimeoutMs }).aggregates,
   projections: agents.projections,
   reactors: agents.reactors,
   // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.

@@ -2,7 +2,7 @@
  * The server's configuration, read once from the environment. Parsing is a pure function so every
  * rule is tested without a process; a bad value names its variable and the server does not start.
  */
-import { Approval, McpTools, Sandbox } from "@orchestration/agents"
+import { Approval, Delegation, McpTools, Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
@@ -57,6 +57,11 @@ export interface ServerConfig {
    * (default 24h) and APPROVAL_TOOLS (the tools that wait; default execute and process-bound MCP tools).
    */
   readonly approval: Approval.ApprovalPolicy
+  /**
+   * DELEGATE_TIMEOUT: how long an awaited `delegate` waits when its call names no `timeoutSeconds`
+   * (default 30m, between 1s and 1d, the range `timeoutSeconds` allows).
+   */
+  readonly delegateTimeoutMs: number
 }
 
 export const defaults = {
@@ -176,6 +181,19 @@ const approvalPolicy = (env: Env): Approval.ApprovalPolicy => {
   return { mode, timeoutMs, ...(tools === undefined ? {} : { tools }) }
 }
 
+/** DELEGATE_TIMEOUT: the default deadline of an awaited delegate. */
+const delegateTimeout = (env: Env): number => {
+  const text = read(env, "DELEGATE_TIMEOUT")
+  if (text === undefined) return Delegation.DEFAULT_DELEGATE_TIMEOUT_MS
+  const ms = Approval.parseDuration(text)
+  if (ms === undefined || ms < 1_000 || ms > 86_400_000)
+    throw new Bad(
+      "DELEGATE_TIMEOUT",
+      `DELEGATE_TIMEOUT must be a duration between 1s and 1d such as 30m or 90s, got '${text.slice(0, 64)}'`
+    )
+  return ms
+}
+
 /**
  * The operator's MCP servers: MCP_CONFIG names the file (which must exist); else `<DATA_DIR>/mcp.json`
  * is read when it exists. A file that is not valid JSON of the expected shape stops the server.
@@ -285,8 +303,10 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
     const mcp = mcpConfig(env, cwd, dataDir)
     const approval = approvalPolicy(env)
+    const delegateTimeoutMs = delegateTimeout(env)
     return Either.right({
       approval,
+      delegateTimeoutMs,
       ...(dashboardDir === undefined ? {} : { dashboardDir: resolve(cwd, dashboardDir) }),
       port,
       host,

@@ -48,6 +48,20 @@ describe("approval configuration", () => {
   })
 })
 
+describe("delegate timeout configuration", () => {
+  it("DELEGATE_TIMEOUT sets the awaited delegate's default deadline (30 minutes when unset); a bad value names it", () => {
+    assert.strictEqual(Either.getOrThrow(parseConfig({ NODE_ID: "n1" }, "/srv")).delegateTimeoutMs, 30 * 60_000)
+    assert.strictEqual(
+      Either.getOrThrow(parseConfig({ NODE_ID: "n1", DELEGATE_TIMEOUT: "90s" }, "/srv")).delegateTimeoutMs,
+      90_000
+    )
+    for (const bad of ["soon", "0s", "2d"]) {
+      const parsed = parseConfig({ NODE_ID: "n1", DELEGATE_TIMEOUT: bad }, "/srv")
+      assert.strictEqual(Either.isLeft(parsed) && parsed.left.variable, "DELEGATE_TIMEOUT")
+    }
+  })
+})
+
 describe("approvals over HTTP", () => {
   it.scopedLive(
     "an execute waits, is listed with its arguments behind the token, and runs once approved through POST /v1/commands",
