@@ -30,7 +30,7 @@ import {
   type EffectKind,
   TriggerEditInput
 } from "./Tools.js"
-import { TriggerSpec } from "./Trigger.js"
+import { THREAD_DELETED, TriggerSpec } from "./Trigger.js"
 import { World, type WorldError, type WorldToolName } from "./World.js"
 
 interface ToolPayload {
@@ -323,7 +323,11 @@ const triggerFire = (row: Outbox.OutboxRow) =>
               ? storageFailure(`trigger message not recorded: ${error.message}`, true, error.code)
               : error._tag === "EngineUnavailable"
                 ? failure(`trigger message not recorded: ${error.message}`, true)
-                : failure(`thread '${threadId}' refused the trigger's message: ${error.message}`, false)
+                : failure(
+                    `thread '${threadId}' refused the trigger's message: ${error.message}`,
+                    false,
+                    error._tag === "CommandRejected" && error.reason === "thread-deleted" ? THREAD_DELETED : undefined
+                  )
           )
         )
       )

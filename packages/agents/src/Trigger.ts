@@ -4,7 +4,8 @@
  *   trigger.put    → trigger.put { spec, nextAt } + timer `tick` at nextAt (moved when it exists)
  *   trigger.delete → trigger.deleted + the `tick` timer cancelled
  *   trigger.tick   (the timer's command) → trigger.fired + effect trigger.fire + timer `tick` at the next time
- *   trigger.fire settles → trigger.delivered (the message.send it dispatched was accepted or refused)
+ *   trigger.fire settles → trigger.delivered (the message.send it dispatched was accepted or refused);
+ *     refused because the thread was deleted → trigger.deleted too, and the tick timer cancelled
  *
  * The effect dispatches `message.send` to the thread under command id `trigger:<triggerId>:<tick ISO
  * time>`, so a tick reaches its thread once across restarts and processes: the receipt answers a
@@ -31,7 +32,8 @@ export type TriggerSpec = typeof TriggerSpec.Type
 
 export const TriggerEvent = Schema.Union(
   Aggregate.event("trigger.put", { spec: TriggerSpec, nextAt: Schema.Number }),
-  Aggregate.event("trigger.deleted", {}),
+  /** `reason` when the trigger stopped itself (its thread was deleted); absent for `trigger.delete`. */
+  Aggregate.event("trigger.deleted", { reason: Schema.optional(Schema.String) }),
   Aggregate.event("trigger.fired", {
     /** The tick's scheduled time. */
     at: Schema.Number,
@@ -156,19 +158,31 @@ export const decide = (
 const isFinal = (status: EffectOutcome["status"]): status is "succeeded" | "failed" | "cancelled" =>
   status === "succeeded" || status === "failed" || status === "cancelled"
 
-export const onOutcome = (_state: TriggerState, outcome: EffectOutcome): Decision<TriggerEvent> => {
+/** The code `trigger.fire` fails with when the thread refused its message because it was deleted. */
+export const THREAD_DELETED = "thread-deleted"
+
+export const onOutcome = (state: TriggerState, outcome: EffectOutcome): Decision<TriggerEvent> => {
   if (outcome.kind !== "trigger.fire" || !isFinal(outcome.status)) return Decision.none()
-  const at = Number((outcome.payload as { at?: unknown }).at)
+  const payload = outcome.payload as { at?: unknown; threadId?: unknown }
+  const delivered: TriggerEvent = {
+    type: "trigger.delivered",
+    at: Number(payload.at),
+    effectId: outcome.effectId,
+    status: outcome.status,
+    error: outcome.error?.message ?? null
+  }
+  // A deleted thread refuses every message from now on: ticking on would only record failures.
+  // Unless the trigger was pointed at another thread since this tick, it stops (a put revives it).
+  const threadGone =
+    outcome.status === "failed" &&
+    outcome.error?.code === THREAD_DELETED &&
+    state.spec !== null &&
+    !state.deleted &&
+    state.spec.threadId === payload.threadId
+  if (!threadGone) return Decision.of<TriggerEvent>({ events: [delivered] })
   return Decision.of<TriggerEvent>({
-    events: [
-      {
-        type: "trigger.delivered",
-        at,
-        effectId: outcome.effectId,
-        status: outcome.status,
-        error: outcome.error?.message ?? null
-      }
-    ]
+    events: [delivered, { type: "trigger.deleted", reason: `its thread '${state.spec!.threadId}' was deleted` }],
+    cancelTimers: [TICK_TIMER]
   })
 }
 

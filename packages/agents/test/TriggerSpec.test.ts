@@ -211,6 +211,40 @@ describe("the trigger decider", () => {
       })
     given([putEvent]).when(outcome("retrying"), nine).thenDecide({})
   })
+
+  it("a tick refused because its thread was deleted stops the trigger: no more ticks to a thread that is gone", () => {
+    const refused = (threadId: string): EffectOutcome => ({
+      effectId: tickId("daily", nine),
+      kind: "trigger.fire",
+      payload: { triggerId: "daily", at: nine, threadId, text: "good morning" },
+      attempt: 1,
+      status: "failed",
+      error: { message: "thread 'inbox' was deleted", code: "thread-deleted", reason: "handler" },
+      by: "reactor"
+    })
+    const delivered: TriggerEvent = {
+      type: "trigger.delivered",
+      at: nine,
+      effectId: tickId("daily", nine),
+      status: "failed",
+      error: "thread 'inbox' was deleted"
+    }
+    given([putEvent])
+      .when(refused("inbox"), nine)
+      .thenDecide({
+        events: [delivered, { type: "trigger.deleted", reason: "its thread 'inbox' was deleted" }],
+        cancelTimers: ["tick"]
+      })
+    // Edited to another thread since that tick: the trigger goes on.
+    const moved: TriggerEvent = { type: "trigger.put", spec: { ...spec, threadId: "other" }, nextAt: nineNext }
+    given([putEvent, moved])
+      .when(refused("inbox"), nine)
+      .thenDecide({ events: [delivered] })
+    // Deleted already: the delivery is recorded, nothing else.
+    given([putEvent, { type: "trigger.deleted" }])
+      .when(refused("inbox"), nine)
+      .thenDecide({ events: [delivered] })
+  })
 })
 
 describe("cron schedules across DST switches", () => {

@@ -164,6 +164,38 @@ describe("triggers fire through durable timers", () => {
     )
   )
 
+  it.effect("deleting the trigger's thread stops it: the next tick's refusal deletes it, and no tick follows", () =>
+    startingAt(
+      "2026-06-01T08:30:00Z",
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(put("put-1", "t", { cron: "0 * * * *", threadId: "inbox", text: "hourly" }))
+        yield* advanceTo("2026-06-01T09:05:00Z")
+        yield* eventually(sendsAre(1), "the 09:00 tick")
+        yield* eventually(allTurnsTerminal("inbox", 1), "its turn done")
+        yield* engine.dispatchWithReceipt({ commandId: "del-inbox", type: "thread.delete", threadId: "inbox" })
+        yield* advanceTo("2026-06-01T10:05:00Z")
+        yield* eventually(
+          Effect.map(listTriggers({ limit: 10 }), (list) => list.length === 0),
+          "the trigger stopped"
+        )
+        yield* advanceTo("2026-06-01T13:05:00Z")
+        yield* settle
+        // The 10:00 tick was refused (the thread is gone) and none was sent after it.
+        assert.deepStrictEqual(yield* tickSends, [
+          "inbox trigger:t:2026-06-01T09:00:00.000Z accepted",
+          "inbox trigger:t:2026-06-01T10:00:00.000Z rejected"
+        ])
+        const sql = yield* SqlClient
+        const timers = yield* sql<{ status: string }>`SELECT status FROM timers WHERE aggregate_type = 'trigger'`
+        assert.deepStrictEqual(
+          timers.map((t) => t.status),
+          ["cancelled"]
+        )
+      })
+    )
+  )
+
   it.effect("a tick timer a process without triggers marked failed is re-armed by putting the same spec again", () =>
     startingAt(
       "2026-06-01T08:30:00Z",
