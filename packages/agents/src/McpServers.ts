@@ -232,9 +232,7 @@ export const make = (options: McpServersOptions) =>
     yield* Effect.addFinalizer(() =>
       Effect.forEach(
         servers,
-        (server) =>
-          // swallow-ok: a server that cannot be closed cleanly is killed by the transport; shutdown goes on.
-          Effect.promise(() => close(server).catch(() => undefined)),
+        (server) => Effect.promise(() => close(server).catch(() => undefined)), // swallow-ok: a server that cannot be closed cleanly is killed by the transport; shutdown goes on.
         { concurrency: "unbounded", discard: true }
       )
     )
@@ -244,8 +242,7 @@ export const make = (options: McpServersOptions) =>
       (server) =>
         Effect.tryPromise({
           try: (signal) => {
-            // swallow-ok: a start cut off (timeout, shutdown) closes what it began; the reason is recorded below.
-            signal.addEventListener("abort", () => void close(server).catch(() => undefined))
+            signal.addEventListener("abort", () => void close(server).catch(() => undefined)) // swallow-ok: a start cut off (timeout, shutdown) closes what it began; the reason is recorded below.
             return start(server.name, options.config.mcpServers[server.name]!, server)
           },
           catch: (cause) => new McpServerStartFailure({ server: server.name, message: messageOf(cause) })
@@ -263,8 +260,7 @@ export const make = (options: McpServersOptions) =>
               server.state = "failed"
               server.tools = []
               server.message = `failed to start: ${error.message}`
-              // swallow-ok: the server is already recorded as failed; closing only reaps its process.
-              yield* Effect.promise(() => close(server).catch(() => undefined))
+              yield* Effect.promise(() => close(server).catch(() => undefined)) // swallow-ok: the server is already recorded as failed; closing only reaps its process.
               yield* Effect.logWarning(`MCP server '${server.name}' is unavailable: ${server.message}`, {
                 stderrTail: server.stderr.toString("utf8")
               })
