@@ -11,7 +11,7 @@ import { makeClient } from "./Client.js"
 import { check, quiesce, allEvents } from "./Invariants.js"
 import { seeded } from "./Random.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
-import { alive, carrying, descendantsOf } from "./Processes.js"
+import { alive, carrying, descendantsOf, unstartedOrphans } from "./Processes.js"
 import { follow } from "./SseFollower.js"
 import { message, threadIds } from "./Workload.js"
 
@@ -40,8 +40,9 @@ export const runCrash = async (options: CrashOptions) => {
   const marker = `chaosrun${process.pid}`
   let sandboxLeft = 0
   let sandboxSeen = 0
-  // Found alive 2 s after a kill: judged after the next boot, which ends the orphans bubblewrap can
-  // leave when its parent dies inside its setup window (SandboxOrphans.ts). Still alive then: left.
+  // Unstarted bwrap orphans found alive 2 s after a kill: judged after the next boot, which ends the
+  // orphans bubblewrap can leave when its parent dies inside its setup window (SandboxOrphans.ts).
+  // Still alive then: left. Any other process alive 2 s after the kill counts as left at once.
   let afterKill: Array<number> = []
   let sandboxSwept = 0
   const judgeAfterBoot = () => {
@@ -98,10 +99,19 @@ export const runCrash = async (options: CrashOptions) => {
     await kill(running)
     kills++
     const left = await leftAfterKill(before, marker)
-    afterKill = [...new Set([...afterKill, ...left])]
-    if (left.length > 0)
+    // Only an orphan whose command never started may wait for the next boot's sweep; a started
+    // command (or a sandbox with one inside) alive 2 s after its server's kill escaped it: a violation.
+    const unstarted = unstartedOrphans(left)
+    const started = left.filter((pid) => !unstarted.includes(pid))
+    sandboxLeft += started.length
+    if (started.length > 0)
       options.log(
-        `chaos: ${left.length} sandbox processes alive 2 s after the kill (judged after the next boot): ${left.join(" ")}`
+        `chaos: ${started.length} started sandbox processes outlived their killed server: ${started.join(" ")}`
+      )
+    afterKill = [...new Set([...afterKill, ...unstarted])]
+    if (unstarted.length > 0)
+      options.log(
+        `chaos: ${unstarted.length} unstarted bwrap orphans alive 2 s after the kill (judged after the next boot): ${unstarted.join(" ")}`
       )
     await work
     options.log(

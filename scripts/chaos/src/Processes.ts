@@ -56,3 +56,22 @@ export const running = (...argv: ReadonlyArray<string>): Array<number> =>
       return args.length === argv.length && args.every((arg, i) => arg === argv[i])
     })
     .map(([pid]) => pid)
+
+/**
+ * Of `pids`, the ones that are bubblewrap's setup-window orphans: a `bwrap` whose parent is init and
+ * that has no live child, so the command it was to run never started. SandboxOrphans.ts ends these at
+ * the next boot; anything else still alive after its server's kill is a command that outlived it.
+ */
+export const unstartedOrphans = (pids: ReadonlyArray<number>): Array<number> => {
+  const table = processTable()
+  const parents = new Set([...table.values()].map((entry) => entry.ppid))
+  return pids.filter((pid) => {
+    const entry = table.get(pid)
+    return (
+      entry !== undefined &&
+      entry.ppid === 1 &&
+      (entry.argv[0] ?? "").split("/").at(-1) === "bwrap" &&
+      !parents.has(pid)
+    )
+  })
+}
