@@ -273,35 +273,6 @@ const decideAndWrite = (
       return yield* Effect.fail(commandDefect(identity, "evolve", error))
     }
 
-    if (faults) yield* faults.before("events", commandId)
-    const records = yield* deps.writer.appendEvents(
-      encoded.map((e, index) => ({
-        eventId: `${commandId}/event-${index}`,
-        aggregateType: aggregate.name,
-        aggregateId: identity.aggregateId,
-        version: current.version + index + 1,
-        type: e.type,
-        schemaVersion: aggregate.eventSchemaVersion,
-        payloadJson: e.json,
-        commandId,
-        occurredAt: now
-      }))
-    )
-
-    for (const [index, record] of records.entries()) {
-      for (const projection of deps.projections) {
-        if (!handles(projection, record)) continue
-        if (faults) yield* faults.before("projections", commandId)
-        yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
-          Effect.catchAll((error) => {
-            const violation = constraintViolation(error)
-            return Effect.fail(violation === undefined ? error : constraintDefect(identity, projection.name, violation))
-          }),
-          Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
-        )
-      }
-    }
-
     const effectIds = decision.effects.map(
       (intent, index) => intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
     )
@@ -328,7 +299,52 @@ const decideAndWrite = (
         now
       })
     )
-    if (effectRows.length > 0) {
+    const newEvents = encoded.map(
+      (e, index): EventLog.NewEvent => ({
+        eventId: `${commandId}/event-${index}`,
+        aggregateType: aggregate.name,
+        aggregateId: identity.aggregateId,
+        version: current.version + index + 1,
+        type: e.type,
+        schemaVersion: aggregate.eventSchemaVersion,
+        payloadJson: e.json,
+        commandId,
+        occurredAt: now
+      })
+    )
+    // Where the store writes a command's rows in one statement (PostgreSQL), events, outbox rows and
+    // receipt go first, together; projections, cancels and timers follow in the same savepoint.
+    const writeCommand = deps.writer.writeCommand
+    if (faults) yield* faults.before("events", commandId)
+    if (faults && writeCommand !== undefined) {
+      if (effectRows.length > 0) yield* faults.before("outbox", commandId)
+      yield* faults.before("receipts", commandId)
+    }
+    const records =
+      writeCommand === undefined
+        ? yield* deps.writer.appendEvents(newEvents)
+        : yield* writeCommand(
+            newEvents,
+            effectRows,
+            { ...identity, status: "accepted", effectIds, rejection: null, acceptedAt: now },
+            head
+          )
+
+    for (const [index, record] of records.entries()) {
+      for (const projection of deps.projections) {
+        if (!handles(projection, record)) continue
+        if (faults) yield* faults.before("projections", commandId)
+        yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
+          Effect.catchAll((error) => {
+            const violation = constraintViolation(error)
+            return Effect.fail(violation === undefined ? error : constraintDefect(identity, projection.name, violation))
+          }),
+          Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
+        )
+      }
+    }
+
+    if (writeCommand === undefined && effectRows.length > 0) {
       if (faults) yield* faults.before("outbox", commandId)
       yield* deps.writer.insertOutbox(effectRows)
     }
@@ -355,16 +371,18 @@ const decideAndWrite = (
     }
 
     const lastSequence = records.at(-1)?.sequence ?? head
-    if (faults) yield* faults.before("receipts", commandId)
-    yield* deps.writer.insertReceipt({
-      ...identity,
-      status: "accepted",
-      firstSequence: records[0]?.sequence ?? null,
-      lastSequence,
-      effectIds,
-      rejection: null,
-      acceptedAt: now
-    })
+    if (writeCommand === undefined) {
+      if (faults) yield* faults.before("receipts", commandId)
+      yield* deps.writer.insertReceipt({
+        ...identity,
+        status: "accepted",
+        firstSequence: records[0]?.sequence ?? null,
+        lastSequence,
+        effectIds,
+        rejection: null,
+        acceptedAt: now
+      })
+    }
     return {
       answer: {
         commandId,
@@ -402,12 +420,13 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
     Effect.gen(function* () {
       // Shared store (PostgreSQL): take the append lock, then forget cached state another process
       // made stale. After this, receipts and versions read below cannot change under the batch.
-      const foreign = yield* (yield* StoreBackend).beginBatch(deps.head.value)
-      if (foreign !== undefined) {
-        for (const a of foreign.aggregates) deps.states.drop(keyOf(a.aggregateType, a.aggregateId))
-        deps.head.value = Math.max(deps.head.value, foreign.head)
+      const commandIds = items.map((i) => i.identity.commandId)
+      const start = yield* (yield* StoreBackend).beginBatch(deps.head.value, commandIds)
+      if (start.foreign !== undefined) {
+        for (const a of start.foreign.aggregates) deps.states.drop(keyOf(a.aggregateType, a.aggregateId))
+        deps.head.value = Math.max(deps.head.value, start.foreign.head)
       }
-      const receipts = yield* deps.writer.findReceipts(items.map((i) => i.identity.commandId))
+      const receipts = start.receipts ?? (yield* deps.writer.findReceipts(commandIds))
       const env: BatchEnv = {
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock

@@ -97,7 +97,74 @@ const on = (pick: "store" | "generic") =>
     return { writer, answers, rows: yield* rows }
   }).pipe(Effect.provide(TestStore.layer()))
 
+/**
+ * Two accepted commands, one with events and one without, written by the store's one-statement
+ * command write where it has one, else by the three calls with the receipt's sequences filled in.
+ */
+const commandWrites = (writer: CommitWriter.CommitWriter) =>
+  writeTransaction(
+    "test",
+    Effect.gen(function* () {
+      const base = (commandId: string, effectIds: ReadonlyArray<string>) => {
+        const { firstSequence: _f, lastSequence: _l, ...rest } = receipt(commandId, { effectIds })
+        return rest
+      }
+      const one = (
+        events: ReadonlyArray<NewEvent>,
+        effects: ReadonlyArray<NewOutboxRow>,
+        r: ReturnType<typeof base>,
+        head: number
+      ) =>
+        writer.writeCommand !== undefined
+          ? writer.writeCommand(events, effects, r, head)
+          : Effect.gen(function* () {
+              const records = yield* writer.appendEvents(events)
+              yield* writer.insertOutbox(effects)
+              yield* writer.insertReceipt({
+                ...r,
+                firstSequence: records[0]?.sequence ?? null,
+                lastSequence: records.at(-1)?.sequence ?? head
+              })
+              return records
+            })
+      const first = yield* one(
+        [event(1, "c1"), event(2, "c1")],
+        [outboxRow("mail-1", "c1", 1_500)],
+        base("c1", ["mail-1"]),
+        0
+      )
+      const second = yield* one([], [outboxRow("mail-2", "c2", 1_600)], base("c2", ["mail-2"]), 2)
+      return { first, second }
+    })
+  )
+
+const commandsOn = (pick: "store" | "generic") =>
+  Effect.gen(function* () {
+    yield* migrate
+    const writer = pick === "generic" ? CommitWriter.genericCommitWriter : yield* CommitWriter.forStore
+    const answers = yield* commandWrites(writer)
+    return { answers, rows: yield* rows }
+  }).pipe(Effect.provide(TestStore.layer()))
+
 describe("commit writers", () => {
+  it.effect("a command written in one statement leaves the rows and answer of the three separate writes", () =>
+    Effect.gen(function* () {
+      const fast = yield* commandsOn("store")
+      const reference = yield* commandsOn("generic")
+      assert.deepStrictEqual(fast.answers, reference.answers)
+      assert.deepStrictEqual(fast.rows, reference.rows)
+      const receipts = reference.rows.receipts as ReadonlyArray<{ first_sequence: unknown; last_sequence: unknown }>
+      // c1's receipt spans its two events; c2 decided none, so its receipt holds the head it saw.
+      assert.deepStrictEqual(
+        receipts.map((r) => [r.first_sequence === null ? null : Number(r.first_sequence), Number(r.last_sequence)]),
+        [
+          [1, 2],
+          [null, 2]
+        ]
+      )
+    })
+  )
+
   it.effect("the store's own writer writes the rows and gives the answers of the generic reference", () =>
     Effect.gen(function* () {
       const fast = yield* on("store")

@@ -33,6 +33,17 @@ export interface CommitWriter {
   /** New pending rows; a row whose effect id exists is left as it is. */
   readonly insertOutbox: (rows: ReadonlyArray<Outbox.NewOutboxRow>) => Effect.Effect<void, SqlError, SqlClient>
   readonly insertReceipt: (receipt: Receipts.Receipt) => Effect.Effect<void, SqlError, SqlClient>
+  /**
+   * An accepted command's events, outbox rows and receipt at once, where the store can do that in one
+   * round trip (PostgreSQL). The receipt's sequences are filled in from the events (`logHead` when
+   * there are none); the answer is appendEvents'. Writers without it take the three calls above.
+   */
+  readonly writeCommand?: (
+    events: ReadonlyArray<EventLog.NewEvent>,
+    effects: ReadonlyArray<Outbox.NewOutboxRow>,
+    receipt: Omit<Receipts.Receipt, "firstSequence" | "lastSequence">,
+    logHead: number
+  ) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
   /** See Transactions.savepoint: a non-storage failure rolls back to the savepoint and is returned. */
   readonly savepoint: <A, E, R>(
     body: Effect.Effect<A, E, R>,

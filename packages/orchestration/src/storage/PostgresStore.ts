@@ -11,6 +11,7 @@ import { Effect, Layer, Redacted, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { NodeIdInUse, StorageFailure } from "../Errors.js"
+import * as Receipts from "../Receipts.js"
 import * as PgSessions from "./PgSessions.js"
 import { StoreBackend, type ForeignCommits, type StoreBackendShape } from "./StoreBackend.js"
 import { toStorageFailure } from "./StorageErrors.js"
@@ -71,20 +72,31 @@ const makeBackend = (
     dialect: "postgres",
     beginWrite: "BEGIN",
     shared: true,
-    beginBatch: (knownHead) =>
+    beginBatch: (knownHead, commandIds) =>
       Effect.gen(function* () {
         const sql = yield* SqlClient
         // The append lock, held to COMMIT, and the hint to other processes, delivered at COMMIT (a
-        // rolled-back batch notifies nobody).
+        // rolled-back batch notifies nobody). Its own statement: a statement's snapshot is taken when
+        // it starts, so reads in the statement that waited for the lock would miss the commit waited for.
         yield* sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")})), pg_notify(${channel}, ${self})`
-        const rows = yield* sql<{ aggregate_type: string; aggregate_id: string; last: number }>`
-          SELECT aggregate_type, aggregate_id, MAX(sequence) AS last FROM events WHERE sequence > ${knownHead}
-          GROUP BY aggregate_type, aggregate_id`
-        if (rows.length === 0) return undefined
-        return {
-          head: rows.reduce((max, row) => Math.max(max, Number(row.last)), knownHead),
-          aggregates: rows.map((row) => ({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id }))
-        } satisfies ForeignCommits
+        // One round trip for both reads: the batch's receipts, and what other processes committed.
+        const rows = yield* sql<Receipts.ReceiptRow & { last: number | null }>`
+          SELECT r.*, NULL::bigint AS last FROM receipts r WHERE ${sql.in("r.command_id", commandIds)}
+          UNION ALL
+          SELECT NULL, aggregate_type, aggregate_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MAX(sequence)
+          FROM events WHERE sequence > ${knownHead} GROUP BY aggregate_type, aggregate_id`
+        const receipts = new Map<string, Receipts.Receipt>()
+        const aggregates: Array<ForeignCommits["aggregates"][number]> = []
+        let head = knownHead
+        for (const row of rows) {
+          if (row.last === null) receipts.set(row.command_id, Receipts.toReceipt(row))
+          else {
+            aggregates.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })
+            head = Math.max(head, Number(row.last))
+          }
+        }
+        const foreign = aggregates.length === 0 ? undefined : ({ head, aggregates } satisfies ForeignCommits)
+        return { foreign, receipts }
       }),
     orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
       Effect.flatMap(SqlClient, (sql) =>

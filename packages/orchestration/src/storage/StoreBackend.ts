@@ -16,6 +16,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, type Scope, Stream } from "effect"
 import type { NodeIdInUse } from "../Errors.js"
+import type { Receipt } from "../Receipts.js"
 
 /** What other processes committed since this one last looked (PostgreSQL only). */
 export interface ForeignCommits {
@@ -25,6 +26,13 @@ export interface ForeignCommits {
   readonly aggregates: ReadonlyArray<{ readonly aggregateType: string; readonly aggregateId: string }>
 }
 
+/** What a dispatch transaction learns as it begins. */
+export interface BatchStart {
+  readonly foreign: ForeignCommits | undefined
+  /** The batch's receipts when the store read them with its first statement; else the writer reads them. */
+  readonly receipts: ReadonlyMap<string, Receipt> | undefined
+}
+
 export interface StoreBackendShape {
   readonly dialect: "sqlite" | "postgres"
   /** Opens a write transaction. SQLite takes its write lock up front so a batch never upgrades. */
@@ -32,10 +40,14 @@ export interface StoreBackendShape {
   /** Whether running rows of a dead previous incarnation may belong to live peers (shared store). */
   readonly shared: boolean
   /**
-   * First step of every dispatch transaction, given the head this process knows. PostgreSQL takes
-   * the append lock and reports what other processes committed; SQLite has nothing to do.
+   * First step of every dispatch transaction, given the head this process knows and the batch's
+   * command ids. PostgreSQL takes the append lock, then reads what other processes committed and
+   * the batch's receipts in one round trip; SQLite has nothing to do.
    */
-  readonly beginBatch: (knownHead: number) => Effect.Effect<ForeignCommits | undefined, SqlError, SqlClient>
+  readonly beginBatch: (
+    knownHead: number,
+    commandIds: ReadonlyArray<string>
+  ) => Effect.Effect<BatchStart, SqlError, SqlClient>
   /**
    * Runs `body` in a transaction ordered with every dispatch transaction (PostgreSQL: it takes the
    * append lock): it sees each dispatch that committed before it, and none commits while it runs. A
@@ -64,7 +76,7 @@ export const sqliteBackend: StoreBackendShape = {
   dialect: "sqlite",
   beginWrite: "BEGIN IMMEDIATE",
   shared: false,
-  beginBatch: () => Effect.succeed(undefined),
+  beginBatch: () => Effect.succeed({ foreign: undefined, receipts: undefined }),
   orderedWithDispatch: (body) => body,
   exclusively: (_name, body) => body,
   foreignCommitHints: Stream.empty,

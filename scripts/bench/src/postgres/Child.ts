@@ -2,11 +2,13 @@
  * One benchmark process on PostgreSQL: `node Child.js <mode> <json options>`. It builds its stack,
  * warms up off the clock, prints `ready`, waits for `go` on stdin (so several processes start their
  * closed loops together), runs, and prints one JSON line with wall-clock start/end and latencies.
- * Modes: `dispatch` (dispatchWithReceipt), `e2e` (command → effect → outcome), `dbos` (a DBOS
- * workflow per command with one step, the peer on the same database and workload).
+ * Modes: `dispatch` (dispatchWithReceipt), `e2e` (command → effect → outcome; it also reports the
+ * pickup, acknowledgement → handler start), `dbos` (a DBOS workflow per command with one step, the
+ * peer on the same database and workload), `reconcile` (settling `ops` rows a dead owner left running).
  */
-import { Boot, Engine, PostgresStore, type Reactor } from "@orchestration/engine"
-import { Deferred, Effect, Layer, Logger, LogLevel, Stream } from "effect"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Boot, Engine, PostgresStore, type Reactor, Reconcile } from "@orchestration/engine"
+import { Deferred, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
 import { createInterface } from "node:readline"
 import { bump, effectKind } from "../BenchDomain.js"
 import { benchConfig } from "../EngineStack.js"
@@ -36,7 +38,7 @@ const go = () =>
     })
   })
 
-const report = (run: RunResult, startedAt: number) => {
+const report = (run: RunResult, startedAt: number, extra: Record<string, number> = {}) => {
   process.stdout.write(
     `${JSON.stringify({
       ops: run.ops,
@@ -44,7 +46,8 @@ const report = (run: RunResult, startedAt: number) => {
       startedAt,
       endedAt: startedAt + run.seconds * 1000,
       p50: percentile(run.latenciesMs, 50),
-      p99: percentile(run.latenciesMs, 99)
+      p99: percentile(run.latenciesMs, 99),
+      ...extra
     })}\n`
   )
 }
@@ -79,11 +82,17 @@ const dispatch = Effect.gen(function* () {
 const endToEnd = Effect.gen(function* () {
   const done = new Map<string, Deferred.Deferred<void>>()
   const early = new Set<string>()
+  const handledAt = new Map<string, number>()
+  const pickupMs: Array<number> = []
   const reactor: Reactor.ReactorDefinition = {
     name: "bench-reactor",
     kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "1 minute" as const } },
     concurrency: Math.max(1, options.clients),
-    handle: () => Effect.succeed({ ok: true })
+    handle: (row: { readonly effectId: string }) =>
+      Effect.sync(() => {
+        handledAt.set(row.effectId, performance.now())
+        return { ok: true }
+      })
   }
   const stack = Boot.layer({
     reactors: [reactor],
@@ -112,12 +121,20 @@ const endToEnd = Effect.gen(function* () {
   const once = (run: string, i: number, client: number) =>
     Effect.gen(function* () {
       const answer = yield* engine.dispatchWithReceipt(bump(run, i, client))
+      const answeredAt = performance.now()
       const effectId = answer.effectIds[0]!
-      if (early.delete(effectId)) return
+      // The handler may start before the client has its answer: that pickup is 0 ms for the client.
+      const picked = () => {
+        const handled = handledAt.get(effectId)
+        if (handled !== undefined) pickupMs.push(Math.max(0, handled - answeredAt))
+        handledAt.delete(effectId)
+      }
+      if (early.delete(effectId)) return picked()
       const waiter = yield* Deferred.make<void>()
       done.set(effectId, waiter)
-      if (early.delete(effectId)) return
+      if (early.delete(effectId)) return picked()
       yield* Deferred.await(waiter)
+      picked()
     })
   yield* Effect.forEach(
     Array.from({ length: options.clients }, (_, c) => c),
@@ -129,8 +146,45 @@ const endToEnd = Effect.gen(function* () {
   )
   yield* Effect.promise(go)
   const startedAt = Date.now()
+  pickupMs.length = 0
   const run = yield* closedLoopEffect(options.clients, options.ops, (i, c) => once(`${options.tag}-run`, i, c))
-  report(run, startedAt)
+  report(run, startedAt, { pickupP50: percentile(pickupMs, 50) })
+})
+
+/**
+ * `ops` rows left running by an owner that is gone (each its own aggregate, with its event, receipt
+ * and read-model row), written by SQL in bulk; then reconcile over the parked engine, timed.
+ */
+const reconcile = Effect.gen(function* () {
+  const context = yield* Layer.build(
+    Engine.layer({ ...benchConfig, activation: "manual" }).pipe(Layer.provideMerge(store()))
+  )
+  const sql = yield* Effect.provide(SqlClient, context)
+  const now = Date.now()
+  const n = options.ops
+  yield* sql`WITH e AS (
+      INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
+      SELECT 'hist-' || i || '/e0', 'counter', 'h-' || i, 1, 'counter.bumped', 1, '{"type":"counter.bumped","n":' || i || '}', 'hist-' || i, ${now}
+      FROM generate_series(0, ${n - 1}) AS i RETURNING sequence, aggregate_id, command_id),
+    r AS (INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
+        last_sequence, effect_ids, rejection, accepted_at)
+      SELECT command_id, 'counter', aggregate_id, 'counter.bump', 'fp-' || command_id, 'accepted', sequence, sequence,
+        '["' || command_id || ':0"]', NULL, ${now} FROM e)
+    INSERT INTO bench_counters (counter_id, total, updated_seq) SELECT aggregate_id, 1, sequence FROM e`
+  yield* sql`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
+      available_at, lease_owner, lease_expires_at, created_at, updated_at)
+    SELECT 'hist-' || i || ':0', 'hist-' || i, 'counter', 'h-' || i, ${effectKind}, '{"n":' || i || '}', 'counter:h-' || i,
+      'running', 1, ${now}, 'dead-owner', ${now + 60_000}, ${now}, ${now}
+    FROM generate_series(0, ${n - 1}) AS i`
+  yield* Effect.promise(go)
+  const startedAt = Date.now()
+  const start = performance.now()
+  const result = yield* Reconcile.reconcileAfterProcessLoss({
+    policies: new Map([[effectKind, "replay-safe" as const]])
+  }).pipe(Effect.provide(context))
+  const seconds = (performance.now() - start) / 1000
+  if (result.requeued !== n) return yield* Effect.dieMessage(`reconcile requeued ${result.requeued} of ${n} rows`)
+  report({ ops: n, seconds, latenciesMs: [seconds * 1000] }, startedAt)
 })
 
 const dbos = async () => {
@@ -166,7 +220,14 @@ const dbos = async () => {
 
 const main = async () => {
   if (mode === "dbos") return dbos()
-  const program = mode === "dispatch" ? dispatch : mode === "e2e" ? endToEnd : Effect.dieMessage(`unknown mode ${mode}`)
+  const program: Effect.Effect<void, unknown, Scope.Scope> =
+    mode === "dispatch"
+      ? dispatch
+      : mode === "e2e"
+        ? endToEnd
+        : mode === "reconcile"
+          ? reconcile
+          : Effect.dieMessage(`unknown mode ${mode}`)
   await Effect.runPromise(program.pipe(Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning)))
 }
 

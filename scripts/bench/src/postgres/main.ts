@@ -17,6 +17,9 @@ const quick = process.argv.includes("--quick")
 const rounds = quick ? 1 : 3
 const ops = quick ? 600 : 3_000
 const clients = 16
+const pickupOps = quick ? 100 : 300
+// The quick profile reconciles fewer rows; its 10k figure is scaled linearly and labelled as such.
+const reconcileRows = quick ? 2_000 : 10_000
 const child = fileURLToPath(new URL("./Child.js", import.meta.url))
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -27,6 +30,8 @@ interface ChildResult {
   readonly endedAt: number
   readonly p50: number
   readonly p99: number
+  /** e2e: acknowledgement → handler start, median (ms). */
+  readonly pickupP50?: number
 }
 
 /** Starts `count` processes, waits until all are warm, starts them together, collects their results. */
@@ -35,12 +40,13 @@ const runProcesses = async (
   count: number,
   url: string,
   schema: string,
-  opsEach: number
+  opsEach: number,
+  clientsEach = clients
 ): Promise<Array<ChildResult>> => {
   const procs = Array.from({ length: count }, (_, i) => {
     const p = spawn(
       process.execPath,
-      [child, mode, JSON.stringify({ url, schema, clients, ops: opsEach, tag: `p${i}` })],
+      [child, mode, JSON.stringify({ url, schema, clients: clientsEach, ops: opsEach, tag: `p${i}` })],
       {
         stdio: ["pipe", "pipe", "inherit"]
       }
@@ -84,6 +90,8 @@ const main = async () => {
   const database = await TestStore.createRunDatabase("orch_bench")
   const rates: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
   const p50s: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
+  const pickups: Array<number> = []
+  const reconciles: Array<number> = []
   try {
     for (let round = 1; round <= rounds; round++) {
       // Interleaved, each on a fresh schema: ours, then the peer, in every round.
@@ -99,6 +107,14 @@ const main = async () => {
       const dbos = await runProcesses("dbos", 1, database.url, TestStore.freshSchema(), Math.floor(ops / 2))
       rates.dbos!.push(rateOf(dbos))
       p50s.dbos!.push(dbos[0]!.p50)
+      // Pickup on a quiet engine: one client, so the figure is the doorbell and the claim, not a queue.
+      const pickup = await runProcesses("e2e", 1, database.url, TestStore.freshSchema(), pickupOps, 1)
+      pickups.push(pickup[0]!.pickupP50!)
+      const recon = await runProcesses("reconcile", 1, database.url, TestStore.freshSchema(), reconcileRows)
+      reconciles.push((recon[0]!.seconds * 1000 * 10_000) / reconcileRows)
+      log(
+        `bench-postgres: round ${round}/${rounds}: pickup p50 ${fmt(pickups.at(-1)!, 2)} ms, reconcile_10k ${fmt(reconciles.at(-1)!)} ms`
+      )
       log(
         `bench-postgres: round ${round}/${rounds}: dispatch 1p ${fmt(rates.dispatch1!.at(-1)!)} /s, 3p ${fmt(rates.dispatch3!.at(-1)!)} /s, end to end ${fmt(rates.e2e!.at(-1)!)} /s, DBOS ${fmt(rates.dbos!.at(-1)!)} /s`
       )
@@ -110,6 +126,12 @@ const main = async () => {
   const spreadOf = (k: string) => `${fmt(Math.min(...rates[k]!))} / ${fmt(m(k))} / ${fmt(Math.max(...rates[k]!))}`
   const scaleout = m("dispatch3") / m("dispatch1")
   const vsDbos = m("e2e") / m("dbos")
+  const spread = (values: ReadonlyArray<number>, digits = 0) =>
+    `${fmt(Math.min(...values), digits)} / ${fmt(median(values), digits)} / ${fmt(Math.max(...values), digits)}`
+  const reconcileLabel =
+    reconcileRows === 10_000
+      ? "reconcile 10,000 dead running rows"
+      : `reconcile ${reconcileRows} dead running rows, ×${10_000 / reconcileRows} to 10,000`
   const pgVersion = await (async () => {
     const pg = (await import("pg")).default
     const c = new pg.Client({ connectionString: TestStore.adminUrl() })
@@ -132,7 +154,9 @@ const main = async () => {
     `| engine dispatch, 1 process | cmd/s | ${spreadOf("dispatch1")} | ${fmt(median(p50s.dispatch1!), 2)} |`,
     `| engine dispatch, 3 processes on one schema (sum) | cmd/s | ${spreadOf("dispatch3")} | ${fmt(median(p50s.dispatch3!), 2)} |`,
     `| engine end to end (command → effect → outcome), 1 process | /s | ${spreadOf("e2e")} | ${fmt(median(p50s.e2e!), 2)} |`,
-    `| DBOS Transact: workflow per command, one step | workflows/s | ${spreadOf("dbos")} | ${fmt(median(p50s.dbos!), 2)} |`,
+    `| DBOS Transact: workflow per command, one step, ${clients} concurrent workflows | workflows/s | ${spreadOf("dbos")} | ${fmt(median(p50s.dbos!), 2)} |`,
+    `| engine pickup (acknowledgement → handler start), 1 client | ms (p50) | ${spread(pickups, 2)} | |`,
+    `| engine ${reconcileLabel} | ms | ${spread(reconciles)} | |`,
     "",
     `Ratios: three processes ÷ one = **${fmt(scaleout, 2)}**; our end to end ÷ DBOS = **${fmt(vsDbos, 2)}**.`,
     ""
@@ -155,10 +179,11 @@ const main = async () => {
       ? `${doc.trimEnd()}\n\n${section}\n`
       : `${doc.slice(0, start)}${section}${doc.slice(end + "<!-- bench-postgres:end -->".length)}`
   writeFileSync(file, doc)
-  for (const line of lines.slice(5, 11)) console.log(line)
+  for (const line of lines.slice(5, 13)) console.log(line)
   console.log(
     `bench-postgres: dispatch_1p=${fmt(m("dispatch1"))} dispatch_3p=${fmt(m("dispatch3"))} scaleout=${fmt(scaleout, 2)} ` +
-      `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} vs_dbos=${fmt(vsDbos, 2)}`
+      `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} vs_dbos=${fmt(vsDbos, 2)} ` +
+      `pickup_p50_ms=${fmt(median(pickups), 2)} reconcile_10k_ms=${fmt(median(reconciles))}`
   )
 }
 
