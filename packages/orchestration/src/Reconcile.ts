@@ -14,7 +14,7 @@ import type { DispatchError, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import * as Quarantine from "./Quarantine.js"
-import { type KindPolicy, processLossOf } from "./Reactor.js"
+import { type KindPolicy, processLossOf } from "./ReactorSettlement.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export const requeueReason = "requeued after the previous server process ended"
