@@ -21,6 +21,7 @@ export default defineConfig({
       "test/restart-replay.test.ts",
       "test/optimistic-batches.test.ts",
       "test/reconcile-storage.test.ts",
+      "test/settlement-page.test.ts",
       "test/projection-constraints.test.ts",
       "test/quarantine.test.ts",
       "test/table-columns.test.ts",

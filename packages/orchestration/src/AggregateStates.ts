@@ -40,6 +40,9 @@ const undecodable = (record: EventRecord, message: string) =>
     message: `event ${record.sequence} (${record.type}) of ${record.aggregateType} '${record.aggregateId}' cannot be decoded: ${message}`
   })
 
+/** Aggregate ids per preload query: well under either store's limit on bound parameters. */
+const PRELOAD_CHUNK = 500
+
 export const makeAggregateStates = (capacity: number) => {
   const entries = new Map<string, AggregateState>()
   const quarantined = new Map<string, string>()
@@ -66,6 +69,33 @@ export const makeAggregateStates = (capacity: number) => {
   const unavailable = (aggregate: AnyAggregate, aggregateId: string, message: string) =>
     new AggregateUnavailable({ aggregateType: aggregate.name, aggregateId, message })
 
+  /** Replays an aggregate's records into its state, or quarantines it (and says why). */
+  const replay = (
+    aggregate: AnyAggregate,
+    aggregateId: string,
+    records: ReadonlyArray<EventRecord>
+  ): Either.Either<AggregateState, AggregateUnavailable> => {
+    const key = keyOf(aggregate.name, aggregateId)
+    let state = aggregate.initialState
+    for (const record of records) {
+      const decoded = decodeEvent(aggregate, record)
+      if (Either.isLeft(decoded)) {
+        quarantined.set(key, decoded.left.message)
+        return Either.left(unavailable(aggregate, aggregateId, decoded.left.message))
+      }
+      try {
+        state = aggregate.evolve(state, decoded.right)
+      } catch (error) {
+        const message = `evolve threw on event ${record.sequence} (${record.type}): ${String(error)}`
+        quarantined.set(key, message)
+        return Either.left(unavailable(aggregate, aggregateId, message))
+      }
+    }
+    const loaded: AggregateState = { state, version: records.at(-1)?.version ?? 0 }
+    set(key, loaded)
+    return Either.right(loaded)
+  }
+
   /** Current committed state: the cache, else a replay of the aggregate's events. */
   const load = (aggregate: AnyAggregate, aggregateId: string) =>
     Effect.gen(function* () {
@@ -75,28 +105,39 @@ export const makeAggregateStates = (capacity: number) => {
       const cached = get(key)
       if (cached !== undefined) return cached
       const records = yield* EventLog.forAggregate(aggregate.name, aggregateId)
-      let state = aggregate.initialState
-      for (const record of records) {
-        const decoded = decodeEvent(aggregate, record)
-        if (Either.isLeft(decoded)) {
-          quarantined.set(key, decoded.left.message)
-          return yield* Effect.fail(unavailable(aggregate, aggregateId, decoded.left.message))
-        }
-        try {
-          state = aggregate.evolve(state, decoded.right)
-        } catch (error) {
-          const message = `evolve threw on event ${record.sequence} (${record.type}): ${String(error)}`
-          quarantined.set(key, message)
-          return yield* Effect.fail(unavailable(aggregate, aggregateId, message))
+      return yield* replay(aggregate, aggregateId, records)
+    })
+
+  /**
+   * Replays, in one read per aggregate type, every one of these aggregates that is neither cached nor
+   * quarantined, so a batch touching many cold aggregates costs one query instead of one each. Only
+   * for committed state: call it before the batch writes anything.
+   */
+  const preload = (wanted: ReadonlyArray<{ readonly aggregate: AnyAggregate; readonly aggregateId: string }>) =>
+    Effect.gen(function* () {
+      const cold = new Map<AnyAggregate, Set<string>>()
+      for (const { aggregate, aggregateId } of wanted) {
+        const key = keyOf(aggregate.name, aggregateId)
+        if (entries.has(key) || quarantined.has(key)) continue
+        let ids = cold.get(aggregate)
+        if (ids === undefined) cold.set(aggregate, (ids = new Set()))
+        ids.add(aggregateId)
+      }
+      for (const [aggregate, ids] of cold) {
+        // Alone, the ordinary load does the same in one query; a batch of one is the common case.
+        if (ids.size < 2) continue
+        const list = [...ids]
+        for (let start = 0; start < list.length; start += PRELOAD_CHUNK) {
+          const chunk = list.slice(start, start + PRELOAD_CHUNK)
+          const records = yield* EventLog.forAggregates(aggregate.name, chunk)
+          for (const aggregateId of chunk) replay(aggregate, aggregateId, records.get(aggregateId) ?? [])
         }
       }
-      const loaded: AggregateState = { state, version: records.at(-1)?.version ?? 0 }
-      set(key, loaded)
-      return loaded
     })
 
   return {
     load,
+    preload,
     /** The committed state when it is cached (and the aggregate is not quarantined), without replaying. */
     cached: (key: string): AggregateState | undefined => (quarantined.has(key) ? undefined : get(key)),
     set,

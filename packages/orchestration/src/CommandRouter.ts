@@ -89,7 +89,13 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     const aggregate = aggregatesByName.get(settlement.aggregateType)
     if (aggregate === undefined) return invalid(`no aggregate named '${settlement.aggregateType}'`, commandId)
     const identity = identityOf(raw, aggregate, settlement.aggregateId)
-    return { identity, aggregate, decide: decideSettlementCommand(aggregate, identity, settlement), settles: true }
+    return {
+      identity,
+      aggregate,
+      decide: decideSettlementCommand(aggregate, identity, settlement),
+      settles: true,
+      effectId: settlement.effectId
+    }
   }
 
   /** A stream chunk (`effect.stream`, internal only) goes to its effect's aggregate, like a settlement. */

@@ -192,28 +192,102 @@ export const ownerLiveness = (ownerId: string) =>
     )
   )
 
+/** The rows of these effects, by effect id (a settlement page's read). */
+export const findMany = (effectIds: ReadonlyArray<string>) =>
+  Effect.flatMap(SqlClient, (sql) => sql<Row>`SELECT * FROM outbox WHERE ${sql.in("effect_id", effectIds)}`).pipe(
+    Effect.map((rows) => new Map(rows.map((r) => [r.effect_id, toRow(r)])))
+  )
+
+/** One row's settlement in a page (SettlementPage.ts): a RowChange, with the row it was decided on. */
+export interface PagedChange {
+  readonly effectId: string
+  readonly sequence: number
+  readonly attempt: number
+  readonly status: RowChange["status"]
+  readonly availableAt: number | undefined
+  readonly response: string | null | undefined
+  readonly error: string | null | undefined
+  readonly keepLease: boolean
+  /** Operator actions to count on the row. */
+  readonly operatorActions: number
+  /** It made the row pending at some point: cursors above it move back. */
+  readonly requeued: boolean
+  readonly now: number
+}
+
+/** Pure: `first` then `second` on one row, as one change (what applying both in order leaves). */
+export const composeChanges = (first: PagedChange, second: PagedChange): PagedChange => ({
+  ...second,
+  availableAt: second.availableAt ?? first.availableAt,
+  response: second.response === undefined ? first.response : second.response,
+  error: second.error === undefined ? first.error : second.error,
+  keepLease: first.keepLease && second.keepLease,
+  operatorActions: first.operatorActions + second.operatorActions,
+  requeued: first.requeued || second.requeued
+})
+
 /**
- * Applies a settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in
- * this same transaction). Clears the lease, except where a cancelled performance has not stopped yet.
+ * Moves every cursor at or above `sequence` to just below it (a row there became pending again). A
+ * page passes its lowest such row; no cursor above it, nothing is written.
  */
-export const applyChange = (effectId: string, attempt: number, change: RowChange, now: number) =>
+export const moveCursorsBelow = (sequence: number) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql`UPDATE reactor_cursors SET position = ${sequence - 1} WHERE position >= ${sequence}`
+  ).pipe(Effect.asVoid)
+
+/**
+ * A page of settlements in one UPDATE, each row as applyChangeAt would leave it alone. The values travel in
+ * a VALUES list, cast so PostgreSQL knows their types (its columns are named column1… there too).
+ */
+export const applyChanges = (changes: ReadonlyArray<PagedChange>) =>
   Effect.gen(function* () {
+    if (changes.length === 0) return
     const sql = yield* SqlClient
-    if (change.status === "pending") {
-      // A row that becomes pending again may sit below a reactor's cursor: move those cursors back.
-      yield* sql`UPDATE reactor_cursors SET position = (SELECT sequence - 1 FROM outbox WHERE effect_id = ${effectId})
-        WHERE position >= (SELECT sequence FROM outbox WHERE effect_id = ${effectId})`
+    if (changes.length === 1) {
+      // A page of one goes the row-at-a-time way: one statement fewer than a VALUES list to compile.
+      const c = changes[0]!
+      return yield* applyChangeAt(c)
     }
-    yield* sql`UPDATE outbox SET status = ${change.status},
-        available_at = COALESCE(${change.availableAt ?? null}, available_at),
-        response = CASE WHEN ${change.response === undefined ? 0 : 1} = 1 THEN ${change.response ?? null} ELSE response END,
-        error = CASE WHEN ${change.error === undefined ? 0 : 1} = 1 THEN ${change.error ?? null} ELSE error END,
-        lease_owner = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_owner ELSE NULL END,
-        lease_expires_at = CASE WHEN ${change.keepLease === true ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
-        operator_actions = operator_actions + ${change.operatorAction === true ? 1 : 0},
-        updated_at = ${now}
-      WHERE effect_id = ${effectId} AND attempts = ${attempt}`
+    const values = sql.csv(
+      changes.map(
+        (c) =>
+          sql`(CAST(${c.effectId} AS TEXT), CAST(${c.attempt} AS BIGINT), CAST(${c.status} AS TEXT),
+          CAST(${c.availableAt ?? null} AS BIGINT), CAST(${c.response === undefined ? 0 : 1} AS INTEGER),
+          CAST(${c.response ?? null} AS TEXT), CAST(${c.error === undefined ? 0 : 1} AS INTEGER),
+          CAST(${c.error ?? null} AS TEXT), CAST(${c.keepLease ? 1 : 0} AS INTEGER),
+          CAST(${c.operatorActions} AS INTEGER), CAST(${c.now} AS BIGINT))`
+      )
+    )
+    yield* sql`UPDATE outbox SET status = c.column3,
+        available_at = COALESCE(c.column4, outbox.available_at),
+        response = CASE WHEN c.column5 = 1 THEN c.column6 ELSE outbox.response END,
+        error = CASE WHEN c.column7 = 1 THEN c.column8 ELSE outbox.error END,
+        lease_owner = CASE WHEN c.column9 = 1 THEN outbox.lease_owner ELSE NULL END,
+        lease_expires_at = CASE WHEN c.column9 = 1 THEN outbox.lease_expires_at ELSE NULL END,
+        operator_actions = outbox.operator_actions + c.column10,
+        updated_at = c.column11
+      FROM (VALUES ${values}) AS c
+      WHERE outbox.effect_id = c.column1 AND outbox.attempts = c.column2`
   })
+
+/**
+ * One settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in this
+ * same transaction). Clears the lease, except where a cancelled performance has not stopped yet.
+ */
+const applyChangeAt = (c: PagedChange) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) => sql`UPDATE outbox SET status = ${c.status},
+        available_at = COALESCE(${c.availableAt ?? null}, available_at),
+        response = CASE WHEN ${c.response === undefined ? 0 : 1} = 1 THEN ${c.response ?? null} ELSE response END,
+        error = CASE WHEN ${c.error === undefined ? 0 : 1} = 1 THEN ${c.error ?? null} ELSE error END,
+        lease_owner = CASE WHEN ${c.keepLease ? 1 : 0} = 1 THEN lease_owner ELSE NULL END,
+        lease_expires_at = CASE WHEN ${c.keepLease ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
+        operator_actions = operator_actions + ${c.operatorActions},
+        updated_at = ${c.now}
+      WHERE effect_id = ${c.effectId} AND attempts = ${c.attempt}`
+  ).pipe(Effect.asVoid)
 
 /**
  * Cancels a pending or running row of this aggregate (a decision's `cancel`); settled rows are left as
@@ -445,7 +519,7 @@ export const cursor = (reactor: string) =>
  * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
  * all are settled), so the claim scan never walks settled history. Ordered with dispatches: the
  * position is computed from a read taken after every dispatch that could make a row pending again
- * (and move this cursor back, see applyChange) committed, so it never writes back a position read
+ * (and move this cursor back, see moveCursorsBelow) committed, so it never writes back a position read
  * before such a dispatch.
  */
 export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>

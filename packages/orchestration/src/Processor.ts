@@ -30,6 +30,7 @@ import * as Outbox from "./Outbox.js"
 import * as Timers from "./Timers.js"
 import { handles, type Projection } from "./Projection.js"
 import * as Receipts from "./Receipts.js"
+import * as SettlementPage from "./SettlementPage.js"
 import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
 import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
@@ -55,7 +56,8 @@ export interface DispatchAnswer {
  */
 export type Decide = (
   state: unknown,
-  ctx: DecideContext
+  ctx: DecideContext,
+  page: SettlementPage.SettlementPage
 ) => Effect.Effect<Decision<any> | Rejection | EffectActionRefused, SqlError | CommandDefect, SqlClient>
 
 /** A decoded command waiting for the processor. */
@@ -65,6 +67,8 @@ export interface QueuedCommand {
   readonly decide: Decide
   /** Settlements change outbox rows, so reactors are rung after their commit. */
   readonly settles: boolean
+  /** A settlement's row, read with the other settlements of its batch (SettlementPage.ts). */
+  readonly effectId?: string
 }
 
 /** A throw from domain code, as the typed failure of the command it was deciding. */
@@ -107,7 +111,7 @@ export const decideCommand =
  */
 export const decideSettlementCommand =
   (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: SettlementCommand): Decide =>
-  (state, ctx) =>
+  (state, ctx, page) =>
     Effect.gen(function* () {
       const operator = command.type === "effect.retry" || command.type === "effect.cancel"
       const refuse = (reason: EffectActionRefused["reason"], message: string) =>
@@ -118,7 +122,7 @@ export const decideSettlementCommand =
           reason,
           message
         })
-      const row = yield* Outbox.find(command.effectId)
+      const row = yield* page.find(command.effectId)
       // Whether a cancelled performance may still run depends on its lease owner's liveness.
       const holder = operator && row?.leaseOwner != null ? yield* Outbox.ownerLiveness(row.leaseOwner) : undefined
       const verdict = decideSettlement(row && Outbox.toTarget(row, holder), command, ctx.now)
@@ -136,7 +140,7 @@ export const decideSettlementCommand =
         if (command.type === "effect.retry") return refuse("refused-by-owner", decision.message)
         decision = Decision.none()
       }
-      yield* Outbox.applyChange(command.effectId, verdict.outcome.attempt, verdict.change, ctx.now)
+      yield* page.apply(command.effectId, verdict.outcome.attempt, verdict.change, ctx.now)
       return decision
     })
 
@@ -204,6 +208,7 @@ export const storedAnswer = (receipt: Receipts.Receipt) =>
 
 /** What every command of a batch shares, looked up once per batch. */
 interface BatchEnv {
+  readonly page: SettlementPage.SettlementPage
   /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
   readonly faults: StorageFaultsShape | undefined
   readonly clock: Clock.Clock
@@ -238,7 +243,7 @@ const decideAndWrite = (
       now,
       deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
     }
-    const decision = yield* item.decide(current.state, ctx)
+    const decision = yield* item.decide(current.state, ctx, env.page)
     if (decision instanceof EffectActionRefused) return decision
 
     if (decision._tag === "Rejection") {
@@ -427,18 +432,37 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         deps.head.value = Math.max(deps.head.value, start.foreign.head)
       }
       const receipts = start.receipts ?? (yield* deps.writer.findReceipts(commandIds))
+      const fresh = items.filter((i) => !receipts.has(i.identity.commandId))
+      // Cold aggregates in one read per type, before the batch writes anything (committed state only).
+      yield* deps.states.preload(fresh.map((i) => ({ aggregate: i.aggregate, aggregateId: i.identity.aggregateId })))
+      const page = SettlementPage.make()
       const env: BatchEnv = {
+        page,
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
       const states = new Map<string, AggregateState>()
       let head = deps.head.value
       const results: Array<CommandResult> = []
-      for (const item of items) {
+      // Items before this index have had their rows read (or were not settlements).
+      let readUpTo = 0
+      for (const [index, item] of items.entries()) {
         const stored = receipts.get(item.identity.commandId)
         if (stored !== undefined) {
           results.push(yield* answerFromReceipt(stored, item))
           continue
+        }
+        if (!item.settles) {
+          // Not a settlement: it may read or write outbox rows, so the page is written first.
+          yield* page.flush
+        } else if (index >= readUpTo) {
+          // The rows of this run of settlements, in one read.
+          const run: Array<string> = []
+          for (readUpTo = index; readUpTo < items.length && items[readUpTo]!.settles; readUpTo++) {
+            const effectId = items[readUpTo]!.effectId
+            if (effectId !== undefined && !receipts.has(items[readUpTo]!.identity.commandId)) run.push(effectId)
+          }
+          yield* page.prefetch(run)
         }
         const key = keyOf(item.identity.aggregateType, item.identity.aggregateId)
         const body = Effect.suspend(() => {
@@ -456,15 +480,19 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           return yield* Effect.fail(new NeedsIsolation(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
         }
         if (Exit.isFailure(exit)) {
+          page.drop()
           results.push(Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
         } else if (exit.value instanceof CommandRejected || exit.value instanceof EffectActionRefused) {
+          page.drop()
           results.push(Exit.fail(exit.value))
         } else {
+          page.keep()
           states.set(key, exit.value.state)
           head = exit.value.answer.sequence
           results.push(Exit.succeed(exit.value.answer))
         }
       }
+      yield* page.flush
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
       return { results, states, head } satisfies BatchOutcome
     })

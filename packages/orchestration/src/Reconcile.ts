@@ -14,7 +14,7 @@ import type { DispatchError, StorageFailure } from "./Errors.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import * as Quarantine from "./Quarantine.js"
-import { type KindPolicy, processLossOf } from "./Reactor.js"
+import { type KindPolicy, processLossOf } from "./ReactorSettlement.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export const requeueReason = "requeued after the previous server process ended"
@@ -49,12 +49,17 @@ export const reconcileAfterProcessLoss = (
   Effect.gen(function* () {
     const engine = yield* Engine
     const faults = yield* FaultPoints
-    // Before activation (boot), settlements are group-committed; afterwards they go one by one.
+    // Before activation (boot), a page goes in boot batches; afterwards its settlements are queued
+    // together, so the processor's group commit settles them a batch at a time (SettlementPage.ts).
     const dispatchAll = (commands: ReadonlyArray<unknown>) =>
       Effect.flatMap(engine.isActive, (active) =>
         active
-          ? Effect.forEach(commands, (command) =>
-              Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
+          ? Effect.forEach(
+              commands,
+              (command) => Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" })),
+              {
+                concurrency: 64
+              }
             )
           : engine.dispatchManyDuringBoot(commands)
       )
