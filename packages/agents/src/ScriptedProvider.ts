@@ -139,7 +139,7 @@ const streamStep = (request: ModelStepRequest): Stream.Stream<ModelStepPart, Pro
             })
           )
         ),
-        Stream.make<ModelStepPart>({ type: "finished", response: step.response })
+        Stream.succeed<ModelStepPart>({ type: "finished", response: step.response })
       )
   })
 

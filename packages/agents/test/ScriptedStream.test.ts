@@ -60,7 +60,7 @@ describe("scripted provider streaming", () => {
       const error = yield* runStream(
         request([]),
         "x",
-        Stream.make<ModelStepPart>({ type: "text-delta", text: "a" }),
+        Stream.succeed<ModelStepPart>({ type: "text-delta", text: "a" }),
         () => Effect.void
       ).pipe(Effect.flip)
       assert.strictEqual(error._tag === "ProviderError" ? error.reason : "", "malformed-response")
