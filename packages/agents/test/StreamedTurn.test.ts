@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Outbox } from "@orchestration/engine"
-import { Effect } from "effect"
+import { Engine, Outbox, Retention } from "@orchestration/engine"
+import { Effect, TestClock } from "effect"
 import { attemptState, stepOfEffect, stepsOfThread } from "../src/StepStreams.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
 import { advanceUntil, agentsStack, allTurnsTerminal, script, send } from "./fixtures/agents.js"
@@ -55,6 +55,30 @@ describe("a streamed model step", () => {
         const sql = yield* SqlClient
         const events = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM events WHERE aggregate_id = 's1'`
         assert.isBelow(Number(events[0]!.n), 8)
+      }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect(
+    "retention compacts a completed step's deltas once it settled 10 minutes ago; a recent one keeps its own; the final text stays",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(send("r1", "m1", script({ chunks: ["done ", "text"] })))
+        yield* advanceUntil(allTurnsTerminal("r1", 1), "turn r1 done")
+        assert.isAbove((yield* chunksOf("step:r1:m1#1")).length, 0)
+        // Within the period a reconnecting reader still finds the finished step's deltas.
+        assert.strictEqual((yield* Retention.pruneOnce()).streamChunks, 0)
+        yield* TestClock.adjust("11 minutes")
+        yield* engine.dispatchWithReceipt(send("r3", "m1", script({ chunks: ["live ", "one"], chunkDelayMs: 1_000 })))
+        yield* advanceUntil(allTurnsTerminal("r3", 1), "turn r3 done")
+        const pruned = yield* Retention.pruneOnce()
+        // r1 (settled 11 minutes ago) goes; r3 settled just now: kept. Rows stay (7 days).
+        assert.strictEqual(pruned.streamChunks, 1)
+        assert.strictEqual(pruned.effects, 0)
+        assert.deepStrictEqual(yield* chunksOf("step:r1:m1#1"), [])
+        assert.isAbove((yield* chunksOf("step:r3:m1#1")).length, 0)
+        const transcript = (yield* transcriptView("r1"))!
+        assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "done text" })
       }).pipe(Effect.provide(agentsStack()))
   )
 })
