@@ -3,14 +3,24 @@
  * Responses API (`POST <apiUrl>/responses`). Our transcript keeps OpenAI's chat format; this
  * module converts it into `Prompt` messages (assistant tool calls become `function_call` items,
  * tool results `function_call_output` items) and asks for one step with tool call resolution
- * disabled: the library never performs a tool, the engine does, as an effect.
+ * disabled: the library never performs a tool, the engine does, as an effect. `stream` asks the
+ * same with `stream: true` (server-sent events, `LanguageModel.streamText`): text deltas and tool
+ * argument deltas as they come, then the response assembled from the finished parts. Interrupting the
+ * stream aborts its HTTP request.
  */
 import { type AiError, LanguageModel, Prompt, Tool, type Toolkit } from "@effect/ai"
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import type { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Effect, Either, Layer, type ParseResult, type Redacted, Schema, type Scope } from "effect"
-import { ModelProvider, type ModelProviderShape, type ModelStepRequest, ProviderError } from "./Provider.js"
+import { Effect, Either, Layer, type ParseResult, type Redacted, Schema, type Scope, Stream } from "effect"
+import {
+  ModelProvider,
+  type ModelProviderShape,
+  type ModelStepPart,
+  type ModelStepRequest,
+  type ModelToolCall,
+  ProviderError
+} from "./Provider.js"
 import type { ToolDefinition } from "./Tools.js"
 import type { TranscriptMessage } from "./Transcript.js"
 
@@ -35,8 +45,8 @@ export const make = (
       Effect.provideService(OpenAiClient.OpenAiClient, client)
     )
 
-    const step = Effect.fn("OpenAiProvider.step")(function* (request: ModelStepRequest) {
-      const prompt = yield* Either.match(toPrompt(request.transcript), {
+    const promptOf = (request: ModelStepRequest) =>
+      Either.match(toPrompt(request.transcript), {
         onLeft: (message) =>
           Effect.fail(
             new ProviderError({
@@ -48,6 +58,9 @@ export const make = (
           ),
         onRight: Effect.succeed
       })
+
+    const step = Effect.fn("OpenAiProvider.step")(function* (request: ModelStepRequest) {
+      const prompt = yield* promptOf(request)
       const response = yield* LanguageModel.generateText({
         prompt,
         toolkit: toolkitFor(request.tools),
@@ -64,7 +77,48 @@ export const make = (
       }
     })
 
-    return { step }
+    const stream = (request: ModelStepRequest): Stream.Stream<ModelStepPart, ProviderError> =>
+      Stream.unwrap(
+        Effect.map(promptOf(request), (prompt) => {
+          let text = ""
+          const toolCalls: Array<ModelToolCall> = []
+          const names = new Map<string, string>()
+          const parts = LanguageModel.streamText({
+            prompt,
+            toolkit: toolkitFor(request.tools),
+            disableToolCallResolution: true
+          }).pipe(
+            Stream.mapConcat((part): ReadonlyArray<ModelStepPart> => {
+              switch (part.type) {
+                case "text-delta":
+                  text += part.delta
+                  return part.delta === "" ? [] : [{ type: "text-delta", text: part.delta }]
+                case "tool-params-start":
+                  names.set(part.id, part.name)
+                  return []
+                case "tool-params-delta":
+                  return [
+                    { type: "tool-call-delta", callId: part.id, name: names.get(part.id) ?? "", delta: part.delta }
+                  ]
+                case "tool-call":
+                  toolCalls.push({ id: part.id, name: part.name, arguments: part.params })
+                  return []
+                case "finish":
+                  return [{ type: "finished", response: { text, toolCalls: [...toolCalls] } }]
+                default:
+                  return []
+              }
+            }),
+            // As in `step`: the request id travels as metadata (the stream has no config to merge with).
+            Stream.provideService(OpenAiLanguageModel.Config, { metadata: { request_id: request.requestId } }),
+            Stream.provideService(LanguageModel.LanguageModel, model),
+            Stream.mapError((error) => toProviderError(request.requestId, error))
+          )
+          return parts
+        })
+      )
+
+    return { step, stream }
   })
 
 export const layer = (config: OpenAiProviderConfig): Layer.Layer<ModelProvider> =>

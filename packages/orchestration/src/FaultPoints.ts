@@ -19,7 +19,9 @@ export const faultPointNames = [
   "reactor.after-claim",
   "reactor.after-perform",
   "reactor.after-settle",
-  "reconcile.mid"
+  "reconcile.mid",
+  /** After a stream chunk's flush committed (StreamIngest), mid-stream: `kind=` is the effect's kind. */
+  "stream.after-flush"
 ] as const
 export type FaultPointName = (typeof faultPointNames)[number]
 

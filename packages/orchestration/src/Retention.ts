@@ -1,5 +1,5 @@
 /**
- * Pruning: settled outbox rows (with their stream chunks) and old receipts are deleted after
+ * Pruning: settled outbox rows, the stream chunks of settled effects and old receipts are deleted after
  * configurable periods, in small batches in the background. Unsettled rows are never touched. A retry whose receipt was pruned is
  * treated as a new command: clients must not retry a command id older than the receipt period.
  */
@@ -11,6 +11,12 @@ import * as StreamChunks from "./StreamChunks.js"
 export interface RetentionOptions {
   /** How long a settled outbox row is kept after its last update. Default 7 days. */
   readonly settledEffects?: Duration.DurationInput
+  /**
+   * How long the stream chunks of a settled effect (a model step's deltas) are kept after it settled.
+   * Default 10 minutes: a reader that reconnects soon still finds them; the final text stays in the
+   * effect's outcome (and the transcript). Never longer than `settledEffects`.
+   */
+  readonly settledStreams?: Duration.DurationInput
   /** How long a receipt is kept after it was accepted. Default 30 days. */
   readonly receipts?: Duration.DurationInput
   /** Rows per delete. Default 500. */
@@ -22,6 +28,7 @@ export interface RetentionOptions {
 /** The periods the engine prunes by when given none (the audit uses them to tell pruned from missing). */
 export const defaults = {
   settledEffects: Duration.days(7),
+  settledStreams: Duration.minutes(10),
   receipts: Duration.days(30),
   batchSize: 500,
   every: Duration.minutes(1)
@@ -50,8 +57,12 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
     const receipts = yield* sql<{ command_id: string }>`DELETE FROM receipts WHERE command_id IN (
         SELECT command_id FROM receipts WHERE accepted_at < ${receiptsBefore} LIMIT ${batch}
       ) RETURNING command_id`
-    // The chunks of an effect go with its row (or before, once it settled before the horizon).
-    const streamChunks = yield* StreamChunks.compactSettled(batch, effectsBefore)
+    // Chunks of an effect settled past the streams horizon go, and with its pruned row at the latest.
+    const streamsPeriod = Math.min(
+      Duration.toMillis(options.settledStreams ?? defaults.settledStreams),
+      Duration.toMillis(options.settledEffects ?? defaults.settledEffects)
+    )
+    const streamChunks = yield* StreamChunks.compactSettled(batch, now - streamsPeriod)
     return { effects: effects.length, receipts: receipts.length, streamChunks }
   }).pipe(Effect.mapError(toStorageFailure("retention")))
 

@@ -19,6 +19,7 @@ import { Deferred, Duration, Effect, Queue, Schedule, Schema, type Scope, Stream
 import { Engine } from "./Engine.js"
 import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import type { OutboxRow } from "./Outbox.js"
+import { FaultPoints } from "./FaultPoints.js"
 import { EffectFailure } from "./Reactor.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
 
@@ -32,7 +33,10 @@ export interface RetryOptions {
 
 export interface StreamIngestOptions {
   /** The row being performed: the chunks belong to its current attempt. */
-  readonly effect: Pick<OutboxRow, "effectId" | "aggregateType" | "aggregateId" | "attempts">
+  readonly effect: Pick<OutboxRow, "effectId" | "aggregateType" | "aggregateId" | "attempts"> & {
+    /** The effect's kind, for fault points (`stream.after-flush:kind=…`). */
+    readonly kind?: string
+  }
   /** Flush at most this long after the first unflushed write. Default 50 millis. */
   readonly flushEvery?: Duration.DurationInput
   /** Flush once this many UTF-8 bytes are buffered. Default 4 KiB. */
@@ -120,6 +124,7 @@ const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8")
 export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
   Effect.gen(function* () {
     const engine = yield* Engine
+    const faults = yield* FaultPoints
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = options.flushEvery ?? defaults.flushEvery
     const flushBytes = Math.max(1, options.flushBytes ?? defaults.flushBytes)
@@ -202,7 +207,14 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
                 pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
                 committedEnd = start + text.length
                 flushes++
-                return budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
+                const released = budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
+                return Effect.zipRight(
+                  released,
+                  faults.hit(
+                    "stream.after-flush",
+                    options.effect.kind === undefined ? {} : { kind: options.effect.kind }
+                  )
+                )
               })
           })
         )

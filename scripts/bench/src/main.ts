@@ -16,6 +16,7 @@ import { progress } from "./Progress.js"
 import { runRecovery } from "./Recovery.js"
 import { renderMarkdown, Results, writeDoc, type Ratio } from "./Report.js"
 import { runScale } from "./Scale.js"
+import { runStreaming } from "./Streaming.js"
 import { fmt } from "./Stats.js"
 import { withTempDir } from "./TempDir.js"
 import { runWorkflow } from "./Workflow.js"
@@ -132,6 +133,21 @@ for (const rows of profile.reconcileRows) {
   results.addValue(`first claim after restart (${rows} rows just requeued)`, "ms", result.firstClaimAfterRestartMs)
   progress(
     `recovery ${rows}: reconcile ${fmt(result.reconcileMs)} ms, first claim ${fmt(result.firstClaimAfterRestartMs, 1)} ms`
+  )
+}
+
+for (const streams of [1, 16]) {
+  const seconds = profile.name === "quick" ? 3 : 10
+  progress(`streaming: ${streams} concurrent streams of 50 tokens/s for ${seconds} s`)
+  const r = await withTempDir("streaming", (dir) => runStreaming(dir, streams, seconds))
+  const label = `streaming, ${streams} × 50 tokens/s`
+  results.addValue(`${label}: deltas ingested`, "deltas/s", r.deltasPerSecond)
+  results.addValue(`${label}: chunk commits`, "commits/s", r.commitsPerSecond)
+  results.addValue(`${label}: write amplification (bytes written / streamed)`, "x", r.writeAmplification)
+  results.addValue(`${label}: peak RSS`, "MiB", r.peakRssMb)
+  progress(
+    `streaming ${streams}: ${fmt(r.deltasPerSecond)} deltas/s, ${fmt(r.commitsPerSecond)} commits/s, ` +
+      `write amplification ${fmt(r.writeAmplification)}x, RSS ${fmt(r.peakRssMb)} MiB, ${fmt(r.seconds, 1)} s`
   )
 }
 

@@ -35,7 +35,9 @@ export const message = (random: Random, threadId: string, n: number, marker = "c
       toolCalls: [{ name: "delegate", arguments: { threadId: `${threadId}-helper`, text: `help with ${n}` } }]
     })
   }
-  steps.push({ text: `finished ${n}` })
+  // The answer streams in a few deltas (model.step records each through StreamIngest), so kills,
+  // random or at the stream.after-flush fault point, land mid-stream.
+  steps.push({ chunks: ["finished", " ", `${n}`], chunkDelayMs: random.int(20, 120) })
   return {
     commandId: `chaos-send-${threadId}-${n}`,
     type: "message.send",
