@@ -1,0 +1,272 @@
+/**
+ * GET /v1/threads/:threadId/stream over a real HTTP server and a real SQLite file: the model step is
+ * held open by a provider the test releases, and its text is recorded through the engine's
+ * StreamIngest for the step's real effect (as the agents reactor does while a provider streams).
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Engine, StreamIngest } from "@orchestration/engine"
+import { ModelProvider, type Provider, ProviderError, Thread } from "@orchestration/agents"
+import { Deferred, Effect, Layer, Queue, Scope, Exit } from "effect"
+import { make as agentsDomain } from "../src/AgentsDomain.js"
+import { effectStatus, postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+import { openSse, type SseMessage, until } from "./fixtures/sse.js"
+
+/** A provider whose every step waits for the test to hand it an answer. */
+const heldProvider = Effect.gen(function* () {
+  const answers = yield* Queue.unbounded<Effect.Effect<Provider.ModelStepResponse, ProviderError>>()
+  const layer = Layer.succeed(ModelProvider, { step: () => Effect.flatten(Queue.take(answers)) })
+  /** The next step waits on `gate` (interruptible: a cancel ends it), then answers, or fails as the gate does. */
+  const hold = (gate: Deferred.Deferred<void, ProviderError>, text: string) =>
+    Queue.offer(answers, Deferred.await(gate).pipe(Effect.as({ text, toolCalls: [] })))
+  return { layer, hold }
+})
+
+const send = (url: string, threadId: string, messageId: string, text = "hi") =>
+  postJson(url, "/v1/commands", {
+    commandId: `send-${threadId}-${messageId}`,
+    type: "message.send",
+    threadId,
+    messageId,
+    text
+  })
+
+const runningAttempt = (url: string, effectId: string, attempt: number) =>
+  waitFor(
+    `${effectId} running at attempt ${attempt}`,
+    Effect.map(effectStatus(url, effectId), (row) =>
+      row.status === "running" && row.attempts === attempt ? row : undefined
+    )
+  )
+
+/**
+ * The step's text recorder for one attempt (one StreamIngest, as the reactor keeps while a provider
+ * streams); each call records its pieces, one flush each, through the engine's front door.
+ */
+const recorder = (engine: Engine.EngineShape, threadId: string, effectId: string, attempt: number) =>
+  Effect.map(
+    StreamIngest.make({ effect: { effectId, aggregateType: "thread", aggregateId: threadId, attempts: attempt } }).pipe(
+      Effect.provideService(Engine.Engine, engine)
+    ),
+    (ingest) => (pieces: ReadonlyArray<string>) =>
+      Effect.forEach(pieces, (piece) => Effect.zipRight(ingest.write(piece), ingest.flush), { discard: true })
+  )
+
+const deltas = (messages: ReadonlyArray<SseMessage>) => messages.filter((m) => m.event === "delta")
+const eventTypes = (messages: ReadonlyArray<SseMessage>) =>
+  messages.filter((m) => m.event === "thread-event").map((m) => m.data.type)
+const has = (type: string) => (messages: ReadonlyArray<SseMessage>) => eventTypes(messages).includes(type)
+
+/** Every delta starts where the last one of its attempt ended: no gap, no repeat. */
+const assertContiguous = (messages: ReadonlyArray<SseMessage>) => {
+  const ends = new Map<number, number>()
+  for (const d of deltas(messages)) {
+    assert.strictEqual(d.data.offset, ends.get(d.data.attempt) ?? 0, `delta ${d.id} is contiguous`)
+    ends.set(d.data.attempt, d.data.offset + d.data.text.length)
+  }
+}
+const textOf = (messages: ReadonlyArray<SseMessage>, attempt: number) =>
+  deltas(messages)
+    .filter((d) => d.data.attempt === attempt)
+    .map((d) => d.data.text)
+    .join("")
+
+describe("GET /v1/threads/:threadId/stream", () => {
+  it.scopedLive(
+    "the first delta arrives before the step's outcome commits, and the deltas are the recorded answer",
+    () =>
+      Effect.gen(function* () {
+        const provider = yield* heldProvider
+        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+        const gate = yield* Deferred.make<void, ProviderError>()
+        yield* provider.hold(gate, "Hello, streaming world")
+        yield* send(url, "t1", "m1")
+        const effectId = Thread.stepEffectId("t1:m1", 1)
+        yield* runningAttempt(url, effectId, 1)
+        const rec1 = yield* recorder(engine, "t1", effectId, 1)
+        const sse = yield* openSse(url, "/v1/threads/t1/stream")
+        assert.strictEqual(sse.status, 200)
+        yield* until("turn.started", sse, has("turn.started"))
+
+        yield* rec1(["Hello"])
+        yield* until("the first delta", sse, (ms) => textOf(ms, 1) === "Hello")
+        yield* rec1([", "])
+        yield* until("the second delta", sse, (ms) => textOf(ms, 1) === "Hello, ")
+        // The step is still running: its outcome has not committed, and no response was sent.
+        assert.strictEqual((yield* effectStatus(url, effectId)).status, "running")
+        assert.isFalse(has("turn.completed")(sse.messages))
+        assert.deepStrictEqual(deltas(sse.messages)[0]!.data, {
+          turnId: "t1:m1",
+          step: 1,
+          attempt: 1,
+          offset: 0,
+          text: "Hello"
+        })
+
+        yield* rec1(["streaming ", "world"])
+        yield* Deferred.succeed(gate, undefined)
+        yield* until("turn.completed", sse, has("turn.completed"))
+        const responded = sse.messages.find((m) => m.event === "thread-event" && m.data.type === "turn.completed")!
+        assert.strictEqual(textOf(sse.messages, 1), responded.data.payload.text)
+        assertContiguous(sse.messages)
+        // Deltas sit between the step's start and its response, and no notice marks the answer partial.
+        const order = sse.messages.map((m) => (m.event === "thread-event" ? m.data.type : m.event))
+        assert.deepStrictEqual(
+          order.filter(
+            (o, i) => o !== "thread.created" && o !== "message.queued" && !(o === "delta" && order[i - 1] === "delta")
+          ),
+          ["turn.started", "delta", "turn.completed"]
+        )
+        assert.strictEqual(
+          deltas(sse.messages)[0]!.id,
+          `${sse.messages.find((m) => m.data.type === "turn.started")!.id!.split(":")[0]}:1:1:5:t1:m1`
+        )
+        assert.deepStrictEqual(sse.comments.slice(0, 1), [": connected"])
+      })
+  )
+
+  it.scopedLive("a client that reconnects with Last-Event-ID sees every delta and event exactly once", () =>
+    Effect.gen(function* () {
+      const provider = yield* heldProvider
+      const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+      const gate = yield* Deferred.make<void, ProviderError>()
+      yield* provider.hold(gate, "one two three four")
+      yield* send(url, "t2", "m1")
+      const effectId = Thread.stepEffectId("t2:m1", 1)
+      yield* runningAttempt(url, effectId, 1)
+      const rec1 = yield* recorder(engine, "t2", effectId, 1)
+      const firstScope = yield* Scope.make()
+      const first = yield* openSse(url, "/v1/threads/t2/stream").pipe(Scope.extend(firstScope))
+      yield* rec1(["one ", "two "])
+      yield* until("two deltas", first, (ms) => textOf(ms, 1) === "one two ")
+      yield* Scope.close(firstScope, Exit.void)
+      const seen = [...first.messages]
+      const lastId = seen.at(-1)!.id!
+      // While the client is away the step streams on; one chunk lands while it reconnects.
+      yield* rec1(["three "])
+      const second = yield* openSse(url, "/v1/threads/t2/stream", { "last-event-id": lastId })
+      yield* rec1(["four"])
+      yield* Deferred.succeed(gate, undefined)
+      yield* until("turn.completed", second, has("turn.completed"))
+      const all = [...seen, ...second.messages]
+      assertContiguous(all)
+      assert.strictEqual(textOf(all, 1), "one two three four")
+      const ids = all.map((m) => m.id)
+      assert.strictEqual(new Set(ids).size, ids.length, "no message twice")
+      // The same as one uninterrupted read from the start.
+      const fresh = yield* openSse(url, "/v1/threads/t2/stream")
+      yield* until("fresh turn.completed", fresh, has("turn.completed"))
+      assert.deepStrictEqual(eventTypes(all), eventTypes(fresh.messages))
+      assert.strictEqual(textOf(fresh.messages, 1), "one two three four")
+    })
+  )
+
+  it.scopedLive("text of a failed attempt is marked superseded, and the retry streams from offset 0", () =>
+    Effect.gen(function* () {
+      const provider = yield* heldProvider
+      const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+      const firstGate = yield* Deferred.make<void, ProviderError>()
+      yield* provider.hold(firstGate, "unused")
+      yield* send(url, "t3", "m1")
+      const effectId = Thread.stepEffectId("t3:m1", 1)
+      yield* runningAttempt(url, effectId, 1)
+      const rec1 = yield* recorder(engine, "t3", effectId, 1)
+      const sse = yield* openSse(url, "/v1/threads/t3/stream")
+      yield* rec1(["Partial"])
+      yield* until("attempt 1's text", sse, (ms) => textOf(ms, 1) === "Partial")
+      // Attempt 1 fails retryably (its answer is never recorded); attempt 2 streams the answer.
+      const secondGate = yield* Deferred.make<void, ProviderError>()
+      yield* provider.hold(secondGate, "Final answer")
+      yield* Deferred.fail(
+        firstGate,
+        new ProviderError({ provider: "held", requestId: "r", reason: "unavailable", message: "connection reset" })
+      )
+      yield* runningAttempt(url, effectId, 2)
+      const rec2 = yield* recorder(engine, "t3", effectId, 2)
+      yield* rec2(["Final ", "answer"])
+      yield* Deferred.succeed(secondGate, undefined)
+      yield* until("turn.completed", sse, has("turn.completed"))
+      const kinds = sse.messages.filter((m) => m.event !== "thread-event").map((m) => m.event)
+      assert.deepStrictEqual(kinds.slice(0, 2), ["delta", "superseded"])
+      const superseded = sse.messages.find((m) => m.event === "superseded")!
+      assert.deepStrictEqual(superseded.data, { turnId: "t3:m1", step: 1, attempt: 1, length: 7 })
+      assert.strictEqual(textOf(sse.messages, 2), "Final answer")
+      assert.strictEqual(deltas(sse.messages).find((d) => d.data.attempt === 2)!.data.offset, 0)
+    })
+  )
+
+  it.scopedLive(
+    "an interrupted turn's partial text is marked interrupted; a resume after the notice does not repeat it",
+    () =>
+      Effect.gen(function* () {
+        const provider = yield* heldProvider
+        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+        const gate = yield* Deferred.make<void, ProviderError>()
+        yield* provider.hold(gate, "never")
+        yield* send(url, "t4", "m1")
+        const effectId = Thread.stepEffectId("t4:m1", 1)
+        yield* runningAttempt(url, effectId, 1)
+        const rec1 = yield* recorder(engine, "t4", effectId, 1)
+        const sse = yield* openSse(url, "/v1/threads/t4/stream")
+        yield* rec1(["Half an ans"])
+        yield* until("the partial text", sse, (ms) => textOf(ms, 1) === "Half an ans")
+        yield* postJson(url, "/v1/commands", {
+          commandId: "stop-t4",
+          type: "turn.interrupt",
+          threadId: "t4",
+          turnId: "t4:m1"
+        })
+        yield* until("turn.ended", sse, has("turn.ended"))
+        const notice = sse.messages.find((m) => m.event === "interrupted")!
+        assert.deepStrictEqual(notice.data, {
+          turnId: "t4:m1",
+          step: 1,
+          attempt: 1,
+          length: 11,
+          reason: "interrupted by the user"
+        })
+        const index = sse.messages.indexOf(notice)
+        assert.strictEqual(sse.messages[index + 1]!.data.type, "turn.ended")
+        // Resuming right after the notice: the turn's end, and no second notice.
+        const resumed = yield* openSse(url, "/v1/threads/t4/stream", { "last-event-id": notice.id! })
+        yield* until("turn.ended again", resumed, has("turn.ended"))
+        assert.deepStrictEqual(
+          resumed.messages.map((m) => m.event),
+          ["thread-event"]
+        )
+        // The transcript holds the user message only: the partial text never entered it.
+        const transcript = yield* raw(url, "/v1/threads/t4/transcript")
+        assert.isFalse(JSON.stringify(transcript.body.messages).includes("Half an ans"))
+      })
+  )
+
+  it.scopedLive(
+    "an unknown thread is 404, a malformed position 400, and a token is needed (header or access_token)",
+    () =>
+      Effect.gen(function* () {
+        const provider = yield* heldProvider
+        const { url } = yield* startServer({
+          domain: agentsDomain({ provider: provider.layer }),
+          env: { API_TOKEN: "s3cret-token-value" }
+        })
+        const auth = { authorization: "Bearer s3cret-token-value" }
+        const missing = yield* raw(url, "/v1/threads/nobody/stream", { headers: auth })
+        assert.strictEqual(missing.status, 404)
+        assert.strictEqual(missing.body.error, "NotFound")
+        yield* provider.hold(yield* Deferred.make<void, ProviderError>(), "x")
+        yield* postJson(
+          url,
+          "/v1/commands",
+          { commandId: "send-t5", type: "message.send", threadId: "t5", messageId: "m1", text: "hi" },
+          auth
+        )
+        const bad = yield* raw(url, "/v1/threads/t5/stream", { headers: { ...auth, "last-event-id": "12:x" } })
+        assert.strictEqual(bad.status, 400)
+        assert.strictEqual(bad.body.error, "InvalidRequest")
+        const anonymous = yield* raw(url, "/v1/threads/t5/stream")
+        assert.strictEqual(anonymous.status, 401)
+        const query = yield* openSse(url, "/v1/threads/t5/stream?access_token=s3cret-token-value")
+        assert.strictEqual(query.status, 200)
+        yield* until("turn.started", query, has("turn.started"))
+      })
+  )
+})
