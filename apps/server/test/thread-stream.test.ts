@@ -8,7 +8,7 @@ import { Engine, StreamIngest } from "@orchestration/engine"
 import { ModelProvider, type Provider, ProviderError, Thread } from "@orchestration/agents"
 import { Deferred, Effect, Layer, Queue, Scope, Exit } from "effect"
 import { make as agentsDomain } from "../src/AgentsDomain.js"
-import { effectStatus, postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+import { effectStatus, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
 import { openSse, type SseMessage, until } from "./fixtures/sse.js"
 
 /** A provider whose every step waits for the test to hand it an answer. */
@@ -267,6 +267,58 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const query = yield* openSse(url, "/v1/threads/t5/stream?access_token=s3cret-token-value")
         assert.strictEqual(query.status, 200)
         yield* until("turn.started", query, has("turn.started"))
+      })
+  )
+
+  it.scopedLive(
+    "after a server restart a client resumes with Last-Event-ID: the rest of the dead attempt, its notice, the new attempt from 0",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = tempDataDir()
+        const effectId = Thread.stepEffectId("t6:m1", 1)
+        const firstRun = yield* Scope.make()
+        const before = yield* Effect.gen(function* () {
+          const provider = yield* heldProvider
+          const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }), dataDir })
+          yield* provider.hold(yield* Deferred.make<void, ProviderError>(), "never")
+          yield* send(url, "t6", "m1")
+          yield* runningAttempt(url, effectId, 1)
+          const rec1 = yield* recorder(engine, "t6", effectId, 1)
+          const sse = yield* openSse(url, "/v1/threads/t6/stream")
+          yield* rec1(["Before "])
+          yield* until("the first delta", sse, (ms) => textOf(ms, 1) === "Before ")
+          sse.close()
+          const seen = [...sse.messages]
+          // Recorded after the client went away, before the server stops.
+          yield* rec1(["the stop"])
+          return seen
+        }).pipe(Scope.extend(firstRun))
+        // A clean stop: the held step is cut off and handed back (model.step is replay-safe).
+        yield* Scope.close(firstRun, Exit.void)
+
+        const provider = yield* heldProvider
+        const gate = yield* Deferred.make<void, ProviderError>()
+        yield* provider.hold(gate, "After restart")
+        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }), dataDir })
+        yield* runningAttempt(url, effectId, 2)
+        const rec2 = yield* recorder(engine, "t6", effectId, 2)
+        const resumed = yield* openSse(url, "/v1/threads/t6/stream", { "last-event-id": before.at(-1)!.id! })
+        yield* rec2(["After ", "restart"])
+        yield* Deferred.succeed(gate, undefined)
+        yield* until("turn.completed", resumed, has("turn.completed"))
+        const all = [...before, ...resumed.messages]
+        assertContiguous(all)
+        assert.strictEqual(textOf(all, 1), "Before the stop")
+        assert.strictEqual(textOf(all, 2), "After restart")
+        assert.deepStrictEqual(resumed.messages.find((m) => m.event === "superseded")!.data, {
+          turnId: "t6:m1",
+          step: 1,
+          attempt: 1,
+          length: 15
+        })
+        const ids = all.map((m) => m.id)
+        assert.strictEqual(new Set(ids).size, ids.length, "no message twice")
+        assert.strictEqual(all.find((m) => m.data?.type === "turn.completed")!.data.payload.text, "After restart")
       })
   )
 })
