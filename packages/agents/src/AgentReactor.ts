@@ -11,14 +11,15 @@ import {
   Engine,
   type Outbox,
   type Reactor,
-  StorageErrors
+  StorageErrors,
+  StreamIngest
 } from "@orchestration/engine"
 import { Duration, Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { delegateMessageId, delegationCommandId } from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
 import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
-import { ModelProvider } from "./Provider.js"
+import { ModelProvider, type ModelStepRequest, runStream, streamOf } from "./Provider.js"
 import { turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { findTrigger } from "./TriggerReadModel.js"
@@ -113,20 +114,49 @@ export const mcpToolDefinition = (entry: McpServers.McpToolEntry): ToolDefinitio
 })
 
 /**
+ * The step's text deltas, recorded as chunks of this attempt (StreamIngest) while the provider
+ * streams, all flushed before the step answers: its outcome commits after its last chunk. A stream
+ * that cannot be recorded ends the step at once with that failure (`storage: <code>`), provider
+ * request aborted; the final response, not the deltas, is what the outcome and transcript hold.
+ */
+const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const provider = yield* ModelProvider
+      const ingest = yield* StreamIngest.make({ effect: row })
+      const response = yield* Effect.raceFirst(
+        runStream(request, "model", streamOf(provider, request), (part) =>
+          part.type === "text-delta" ? ingest.write(part.text) : Effect.void
+        ),
+        ingest.failed
+      )
+      yield* ingest.flush
+      return response
+    })
+  ).pipe(
+    Effect.mapError((e) =>
+      e._tag === "StreamNotRecorded"
+        ? StreamIngest.toEffectFailure(e)
+        : failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason)
+    )
+  )
+
+/**
  * One step: the built-in tools and the MCP tools of the servers up now. Each call of an offered MCP
  * tool carries the policy its annotations give, so the decider records it with the call.
  */
 const modelStep = (row: Outbox.OutboxRow) =>
   Effect.gen(function* () {
-    const provider = yield* ModelProvider
     const mcpTools = yield* (yield* McpServers.McpServers).tools
     const { threadId } = row.payload as { threadId: string }
     const transcript = yield* transcriptOf(threadId).pipe(
       Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true))
     )
-    const response = yield* provider
-      .step({ requestId: row.effectId, transcript, tools: [...toolDefinitions, ...mcpTools.map(mcpToolDefinition)] })
-      .pipe(Effect.mapError((e) => failure(`${e.provider}: ${e.message}`, e.reason === "unavailable", e.reason)))
+    const response = yield* streamedStep(row, {
+      requestId: row.effectId,
+      transcript,
+      tools: [...toolDefinitions, ...mcpTools.map(mcpToolDefinition)]
+    })
     const offered = new Map(mcpTools.map((entry) => [entry.name, entry]))
     return {
       ...response,

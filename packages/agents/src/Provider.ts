@@ -4,7 +4,7 @@
  * tools run as effects through the outbox. Adapters map their own failures into `ProviderError`
  * once, at their boundary.
  */
-import { Context, type Effect, Schema } from "effect"
+import { Context, Effect, Schema, Stream } from "effect"
 import type { ToolDefinition } from "./Tools.js"
 import type { TranscriptMessage } from "./Transcript.js"
 
@@ -46,9 +46,58 @@ export class ProviderError extends Schema.TaggedError<ProviderError>()("Provider
   message: Schema.String
 }) {}
 
+/**
+ * What a streaming step yields as it goes: text deltas, argument deltas of a tool call, and last
+ * the whole response (`finished`), which is what gets recorded; the deltas are only its preview.
+ */
+export type ModelStepPart =
+  | { readonly type: "text-delta"; readonly text: string }
+  | { readonly type: "tool-call-delta"; readonly callId: string; readonly name: string; readonly delta: string }
+  | { readonly type: "finished"; readonly response: ModelStepResponse }
+
 export interface ModelProviderShape {
   readonly step: (request: ModelStepRequest) => Effect.Effect<ModelStepResponse, ProviderError>
+  /** The step as it streams; an adapter without one is streamed as its whole answer (`streamOf`). */
+  readonly stream?: ((request: ModelStepRequest) => Stream.Stream<ModelStepPart, ProviderError>) | undefined
 }
+
+/** The provider's stream of a step, or its one-shot answer as a single delta and its end. */
+export const streamOf = (
+  provider: ModelProviderShape,
+  request: ModelStepRequest
+): Stream.Stream<ModelStepPart, ProviderError> =>
+  provider.stream !== undefined
+    ? provider.stream(request)
+    : Stream.flatMap(Stream.fromEffect(provider.step(request)), (response) =>
+        Stream.fromIterable<ModelStepPart>([
+          ...(response.text === "" ? [] : [{ type: "text-delta" as const, text: response.text }]),
+          { type: "finished", response }
+        ])
+      )
+
+/**
+ * Runs a step's stream, handing each part to `onPart` in order, and answers its final response.
+ * A stream that ends without one is a malformed answer, never an empty one.
+ */
+export const runStream = <E, R>(
+  request: ModelStepRequest,
+  provider: string,
+  parts: Stream.Stream<ModelStepPart, ProviderError>,
+  onPart: (part: ModelStepPart) => Effect.Effect<void, E, R>
+): Effect.Effect<ModelStepResponse, ProviderError | E, R> =>
+  Effect.gen(function* () {
+    let response: ModelStepResponse | undefined
+    yield* Stream.runForEach(parts, (part) =>
+      part.type === "finished" ? Effect.sync(() => void (response = part.response)) : onPart(part)
+    )
+    if (response !== undefined) return response
+    return yield* new ProviderError({
+      provider,
+      requestId: request.requestId,
+      reason: "malformed-response",
+      message: "the stream ended without a final response"
+    })
+  })
 
 export class ModelProvider extends Context.Tag("agents/ModelProvider")<ModelProvider, ModelProviderShape>() {}
 

@@ -5,11 +5,21 @@
  *   with ids `call_<n>_<index>` (n = 1-based step number within the turn, index = 0-based
  *   position in the step), so the same transcript always yields the same ids;
  * - `{"text": "..."}` → that text and no tool calls.
+ * Either may stream: `"chunks": ["Hel", "lo"]` are its text deltas, in order (the text defaults to
+ * their concatenation and must equal it when given), `"chunkDelayMs": n` waits n ms before each one
+ * on the Effect clock (so a TestClock drives it). Without chunks the text streams as one delta.
  * Once the script is exhausted the answer is the text "done". A message that is not a script is
  * answered "echo: <text>" with no tool calls. The answer depends on the transcript only.
  */
-import { Effect, Either, Layer, Schema } from "effect"
-import { ModelProvider, type ModelProviderShape, type ModelStepResponse, ProviderError } from "./Provider.js"
+import { Effect, Either, Layer, Schema, Stream } from "effect"
+import {
+  ModelProvider,
+  type ModelProviderShape,
+  type ModelStepPart,
+  type ModelStepRequest,
+  type ModelStepResponse,
+  ProviderError
+} from "./Provider.js"
 import type { TranscriptMessage } from "./Transcript.js"
 
 const ScriptToolCall = Schema.Struct({
@@ -17,9 +27,14 @@ const ScriptToolCall = Schema.Struct({
   arguments: Schema.optionalWith(Schema.Unknown, { default: () => ({}) })
 })
 
+const Streaming = {
+  chunks: Schema.optional(Schema.Array(Schema.String)),
+  chunkDelayMs: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(0, 600_000)))
+}
+
 const ScriptStep = Schema.Union(
-  Schema.Struct({ toolCalls: Schema.Array(ScriptToolCall), text: Schema.optional(Schema.String) }),
-  Schema.Struct({ text: Schema.String })
+  Schema.Struct({ toolCalls: Schema.Array(ScriptToolCall), text: Schema.optional(Schema.String), ...Streaming }),
+  Schema.Struct({ text: Schema.optional(Schema.String), ...Streaming })
 )
 export type ScriptStep = typeof ScriptStep.Encoded
 
@@ -42,13 +57,24 @@ export const parseScript = (text: string): ReadonlyArray<unknown> | undefined =>
   return Array.isArray(value.script) ? value.script : undefined
 }
 
+/** A scripted step: its response and the deltas it streams (each after `delayMs`). */
+export interface ScriptedStep {
+  readonly response: ModelStepResponse
+  readonly chunks: ReadonlyArray<string>
+  readonly delayMs: number
+}
+
+const whole = (response: ModelStepResponse): ScriptedStep => ({
+  response,
+  chunks: response.text === "" ? [] : [response.text],
+  delayMs: 0
+})
+
 /**
- * The scripted answer to a transcript, or why there is none (no user message, a malformed step).
+ * The scripted step for a transcript, or why there is none (no user message, a malformed step).
  * The turn starts at the latest user message; its step number counts the assistant messages after it.
  */
-export const scriptedAnswer = (
-  transcript: ReadonlyArray<TranscriptMessage>
-): Either.Either<ModelStepResponse, string> => {
+export const scriptedStep = (transcript: ReadonlyArray<TranscriptMessage>): Either.Either<ScriptedStep, string> => {
   let userIndex = transcript.length - 1
   while (userIndex >= 0 && transcript[userIndex]?.role !== "user") userIndex--
   const user = transcript[userIndex]
@@ -56,37 +82,74 @@ export const scriptedAnswer = (
   const step = transcript.slice(userIndex + 1).filter((message) => message.role === "assistant").length + 1
 
   const script = parseScript(user.content)
-  if (script === undefined) return Either.right({ text: `echo: ${user.content}`, toolCalls: [] })
+  if (script === undefined) return Either.right(whole({ text: `echo: ${user.content}`, toolCalls: [] }))
   const raw = script[step - 1]
-  if (raw === undefined) return Either.right({ text: exhaustedText, toolCalls: [] })
+  if (raw === undefined) return Either.right(whole({ text: exhaustedText, toolCalls: [] }))
 
   return Schema.decodeUnknownEither(ScriptStep)(raw).pipe(
     Either.mapLeft((error) => `script step ${step} is malformed: ${error.message}`),
-    Either.map(
-      (decoded): ModelStepResponse =>
-        "toolCalls" in decoded
-          ? {
-              text: decoded.text ?? "",
-              toolCalls: decoded.toolCalls.map((call, index) => ({
+    Either.flatMap((decoded): Either.Either<ScriptedStep, string> => {
+      const joined = decoded.chunks?.join("")
+      const text = decoded.text ?? joined
+      if (text === undefined && !("toolCalls" in decoded)) {
+        return Either.left(`script step ${step} is malformed: it needs "text", "chunks" or "toolCalls"`)
+      }
+      if (joined !== undefined && text !== joined) {
+        return Either.left(`script step ${step} is malformed: its chunks do not concatenate to its text`)
+      }
+      const response: ModelStepResponse = {
+        text: text ?? "",
+        toolCalls:
+          "toolCalls" in decoded
+            ? decoded.toolCalls.map((call, index) => ({
                 id: scriptedCallId(step, index),
                 name: call.name,
                 arguments: call.arguments
               }))
-            }
-          : { text: decoded.text, toolCalls: [] }
-    )
+            : []
+      }
+      return Either.right(
+        decoded.chunks === undefined
+          ? { ...whole(response), delayMs: decoded.chunkDelayMs ?? 0 }
+          : { response, chunks: decoded.chunks.filter((c) => c.length > 0), delayMs: decoded.chunkDelayMs ?? 0 }
+      )
+    })
   )
 }
+
+/** The scripted answer to a transcript (its step's response), or why there is none. */
+export const scriptedAnswer = (
+  transcript: ReadonlyArray<TranscriptMessage>
+): Either.Either<ModelStepResponse, string> => Either.map(scriptedStep(transcript), (step) => step.response)
+
+const invalid = (request: ModelStepRequest, message: string) =>
+  new ProviderError({ provider: "scripted", requestId: request.requestId, reason: "invalid-request", message })
+
+/** The step's deltas, each after its delay on the Effect clock, then its response. */
+const streamStep = (request: ModelStepRequest): Stream.Stream<ModelStepPart, ProviderError> =>
+  Either.match(scriptedStep(request.transcript), {
+    onLeft: (message) => Stream.fail(invalid(request, message)),
+    onRight: (step) =>
+      Stream.concat(
+        Stream.fromIterable(step.chunks).pipe(
+          Stream.mapEffect((text) =>
+            Effect.as(step.delayMs > 0 ? Effect.sleep(step.delayMs) : Effect.void, {
+              type: "text-delta" as const,
+              text
+            })
+          )
+        ),
+        Stream.succeed<ModelStepPart>({ type: "finished", response: step.response })
+      )
+  })
 
 export const make: ModelProviderShape = {
   step: (request) =>
     Either.match(scriptedAnswer(request.transcript), {
-      onLeft: (message) =>
-        Effect.fail(
-          new ProviderError({ provider: "scripted", requestId: request.requestId, reason: "invalid-request", message })
-        ),
+      onLeft: (message) => Effect.fail(invalid(request, message)),
       onRight: Effect.succeed
-    })
+    }),
+  stream: streamStep
 }
 
 export const layer: Layer.Layer<ModelProvider> = Layer.succeed(ModelProvider, make)
