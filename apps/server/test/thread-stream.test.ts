@@ -1,25 +1,16 @@
 /**
- * GET /v1/threads/:threadId/stream over a real HTTP server and a real SQLite file: the model step is
- * held open by a provider the test releases, and its text is recorded through the engine's
- * StreamIngest for the step's real effect (as the agents reactor does while a provider streams).
+ * GET /v1/threads/:threadId/stream over a real HTTP server and a real SQLite file: the model step
+ * streams from a provider the test feeds part by part (fixtures/heldProvider), and the agents reactor
+ * records its text through the engine's StreamIngest, as it does for a real provider.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, StreamIngest } from "@orchestration/engine"
-import { ModelProvider, type Provider, ProviderError, Thread } from "@orchestration/agents"
-import { Deferred, Effect, Layer, Queue, Scope, Exit } from "effect"
+import type { Engine } from "@orchestration/engine"
+import { Thread } from "@orchestration/agents"
+import { Effect, Exit, Scope } from "effect"
 import { make as agentsDomain } from "../src/AgentsDomain.js"
+import * as HeldProvider from "./fixtures/heldProvider.js"
 import { effectStatus, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
 import { openSse, type SseMessage, until } from "./fixtures/sse.js"
-
-/** A provider whose every step waits for the test to hand it an answer. */
-const heldProvider = Effect.gen(function* () {
-  const answers = yield* Queue.unbounded<Effect.Effect<Provider.ModelStepResponse, ProviderError>>()
-  const layer = Layer.succeed(ModelProvider, { step: () => Effect.flatten(Queue.take(answers)) })
-  /** The next step waits on `gate` (interruptible: a cancel ends it), then answers, or fails as the gate does. */
-  const hold = (gate: Deferred.Deferred<void, ProviderError>, text: string) =>
-    Queue.offer(answers, Deferred.await(gate).pipe(Effect.as({ text, toolCalls: [] })))
-  return { layer, hold }
-})
 
 const send = (url: string, threadId: string, messageId: string, text = "hi") =>
   postJson(url, "/v1/commands", {
@@ -38,17 +29,13 @@ const runningAttempt = (url: string, effectId: string, attempt: number) =>
     )
   )
 
-/**
- * The step's text recorder for one attempt (one StreamIngest, as the reactor keeps while a provider
- * streams); each call records its pieces, one flush each, through the engine's front door.
- */
-const recorder = (engine: Engine.EngineShape, threadId: string, effectId: string, attempt: number) =>
-  Effect.map(
-    StreamIngest.make({ effect: { effectId, aggregateType: "thread", aggregateId: threadId, attempts: attempt } }).pipe(
-      Effect.provideService(Engine.Engine, engine)
-    ),
-    (ingest) => (pieces: ReadonlyArray<string>) =>
-      Effect.forEach(pieces, (piece) => Effect.zipRight(ingest.write(piece), ingest.flush), { discard: true })
+/** Waits until the attempt's recorded text reaches `end` (the reactor flushes within 50 ms). */
+const recorded = (engine: Engine.EngineShape, effectId: string, attempt: number, end: number) =>
+  waitFor(
+    `${effectId}#${attempt} recorded to ${end}`,
+    Effect.map(Effect.orDie(engine.readStreamChunks(effectId)), (chunks) =>
+      chunks.some((c) => c.attempt === attempt && c.end === end) ? true : undefined
+    )
   )
 
 const deltas = (messages: ReadonlyArray<SseMessage>) => messages.filter((m) => m.event === "delta")
@@ -75,21 +62,19 @@ describe("GET /v1/threads/:threadId/stream", () => {
     "the first delta arrives before the step's outcome commits, and the deltas are the recorded answer",
     () =>
       Effect.gen(function* () {
-        const provider = yield* heldProvider
-        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
-        const gate = yield* Deferred.make<void, ProviderError>()
-        yield* provider.hold(gate, "Hello, streaming world")
+        const provider = yield* HeldProvider.make
+        const { url } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+        const feed = yield* provider.next
         yield* send(url, "t1", "m1")
         const effectId = Thread.stepEffectId("t1:m1", 1)
         yield* runningAttempt(url, effectId, 1)
-        const rec1 = yield* recorder(engine, "t1", effectId, 1)
         const sse = yield* openSse(url, "/v1/threads/t1/stream")
         assert.strictEqual(sse.status, 200)
         yield* until("turn.started", sse, has("turn.started"))
 
-        yield* rec1(["Hello"])
+        yield* feed.text("Hello")
         yield* until("the first delta", sse, (ms) => textOf(ms, 1) === "Hello")
-        yield* rec1([", "])
+        yield* feed.text(", ")
         yield* until("the second delta", sse, (ms) => textOf(ms, 1) === "Hello, ")
         // The step is still running: its outcome has not committed, and no response was sent.
         assert.strictEqual((yield* effectStatus(url, effectId)).status, "running")
@@ -102,8 +87,8 @@ describe("GET /v1/threads/:threadId/stream", () => {
           text: "Hello"
         })
 
-        yield* rec1(["streaming ", "world"])
-        yield* Deferred.succeed(gate, undefined)
+        yield* feed.text("streaming world")
+        yield* feed.finish("Hello, streaming world")
         yield* until("turn.completed", sse, has("turn.completed"))
         const responded = sse.messages.find((m) => m.event === "thread-event" && m.data.type === "turn.completed")!
         assert.strictEqual(textOf(sse.messages, 1), responded.data.payload.text)
@@ -126,26 +111,26 @@ describe("GET /v1/threads/:threadId/stream", () => {
 
   it.scopedLive("a client that reconnects with Last-Event-ID sees every delta and event exactly once", () =>
     Effect.gen(function* () {
-      const provider = yield* heldProvider
+      const provider = yield* HeldProvider.make
       const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
-      const gate = yield* Deferred.make<void, ProviderError>()
-      yield* provider.hold(gate, "one two three four")
+      const feed = yield* provider.next
       yield* send(url, "t2", "m1")
       const effectId = Thread.stepEffectId("t2:m1", 1)
       yield* runningAttempt(url, effectId, 1)
-      const rec1 = yield* recorder(engine, "t2", effectId, 1)
       const firstScope = yield* Scope.make()
       const first = yield* openSse(url, "/v1/threads/t2/stream").pipe(Scope.extend(firstScope))
-      yield* rec1(["one ", "two "])
+      yield* feed.text("one ")
+      yield* feed.text("two ")
       yield* until("two deltas", first, (ms) => textOf(ms, 1) === "one two ")
       yield* Scope.close(firstScope, Exit.void)
       const seen = [...first.messages]
       const lastId = seen.at(-1)!.id!
       // While the client is away the step streams on; one chunk lands while it reconnects.
-      yield* rec1(["three "])
+      yield* feed.text("three ")
+      yield* recorded(engine, effectId, 1, 14)
       const second = yield* openSse(url, "/v1/threads/t2/stream", { "last-event-id": lastId })
-      yield* rec1(["four"])
-      yield* Deferred.succeed(gate, undefined)
+      yield* feed.text("four")
+      yield* feed.finish("one two three four")
       yield* until("turn.completed", second, has("turn.completed"))
       const all = [...seen, ...second.messages]
       assertContiguous(all)
@@ -162,28 +147,22 @@ describe("GET /v1/threads/:threadId/stream", () => {
 
   it.scopedLive("text of a failed attempt is marked superseded, and the retry streams from offset 0", () =>
     Effect.gen(function* () {
-      const provider = yield* heldProvider
-      const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
-      const firstGate = yield* Deferred.make<void, ProviderError>()
-      yield* provider.hold(firstGate, "unused")
+      const provider = yield* HeldProvider.make
+      const { url } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+      const first = yield* provider.next
+      const second = yield* provider.next
       yield* send(url, "t3", "m1")
       const effectId = Thread.stepEffectId("t3:m1", 1)
       yield* runningAttempt(url, effectId, 1)
-      const rec1 = yield* recorder(engine, "t3", effectId, 1)
       const sse = yield* openSse(url, "/v1/threads/t3/stream")
-      yield* rec1(["Partial"])
+      yield* first.text("Partial")
       yield* until("attempt 1's text", sse, (ms) => textOf(ms, 1) === "Partial")
       // Attempt 1 fails retryably (its answer is never recorded); attempt 2 streams the answer.
-      const secondGate = yield* Deferred.make<void, ProviderError>()
-      yield* provider.hold(secondGate, "Final answer")
-      yield* Deferred.fail(
-        firstGate,
-        new ProviderError({ provider: "held", requestId: "r", reason: "unavailable", message: "connection reset" })
-      )
+      yield* first.fail
       yield* runningAttempt(url, effectId, 2)
-      const rec2 = yield* recorder(engine, "t3", effectId, 2)
-      yield* rec2(["Final ", "answer"])
-      yield* Deferred.succeed(secondGate, undefined)
+      yield* second.text("Final ")
+      yield* second.text("answer")
+      yield* second.finish("Final answer")
       yield* until("turn.completed", sse, has("turn.completed"))
       const kinds = sse.messages.filter((m) => m.event !== "thread-event").map((m) => m.event)
       assert.deepStrictEqual(kinds.slice(0, 2), ["delta", "superseded"])
@@ -198,16 +177,14 @@ describe("GET /v1/threads/:threadId/stream", () => {
     "an interrupted turn's partial text is marked interrupted; a resume after the notice does not repeat it",
     () =>
       Effect.gen(function* () {
-        const provider = yield* heldProvider
-        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
-        const gate = yield* Deferred.make<void, ProviderError>()
-        yield* provider.hold(gate, "never")
+        const provider = yield* HeldProvider.make
+        const { url } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+        const feed = yield* provider.next
         yield* send(url, "t4", "m1")
         const effectId = Thread.stepEffectId("t4:m1", 1)
         yield* runningAttempt(url, effectId, 1)
-        const rec1 = yield* recorder(engine, "t4", effectId, 1)
         const sse = yield* openSse(url, "/v1/threads/t4/stream")
-        yield* rec1(["Half an ans"])
+        yield* feed.text("Half an ans")
         yield* until("the partial text", sse, (ms) => textOf(ms, 1) === "Half an ans")
         yield* postJson(url, "/v1/commands", {
           commandId: "stop-t4",
@@ -243,7 +220,7 @@ describe("GET /v1/threads/:threadId/stream", () => {
     "an unknown thread is 404, a malformed position 400, and a token is needed (header or access_token)",
     () =>
       Effect.gen(function* () {
-        const provider = yield* heldProvider
+        const provider = yield* HeldProvider.make
         const { url } = yield* startServer({
           domain: agentsDomain({ provider: provider.layer }),
           env: { API_TOKEN: "s3cret-token-value" }
@@ -252,7 +229,7 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const missing = yield* raw(url, "/v1/threads/nobody/stream", { headers: auth })
         assert.strictEqual(missing.status, 404)
         assert.strictEqual(missing.body.error, "NotFound")
-        yield* provider.hold(yield* Deferred.make<void, ProviderError>(), "x")
+        yield* provider.next
         yield* postJson(
           url,
           "/v1/commands",
@@ -278,33 +255,32 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const effectId = Thread.stepEffectId("t6:m1", 1)
         const firstRun = yield* Scope.make()
         const before = yield* Effect.gen(function* () {
-          const provider = yield* heldProvider
+          const provider = yield* HeldProvider.make
           const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }), dataDir })
-          yield* provider.hold(yield* Deferred.make<void, ProviderError>(), "never")
+          const feed = yield* provider.next
           yield* send(url, "t6", "m1")
           yield* runningAttempt(url, effectId, 1)
-          const rec1 = yield* recorder(engine, "t6", effectId, 1)
           const sse = yield* openSse(url, "/v1/threads/t6/stream")
-          yield* rec1(["Before "])
+          yield* feed.text("Before ")
           yield* until("the first delta", sse, (ms) => textOf(ms, 1) === "Before ")
           sse.close()
           const seen = [...sse.messages]
           // Recorded after the client went away, before the server stops.
-          yield* rec1(["the stop"])
+          yield* feed.text("the stop")
+          yield* recorded(engine, effectId, 1, 15)
           return seen
         }).pipe(Scope.extend(firstRun))
         // A clean stop: the held step is cut off and handed back (model.step is replay-safe).
         yield* Scope.close(firstRun, Exit.void)
 
-        const provider = yield* heldProvider
-        const gate = yield* Deferred.make<void, ProviderError>()
-        yield* provider.hold(gate, "After restart")
-        const { url, engine } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }), dataDir })
+        const provider = yield* HeldProvider.make
+        const feed = yield* provider.next
+        const { url } = yield* startServer({ domain: agentsDomain({ provider: provider.layer }), dataDir })
         yield* runningAttempt(url, effectId, 2)
-        const rec2 = yield* recorder(engine, "t6", effectId, 2)
         const resumed = yield* openSse(url, "/v1/threads/t6/stream", { "last-event-id": before.at(-1)!.id! })
-        yield* rec2(["After ", "restart"])
-        yield* Deferred.succeed(gate, undefined)
+        yield* feed.text("After ")
+        yield* feed.text("restart")
+        yield* feed.finish("After restart")
         yield* until("turn.completed", resumed, has("turn.completed"))
         const all = [...before, ...resumed.messages]
         assertContiguous(all)
