@@ -1,29 +1,41 @@
 /**
  * `orchestrator threads watch` (a real CLI process) against a real server in this process, whose
- * model step is held open by a provider the test releases; the step's text is recorded through the
- * engine's StreamIngest for the step's real effect, as the agents reactor does while a provider streams.
+ * model step streams what the test feeds it; the agents reactor records that text through the
+ * engine's StreamIngest, as it does for a real provider.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { NodeHttpServer } from "@effect/platform-node"
-import { ModelProvider, type Provider, type ProviderError, Thread } from "@orchestration/agents"
-import { Engine, StreamIngest } from "@orchestration/engine"
+import { ModelProvider, type Provider, Thread } from "@orchestration/agents"
 import { Config, Server } from "@orchestration/server"
 import { make as agentsDomain } from "@orchestration/server/agents"
-import { Deferred, Effect, Either, Layer, Logger, LogLevel, Queue } from "effect"
+import { Effect, Either, Layer, Logger, LogLevel, Queue, Stream } from "effect"
 import { createServer } from "node:http"
 import { exitOf, start, tempDir, waitForOutput } from "./fixtures/processes.js"
 
+/** A model step that streams what the test feeds it, then answers with `finish`. */
 const startHeld = Effect.gen(function* () {
-  const answers = yield* Queue.unbounded<Effect.Effect<Provider.ModelStepResponse, ProviderError>>()
-  const provider = Layer.succeed(ModelProvider, { step: () => Effect.flatten(Queue.take(answers)) })
+  const feeds = yield* Queue.unbounded<Queue.Queue<Provider.ModelStepPart>>()
+  const provider = Layer.succeed(ModelProvider, {
+    step: () => Effect.dieMessage("the held provider only streams"),
+    stream: () =>
+      Stream.unwrap(Effect.map(Queue.take(feeds), (parts) => Stream.fromQueue(parts))).pipe(
+        Stream.takeUntil((part) => part.type === "finished")
+      )
+  })
   const env = { DATA_DIR: tempDir(), PORT: "0", NODE_ID: "watch-test", SHUTDOWN_GRACE_MS: "1000" }
   const started = yield* Server.start(
     { config: Either.getOrThrow(Config.parseConfig(env)), domain: agentsDomain({ provider }), env },
     NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })
   ).pipe(Logger.withMinimumLogLevel(LogLevel.Error))
-  const hold = (gate: Deferred.Deferred<void>, text: string) =>
-    Queue.offer(answers, Deferred.await(gate).pipe(Effect.as({ text, toolCalls: [] })))
-  return { ...started, hold }
+  const next = Effect.gen(function* () {
+    const parts = yield* Queue.unbounded<Provider.ModelStepPart>()
+    yield* Queue.offer(feeds, parts)
+    return {
+      text: (text: string) => Queue.offer(parts, { type: "text-delta", text }),
+      finish: (text: string) => Queue.offer(parts, { type: "finished", response: { text, toolCalls: [] } })
+    }
+  })
+  return { ...started, next }
 })
 
 const post = (url: string, body: unknown) =>
@@ -57,8 +69,7 @@ describe("orchestrator threads watch", () => {
     () =>
       Effect.gen(function* () {
         const server = yield* startHeld
-        const gate = yield* Deferred.make<void>()
-        yield* server.hold(gate, "Hello, watcher")
+        const feed = yield* server.next
         assert.strictEqual(
           yield* post(server.url, {
             commandId: "w1",
@@ -73,11 +84,7 @@ describe("orchestrator threads watch", () => {
         yield* untilRunning(server.url, effectId)
         const json = yield* start(["threads", "watch", "tw", "--json", "--url", server.url])
         const readable = yield* start(["threads", "watch", "tw", "--until-idle", "--url", server.url])
-        const ingest = yield* StreamIngest.make({
-          effect: { effectId, aggregateType: "thread", aggregateId: "tw", attempts: 1 }
-        }).pipe(Effect.provideService(Engine.Engine, server.engine))
-        yield* ingest.write("Hello")
-        yield* ingest.flush
+        yield* feed.text("Hello")
         const first = yield* waitForOutput(json, "the first delta", (lines) =>
           lines.map((l) => JSON.parse(l)).find((m) => m._tag === "Delta")
         )
@@ -85,12 +92,11 @@ describe("orchestrator threads watch", () => {
         // Printed while the step still runs: its outcome has not committed.
         assert.strictEqual((yield* effectRow(server.url, effectId)).status, "running")
         assert.strictEqual(readable.child.exitCode, null)
-        yield* ingest.write(", watcher")
-        yield* ingest.flush
-        yield* Deferred.succeed(gate, undefined)
+        yield* feed.text(", watcher")
+        yield* feed.finish("Hello, watcher")
         assert.strictEqual((yield* exitOf(readable)).code, 0, readable.stderr.join(""))
         const lines = readable.stdout
-        assert.include(lines, "assistant (step 1, attempt 1): Hello, watcher")
+        assert.include(lines, "assistant (step 1, attempt 1): Hello, watcher", lines.join("\n"))
         assert.isTrue(
           lines.some((l) => /^\[\d+\] turn\.completed {2}tw:m1 in 1 step\(s\)$/.test(l)),
           lines.join("\n")

@@ -169,15 +169,16 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
               pending = undefined
             }
             for (const chunk of chunks) {
-              if (pending !== undefined && (chunk.attempt !== pending.attempt || pending.text.length >= DELTA_MAX))
-                flush()
-              if (chunk.attempt > at.attempt) {
+              // The attempt being sent is the pending delta's, once there is one (`at` moves at its flush).
+              if (chunk.attempt > (pending?.attempt ?? at.attempt)) {
                 flush()
                 if (at.end > 0) {
                   const notice = partial(at)
                   at = { ...at, attempt: at.attempt + 1, end: 0 }
                   out.push({ kind: "superseded", position: { seq: position.seq, live: at }, data: notice })
                 }
+              } else if (pending !== undefined && pending.text.length >= DELTA_MAX) {
+                flush()
               }
               pending =
                 pending === undefined

@@ -142,6 +142,11 @@ describe("GET /v1/threads/:threadId/stream", () => {
       yield* until("fresh turn.completed", fresh, has("turn.completed"))
       assert.deepStrictEqual(eventTypes(all), eventTypes(fresh.messages))
       assert.strictEqual(textOf(fresh.messages, 1), "one two three four")
+      // Caught up at once (several chunks in one page): one attempt's text, and no notice.
+      assert.deepStrictEqual(
+        fresh.messages.filter((m) => m.event !== "thread-event" && m.event !== "delta"),
+        []
+      )
     })
   )
 
