@@ -5,7 +5,7 @@
  * CliError in `fromHttpFailure`, the one mapping from what the server said to what the CLI says.
  */
 import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Api } from "@orchestration/server"
+import { Api, ThreadStream } from "@orchestration/server"
 import { Effect, Option, type ParseResult, Schema, Stream } from "effect"
 import {
   Conflict,
@@ -180,39 +180,138 @@ export type StreamMessage =
 
 const decodeEvent = Schema.decodeUnknown(Schema.parseJson(Api.EventView))
 
+/** One Server-Sent Events message as sent: its id (if any), event name and data. */
+export interface SseFrame {
+  readonly id: string | undefined
+  readonly event: string
+  readonly data: string
+}
+
 /**
- * Parses Server-Sent Events text into messages: fields until a blank line; comment lines (`:`)
- * are heartbeats. Pure over lines, so it is tested without a server.
+ * Parses Server-Sent Events text into frames: fields until a blank line; comment lines (`:`) are
+ * heartbeats. Pure over lines, so it is tested without a server.
  */
+export const sseFrames = <E, R>(lines: Stream.Stream<string, E, R>): Stream.Stream<SseFrame, E, R> =>
+  lines.pipe(
+    Stream.mapAccum(
+      { id: undefined as string | undefined, event: "message", data: [] as Array<string> },
+      (frame, line) => {
+        if (line === "") {
+          const done = frame.data.length > 0 ? [{ id: frame.id, event: frame.event, data: frame.data.join("\n") }] : []
+          return [{ id: undefined, event: "message", data: [] }, done]
+        }
+        if (line.startsWith(":")) return [frame, []]
+        const colon = line.indexOf(":")
+        const field = colon === -1 ? line : line.slice(0, colon)
+        const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "")
+        if (field === "id") return [{ ...frame, id: value }, []]
+        if (field === "event") return [{ ...frame, event: value }, []]
+        if (field === "data") return [{ ...frame, data: [...frame.data, value] }, []]
+        return [frame, []]
+      }
+    ),
+    Stream.flattenIterables
+  )
+
+const streamError = (frame: SseFrame) => {
+  const body = JSON.parse(frame.data) as { error?: string; message?: string }
+  return { _tag: "StreamError", error: body.error ?? "error", message: body.message ?? frame.data } as const
+}
+
+/** The event stream's messages: events, and the server's reason when it ends the stream. */
 export const sseMessages = <E, R>(
   lines: Stream.Stream<string, E, R>
 ): Stream.Stream<StreamMessage, E | ParseResult.ParseError, R> =>
-  lines.pipe(
-    Stream.mapAccum({ event: "message", data: [] as Array<string> }, (frame, line) => {
-      if (line === "") {
-        const done = frame.data.length > 0 ? [{ event: frame.event, data: frame.data.join("\n") }] : []
-        return [{ event: "message", data: [] }, done]
+  sseFrames(lines).pipe(
+    Stream.mapEffect(
+      (frame): Effect.Effect<StreamMessage, ParseResult.ParseError> =>
+        frame.event === "error"
+          ? Effect.succeed(streamError(frame))
+          : Effect.map(decodeEvent(frame.data), (event) => ({ _tag: "Event", event }))
+    )
+  )
+
+/** One message of a thread's stream (GET /v1/threads/:id/stream), with its id (the position after it). */
+export type ThreadMessage =
+  | { readonly _tag: "Event"; readonly id: string; readonly event: EventView }
+  | { readonly _tag: "Delta"; readonly id: string; readonly delta: ThreadStream.DeltaView }
+  | {
+      readonly _tag: "Partial"
+      readonly id: string
+      readonly kind: "superseded" | "interrupted" | "failed"
+      readonly partial: ThreadStream.PartialView
+    }
+  | { readonly _tag: "StreamError"; readonly error: string; readonly message: string }
+
+const decodeDelta = Schema.decodeUnknown(Schema.parseJson(ThreadStream.DeltaView))
+const decodePartial = Schema.decodeUnknown(Schema.parseJson(ThreadStream.PartialView))
+
+/** Pure over lines: the thread stream's messages; unknown event names are skipped (newer servers). */
+export const threadMessages = <E, R>(
+  lines: Stream.Stream<string, E, R>
+): Stream.Stream<ThreadMessage, E | ParseResult.ParseError, R> =>
+  sseFrames(lines).pipe(
+    Stream.mapEffect((frame): Effect.Effect<ReadonlyArray<ThreadMessage>, ParseResult.ParseError> => {
+      const id = frame.id ?? ""
+      switch (frame.event) {
+        case "error":
+          return Effect.succeed([streamError(frame)])
+        case "thread-event":
+          return Effect.map(decodeEvent(frame.data), (event) => [{ _tag: "Event", id, event }])
+        case "delta":
+          return Effect.map(decodeDelta(frame.data), (delta) => [{ _tag: "Delta", id, delta }])
+        case "superseded":
+        case "interrupted":
+        case "failed": {
+          const kind = frame.event
+          return Effect.map(decodePartial(frame.data), (partial) => [{ _tag: "Partial", id, kind, partial }])
+        }
+        default:
+          return Effect.succeed([])
       }
-      if (line.startsWith(":")) return [frame, []]
-      const colon = line.indexOf(":")
-      const field = colon === -1 ? line : line.slice(0, colon)
-      const value = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "")
-      if (field === "event") return [{ ...frame, event: value }, []]
-      if (field === "data") return [{ ...frame, data: [...frame.data, value] }, []]
-      return [frame, []]
     }),
-    Stream.flattenIterables,
-    Stream.mapEffect((frame): Effect.Effect<StreamMessage, ParseResult.ParseError> => {
-      if (frame.event === "error") {
-        const body = JSON.parse(frame.data) as { error?: string; message?: string }
-        return Effect.succeed({
-          _tag: "StreamError",
-          error: body.error ?? "error",
-          message: body.message ?? frame.data
-        })
-      }
-      return Effect.map(decodeEvent(frame.data), (event) => ({ _tag: "Event", event }))
-    })
+    Stream.flattenIterables
+  )
+
+/** GET `path` as Server-Sent Events, resuming at `lastEventId`; a non-200 answer is its CliError. */
+const sseLines = (connection: Connection, path: string, lastEventId: string | undefined) =>
+  Effect.gen(function* () {
+    const client = yield* httpClient(connection)
+    const request = HttpClientRequest.get(`${connection.url}${path}`).pipe(
+      HttpClientRequest.setHeader("accept", "text/event-stream")
+    )
+    const response = yield* client.execute(
+      lastEventId === undefined ? request : HttpClientRequest.setHeader(request, "last-event-id", lastEventId)
+    )
+    if (response.status !== 200) {
+      // swallow-ok: an error body that is not JSON still gives its status, which is what is reported.
+      const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
+      return yield* Effect.fail(
+        fromStatus(
+          connection,
+          response.status,
+          String(body.error ?? `HTTP ${response.status}`),
+          String(body.message ?? "")
+        )
+      )
+    }
+    return response.stream.pipe(Stream.decodeText(), Stream.splitLines)
+  })
+
+/**
+ * One connection to a thread's stream, after position `after` (an id it sent; undefined: from the
+ * thread's start). Ends when the server ends the response.
+ */
+export const threadStream = (
+  connection: Connection,
+  threadId: string,
+  after: string | undefined
+): Stream.Stream<ThreadMessage, CliError> =>
+  Stream.unwrapScoped(
+    Effect.map(sseLines(connection, `/v1/threads/${segment(threadId)}/stream`, after), threadMessages)
+  ).pipe(
+    Stream.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
+    Stream.provideLayer(FetchHttpClient.layer)
   )
 
 /**
@@ -220,30 +319,7 @@ export const sseMessages = <E, R>(
  * the server prefers over ?after=). Ends when the server ends the response.
  */
 export const eventStream = (connection: Connection, after: number): Stream.Stream<StreamMessage, CliError> =>
-  Stream.unwrapScoped(
-    Effect.gen(function* () {
-      const client = yield* httpClient(connection)
-      const response = yield* client.execute(
-        HttpClientRequest.get(`${connection.url}/v1/events/stream`).pipe(
-          HttpClientRequest.setHeader("last-event-id", String(after)),
-          HttpClientRequest.setHeader("accept", "text/event-stream")
-        )
-      )
-      if (response.status !== 200) {
-        // swallow-ok: an error body that is not JSON still gives its status, which is what is reported.
-        const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
-        return yield* Effect.fail(
-          fromStatus(
-            connection,
-            response.status,
-            String(body.error ?? `HTTP ${response.status}`),
-            String(body.message ?? "")
-          )
-        )
-      }
-      return sseMessages(response.stream.pipe(Stream.decodeText(), Stream.splitLines))
-    })
-  ).pipe(
+  Stream.unwrapScoped(Effect.map(sseLines(connection, "/v1/events/stream", String(after)), sseMessages)).pipe(
     Stream.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
     Stream.provideLayer(FetchHttpClient.layer)
   )

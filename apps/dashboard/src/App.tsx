@@ -239,6 +239,7 @@ export const App = () => {
   }, [authorized, connection, headKnown, onError])
 
   // ---- actions ---------------------------------------------------------------------------------
+  const onStreamUnauthorized = useCallback(() => onError(new Unauthorized(readToken())), [onError])
   const onChanged = useCallback(() => {
     setNotice(undefined)
     refreshSummary()
@@ -483,6 +484,7 @@ export const App = () => {
               now={now}
               onChanged={onChanged}
               onError={onError}
+              onUnauthorized={onStreamUnauthorized}
             />
           </div>
         )}

@@ -103,3 +103,64 @@ export const follow = (options: FollowOptions): (() => void) => {
   void run()
   return () => controller.abort()
 }
+
+export interface FollowThreadOptions {
+  readonly threadId: string
+  readonly onMessage: (message: { readonly kind: string; readonly data: unknown }) => void
+  readonly onState: (state: StreamState) => void
+}
+
+/**
+ * Follows one thread's stream (GET /v1/threads/:id/stream) until the returned function is called:
+ * from the thread's start, then after the last message's id on every reconnect (Last-Event-ID),
+ * so each event and delta arrives once.
+ */
+export const followThread = (options: FollowThreadOptions): (() => void) => {
+  const controller = new AbortController()
+  let last: string | undefined
+  let delay = 1000
+  const run = async () => {
+    while (!controller.signal.aborted) {
+      options.onState("connecting")
+      try {
+        const headers: Record<string, string> = { accept: "text/event-stream" }
+        const auth = authorization()
+        if (auth !== undefined) headers.authorization = auth
+        if (last !== undefined) headers["last-event-id"] = last
+        const response = await fetch(`/v1/threads/${encodeURIComponent(options.threadId)}/stream`, {
+          headers,
+          signal: controller.signal
+        })
+        if (response.status === 401) {
+          options.onState("unauthorized")
+          return
+        }
+        if (!response.ok || response.body === null) throw new Error(`thread stream answered ${response.status}`)
+        options.onState("live")
+        delay = 1000
+        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
+        let buffer = ""
+        while (true) {
+          const { done, value } = await reader.read()
+          if (done) break
+          const parsed = parseSse(buffer + value)
+          buffer = parsed.rest
+          for (const message of parsed.messages) {
+            if (message.event === "error" || message.event === undefined) continue
+            if (message.id !== undefined) last = message.id
+            options.onMessage({ kind: message.event, data: JSON.parse(message.data) })
+          }
+        }
+      } catch (error) {
+        if (controller.signal.aborted) return
+        console.warn("thread stream interrupted; reconnecting", error)
+      }
+      if (controller.signal.aborted) return
+      options.onState("reconnecting")
+      await new Promise((resolve) => setTimeout(resolve, delay))
+      delay = Math.min(10_000, delay * 2)
+    }
+  }
+  void run()
+  return () => controller.abort()
+}

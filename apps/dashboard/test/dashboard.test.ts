@@ -133,6 +133,42 @@ describe("the dashboard against a real server", () => {
     assert.deepStrictEqual(errors, [])
   })
 
+  it("the thread view shows the answer growing as it streams, and an interrupted answer's partial text marked", async () => {
+    const words = Array.from({ length: 12 }, (_, i) => `word${i} `)
+    await send(server, "stream-1", script({ chunks: words, chunkDelayMs: 250 }), "Streams its answer")
+    await page.goto(`${server.url}/#/threads/stream-1`)
+    await markDocument(page)
+    const live = '[data-testid="live-text"][data-status="streaming"]'
+    await page.waitForSelector(`${live}:has-text("word1 ")`, { timeout })
+    // Partial: the answer is still growing on the page, and the transcript does not hold it yet.
+    const partial = (await page.textContent(`${live} .text`)) ?? ""
+    assert.isTrue(words.join("").startsWith(partial) && partial.length < words.join("").length, partial)
+    await screenshot(page, "8-answer-streaming")
+    await page.waitForSelector('[data-testid="turn"] [data-testid="turn-status"]:has-text("completed")', { timeout })
+    await page.waitForSelector(live, { state: "detached", timeout })
+    await page.waitForSelector(`[data-testid="transcript"] >> text=${words.join("").trim()}`, { timeout })
+
+    await send(server, "stream-2", script({ chunks: words, chunkDelayMs: 400 }), "Interrupted while streaming")
+    await page.goto(`${server.url}/#/threads/stream-2`)
+    await page.waitForSelector(`${live}:has-text("word1 ")`, { timeout })
+    const stopped = await server.command({
+      commandId: "stop-stream-2",
+      type: "turn.interrupt",
+      threadId: "stream-2",
+      turnId: "stream-2:m1"
+    })
+    assert.strictEqual(stopped.status, 200, JSON.stringify(stopped.body))
+    const marked = '[data-testid="live-text"][data-status="interrupted"]'
+    await page.waitForSelector(marked, { timeout })
+    assert.include(await page.textContent(`${marked} [data-testid="live-status"]`), "interrupted")
+    assert.include(await page.textContent(`${marked} .text`), "word0 word1 ")
+    await screenshot(page, "9-answer-interrupted")
+    await stillSameDocument(page)
+    await page.click('[data-testid="back"]')
+    await page.waitForSelector(row("stream-2"), { timeout })
+    assert.deepStrictEqual(errors, [])
+  })
+
   it("reads threads one page of 50 at a time and pages on with Older", async () => {
     for (let i = 0; i < 55; i++) {
       const created = await server.command({

@@ -7,6 +7,7 @@
 import {
   Agents,
   McpServers,
+  type ModelProvider,
   OpenAiProvider,
   Sandbox,
   ScriptedProvider,
@@ -16,6 +17,7 @@ import {
 import { type Engine, StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
+import * as AgentsStreamSteps from "./AgentsStreamSteps.js"
 import { type ComponentHealth, DomainHealth } from "./DomainHealth.js"
 import * as ServerDomain from "./ServerDomain.js"
 import { type ApprovalListRequest, type ThreadListRequest, ThreadViews } from "./ThreadViews.js"
@@ -63,6 +65,7 @@ const threadViews = Layer.effect(
   Effect.gen(function* () {
     const context = yield* Effect.context<SqlClient>()
     return {
+      streamRules: AgentsStreamSteps.rules,
       listThreads: (request: ThreadListRequest) =>
         Effect.all({ page: ThreadReadModel.listThreads(request), counts: ThreadReadModel.threadCountsByStatus }).pipe(
           Effect.map(({ counts, page }) => ({ threads: page.threads, next: page.next ?? null, counts })),
@@ -103,36 +106,46 @@ const threadViews = Layer.effect(
   })
 )
 
-export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = ServerDomain.make<Agents.AgentServices>({
-  name: "agents",
-  // The approval policy (APPROVAL, APPROVAL_TIMEOUT, APPROVAL_TOOLS) and the awaited delegate's default
-  // deadline (DELEGATE_TIMEOUT) are the operator's: the decider reads them.
-  aggregates: ({ config }) =>
-    Agents.domain({ approval: config.approval, delegateTimeoutMs: config.delegateTimeoutMs }).aggregates,
-  projections: agents.projections,
-  reactors: agents.reactors,
-  // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
-  layer: ({ config }) =>
-    Layer.mergeAll(
-      Layer.context<SqlClient | Engine.Engine>(),
-      sandboxNotice(config.sandbox),
-      Layer.provideMerge(
-        mcpHealthLayer,
-        Agents.services({
-          worldDir: config.worldDir,
-          sandbox: config.sandbox,
-          mcp: config.mcp,
-          provider:
-            config.provider === "openai"
-              ? OpenAiProvider.layer({
-                  apiUrl: config.openaiBaseUrl,
-                  ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
-                  model: config.openaiModel
-                })
-              : ScriptedProvider.layer
-        })
-      )
-    ),
-  exampleCommand: { type: "message.send", threadId: "hello", messageId: "m1", text: "hi there" },
-  threads: () => threadViews
-})
+/**
+ * The agents domain; `provider` replaces the one the configuration names (tests hold a model step
+ * open with it).
+ */
+export const make = (
+  options: { readonly provider?: Layer.Layer<ModelProvider> } = {}
+): ServerDomain.ServerDomain<Agents.AgentServices> =>
+  ServerDomain.make<Agents.AgentServices>({
+    name: "agents",
+    // The approval policy (APPROVAL, APPROVAL_TIMEOUT, APPROVAL_TOOLS) and the awaited delegate's default
+    // deadline (DELEGATE_TIMEOUT) are the operator's: the decider reads them.
+    aggregates: ({ config }) =>
+      Agents.domain({ approval: config.approval, delegateTimeoutMs: config.delegateTimeoutMs }).aggregates,
+    projections: agents.projections,
+    reactors: agents.reactors,
+    // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
+    layer: ({ config }) =>
+      Layer.mergeAll(
+        Layer.context<SqlClient | Engine.Engine>(),
+        sandboxNotice(config.sandbox),
+        Layer.provideMerge(
+          mcpHealthLayer,
+          Agents.services({
+            worldDir: config.worldDir,
+            sandbox: config.sandbox,
+            mcp: config.mcp,
+            provider:
+              options.provider ??
+              (config.provider === "openai"
+                ? OpenAiProvider.layer({
+                    apiUrl: config.openaiBaseUrl,
+                    ...(config.openaiApiKey !== undefined ? { apiKey: config.openaiApiKey } : {}),
+                    model: config.openaiModel
+                  })
+                : ScriptedProvider.layer)
+          })
+        )
+      ),
+    exampleCommand: { type: "message.send", threadId: "hello", messageId: "m1", text: "hi there" },
+    threads: () => threadViews
+  })
+
+export const domain: ServerDomain.ServerDomain<Agents.AgentServices> = make()

@@ -5,6 +5,7 @@
  */
 import type { StorageFailure } from "@orchestration/engine"
 import { Context, type Effect, type Option, Schema } from "effect"
+import type { ThreadStreamRules } from "./ThreadStream.js"
 
 export const ToolCallView = Schema.Struct({
   callId: Schema.String,
@@ -151,6 +152,8 @@ export interface ThreadViewsShape {
   readonly listTriggers?: (request: { readonly limit: number }) => Effect.Effect<TriggerList, StorageFailure>
   /** None when no thread has that id (404). */
   readonly getTranscript: (threadId: string) => Effect.Effect<Option.Option<TranscriptView>, StorageFailure>
+  /** How the thread's events move its live model step (GET /v1/threads/:id/stream). Absent: events only. */
+  readonly streamRules?: ThreadStreamRules
 }
 
 export class ThreadViews extends Context.Tag("server/ThreadViews")<ThreadViews, ThreadViewsShape>() {}

@@ -20,6 +20,8 @@ export {
   type ThreadViewsShape
 } from "./ThreadViews.js"
 export { ServerApi } from "./http/Api.js"
+/** GET /v1/threads/:id/stream: its message shapes (DeltaView, PartialView) and position format. */
+export * as ThreadStream from "./ThreadStream.js"
 /** The route schemas (HealthReport, EffectView, …), for clients such as apps/cli. */
 export * as Api from "./http/Api.js"
 /** The domain `main.ts` serves, loaded on demand (it pulls in the agents domain): `orchestrator serve` runs the same server. */

@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
+import { watch } from "./ThreadWatch.js"
 
 type EffectView = typeof Api.EffectView.Type
 
@@ -90,5 +91,5 @@ const show = Command.make(
 
 export const threads = Command.make("threads").pipe(
   Command.withDescription("Agent threads."),
-  Command.withSubcommands([show])
+  Command.withSubcommands([show, watch])
 )

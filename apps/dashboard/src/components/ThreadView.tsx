@@ -8,6 +8,7 @@ import { errorReason, formatAge, formatAgo, preview } from "../format.js"
 import { StatusBadge } from "./Badges.js"
 import { ApprovalActions } from "./ApprovalActions.js"
 import { EffectActions } from "./EffectActions.js"
+import { LiveText } from "./LiveText.js"
 
 export interface ThreadViewProps {
   readonly threadId: string
@@ -17,6 +18,8 @@ export interface ThreadViewProps {
   readonly now: number
   readonly onChanged: () => void
   readonly onError: (error: unknown) => void
+  /** The thread stream answered 401. */
+  readonly onUnauthorized: () => void
 }
 
 const EffectCard = (props: {
@@ -198,6 +201,7 @@ export const ThreadView = (props: ThreadViewProps) => {
           </tbody>
         </table>
       </section>
+      <LiveText threadId={detail.threadId} onUnauthorized={props.onUnauthorized} />
       <section class="panel">
         <header class="panel-head">
           <h2>Transcript</h2>

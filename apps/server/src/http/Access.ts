@@ -23,8 +23,8 @@ export const publicRoutes: ReadonlySet<string> = new Set([
   "/openapi.json"
 ])
 
-/** The only route that takes the token as `?access_token=`: a browser's EventSource cannot send headers. */
-export const tokenInQueryRoute = "/v1/events/stream"
+/** The only routes that take the token as `?access_token=`: a browser's EventSource cannot send headers. */
+export const tokenInQueryRoutes: ReadonlySet<string> = new Set(["/v1/events/stream", "/v1/threads/:threadId/stream"])
 
 export interface AccessPolicy {
   /** Undefined: no token is configured, every route is open (on loopback, or ALLOW_UNAUTHENTICATED). */

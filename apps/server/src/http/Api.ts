@@ -229,6 +229,25 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
       .addError(Wire.StorageUnavailable)
   )
   .add(
+    HttpApiEndpoint.get("stream")`/threads/${threadId}/stream`
+      .setUrlParams(
+        Schema.Struct({
+          /** A position (an id of this stream) to start after; Last-Event-ID wins over it. */
+          after: optionalParam(Schema.String),
+          access_token: optionalParam(Schema.String)
+        })
+      )
+      .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
+      .addError(Wire.NotFound)
+      .addError(Wire.StorageUnavailable)
+      .annotate(
+        OpenApi.Description,
+        "Server-Sent Events: the thread's events (event: thread-event) and the running model step's text as it grows " +
+          "(event: delta; superseded / interrupted / failed mark partial text that is not the answer). " +
+          "id = a position (<seq> or <seq>:<step>:<attempt>:<end>:<turnId>); resume with Last-Event-ID."
+      )
+  )
+  .add(
     HttpApiEndpoint.get("triggers", "/triggers")
       .setUrlParams(Schema.Struct({ limit: optionalParam(DecimalInteger(1, 1000)) }))
       .addSuccess(TriggerList)

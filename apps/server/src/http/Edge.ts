@@ -19,7 +19,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { InvalidRequest, NotFound } from "../ApiErrors.js"
 import { clip, clipAll } from "../ClientValue.js"
 import { ServerState } from "../ServerState.js"
-import { decideAccess, policyOf, tokenInQueryRoute } from "./Access.js"
+import { decideAccess, policyOf, tokenInQueryRoutes } from "./Access.js"
 import { ServerApi } from "./Api.js"
 import * as RouteMatch from "./RouteMatch.js"
 
@@ -40,7 +40,9 @@ export const presentedToken = (
     const match = /^Bearer\s+(.+)$/i.exec(header.trim())
     return match?.[1]
   }
-  return route === tokenInQueryRoute ? (url.searchParams.get("access_token") ?? undefined) : undefined
+  return route !== undefined && tokenInQueryRoutes.has(route)
+    ? (url.searchParams.get("access_token") ?? undefined)
+    : undefined
 }
 
 const retryAfter = (_: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>

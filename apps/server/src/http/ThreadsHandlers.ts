@@ -1,10 +1,15 @@
 /** The thread routes and the trigger list: served by the domain's ThreadViews, 404 when the domain has none. */
-import { HttpApiBuilder } from "@effect/platform"
-import type { StorageFailure } from "@orchestration/engine"
-import { Effect, Option } from "effect"
-import { NotFound, storageUnavailable } from "../ApiErrors.js"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Engine, type StorageFailure } from "@orchestration/engine"
+import { Deferred, Effect, Option, Schedule, Stream } from "effect"
+import { InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
+import { ServerState } from "../ServerState.js"
+import * as ThreadStream from "../ThreadStream.js"
 import { ThreadViews, type ThreadViewsShape } from "../ThreadViews.js"
 import { ServerApi } from "./Api.js"
+import { heartbeatEvery } from "./EventsHandlers.js"
+import { heartbeatLine } from "./Sse.js"
 
 /** The thread list's page size when the client names none. */
 export const defaultThreadPage = 50
@@ -15,9 +20,19 @@ export const defaultTriggerPage = 100
 /** How many pending approvals are listed when the client names no limit. */
 export const defaultApprovalPage = 100
 
+/** A domain without stream rules: the thread's events, never a live step. */
+const eventsOnly: ThreadStream.ThreadStreamRules = {
+  aggregateType: "thread",
+  transition: () => undefined,
+  stepEffectId: (step) => `${step.turnId}#${step.step}`
+}
+
 export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers) =>
   Effect.gen(function* () {
     const views = yield* Effect.serviceOption(ThreadViews)
+    const engine = yield* Engine.Engine
+    const sql = yield* SqlClient
+    const state = yield* ServerState
     const noThreads = () => new NotFound({ message: "this server's domain has no threads" })
     const missing = (threadId: string) => new NotFound({ message: `no thread '${threadId}'` })
     const find = <A>(
@@ -50,6 +65,50 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
           ? Effect.fail(new NotFound({ message: "this server's domain has no triggers" }))
           : list({ limit: urlParams.limit ?? defaultTriggerPage }).pipe(Effect.mapError(storageUnavailable))
       })
+      .handleRaw("stream", ({ path, request, urlParams }) =>
+        Effect.gen(function* () {
+          const from = ThreadStream.requestedPosition(request.headers["last-event-id"], urlParams.after)
+          if ("problem" in from) {
+            return yield* new InvalidRequest({
+              message: from.problem,
+              issues: [{ path: [from.path], message: from.problem }]
+            })
+          }
+          // The thread must exist now; a stream of a thread that never will would wait forever.
+          yield* find(path.threadId, (v) => v.getThread(path.threadId))
+          const rules = Option.getOrThrow(views).streamRules ?? eventsOnly
+          const messages = ThreadStream.follow({ engine, sql, rules, threadId: path.threadId, from }).pipe(
+            Stream.map(ThreadStream.formatMessage)
+          )
+          const body = Stream.make(": connected\n\n").pipe(
+            Stream.concat(
+              Stream.merge(
+                messages,
+                Stream.fromSchedule(Schedule.spaced(heartbeatEvery)).pipe(Stream.as(heartbeatLine)),
+                {
+                  haltStrategy: "left"
+                }
+              )
+            ),
+            // A failing read ends this response loudly (logged, and told to the client as an
+            // `error` event); the client resumes with Last-Event-ID and loses nothing.
+            Stream.catchAll((failure) =>
+              Stream.fromEffect(Effect.logError("thread stream ended by a storage failure", failure)).pipe(
+                Stream.as(
+                  `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
+                )
+              )
+            ),
+            // Shutdown ends open streams, so the HTTP server can close.
+            Stream.interruptWhen(Deferred.await(state.draining)),
+            Stream.encodeText
+          )
+          return HttpServerResponse.stream(body, {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          })
+        })
+      )
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
       .handle("transcript", ({ path }) => find(path.threadId, (v) => v.getTranscript(path.threadId)))
       .handle("approvals", ({ urlParams }) => {

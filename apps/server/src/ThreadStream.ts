@@ -1,0 +1,281 @@
+/**
+ * One thread, live: its committed events and the running model step's text as it grows, as one
+ * ordered sequence of messages that a client can resume anywhere. The order is fixed by the store:
+ * events in log order; the chunks of a step (StreamChunks) after the event that started it and
+ * before the event that closed it (all of a step's chunks commit before its settlement, because a
+ * settled row takes no more). Every message carries the whole position it leaves the reader at, so
+ * a resume (`Last-Event-ID`) after a reconnect or a server restart continues after it with no gap
+ * and no repeat: nothing of this lives in memory between connections.
+ *
+ * The id of a message (its position), in one of two forms:
+ * - `<seq>`: the reader has every event of the thread up to log sequence `seq`, and no step is live;
+ * - `<seq>:<step>:<attempt>:<end>:<turnId>`: the same, and step `step` of turn `turnId` is live, with
+ *   its attempt `attempt`'s text delivered up to offset `end` (UTF-16 units); `end` 0 means none of
+ *   that attempt yet. After an attempt's closing notice (superseded, interrupted, failed) the
+ *   position is `<attempt + 1>:0`, so the notice is not sent again. The turn id comes last: it may
+ *   hold `:`.
+ * What makes a step live, and what closes it, is the domain's (`ThreadStreamRules`).
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { type Engine, type EventRecord, Outbox, StorageErrors, type StorageFailure } from "@orchestration/engine"
+import { Chunk, Effect, Schema, Stream } from "effect"
+import { eventJson } from "./http/Sse.js"
+
+/** The step whose text is streaming (or about to): the domain names it by turn and step number. */
+export interface StepRef {
+  readonly turnId: string
+  readonly step: number
+}
+
+/** What an event does to the live step. `close`: the step ended here (its chunks are all in). */
+export interface StepTransition {
+  readonly close?: { readonly status: "completed" | "interrupted" | "failed"; readonly reason?: string }
+  /** The step live after this event (null: none). */
+  readonly next: StepRef | null
+}
+
+/** The domain's part: which events are the thread's, how they move the live step, and its effect. */
+export interface ThreadStreamRules {
+  readonly aggregateType: string
+  /** Undefined: the event leaves the live step as it is. */
+  readonly transition: (live: StepRef | null, event: EventRecord) => StepTransition | undefined
+  readonly stepEffectId: (step: StepRef) => string
+}
+
+export interface LivePosition extends StepRef {
+  readonly attempt: number
+  readonly end: number
+}
+
+export interface Position {
+  readonly seq: number
+  readonly live: LivePosition | null
+}
+
+export const start: Position = { seq: 0, live: null }
+
+export const formatPosition = (position: Position): string =>
+  position.live === null
+    ? String(position.seq)
+    : `${position.seq}:${position.live.step}:${position.live.attempt}:${position.live.end}:${position.live.turnId}`
+
+const whole = /^(0|[1-9][0-9]{0,15})$/
+
+/** Parses an id of this stream; a string saying what is wrong when it is not one. */
+export const parsePosition = (text: string): Position | { readonly problem: string } => {
+  const parts = text.trim().split(":")
+  const numbers = parts.slice(0, 4)
+  const problem = {
+    problem:
+      "a thread stream position is <seq> or <seq>:<step>:<attempt>:<end>:<turnId> (whole numbers, then the turn id)"
+  }
+  if (!numbers.every((n) => whole.test(n))) return problem
+  const [seq, step, attempt, end] = numbers.map(Number) as [number, number?, number?, number?]
+  if (parts.length === 1) return { seq, live: null }
+  const turnId = parts.slice(4).join(":")
+  if (parts.length < 5 || turnId === "" || step === undefined || step < 1) return problem
+  return { seq, live: { turnId, step, attempt: attempt!, end: end! } }
+}
+
+/** `event: delta`: text of the live step's attempt `attempt`, starting at `offset`. */
+export const DeltaView = Schema.Struct({
+  turnId: Schema.String,
+  step: Schema.Number,
+  attempt: Schema.Number,
+  offset: Schema.Number,
+  text: Schema.String
+})
+export type DeltaView = typeof DeltaView.Type
+
+/**
+ * `event: superseded | interrupted | failed`: the partial text of attempt `attempt` (its first
+ * `length` units) will never be the step's answer: a newer attempt replaced it (a crash, a retry),
+ * the turn was interrupted, or it failed. It stays visible, outside the transcript.
+ */
+export const PartialView = Schema.Struct({
+  turnId: Schema.String,
+  step: Schema.Number,
+  attempt: Schema.Number,
+  length: Schema.Number,
+  reason: Schema.optional(Schema.String)
+})
+export type PartialView = typeof PartialView.Type
+
+export type StreamMessage =
+  | { readonly kind: "thread-event"; readonly position: Position; readonly data: ReturnType<typeof eventJson> }
+  | { readonly kind: "delta"; readonly position: Position; readonly data: DeltaView }
+  | {
+      readonly kind: "superseded" | "interrupted" | "failed"
+      readonly position: Position
+      readonly data: PartialView
+    }
+
+/** One SSE message. JSON.stringify never emits a raw newline, so `data:` stays one line. */
+export const formatMessage = (message: StreamMessage): string =>
+  `id: ${formatPosition(message.position)}\nevent: ${message.kind}\ndata: ${JSON.stringify(message.data)}\n\n`
+
+/** Pages are small so one connection holds little: at most this many events, or chunks, at a time. */
+const EVENT_PAGE = 100
+const CHUNK_PAGE = 64
+/** Contiguous chunks of one attempt are sent as one delta up to this many UTF-16 units. */
+const DELTA_MAX = 16 * 1024
+
+export interface FollowThreadOptions {
+  readonly engine: Engine.EngineShape
+  readonly sql: SqlClient
+  readonly rules: ThreadStreamRules
+  readonly threadId: string
+  readonly from: Position
+}
+
+/**
+ * The thread's messages after `from`, catching up from the store, then following commits (woken by
+ * the engine's outbox hint, rung after every accepted command). Never ends by itself.
+ */
+export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessage, StorageFailure> =>
+  Stream.unwrapScoped(
+    Effect.gen(function* () {
+      const { engine, rules } = options
+      // Subscribe before the first read: a commit between a read and the wait still wakes us.
+      const hints = yield* Stream.toPull(yield* engine.outboxChanges)
+      let position = options.from
+      /** Events read but not yet sent. */
+      let buffered: Array<EventRecord> = []
+      /** The event that closes the live step, held until the step's remaining chunks are sent. */
+      let closing: { readonly event: EventRecord; readonly transition: StepTransition } | undefined
+
+      const finalAttempt = (effectId: string) =>
+        Outbox.find(effectId).pipe(
+          Effect.map((row) => row?.attempts ?? 0),
+          Effect.mapError(StorageErrors.toStorageFailure("read step effect")),
+          Effect.provideService(SqlClient, options.sql)
+        )
+
+      /** A page of the live step's chunks after the position, as deltas and superseded notices. */
+      const chunkMessages = (live: LivePosition) =>
+        Effect.map(
+          engine.readStreamChunks(rules.stepEffectId(live), {
+            after: { attempt: live.attempt, end: live.end },
+            limit: CHUNK_PAGE
+          }),
+          (chunks) => {
+            const out: Array<StreamMessage> = []
+            let at = live
+            let pending: DeltaView | undefined
+            const flush = () => {
+              if (pending === undefined) return
+              at = { ...at, attempt: pending.attempt, end: pending.offset + pending.text.length }
+              out.push({ kind: "delta", position: { seq: position.seq, live: at }, data: pending })
+              pending = undefined
+            }
+            for (const chunk of chunks) {
+              // The attempt being sent is the pending delta's, once there is one (`at` moves at its flush).
+              if (chunk.attempt > (pending?.attempt ?? at.attempt)) {
+                flush()
+                if (at.end > 0) {
+                  const notice = partial(at)
+                  at = { ...at, attempt: at.attempt + 1, end: 0 }
+                  out.push({ kind: "superseded", position: { seq: position.seq, live: at }, data: notice })
+                }
+              } else if (pending !== undefined && pending.text.length >= DELTA_MAX) {
+                flush()
+              }
+              pending =
+                pending === undefined
+                  ? { turnId: at.turnId, step: at.step, attempt: chunk.attempt, offset: chunk.start, text: chunk.text }
+                  : { ...pending, text: pending.text + chunk.text }
+            }
+            flush()
+            if (out.length > 0) position = { seq: position.seq, live: at }
+            return out
+          }
+        )
+
+      const partial = (live: LivePosition, reason?: string): PartialView => ({
+        turnId: live.turnId,
+        step: live.step,
+        attempt: live.attempt,
+        length: live.end,
+        ...(reason === undefined ? {} : { reason })
+      })
+
+      /** The notice for the live attempt's text when its step closes, if that text is not the answer. */
+      const closeNotice = (live: LivePosition, close: NonNullable<StepTransition["close"]>) =>
+        Effect.gen(function* () {
+          if (live.end === 0) return undefined
+          if (close.status !== "completed") return { kind: close.status, reason: close.reason } as const
+          const attempts = yield* finalAttempt(rules.stepEffectId(live))
+          return attempts > live.attempt ? ({ kind: "superseded", reason: undefined } as const) : undefined
+        })
+
+      const emitEvent = (event: EventRecord, next: LivePosition | null): StreamMessage => {
+        position = { seq: event.sequence, live: next }
+        return { kind: "thread-event", position, data: eventJson(event) }
+      }
+
+      const toLive = (step: StepRef | null, current: LivePosition | null): LivePosition | null =>
+        step === null
+          ? null
+          : current !== null && current.turnId === step.turnId && current.step === step.step
+            ? current
+            : { ...step, attempt: 0, end: 0 }
+
+      const nextBatch: Effect.Effect<Chunk.Chunk<StreamMessage>, StorageFailure> = Effect.gen(function* () {
+        while (true) {
+          if (closing !== undefined) {
+            const live = position.live
+            if (live !== null) {
+              const deltas = yield* chunkMessages(live)
+              if (deltas.length > 0) return Chunk.fromIterable(deltas)
+            }
+            const { event, transition } = closing
+            closing = undefined
+            const out: Array<StreamMessage> = []
+            const notice = live === null ? undefined : yield* closeNotice(live, transition.close!)
+            if (live !== null && notice !== undefined) {
+              const after = { ...live, attempt: live.attempt + 1, end: 0 }
+              position = { seq: position.seq, live: after }
+              out.push({ kind: notice.kind, position, data: partial(live, notice.reason) })
+            }
+            out.push(emitEvent(event, toLive(transition.next, null)))
+            return Chunk.fromIterable(out)
+          }
+          const event = buffered.shift()
+          if (event !== undefined) {
+            if (event.aggregateType !== rules.aggregateType) continue
+            const transition = rules.transition(position.live, event)
+            if (transition === undefined) return Chunk.of(emitEvent(event, position.live))
+            if (transition.close !== undefined && position.live !== null) {
+              closing = { event, transition }
+              continue
+            }
+            return Chunk.of(emitEvent(event, toLive(transition.next, position.live)))
+          }
+          // Caught up on what was read: read on. Events first, so a closing event is never
+          // overtaken by a delta read after it.
+          const after = position.seq
+          buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
+          if (buffered.length > 0) continue
+          if (position.live !== null) {
+            const deltas = yield* chunkMessages(position.live)
+            if (deltas.length > 0) return Chunk.fromIterable(deltas)
+          }
+          // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
+          yield* Effect.catchAll(hints, () => Effect.void)
+        }
+      })
+      return Stream.repeatEffectChunk(nextBatch)
+    })
+  )
+
+/** Reads the position of a request: `Last-Event-ID` wins over `?after=` (the first URL's). */
+export const requestedPosition = (
+  lastEventId: string | undefined,
+  after: string | undefined
+): Position | { readonly problem: string; readonly path: string } => {
+  const [text, path] =
+    lastEventId !== undefined && lastEventId.trim() !== "" ? [lastEventId, "Last-Event-ID"] : [after, "after"]
+  if (text === undefined || text.trim() === "") return start
+  const parsed = parsePosition(text)
+  return "problem" in parsed ? { problem: `${path}: ${parsed.problem}`, path } : parsed
+}
