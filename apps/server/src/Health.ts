@@ -7,7 +7,7 @@
  * (an MCP server) is not up.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Engine, FreeSpace, Outbox, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
+import { Engine, FreeSpace, Outbox, Owners, StorageErrors, StoreBackend, Worker } from "@orchestration/engine"
 import { Clock, Duration, Effect, Option } from "effect"
 import { DomainHealth } from "./DomainHealth.js"
 import type { HealthReport } from "./http/Api.js"
@@ -69,7 +69,7 @@ const databaseReport = Effect.gen(function* () {
   const liveOwners =
     acceptsWrites._tag === "Some"
       ? // swallow-ok: a read for the report; if it fails right after the probe answered, this process is the one live owner it knows.
-        yield* Outbox.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(
+        yield* Owners.liveOwners(now - Duration.toMillis(worker.deadAfter)).pipe(
           Effect.orElseSucceed(() => [worker.ownerId])
         )
       : []

@@ -1,5 +1,5 @@
 /**
- * The outbox table family: effect rows, reactor cursors and worker heartbeats. Rows are written in
+ * The `outbox` table: effect rows (reactor cursors are ReactorCursors.ts, heartbeats Owners.ts). Rows are written in
  * the commit transaction of the command that decided them; everything after that (claim, lease
  * renewal, hand-back) is a conditional UPDATE here, and settling goes through the front door. Effect
  * ids are deterministic, so writing the same intent twice leaves one row.
@@ -172,26 +172,6 @@ export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHo
   operatorActions: row.operatorActions
 })
 
-/** An owner's heartbeat row, if it has one: whether it stopped, and when it last beat. */
-export const ownerLiveness = (ownerId: string) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) =>
-      sql<{
-        heartbeat_at: number
-        stopped_at: number | null
-      }>`SELECT heartbeat_at, stopped_at FROM owners WHERE owner_id = ${ownerId}`
-  ).pipe(
-    Effect.map((rows) =>
-      rows[0] === undefined
-        ? undefined
-        : {
-            heartbeatAt: Number(rows[0].heartbeat_at),
-            stoppedAt: rows[0].stopped_at === null ? null : Number(rows[0].stopped_at)
-          }
-    )
-  )
-
 /** The rows of these effects, by effect id (a settlement page's read). */
 export const findMany = (effectIds: ReadonlyArray<string>) =>
   Effect.flatMap(SqlClient, (sql) => sql<Row>`SELECT * FROM outbox WHERE ${sql.in("effect_id", effectIds)}`).pipe(
@@ -225,16 +205,6 @@ export const composeChanges = (first: PagedChange, second: PagedChange): PagedCh
   operatorActions: first.operatorActions + second.operatorActions,
   requeued: first.requeued || second.requeued
 })
-
-/**
- * Moves every cursor at or above `sequence` to just below it (a row there became pending again). A
- * page passes its lowest such row; no cursor above it, nothing is written.
- */
-export const moveCursorsBelow = (sequence: number) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) => sql`UPDATE reactor_cursors SET position = ${sequence - 1} WHERE position >= ${sequence}`
-  ).pipe(Effect.asVoid)
 
 /**
  * A page of settlements in one UPDATE, each row as applyChangeAt would leave it alone. The values travel in
@@ -506,53 +476,3 @@ export const countsByStatus = Effect.flatMap(
     (rows) => Object.fromEntries(rows.map((r) => [r.status, Number(r.n)])) as Partial<Record<OutboxStatus, number>>
   )
 )
-
-// ---- reactor cursors -------------------------------------------------------------------------
-
-export const cursor = (reactor: string) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) => sql<{ position: number }>`SELECT position FROM reactor_cursors WHERE reactor = ${reactor}`
-  ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
-
-/**
- * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
- * all are settled), so the claim scan never walks settled history. Ordered with dispatches: the
- * position is computed from a read taken after every dispatch that could make a row pending again
- * (and move this cursor back, see moveCursorsBelow) committed, so it never writes back a position read
- * before such a dispatch.
- */
-export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>
-  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
-    backend.orderedWithDispatch(sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
-      SELECT ${reactor}, COALESCE(
-        (SELECT MIN(sequence) - 1 FROM outbox WHERE ${sql.in("kind", kinds)} AND status IN ('pending', 'running')),
-        (SELECT MAX(sequence) FROM outbox),
-        0), ${now}
-      ON CONFLICT (reactor) DO UPDATE SET position = excluded.position, updated_at = excluded.updated_at
-      RETURNING position`)
-  ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
-
-// ---- owners and heartbeats ----------------------------------------------------------------------
-
-export const heartbeat = (ownerId: string, nodeId: string, now: number) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) =>
-      sql`INSERT INTO owners (owner_id, node_id, started_at, heartbeat_at) VALUES (${ownerId}, ${nodeId}, ${now}, ${now})
-      ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at, stopped_at = NULL`
-  )
-
-export const markStopped = (ownerId: string, now: number) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) => sql`UPDATE owners SET stopped_at = ${now}, heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
-  )
-
-/** Owners whose heartbeat is fresher than `aliveAfter` and who have not stopped. */
-export const liveOwners = (aliveAfter: number) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) =>
-      sql<{ owner_id: string }>`SELECT owner_id FROM owners WHERE stopped_at IS NULL AND heartbeat_at >= ${aliveAfter}`
-  ).pipe(Effect.map((rows) => rows.map((r) => r.owner_id)))

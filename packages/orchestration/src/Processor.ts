@@ -10,45 +10,35 @@
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, type Clock, Effect, Exit, Option, Schema } from "effect"
-import { Decision, type AnyAggregate, type DecideContext, type EventRecord, type Rejection } from "./Aggregate.js"
+import { Decision, type AnyAggregate, type DecideContext, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
 import { boundedId, commandIdProblem, EFFECT_ID_MAX } from "./CommandId.js"
 import {
   type AggregateUnavailable,
   CommandDefect,
-  CommandIdConflict,
   CommandRejected,
   EffectActionRefused,
   StorageFailure,
   type DispatchError
 } from "./Errors.js"
 import { decideSettlement, type SettlementCommand } from "./EffectOutcomes.js"
-import * as EventLog from "./EventLog.js"
+import type * as EventLog from "./EventLog.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
+import * as Owners from "./Owners.js"
 import * as Timers from "./Timers.js"
 import { handles, type Projection } from "./Projection.js"
-import * as Receipts from "./Receipts.js"
+import type * as Receipts from "./Receipts.js"
 import * as SettlementPage from "./SettlementPage.js"
+import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
 import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
 import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
 
-/** A command accepted: what the client is told, first time and on every retry. */
-export interface DispatchAnswer {
-  readonly commandId: string
-  readonly status: "accepted"
-  readonly aggregateType: string
-  readonly aggregateId: string
-  /** The last event's sequence; the log head the command saw when it decided no events. */
-  readonly sequence: number
-  readonly events: ReadonlyArray<EventRecord>
-  readonly effectIds: ReadonlyArray<string>
-  readonly duplicate: boolean
-}
+export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
 
 /**
  * How a queued command reaches its decision, given the aggregate's current state. An operator's
@@ -124,7 +114,7 @@ export const decideSettlementCommand =
         })
       const row = yield* page.find(command.effectId)
       // Whether a cancelled performance may still run depends on its lease owner's liveness.
-      const holder = operator && row?.leaseOwner != null ? yield* Outbox.ownerLiveness(row.leaseOwner) : undefined
+      const holder = operator && row?.leaseOwner != null ? yield* Owners.ownerLiveness(row.leaseOwner) : undefined
       const verdict = decideSettlement(row && Outbox.toTarget(row, holder), command, ctx.now)
       if (verdict._tag === "Stale") return Decision.reject("stale-outcome", verdict.message)
       if (verdict._tag === "Refused") return refuse(verdict.reason, verdict.message)
@@ -167,44 +157,6 @@ export interface ProcessorDeps {
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
-
-/** Answers a command whose id already has a receipt: the stored answer, or a conflict. */
-const answerFromReceipt = (receipt: Receipts.Receipt, item: QueuedCommand) =>
-  Effect.gen(function* () {
-    const conflict = Receipts.conflictWith(receipt, item.identity)
-    if (conflict !== undefined) {
-      return Exit.fail(new CommandIdConflict({ commandId: item.identity.commandId, message: conflict }))
-    }
-    return yield* storedAnswer(receipt)
-  })
-
-/** The answer a receipt stands for, re-read from the log so it equals the first answer. */
-export const storedAnswer = (receipt: Receipts.Receipt) =>
-  Effect.gen(function* () {
-    if (receipt.status === "rejected") {
-      return Exit.fail(
-        new CommandRejected({
-          commandId: receipt.commandId,
-          aggregateType: receipt.aggregateType,
-          aggregateId: receipt.aggregateId,
-          reason: receipt.rejection?.reason ?? "rejected",
-          message: receipt.rejection?.message ?? "rejected",
-          duplicate: true
-        })
-      )
-    }
-    const events = receipt.firstSequence === null ? [] : yield* EventLog.forCommand(receipt.commandId)
-    return Exit.succeed<DispatchAnswer>({
-      commandId: receipt.commandId,
-      status: "accepted",
-      aggregateType: receipt.aggregateType,
-      aggregateId: receipt.aggregateId,
-      sequence: receipt.lastSequence,
-      events,
-      effectIds: receipt.effectIds,
-      duplicate: true
-    })
-  })
 
 /** What every command of a batch shares, looked up once per batch. */
 interface BatchEnv {
@@ -449,7 +401,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       for (const [index, item] of items.entries()) {
         const stored = receipts.get(item.identity.commandId)
         if (stored !== undefined) {
-          results.push(yield* answerFromReceipt(stored, item))
+          results.push(yield* answerFromReceipt(stored, item.identity))
           continue
         }
         if (!item.settles) {

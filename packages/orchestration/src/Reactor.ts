@@ -27,6 +27,7 @@ import { Engine } from "./Engine.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
+import * as ReactorCursors from "./ReactorCursors.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import { type KindPolicy, processLossOf, reclaimDeadOwners, settleOutcome, type Verdict } from "./ReactorSettlement.js"
 import { Worker } from "./Worker.js"
@@ -311,7 +312,7 @@ export const run = <R>(
 
     const loop = Effect.gen(function* () {
       yield* engine.awaitActivation
-      let cursor = yield* Outbox.cursor(definition.name)
+      let cursor = yield* ReactorCursors.cursor(definition.name)
       let coolOff = 100
       let lastReclaim = -Infinity
       let lastAdvance = -Infinity
@@ -328,10 +329,10 @@ export const run = <R>(
           if (settledSinceCursor && now - lastAdvance >= pollMs) {
             settledSinceCursor = false
             lastAdvance = now
-            cursor = yield* Outbox.advanceCursor(definition.name, kinds, now)
+            cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now)
           } else {
             // Another writer (an operator retry, a peer's requeue) may have moved the cursor back.
-            cursor = yield* Outbox.cursor(definition.name)
+            cursor = yield* ReactorCursors.cursor(definition.name)
           }
           const free = concurrency - (yield* FiberMap.size(running))
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []

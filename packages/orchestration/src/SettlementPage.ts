@@ -16,6 +16,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { RowChange } from "./EffectOutcomes.js"
 import * as Outbox from "./Outbox.js"
+import * as ReactorCursors from "./ReactorCursors.js"
 
 interface Staged {
   readonly row: Outbox.OutboxRow
@@ -120,7 +121,7 @@ export const make = (): SettlementPage => {
     return Effect.gen(function* () {
       // A row pending again may sit below a reactor's cursor: move those cursors back, once per page.
       const requeued = page.filter((c) => c.requeued)
-      if (requeued.length > 0) yield* Outbox.moveCursorsBelow(Math.min(...requeued.map((c) => c.sequence)))
+      if (requeued.length > 0) yield* ReactorCursors.moveCursorsBelow(Math.min(...requeued.map((c) => c.sequence)))
       for (let start = 0; start < page.length; start += WRITE_CHUNK) {
         yield* Outbox.applyChanges(page.slice(start, start + WRITE_CHUNK))
       }

@@ -12,7 +12,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
-import * as Outbox from "./Outbox.js"
+import * as Owners from "./Owners.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
@@ -76,7 +76,7 @@ export const layer = (options: WorkerOptions = {}) =>
       }
       const beat = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
-        yield* Outbox.heartbeat(identity.ownerId, nodeId, now).pipe(
+        yield* Owners.heartbeat(identity.ownerId, nodeId, now).pipe(
           Effect.tapBoth({
             onFailure: () => Effect.sync(() => (writableSince = undefined)),
             onSuccess: () => Effect.sync(() => (writableSince ??= now))
@@ -99,7 +99,7 @@ export const layer = (options: WorkerOptions = {}) =>
       )
       yield* Effect.addFinalizer(() =>
         Clock.currentTimeMillis.pipe(
-          Effect.flatMap((now) => Outbox.markStopped(identity.ownerId, now)),
+          Effect.flatMap((now) => Owners.markStopped(identity.ownerId, now)),
           Effect.catchAll((error) =>
             Effect.logWarning("could not mark the worker stopped; its heartbeat will expire instead", error)
           ),

@@ -10,6 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, TestClock } from "effect"
 import { Boot, Engine, Quarantine, StorageFaults, driverError, type EffectOutcome } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import * as Owners from "../src/Owners.js"
 import { processEndedReason } from "../src/Reconcile.js"
 import { engineMigrations, migrate } from "../src/storage/Migrations.js"
 import * as TestStore from "../src/testing/TestStore.js"
@@ -23,7 +24,7 @@ const previousProcess = (file: string, jobs: ReadonlyArray<readonly [string, str
     const engine = yield* Engine.Engine
     yield* engine.activate
     for (const [id, kind] of jobs) yield* engine.dispatchWithReceipt(submit(id, kind))
-    yield* Outbox.heartbeat("dead-process", "node-A", 0)
+    yield* Owners.heartbeat("dead-process", "node-A", 0)
     yield* Outbox.claim({
       kinds: jobs.map(([, kind]) => kind),
       owner: "dead-process",
@@ -290,7 +291,7 @@ describe("quarantine at run time", () => {
         const engine = yield* Engine.Engine
         const sql = yield* SqlClient
         // After boot's reconcile, a dead peer's claim of this row is found by the running reclaim.
-        yield* Outbox.heartbeat("dead-peer", "node-B", 0)
+        yield* Owners.heartbeat("dead-peer", "node-B", 0)
         yield* sql`UPDATE outbox SET status = 'running', attempts = 1, lease_owner = 'dead-peer', lease_expires_at = 0 WHERE effect_id = 'job:bad'`
         yield* corruptJob("bad")
         yield* TestClock.adjust("1 minute")

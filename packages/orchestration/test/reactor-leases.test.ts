@@ -4,6 +4,7 @@ import { Deferred, Effect, Exit, Layer, Scope, TestClock } from "effect"
 import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FaultPoints, FreeSpace } from "../src/index.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import * as Outbox from "../src/Outbox.js"
+import * as Owners from "../src/Owners.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
 
@@ -205,8 +206,8 @@ describe("leases", () => {
         ] as const) {
           yield* engine.dispatchDuringBoot(submit(job, kind))
         }
-        yield* Outbox.heartbeat("owner-dead", "node-B", 0)
-        yield* Outbox.heartbeat("owner-slow", "node-C", 0)
+        yield* Owners.heartbeat("owner-dead", "node-B", 0)
+        yield* Owners.heartbeat("owner-slow", "node-C", 0)
         const claim = (owner: string, kinds: ReadonlyArray<string>) =>
           Outbox.claim({ kinds, owner, now: 0, leaseMs: 30_000, limit: 10, after: 0 })
         const sql = yield* SqlClient
@@ -215,7 +216,7 @@ describe("leases", () => {
         yield* engine.activate
         // 40 s later: every lease expired; owner-dead stopped beating, owner-slow kept beating.
         for (let second = 1; second <= 40; second++) {
-          yield* Outbox.heartbeat("owner-slow", "node-C", second * 1_000)
+          yield* Owners.heartbeat("owner-slow", "node-C", second * 1_000)
           yield* TestClock.adjust("1 second")
           yield* settle
         }

@@ -9,6 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
 import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import * as Owners from "../src/Owners.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
@@ -88,7 +89,7 @@ describe("a storage outage longer than the lease", () => {
         yield* Outbox.claim({ kinds: ["work.bound"], owner: "peer-live", now: 0, leaseMs: 3_000, limit: 10, after: 0 })
         yield* sql`UPDATE outbox SET lease_owner = 'peer-silent' WHERE effect_id = 'job:silent'`
         const beat = (owner: string) =>
-          Effect.flatMap(Clock.currentTimeMillis, (now) => Outbox.heartbeat(owner, `node-${owner}`, now))
+          Effect.flatMap(Clock.currentTimeMillis, (now) => Owners.heartbeat(owner, `node-${owner}`, now))
         const beatBoth = Effect.zipRight(beat("peer-live"), beat("peer-silent"))
         yield* beatBoth
         yield* engine.activate

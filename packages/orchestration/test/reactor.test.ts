@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Layer, Logger, TestClock } from "effect"
 import { EffectFailure, EffectOutcomes, Engine, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import * as ReactorCursors from "../src/ReactorCursors.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
@@ -327,7 +328,7 @@ describe("reactors: cursors", () => {
       const failed = (yield* Outbox.find("job:j1"))!
       // The reactor has moved its cursor past the settled row: its claims no longer look at it.
       yield* eventually(
-        Effect.map(Outbox.cursor("test-reactor"), (position) => position >= failed.sequence),
+        Effect.map(ReactorCursors.cursor("test-reactor"), (position) => position >= failed.sequence),
         "cursor past the failed row"
       )
       yield* engine.dispatchWithReceipt(
@@ -342,7 +343,7 @@ describe("reactors: cursors", () => {
         },
         { origin: "internal" }
       )
-      assert.isBelow(yield* Outbox.cursor("test-reactor"), failed.sequence)
+      assert.isBelow(yield* ReactorCursors.cursor("test-reactor"), failed.sequence)
       yield* eventually(
         Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
         "performed again"

@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Engine, Reconcile } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import * as Owners from "../src/Owners.js"
 import { jobsEngine, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 
@@ -15,7 +16,7 @@ const deadProcess = Effect.gen(function* () {
   for (let i = 0; i < ROWS; i++) {
     yield* engine.dispatchWithReceipt(submit(`j${i}`, i % 3 === 0 ? "work.bound" : "work.safe"))
   }
-  yield* Outbox.heartbeat("dead-process", "node-A", 0)
+  yield* Owners.heartbeat("dead-process", "node-A", 0)
   yield* Outbox.claim({
     kinds: ["work.safe", "work.bound"],
     owner: "dead-process",

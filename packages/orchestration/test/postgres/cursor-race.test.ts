@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { EffectOutcomes, Engine } from "../../src/index.js"
 import * as Outbox from "../../src/Outbox.js"
+import * as ReactorCursors from "../../src/ReactorCursors.js"
 import * as TestStore from "../../src/testing/TestStore.js"
 import { jobsConfig, submit } from "../fixtures/Jobs.js"
 import { tempDbFile } from "../fixtures/harness.js"
@@ -52,7 +53,7 @@ describe("reactor cursors across sessions", () => {
         }),
         { origin: "internal" }
       )
-      assert.isAtLeast(yield* inStore(Outbox.advanceCursor("r", kinds, 0)), claimed!.sequence)
+      assert.isAtLeast(yield* inStore(ReactorCursors.advanceCursor("r", kinds, 0)), claimed!.sequence)
 
       // Session 1: the operator's retry, held open after it made the row pending and moved the cursor back.
       yield* hold.arm
@@ -64,14 +65,14 @@ describe("reactor cursors across sessions", () => {
       )
       const holder = yield* hold.held
       // Session 2: the reactor advances its cursor while the retry is still open.
-      const advance = yield* Effect.fork(inStore(Outbox.advanceCursor("r", kinds, 0)))
+      const advance = yield* Effect.fork(inStore(ReactorCursors.advanceCursor("r", kinds, 0)))
       yield* blockedBehind(sql, holder, "the cursor advance waits for the open retry")
       yield* hold.release
       yield* Fiber.join(retry)
       yield* Fiber.join(advance)
 
       // The retried row is below no cursor: the reactor's next claim finds it.
-      const cursor = yield* inStore(Outbox.cursor("r"))
+      const cursor = yield* inStore(ReactorCursors.cursor("r"))
       assert.isBelow(cursor, claimed!.sequence, "the cursor was left above the retried row")
       const again = yield* inStore(
         Outbox.claim({ kinds, owner: "owner-A", now: 1, leaseMs: 30_000, limit: 1, after: cursor })

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer } from "effect"
 import { Boot, Engine } from "../../src/index.js"
 import * as Outbox from "../../src/Outbox.js"
+import * as Owners from "../../src/Owners.js"
 import * as TestStore from "../../src/testing/TestStore.js"
 import { jobsConfig, submit } from "../fixtures/Jobs.js"
 import { tempDbFile } from "../fixtures/harness.js"
@@ -42,7 +43,7 @@ describe("boot reconcile against a peer's reclaim", () => {
           Outbox.claim({ kinds: ["work.safe"], owner: "node-A:old", now: Date.now(), leaseMs: 1, limit: 1, after: 0 })
         )
         assert.strictEqual(claimed.length, 1)
-        yield* inStore(Outbox.heartbeat("node-A:old", "node-A", 0))
+        yield* inStore(Owners.heartbeat("node-A:old", "node-A", 0))
 
         // Peer node-B reclaims it; its settle is held open before COMMIT.
         const hold = holdAt("dispatch.before-commit", sql)
