@@ -9,34 +9,30 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, type Clock, Effect, Exit, Option, Schema } from "effect"
+import { Cause, Effect, Exit, Option } from "effect"
 import { Decision, type AnyAggregate, type DecideContext, type Rejection } from "./Aggregate.js"
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
-import { canonicalJson } from "./CanonicalJson.js"
-import { boundedId, commandIdProblem, EFFECT_ID_MAX } from "./CommandId.js"
 import {
   type AggregateUnavailable,
-  CommandDefect,
+  type CommandDefect,
   CommandRejected,
   EffectActionRefused,
   StorageFailure,
   type DispatchError
 } from "./Errors.js"
 import { decideSettlement, type SettlementCommand } from "./EffectOutcomes.js"
-import type * as EventLog from "./EventLog.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import * as Owners from "./Owners.js"
-import * as Timers from "./Timers.js"
-import { handles, type Projection } from "./Projection.js"
+import type { Projection } from "./Projection.js"
 import type * as Receipts from "./Receipts.js"
 import * as SettlementPage from "./SettlementPage.js"
 import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
-import { StorageFaults, type StorageFaultsShape } from "./storage/StorageFaults.js"
-import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
+import { StorageFaults } from "./storage/StorageFaults.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
+import { type BatchEnv, commandDefect, decideAndWrite } from "./CommandWrite.js"
 
 export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
 
@@ -61,28 +57,7 @@ export interface QueuedCommand {
   readonly effectId?: string
 }
 
-/** A throw from domain code, as the typed failure of the command it was deciding. */
-export const commandDefect = (identity: Receipts.CommandIdentity, stage: CommandDefect["stage"], error: unknown) =>
-  new CommandDefect({
-    commandId: identity.commandId,
-    aggregateType: identity.aggregateType,
-    aggregateId: identity.aggregateId,
-    stage,
-    message: `${stage} threw for ${identity.aggregateType} '${identity.aggregateId}': ${
-      error instanceof Error ? error.message : String(error)
-    }`
-  })
-
-/** A projection's write refused by its table's constraint: a defect of the command, the store is healthy. */
-const constraintDefect = (identity: Receipts.CommandIdentity, projection: string, violation: ConstraintViolation) =>
-  new CommandDefect({
-    commandId: identity.commandId,
-    aggregateType: identity.aggregateType,
-    aggregateId: identity.aggregateId,
-    stage: "projection",
-    constraint: violation.constraint,
-    message: `projection ${projection} violated constraint ${violation.constraint} (${violation.code}) for ${identity.aggregateType} '${identity.aggregateId}': ${violation.message}`
-  })
+export { commandDefect } from "./CommandWrite.js"
 
 /** The decision of a domain command: the aggregate's pure decider. */
 export const decideCommand =
@@ -136,11 +111,6 @@ export const decideSettlementCommand =
 
 export type CommandResult = Exit.Exit<DispatchAnswer, DispatchError>
 
-interface Written {
-  readonly answer: DispatchAnswer
-  readonly state: AggregateState
-}
-
 interface BatchOutcome {
   readonly results: ReadonlyArray<CommandResult>
   readonly states: ReadonlyMap<string, AggregateState>
@@ -157,203 +127,6 @@ export interface ProcessorDeps {
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
-
-/** What every command of a batch shares, looked up once per batch. */
-interface BatchEnv {
-  readonly page: SettlementPage.SettlementPage
-  /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
-  readonly faults: StorageFaultsShape | undefined
-  readonly clock: Clock.Clock
-}
-
-// One encoder per aggregate, built once: Schema.encodeSync(schema) rebuilds it on every call.
-const encoders = new WeakMap<AnyAggregate, (event: unknown) => unknown>()
-const encoderOf = (aggregate: AnyAggregate) => {
-  let encode = encoders.get(aggregate)
-  if (encode === undefined) {
-    encode = Schema.encodeSync(aggregate.events)
-    encoders.set(aggregate, encode)
-  }
-  return encode
-}
-
-const decideAndWrite = (
-  deps: ProcessorDeps,
-  env: BatchEnv,
-  item: QueuedCommand,
-  current: AggregateState,
-  head: number
-): Effect.Effect<Written | CommandRejected | EffectActionRefused, SqlError | CommandDefect, SqlClient> =>
-  Effect.gen(function* () {
-    const faults = env.faults
-    const { aggregate, identity } = item
-    const commandId = identity.commandId
-    const now = env.clock.unsafeCurrentTimeMillis()
-    const ctx: DecideContext = {
-      commandId,
-      aggregateId: identity.aggregateId,
-      now,
-      deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
-    }
-    const decision = yield* item.decide(current.state, ctx, env.page)
-    if (decision instanceof EffectActionRefused) return decision
-
-    if (decision._tag === "Rejection") {
-      if (faults) yield* faults.before("receipts", commandId)
-      yield* deps.writer.insertReceipt({
-        ...identity,
-        status: "rejected",
-        firstSequence: null,
-        lastSequence: head,
-        effectIds: [],
-        rejection: { reason: decision.reason, message: decision.message },
-        acceptedAt: now
-      })
-      return new CommandRejected({
-        commandId,
-        aggregateType: identity.aggregateType,
-        aggregateId: identity.aggregateId,
-        reason: decision.reason,
-        message: decision.message,
-        duplicate: false
-      })
-    }
-
-    let state = current.state
-    const encoded: Array<{ type: string; json: string }> = []
-    try {
-      for (const event of decision.events) {
-        state = aggregate.evolve(state, event)
-        encoded.push({ type: event.type, json: JSON.stringify(encoderOf(aggregate)(event)) })
-      }
-    } catch (error) {
-      return yield* Effect.fail(commandDefect(identity, "evolve", error))
-    }
-
-    const effectIds = decision.effects.map(
-      (intent, index) => intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
-    )
-    const badId = effectIds.find((id) => id.length > EFFECT_ID_MAX || commandIdProblem(id, "internal") !== undefined)
-    if (badId !== undefined) {
-      return yield* Effect.fail(
-        commandDefect(
-          identity,
-          "decide",
-          new Error(`effect id '${badId.slice(0, 80)}…' does not fit the id rules; build it with CommandId.boundedId`)
-        )
-      )
-    }
-    const effectRows = decision.effects.map(
-      (intent, index): Outbox.NewOutboxRow => ({
-        effectId: effectIds[index]!,
-        commandId,
-        aggregateType: aggregate.name,
-        aggregateId: identity.aggregateId,
-        kind: intent.kind,
-        payloadJson: canonicalJson(intent.payload),
-        lane: intent.lane ?? `${aggregate.name}:${identity.aggregateId}`,
-        availableAt: intent.availableAt ?? now,
-        now
-      })
-    )
-    const newEvents = encoded.map(
-      (e, index): EventLog.NewEvent => ({
-        eventId: `${commandId}/event-${index}`,
-        aggregateType: aggregate.name,
-        aggregateId: identity.aggregateId,
-        version: current.version + index + 1,
-        type: e.type,
-        schemaVersion: aggregate.eventSchemaVersion,
-        payloadJson: e.json,
-        commandId,
-        occurredAt: now
-      })
-    )
-    // Where the store writes a command's rows in one statement (PostgreSQL), events, outbox rows and
-    // receipt go first, together; projections, cancels and timers follow in the same savepoint.
-    const writeCommand = deps.writer.writeCommand
-    if (faults) yield* faults.before("events", commandId)
-    if (faults && writeCommand !== undefined) {
-      if (effectRows.length > 0) yield* faults.before("outbox", commandId)
-      yield* faults.before("receipts", commandId)
-    }
-    const records =
-      writeCommand === undefined
-        ? yield* deps.writer.appendEvents(newEvents)
-        : yield* writeCommand(
-            newEvents,
-            effectRows,
-            { ...identity, status: "accepted", effectIds, rejection: null, acceptedAt: now },
-            head
-          )
-
-    for (const [index, record] of records.entries()) {
-      for (const projection of deps.projections) {
-        if (!handles(projection, record)) continue
-        if (faults) yield* faults.before("projections", commandId)
-        yield* Effect.suspend(() => projection.apply(decision.events[index], record)).pipe(
-          Effect.catchAll((error) => {
-            const violation = constraintViolation(error)
-            return Effect.fail(violation === undefined ? error : constraintDefect(identity, projection.name, violation))
-          }),
-          Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
-        )
-      }
-    }
-
-    if (writeCommand === undefined && effectRows.length > 0) {
-      if (faults) yield* faults.before("outbox", commandId)
-      yield* deps.writer.insertOutbox(effectRows)
-    }
-
-    for (const cancel of decision.cancel) {
-      yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
-    }
-    // Timers go in their own table (Timers.ts), after the outbox, in the same savepoint.
-    if (decision.cancelTimers !== undefined) {
-      yield* Timers.cancel(aggregate.name, identity.aggregateId, decision.cancelTimers, now)
-    }
-    if (decision.timers !== undefined) {
-      const badTimer = decision.timers.find((t) => commandIdProblem(t.timerId, "client") !== undefined)
-      if (badTimer !== undefined) {
-        return yield* Effect.fail(
-          commandDefect(
-            identity,
-            "decide",
-            new Error(`timer id '${badTimer.timerId.slice(0, 80)}' does not fit the id rules`)
-          )
-        )
-      }
-      yield* Timers.schedule(aggregate.name, identity.aggregateId, decision.timers, now)
-    }
-
-    const lastSequence = records.at(-1)?.sequence ?? head
-    if (writeCommand === undefined) {
-      if (faults) yield* faults.before("receipts", commandId)
-      yield* deps.writer.insertReceipt({
-        ...identity,
-        status: "accepted",
-        firstSequence: records[0]?.sequence ?? null,
-        lastSequence,
-        effectIds,
-        rejection: null,
-        acceptedAt: now
-      })
-    }
-    return {
-      answer: {
-        commandId,
-        status: "accepted",
-        aggregateType: aggregate.name,
-        aggregateId: identity.aggregateId,
-        sequence: lastSequence,
-        events: records,
-        effectIds,
-        duplicate: false
-      },
-      state: { state, version: current.version + records.length }
-    } satisfies Written
-  })
 
 /**
  * A command of an optimistic batch failed (a defect, a quarantined aggregate) after the batch ran

@@ -1,0 +1,321 @@
+/**
+ * One command inside the batch's transaction: its decision, then its events, the projections that
+ * read them, its outbox rows, cancels, timers and receipt, or a rejection's receipt alone. A throw
+ * from domain code (decide, evolve, a projection) is the command's typed defect, never the store's.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { type Clock, Effect, Schema } from "effect"
+import type { AnyAggregate, DecideContext, Decision, EventRecord, Rejection } from "./Aggregate.js"
+import type { AggregateState } from "./AggregateStates.js"
+import { canonicalJson } from "./CanonicalJson.js"
+import { boundedId, commandIdProblem, EFFECT_ID_MAX } from "./CommandId.js"
+import { CommandDefect, CommandRejected, EffectActionRefused } from "./Errors.js"
+import type * as EventLog from "./EventLog.js"
+import * as Outbox from "./Outbox.js"
+import type { ProcessorDeps, QueuedCommand } from "./Processor.js"
+import { handles } from "./Projection.js"
+import type * as Receipts from "./Receipts.js"
+import type * as SettlementPage from "./SettlementPage.js"
+import type { DispatchAnswer } from "./StoredAnswers.js"
+import type { StorageFaultsShape } from "./storage/StorageFaults.js"
+import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
+import * as Timers from "./Timers.js"
+
+/** A throw from domain code, as the typed failure of the command it was deciding. */
+export const commandDefect = (identity: Receipts.CommandIdentity, stage: CommandDefect["stage"], error: unknown) =>
+  new CommandDefect({
+    commandId: identity.commandId,
+    aggregateType: identity.aggregateType,
+    aggregateId: identity.aggregateId,
+    stage,
+    message: `${stage} threw for ${identity.aggregateType} '${identity.aggregateId}': ${
+      error instanceof Error ? error.message : String(error)
+    }`
+  })
+
+/** A projection's write refused by its table's constraint: a defect of the command, the store is healthy. */
+const constraintDefect = (identity: Receipts.CommandIdentity, projection: string, violation: ConstraintViolation) =>
+  new CommandDefect({
+    commandId: identity.commandId,
+    aggregateType: identity.aggregateType,
+    aggregateId: identity.aggregateId,
+    stage: "projection",
+    constraint: violation.constraint,
+    message: `projection ${projection} violated constraint ${violation.constraint} (${violation.code}) for ${identity.aggregateType} '${identity.aggregateId}': ${violation.message}`
+  })
+
+export interface Written {
+  readonly answer: DispatchAnswer
+  readonly state: AggregateState
+}
+
+/** What every command of a batch shares, looked up once per batch. */
+export interface BatchEnv {
+  readonly page: SettlementPage.SettlementPage
+  /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
+  readonly faults: StorageFaultsShape | undefined
+  readonly clock: Clock.Clock
+}
+
+// One encoder per aggregate, built once: Schema.encodeSync(schema) rebuilds it on every call.
+const encoders = new WeakMap<AnyAggregate, (event: unknown) => unknown>()
+const encoderOf = (aggregate: AnyAggregate) => {
+  let encode = encoders.get(aggregate)
+  if (encode === undefined) {
+    encode = Schema.encodeSync(aggregate.events)
+    encoders.set(aggregate, encode)
+  }
+  return encode
+}
+
+/** A rejection's receipt: nothing else is written, and the answer says why. */
+const writeRejection = (
+  deps: ProcessorDeps,
+  env: BatchEnv,
+  identity: Receipts.CommandIdentity,
+  rejection: Rejection,
+  head: number,
+  now: number
+): Effect.Effect<CommandRejected, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    if (env.faults) yield* env.faults.before("receipts", identity.commandId)
+    yield* deps.writer.insertReceipt({
+      ...identity,
+      status: "rejected",
+      firstSequence: null,
+      lastSequence: head,
+      effectIds: [],
+      rejection: { reason: rejection.reason, message: rejection.message },
+      acceptedAt: now
+    })
+    return new CommandRejected({
+      commandId: identity.commandId,
+      aggregateType: identity.aggregateType,
+      aggregateId: identity.aggregateId,
+      reason: rejection.reason,
+      message: rejection.message,
+      duplicate: false
+    })
+  })
+
+/** The decision's events folded into the state and encoded; a throw from either is the command's defect. */
+const evolveAndEncode = (
+  item: QueuedCommand,
+  current: AggregateState,
+  events: ReadonlyArray<any>
+): { readonly state: unknown; readonly encoded: ReadonlyArray<{ type: string; json: string }> } | CommandDefect => {
+  const { aggregate } = item
+  let state = current.state
+  const encoded: Array<{ type: string; json: string }> = []
+  try {
+    for (const event of events) {
+      state = aggregate.evolve(state, event)
+      encoded.push({ type: event.type, json: JSON.stringify(encoderOf(aggregate)(event)) })
+    }
+  } catch (error) {
+    return commandDefect(item.identity, "evolve", error)
+  }
+  return { state, encoded }
+}
+
+/** The outbox rows of the decision's effects, with deterministic ids; an id that breaks the rules is a defect. */
+const plannedEffects = (
+  item: QueuedCommand,
+  decision: Decision<any>,
+  now: number
+):
+  | { readonly effectIds: ReadonlyArray<string>; readonly effectRows: ReadonlyArray<Outbox.NewOutboxRow> }
+  | CommandDefect => {
+  const { aggregate, identity } = item
+  const commandId = identity.commandId
+  const effectIds = decision.effects.map(
+    (intent, index) => intent.id ?? boundedId("", `${commandId}:${intent.key ?? `effect-${index}`}`)
+  )
+  const badId = effectIds.find((id) => id.length > EFFECT_ID_MAX || commandIdProblem(id, "internal") !== undefined)
+  if (badId !== undefined) {
+    return commandDefect(
+      identity,
+      "decide",
+      new Error(`effect id '${badId.slice(0, 80)}…' does not fit the id rules; build it with CommandId.boundedId`)
+    )
+  }
+  const effectRows = decision.effects.map(
+    (intent, index): Outbox.NewOutboxRow => ({
+      effectId: effectIds[index]!,
+      commandId,
+      aggregateType: aggregate.name,
+      aggregateId: identity.aggregateId,
+      kind: intent.kind,
+      payloadJson: canonicalJson(intent.payload),
+      lane: intent.lane ?? `${aggregate.name}:${identity.aggregateId}`,
+      availableAt: intent.availableAt ?? now,
+      now
+    })
+  )
+  return { effectIds, effectRows }
+}
+
+const newEventsOf = (
+  item: QueuedCommand,
+  current: AggregateState,
+  encoded: ReadonlyArray<{ type: string; json: string }>,
+  now: number
+) =>
+  encoded.map(
+    (e, index): EventLog.NewEvent => ({
+      eventId: `${item.identity.commandId}/event-${index}`,
+      aggregateType: item.aggregate.name,
+      aggregateId: item.identity.aggregateId,
+      version: current.version + index + 1,
+      type: e.type,
+      schemaVersion: item.aggregate.eventSchemaVersion,
+      payloadJson: e.json,
+      commandId: item.identity.commandId,
+      occurredAt: now
+    })
+  )
+
+/**
+ * Each committed event through the projections that read it. A projection's constraint violation or
+ * throw is the command's defect; any other SQL error is the store's.
+ */
+const applyProjections = (
+  deps: ProcessorDeps,
+  env: BatchEnv,
+  identity: Receipts.CommandIdentity,
+  events: ReadonlyArray<unknown>,
+  records: ReadonlyArray<EventRecord>
+): Effect.Effect<void, SqlError | CommandDefect, SqlClient> =>
+  Effect.gen(function* () {
+    for (const [index, record] of records.entries()) {
+      for (const projection of deps.projections) {
+        if (!handles(projection, record)) continue
+        if (env.faults) yield* env.faults.before("projections", identity.commandId)
+        yield* Effect.suspend(() => projection.apply(events[index], record)).pipe(
+          Effect.catchAll((error) => {
+            const violation = constraintViolation(error)
+            return Effect.fail(violation === undefined ? error : constraintDefect(identity, projection.name, violation))
+          }),
+          Effect.catchAllDefect((error) => Effect.fail(commandDefect(identity, "projection", error)))
+        )
+      }
+    }
+  })
+
+/** The decision's cancels and timers, in the command's savepoint after its outbox rows. */
+const writeCancelsAndTimers = (
+  item: QueuedCommand,
+  decision: Decision<any>,
+  now: number
+): Effect.Effect<void, SqlError | CommandDefect, SqlClient> =>
+  Effect.gen(function* () {
+    const { aggregate, identity } = item
+    for (const cancel of decision.cancel) {
+      yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
+    }
+    // Timers go in their own table (Timers.ts), after the outbox, in the same savepoint.
+    if (decision.cancelTimers !== undefined) {
+      yield* Timers.cancel(aggregate.name, identity.aggregateId, decision.cancelTimers, now)
+    }
+    if (decision.timers !== undefined) {
+      const badTimer = decision.timers.find((t) => commandIdProblem(t.timerId, "client") !== undefined)
+      if (badTimer !== undefined) {
+        return yield* Effect.fail(
+          commandDefect(
+            identity,
+            "decide",
+            new Error(`timer id '${badTimer.timerId.slice(0, 80)}' does not fit the id rules`)
+          )
+        )
+      }
+      yield* Timers.schedule(aggregate.name, identity.aggregateId, decision.timers, now)
+    }
+  })
+
+/**
+ * One command inside the batch's transaction: its decision, then its events, projections, outbox
+ * rows, cancels, timers and receipt (or the rejection's receipt alone).
+ */
+export const decideAndWrite = (
+  deps: ProcessorDeps,
+  env: BatchEnv,
+  item: QueuedCommand,
+  current: AggregateState,
+  head: number
+): Effect.Effect<Written | CommandRejected | EffectActionRefused, SqlError | CommandDefect, SqlClient> =>
+  Effect.gen(function* () {
+    const faults = env.faults
+    const { aggregate, identity } = item
+    const commandId = identity.commandId
+    const now = env.clock.unsafeCurrentTimeMillis()
+    const ctx: DecideContext = {
+      commandId,
+      aggregateId: identity.aggregateId,
+      now,
+      deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
+    }
+    const decision = yield* item.decide(current.state, ctx, env.page)
+    if (decision instanceof EffectActionRefused) return decision
+    if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
+
+    const evolved = evolveAndEncode(item, current, decision.events)
+    if (evolved instanceof CommandDefect) return yield* Effect.fail(evolved)
+    const planned = plannedEffects(item, decision, now)
+    if (planned instanceof CommandDefect) return yield* Effect.fail(planned)
+    const { effectIds, effectRows } = planned
+    const newEvents = newEventsOf(item, current, evolved.encoded, now)
+    // Where the store writes a command's rows in one statement (PostgreSQL), events, outbox rows and
+    // receipt go first, together; projections, cancels and timers follow in the same savepoint.
+    const writeCommand = deps.writer.writeCommand
+    if (faults) yield* faults.before("events", commandId)
+    if (faults && writeCommand !== undefined) {
+      if (effectRows.length > 0) yield* faults.before("outbox", commandId)
+      yield* faults.before("receipts", commandId)
+    }
+    const records =
+      writeCommand === undefined
+        ? yield* deps.writer.appendEvents(newEvents)
+        : yield* writeCommand(
+            newEvents,
+            effectRows,
+            { ...identity, status: "accepted", effectIds, rejection: null, acceptedAt: now },
+            head
+          )
+
+    yield* applyProjections(deps, env, identity, decision.events, records)
+
+    if (writeCommand === undefined && effectRows.length > 0) {
+      if (faults) yield* faults.before("outbox", commandId)
+      yield* deps.writer.insertOutbox(effectRows)
+    }
+
+    yield* writeCancelsAndTimers(item, decision, now)
+
+    const lastSequence = records.at(-1)?.sequence ?? head
+    if (writeCommand === undefined) {
+      if (faults) yield* faults.before("receipts", commandId)
+      yield* deps.writer.insertReceipt({
+        ...identity,
+        status: "accepted",
+        firstSequence: records[0]?.sequence ?? null,
+        lastSequence,
+        effectIds,
+        rejection: null,
+        acceptedAt: now
+      })
+    }
+    return {
+      answer: {
+        commandId,
+        status: "accepted",
+        aggregateType: aggregate.name,
+        aggregateId: identity.aggregateId,
+        sequence: lastSequence,
+        events: records,
+        effectIds,
+        duplicate: false
+      },
+      state: { state: evolved.state, version: current.version + records.length }
+    } satisfies Written
+  })
