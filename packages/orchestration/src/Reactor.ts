@@ -8,6 +8,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import {
   Cause,
   Clock,
+  type Context,
   Deferred,
   Duration,
   Effect,
@@ -22,8 +23,8 @@ import {
   Stream
 } from "effect"
 import * as CancelWatch from "./CancelWatch.js"
-import { outcomeId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
-import { Engine } from "./Engine.js"
+import { outcomeId, type EffectError } from "./EffectOutcomes.js"
+import { Engine, type EngineShape } from "./Engine.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
@@ -144,6 +145,148 @@ export interface ReactorHandle {
   readonly inFlight: Effect.Effect<number>
 }
 
+/** What every performance of one reactor shares, built once by `run`. */
+interface PerformEnv<R> {
+  readonly definition: ReactorDefinition<R>
+  readonly engine: EngineShape
+  readonly ownerId: string
+  readonly context: Context.Context<SqlClient | R>
+  readonly cancels: CancelWatch.CancelWatchShape
+  readonly retry: RetryPolicy
+  readonly leaseMs: number
+  /** Rung when a performance ends, so the loop claims again. */
+  readonly wake: Queue.Queue<void>
+  readonly log: <A, E, R2>(self: Effect.Effect<A, E, R2>) => Effect.Effect<A, E, R2>
+  /** Told after each settlement: the reactor's cursor may advance. */
+  readonly onSettled: () => void
+}
+
+/**
+ * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
+ * this is the performer's word, so an operator retry may start the effect again. A failed write
+ * only delays that retry: until this owner stops, or is dead by the reclaim rule.
+ */
+const acknowledgeStopped = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, interruptedSince?: number) =>
+  Clock.currentTimeMillis.pipe(
+    Effect.flatMap((now) => CancelWatch.acknowledgeStopped(row, env.ownerId, interruptedSince, now)),
+    Effect.retry({ times: 3 }),
+    Effect.catchAll((error) =>
+      Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
+        effectId: row.effectId,
+        error: toStorageFailure("acknowledge stopped")(error)
+      })
+    ),
+    Effect.provide(env.context)
+  )
+
+/** Performs one claimed row under its lease, then settles it through the front door. */
+const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
+  Effect.gen(function* () {
+    const faults = yield* FaultPoints
+    const policy = env.definition.kinds[row.kind]!
+    yield* faults.hit("reactor.after-claim", { kind: row.kind })
+    // What a renewal's answer means. `true`: the lease is ours until now + lease. `false`: it was
+    // lost (reclaimed, settled, or claimed again at another attempt): the handler is interrupted
+    // and whoever holds the row now settles it. A failed renewal (the store refused it or could
+    // not be reached) says neither: the lease is in doubt. The handler goes on (stopping it would
+    // not undo what it may have done), the renewal is retried promptly, and this process never
+    // reclaims the row itself (Outbox.reclaimable skips the judge's own rows). A peer may take
+    // it only once this owner's heartbeat is stale by the peer's own watch of the store
+    // (Worker.deadBefore). So an owner whose lease is in doubt asks the store again before it
+    // settles: a row taken over meanwhile gets no outcome from it.
+    const renewEvery = Math.max(1, Math.floor(env.leaseMs / 3))
+    const renew = Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) => Outbox.renew(row.effectId, row.attempts, env.ownerId, now + env.leaseMs, now)),
+      Effect.mapError(toStorageFailure("renew lease")),
+      Effect.either,
+      Effect.provide(env.context)
+    )
+    let inDoubt = false
+    const lost = yield* Deferred.make<void>()
+    // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
+    yield* env.cancels.watch(row.effectId, row.attempts, lost)
+    const startedAt = yield* Clock.currentTimeMillis
+    yield* Effect.forkScoped(
+      Effect.gen(function* () {
+        let retryIn = 100
+        let wait = renewEvery
+        while (true) {
+          yield* Effect.sleep(Duration.millis(wait))
+          const answer = yield* renew
+          if (Either.isLeft(answer)) {
+            if (!inDoubt) yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
+            inDoubt = true
+            wait = Math.min(retryIn, renewEvery)
+            retryIn *= 2
+            continue
+          }
+          inDoubt = false
+          if (!answer.right) return yield* Deferred.succeed(lost, undefined)
+          retryIn = 100
+          wait = renewEvery
+        }
+      })
+    )
+    const performed = yield* env.definition
+      .handle(row)
+      .pipe(
+        Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
+        Effect.exit,
+        Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
+      )
+    if (performed === "lease-lost") {
+      // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
+      yield* acknowledgeStopped(env, row, startedAt)
+      return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
+        effectId: row.effectId
+      })
+    }
+    if (inDoubt) {
+      // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
+      // settle anyway; the settle records the refusal, and its transaction re-checks the row.
+      const answer = yield* renew
+      if (Either.isRight(answer) && !answer.right) {
+        return yield* Effect.logWarning(
+          "lease lost while its renewal was in doubt; the outcome is not this owner's to record",
+          {
+            effectId: row.effectId,
+            performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
+          }
+        )
+      }
+    }
+    yield* faults.hit("reactor.after-perform", { kind: row.kind })
+    const now = yield* Clock.currentTimeMillis
+    const settled = yield* settleOutcome(
+      env.engine,
+      row,
+      verdictFor(performed, row, policy, env.retry, now),
+      "reactor",
+      outcomeId(row.effectId, row.attempts)
+    ).pipe(env.log)
+    if (settled === "stale") yield* acknowledgeStopped(env, row)
+    env.onSettled()
+    yield* faults.hit("reactor.after-settle", { kind: row.kind })
+  }).pipe(
+    Effect.scoped,
+    Effect.onInterrupt(() =>
+      // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
+      // one stays running for boot reconcile, which fails it with its stored reason.
+      processLossOf(env.definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
+        ? Clock.currentTimeMillis.pipe(
+            Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, env.ownerId, now)),
+            Effect.catchAll((error) =>
+              Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })
+            ),
+            Effect.provide(env.context)
+          )
+        : Effect.void
+    ),
+    Effect.ensuring(Queue.offer(env.wake, undefined)),
+    Effect.annotateLogs({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }),
+    env.log
+  )
+
 /**
  * Runs one reactor in the current scope: parked until the engine is activated, then claiming and
  * performing until the scope closes, when it stops claiming, gives in-flight handlers the grace
@@ -176,137 +319,20 @@ export const run = <R>(
     }).pipe(Effect.provide(context))
     let stopping = false
     let settledSinceCursor = false
-
-    const settle = (row: Outbox.OutboxRow, verdict: Verdict, by: SettledBy, commandId: string) =>
-      settleOutcome(engine, row, verdict, by, commandId).pipe(log)
-
-    /**
-     * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
-     * this is the performer's word, so an operator retry may start the effect again. A failed write
-     * only delays that retry: until this owner stops, or is dead by the reclaim rule.
-     */
-    const acknowledgeStopped = (row: Outbox.OutboxRow, interruptedSince?: number) =>
-      Clock.currentTimeMillis.pipe(
-        Effect.flatMap((now) => CancelWatch.acknowledgeStopped(row, worker.ownerId, interruptedSince, now)),
-        Effect.retry({ times: 3 }),
-        Effect.catchAll((error) =>
-          Effect.logWarning(
-            "could not record that this performance stopped; a retry of it waits until this owner stops",
-            {
-              effectId: row.effectId,
-              error: toStorageFailure("acknowledge stopped")(error)
-            }
-          )
-        ),
-        Effect.provide(context)
-      )
-
-    const perform = (row: Outbox.OutboxRow) =>
-      Effect.gen(function* () {
-        const faults = yield* FaultPoints
-        const policy = definition.kinds[row.kind]!
-        yield* faults.hit("reactor.after-claim", { kind: row.kind })
-        // What a renewal's answer means. `true`: the lease is ours until now + lease. `false`: it was
-        // lost (reclaimed, settled, or claimed again at another attempt): the handler is interrupted
-        // and whoever holds the row now settles it. A failed renewal (the store refused it or could
-        // not be reached) says neither: the lease is in doubt. The handler goes on (stopping it would
-        // not undo what it may have done), the renewal is retried promptly, and this process never
-        // reclaims the row itself (Outbox.reclaimable skips the judge's own rows). A peer may take
-        // it only once this owner's heartbeat is stale by the peer's own watch of the store
-        // (Worker.deadBefore). So an owner whose lease is in doubt asks the store again before it
-        // settles: a row taken over meanwhile gets no outcome from it.
-        const renewEvery = Math.max(1, Math.floor(leaseMs / 3))
-        const renew = Clock.currentTimeMillis.pipe(
-          Effect.flatMap((now) => Outbox.renew(row.effectId, row.attempts, worker.ownerId, now + leaseMs, now)),
-          Effect.mapError(toStorageFailure("renew lease")),
-          Effect.either,
-          Effect.provide(context)
-        )
-        let inDoubt = false
-        const lost = yield* Deferred.make<void>()
-        // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
-        yield* cancels.watch(row.effectId, row.attempts, lost)
-        const startedAt = yield* Clock.currentTimeMillis
-        yield* Effect.forkScoped(
-          Effect.gen(function* () {
-            let retryIn = 100
-            let wait = renewEvery
-            while (true) {
-              yield* Effect.sleep(Duration.millis(wait))
-              const answer = yield* renew
-              if (Either.isLeft(answer)) {
-                if (!inDoubt)
-                  yield* Effect.logWarning("lease renewal failed; the lease is in doubt, retrying", answer.left)
-                inDoubt = true
-                wait = Math.min(retryIn, renewEvery)
-                retryIn *= 2
-                continue
-              }
-              inDoubt = false
-              if (!answer.right) return yield* Deferred.succeed(lost, undefined)
-              retryIn = 100
-              wait = renewEvery
-            }
-          })
-        )
-        const performed = yield* definition
-          .handle(row)
-          .pipe(
-            Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
-            Effect.exit,
-            Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
-          )
-        if (performed === "lease-lost") {
-          // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
-          yield* acknowledgeStopped(row, startedAt)
-          return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
-            effectId: row.effectId
-          })
-        }
-        if (inDoubt) {
-          // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
-          // settle anyway; the settle records the refusal, and its transaction re-checks the row.
-          const answer = yield* renew
-          if (Either.isRight(answer) && !answer.right) {
-            return yield* Effect.logWarning(
-              "lease lost while its renewal was in doubt; the outcome is not this owner's to record",
-              {
-                effectId: row.effectId,
-                performed: Exit.isSuccess(performed) ? "succeeded" : "failed"
-              }
-            )
-          }
-        }
-        yield* faults.hit("reactor.after-perform", { kind: row.kind })
-        const now = yield* Clock.currentTimeMillis
-        const settled = yield* settle(
-          row,
-          verdictFor(performed, row, policy, retry, now),
-          "reactor",
-          outcomeId(row.effectId, row.attempts)
-        )
-        if (settled === "stale") yield* acknowledgeStopped(row)
+    const env: PerformEnv<R> = {
+      definition,
+      engine,
+      ownerId: worker.ownerId,
+      context,
+      cancels,
+      retry,
+      leaseMs,
+      wake,
+      log,
+      onSettled: () => {
         settledSinceCursor = true
-        yield* faults.hit("reactor.after-settle", { kind: row.kind })
-      }).pipe(
-        Effect.scoped,
-        Effect.onInterrupt(() =>
-          // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
-          // one stays running for boot reconcile, which fails it with its stored reason.
-          processLossOf(definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
-            ? Clock.currentTimeMillis.pipe(
-                Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
-                Effect.catchAll((error) =>
-                  Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })
-                ),
-                Effect.provide(context)
-              )
-            : Effect.void
-        ),
-        Effect.ensuring(Queue.offer(wake, undefined)),
-        Effect.annotateLogs({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }),
-        log
-      )
+      }
+    }
 
     const reclaimDead = (now: number) => reclaimDeadOwners(engine, worker, definition.kinds, kinds, now)
 
@@ -342,7 +368,7 @@ export const run = <R>(
               claimed = yield* Outbox.claim({ kinds, owner: worker.ownerId, now, leaseMs, limit: free, after: cursor })
             }
           }
-          for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(row))
+          for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
           if (free > 0 && claimed.length === free) return now
           const due = yield* Outbox.nextDue(kinds, cursor)
           return due !== undefined && due > now ? Math.min(now + pollMs, due) : now + pollMs
