@@ -159,6 +159,52 @@ const routeForBoot = (router: CommandRouter.CommandRouter, inputs: ReadonlyArray
   return { results, prepared }
 }
 
+interface BatchRunnerDeps {
+  readonly sql: SqlClient
+  /** The processor and boot-time dispatch both write; one at a time. */
+  readonly writer: Effect.Semaphore
+  readonly head: { value: number }
+  readonly states: ReturnType<typeof makeAggregateStates>
+  readonly projections: ReadonlyArray<Projection.Projection>
+  readonly commitWriter: CommitWriter.CommitWriter
+  readonly hints: CommitHints.CommitHints
+  readonly counters: { transactions: number; abandonedBatches: number; committedCommands: number }
+}
+
+/** Commits a batch and rings whoever waits on what it changed. */
+const batchRunner =
+  (deps: BatchRunnerDeps) =>
+  (batch: ReadonlyArray<QueuedCommand>): Effect.Effect<ReadonlyArray<CommandResult>> => {
+    const { sql, writer, head, states, projections, commitWriter, hints, counters } = deps
+    return writer
+      .withPermits(1)(
+        Effect.gen(function* () {
+          const before = head.value
+          const committedBefore = counters.committedCommands
+          counters.transactions++
+          const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
+            counters.abandonedBatches++
+          })
+          let outboxChanged = false
+          for (const result of results) {
+            if (Exit.isSuccess(result) && !result.value.duplicate) {
+              counters.committedCommands++
+              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
+              outboxChanged = true
+            }
+          }
+          if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
+          if (head.value > before) yield* hints.ringCommit(head.value)
+          if (outboxChanged) yield* hints.ringOutbox
+          return results
+        })
+      )
+      .pipe(
+        Effect.provideService(SqlClient, sql),
+        Effect.withSpan("Engine.commitBatch", { attributes: { commands: batch.length }, captureStackTrace: false })
+      )
+  }
+
 export const make = (config: EngineConfig) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
@@ -185,35 +231,7 @@ export const make = (config: EngineConfig) =>
     const writer = yield* Effect.makeSemaphore(1)
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
 
-    /** Commits a batch and rings whoever waits on what it changed. */
-    const runBatch = (batch: ReadonlyArray<QueuedCommand>) =>
-      writer
-        .withPermits(1)(
-          Effect.gen(function* () {
-            const before = head.value
-            const committedBefore = counters.committedCommands
-            counters.transactions++
-            const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
-              counters.abandonedBatches++
-            })
-            let outboxChanged = false
-            for (const result of results) {
-              if (Exit.isSuccess(result) && !result.value.duplicate) {
-                counters.committedCommands++
-                // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
-                outboxChanged = true
-              }
-            }
-            if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
-            if (head.value > before) yield* hints.ringCommit(head.value)
-            if (outboxChanged) yield* hints.ringOutbox
-            return results
-          })
-        )
-        .pipe(
-          Effect.provideService(SqlClient, sql),
-          Effect.withSpan("Engine.commitBatch", { attributes: { commands: batch.length }, captureStackTrace: false })
-        )
+    const runBatch = batchRunner({ sql, writer, head, states, projections, commitWriter, hints, counters })
 
     const processor = Effect.gen(function* () {
       yield* lifecycle.awaitActivation

@@ -120,6 +120,28 @@ const isTransient = (error: DispatchError): boolean =>
 
 const utf8Bytes = (text: string) => Buffer.byteLength(text, "utf8")
 
+/** Why a chunk could not be recorded, as the stream's typed failure. */
+const notRecorded = (effectId: string, attempt: number, error: DispatchError, start: number): StreamNotRecorded => {
+  const base = { effectId, attempt }
+  if (error instanceof StorageFailure) {
+    return new StreamNotRecorded({
+      ...base,
+      reason: "storage",
+      code: error.code,
+      message: `the store refused chunk at ${start} (${error.reason}): ${error.message}`
+    })
+  }
+  if (error instanceof CommandRejected && error.reason === "stale-stream") {
+    return new StreamNotRecorded({ ...base, reason: "stale", code: "stream-stale", message: error.message })
+  }
+  return new StreamNotRecorded({
+    ...base,
+    reason: "refused",
+    code: error instanceof CommandRejected ? error.reason : error._tag,
+    message: error.message
+  })
+}
+
 /** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
 export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
   Effect.gen(function* () {
@@ -151,27 +173,6 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     const dataArrived = yield* Queue.sliding<void>(1)
     const sizeReached = yield* Queue.sliding<void>(1)
 
-    const notRecorded = (error: DispatchError, start: number): StreamNotRecorded => {
-      const base = { effectId, attempt }
-      if (error instanceof StorageFailure) {
-        return new StreamNotRecorded({
-          ...base,
-          reason: "storage",
-          code: error.code,
-          message: `the store refused chunk at ${start} (${error.reason}): ${error.message}`
-        })
-      }
-      if (error instanceof CommandRejected && error.reason === "stale-stream") {
-        return new StreamNotRecorded({ ...base, reason: "stale", code: "stream-stale", message: error.message })
-      }
-      return new StreamNotRecorded({
-        ...base,
-        reason: "refused",
-        code: error instanceof CommandRejected ? error.reason : error._tag,
-        message: error.message
-      })
-    }
-
     const fail = (error: StreamNotRecorded) =>
       Effect.suspend(() => {
         failure ??= error
@@ -199,7 +200,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         return engine.dispatchWithReceipt(command, { origin: "internal" }).pipe(
           Effect.retry({ schedule, while: isTransient }),
           Effect.matchEffect({
-            onFailure: (error) => fail(notRecorded(error, start)),
+            onFailure: (error) => fail(notRecorded(effectId, attempt, error, start)),
             onSuccess: () =>
               Effect.suspend(() => {
                 pending.splice(0, count)
