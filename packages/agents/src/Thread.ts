@@ -146,6 +146,88 @@ const onToolOutcome = (
 const isFinal = (status: EffectOutcome["status"]) =>
   status === "succeeded" || status === "failed" || status === "cancelled"
 
+/** The thread's commands; `message.send` and the approvals start or move a turn. */
+const threadCommands = {
+  "thread.create": Aggregate.command("thread.create", {
+    threadId: ThreadId,
+    title: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
+  }),
+  "message.send": Aggregate.command("message.send", {
+    threadId: ThreadId,
+    messageId: MessageId,
+    text: Schema.String.pipe(Schema.maxLength(100_000)),
+    /** Set only by a delegate with `await: true` (Delegation.ts). */
+    awaitedBy: Schema.optional(Delegation.AwaitedBy)
+  }),
+  "turn.interrupt": Aggregate.command("turn.interrupt", { threadId: ThreadId, turnId: Schema.String }),
+  "thread.delete": Aggregate.command("thread.delete", { threadId: ThreadId }),
+  /** `callId` is the call's thread-unique id (its transcript id, as GET /v1/approvals lists it). */
+  "tool.approve": Aggregate.command("tool.approve", {
+    threadId: ThreadId,
+    callId: Schema.String.pipe(Schema.maxLength(200)),
+    note: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
+  }),
+  "tool.deny": Aggregate.command("tool.deny", {
+    threadId: ThreadId,
+    callId: Schema.String.pipe(Schema.maxLength(200)),
+    reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
+  }),
+  /** Sent by an approval's deadline timer (Waits.ts adds `wait` and `token`). */
+  "tool.approval-timeout": Aggregate.command("tool.approval-timeout", {
+    threadId: ThreadId,
+    wait: Schema.String,
+    token: Schema.String
+  })
+}
+
+/**
+ * A settled effect of the thread's own kinds: the model step or tool call of the running turn, a
+ * late one of a closed turn, or the cleanup after a delete.
+ */
+const decideOutcome = (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext, rules: TurnRules) => {
+  const threadId = ctx.aggregateId
+  if (outcome.kind === "thread.cleanup") {
+    return outcome.status === "succeeded"
+      ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] })
+      : Decision.none()
+  }
+  const turnId = String((outcome.payload as { turnId?: unknown }).turnId ?? "")
+  const active = state.active
+  const current =
+    active !== null &&
+    active.turnId === turnId &&
+    (outcome.kind === "model.step"
+      ? outcome.effectId === active.stepEffectId
+      : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.transcriptId)))
+  // A process-bound call runs at most once per call: once its call has its result (its turn
+  // closed or went on), an operator's retry would perform it again for nobody to hear.
+  if (
+    outcome.status === "retrying" &&
+    outcome.by === "operator" &&
+    !current &&
+    Reactor.processLossOf(toolPolicies[outcome.kind as EffectKind]?.onProcessLoss, outcome.payload) === "process-bound"
+  ) {
+    const closed = active === null || active.turnId !== turnId
+    return Decision.reject(
+      "call-answered",
+      `${outcome.kind} ${outcome.effectId} is process-bound and its call already has its result (its turn ${closed ? "has closed" : "went on"}); ` +
+        "it is never performed again: ask for a new call instead"
+    )
+  }
+  // Retries and requeues change only the effect row; the domain waits for a final outcome.
+  if (!isFinal(outcome.status)) return Decision.none()
+  if (!current) {
+    // Its turn closed already (interrupt, failure, delete): the row and read model move on,
+    // the transcript, which holds this call's synthetic result, does not.
+    return Decision.of<ThreadEvent>({
+      events: [{ type: "effect.late", turnId, effectId: outcome.effectId, status: outcome.status }]
+    })
+  }
+  return outcome.kind === "model.step"
+    ? onModelStep(state, active, threadId, outcome, rules, ctx)
+    : onToolOutcome(state, active, threadId, outcome, rules.stepLimit)
+}
+
 export const makeThread = (
   options: {
     readonly stepLimit?: number
@@ -158,38 +240,7 @@ export const makeThread = (
   const rules: TurnRules = { stepLimit, approval: options.approval ?? approvalOff }
   const thread = Aggregate.make({
     name: "thread",
-    commands: {
-      "thread.create": Aggregate.command("thread.create", {
-        threadId: ThreadId,
-        title: Schema.optional(Schema.String.pipe(Schema.maxLength(200)))
-      }),
-      "message.send": Aggregate.command("message.send", {
-        threadId: ThreadId,
-        messageId: MessageId,
-        text: Schema.String.pipe(Schema.maxLength(100_000)),
-        /** Set only by a delegate with `await: true` (Delegation.ts). */
-        awaitedBy: Schema.optional(Delegation.AwaitedBy)
-      }),
-      "turn.interrupt": Aggregate.command("turn.interrupt", { threadId: ThreadId, turnId: Schema.String }),
-      "thread.delete": Aggregate.command("thread.delete", { threadId: ThreadId }),
-      /** `callId` is the call's thread-unique id (its transcript id, as GET /v1/approvals lists it). */
-      "tool.approve": Aggregate.command("tool.approve", {
-        threadId: ThreadId,
-        callId: Schema.String.pipe(Schema.maxLength(200)),
-        note: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
-      }),
-      "tool.deny": Aggregate.command("tool.deny", {
-        threadId: ThreadId,
-        callId: Schema.String.pipe(Schema.maxLength(200)),
-        reason: Schema.optional(Schema.String.pipe(Schema.maxLength(2_000)))
-      }),
-      /** Sent by an approval's deadline timer (Waits.ts adds `wait` and `token`). */
-      "tool.approval-timeout": Aggregate.command("tool.approval-timeout", {
-        threadId: ThreadId,
-        wait: Schema.String,
-        token: Schema.String
-      })
-    },
+    commands: threadCommands,
     events: ThreadEvent,
     aggregateId: (command) => command.threadId,
     initialState,
@@ -254,50 +305,8 @@ export const makeThread = (
           return decideApprovalTimeout(state, threadId, command.wait, command.token, ctx, stepLimit)
       }
     },
-    onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) => {
-      const threadId = ctx.aggregateId
-      if (outcome.kind === "thread.cleanup") {
-        return outcome.status === "succeeded"
-          ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] })
-          : Decision.none()
-      }
-      const turnId = String((outcome.payload as { turnId?: unknown }).turnId ?? "")
-      const active = state.active
-      const current =
-        active !== null &&
-        active.turnId === turnId &&
-        (outcome.kind === "model.step"
-          ? outcome.effectId === active.stepEffectId
-          : active.calls.some((c) => c.effectId === outcome.effectId && !active.answered.includes(c.transcriptId)))
-      // A process-bound call runs at most once per call: once its call has its result (its turn
-      // closed or went on), an operator's retry would perform it again for nobody to hear.
-      if (
-        outcome.status === "retrying" &&
-        outcome.by === "operator" &&
-        !current &&
-        Reactor.processLossOf(toolPolicies[outcome.kind as EffectKind]?.onProcessLoss, outcome.payload) ===
-          "process-bound"
-      ) {
-        const closed = active === null || active.turnId !== turnId
-        return Decision.reject(
-          "call-answered",
-          `${outcome.kind} ${outcome.effectId} is process-bound and its call already has its result (its turn ${closed ? "has closed" : "went on"}); ` +
-            "it is never performed again: ask for a new call instead"
-        )
-      }
-      // Retries and requeues change only the effect row; the domain waits for a final outcome.
-      if (!isFinal(outcome.status)) return Decision.none()
-      if (!current) {
-        // Its turn closed already (interrupt, failure, delete): the row and read model move on,
-        // the transcript, which holds this call's synthetic result, does not.
-        return Decision.of<ThreadEvent>({
-          events: [{ type: "effect.late", turnId, effectId: outcome.effectId, status: outcome.status }]
-        })
-      }
-      return outcome.kind === "model.step"
-        ? onModelStep(state, active, threadId, outcome, rules, ctx)
-        : onToolOutcome(state, active, threadId, outcome, stepLimit)
-    }
+    onOutcome: (state: ThreadState, outcome: EffectOutcome, ctx: DecideContext) =>
+      decideOutcome(state, outcome, ctx, rules)
   })
 
   // Delegate-and-await (Delegation.ts) wraps the thread's own decider: its commands, the outcomes it
