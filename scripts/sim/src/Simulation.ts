@@ -129,6 +129,65 @@ const templateFile = () => {
   return file
 }
 
+/** A reader following the log: each event must come right after the previous one (no skip). */
+const followLog = (follower: { last: number }, report: (violation: Violation) => void) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    for (;;) {
+      yield* Effect.either(
+        Stream.runForEach(engine.followEvents({ after: follower.last }), (event) =>
+          Effect.sync(() => {
+            if (event.sequence !== follower.last + 1)
+              report({ invariant: "reader-skipped", detail: `the reader saw ${event.sequence} after ${follower.last}` })
+            follower.last = event.sequence
+          })
+        )
+      )
+      yield* Effect.sleep(1_000)
+    }
+  })
+
+/**
+ * Runs the scheduler until the boot's program ends, the seed's crash point comes (unless faults have
+ * stopped), or the run is over; answers whether the process "crashed" (a crash or a refused boot).
+ */
+const drive = (
+  runtime: SimRuntime,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  state: { readonly calm: boolean; readonly finished: boolean; readonly violation: Violation | undefined },
+  trace: Trace,
+  report: (violation: Violation) => void,
+  crashAt: number,
+  maxSimMs: number
+): boolean => {
+  let crashed = false
+  for (;;) {
+    if (state.violation !== undefined || state.finished) break
+    const exit = fiber.unsafePoll()
+    if (exit !== null) {
+      if (exit._tag === "Failure") {
+        // A boot refused by the disk ends like a crash: the operator (here, the loop) starts it again.
+        trace.add("boot-failed", String(exit.cause).split("\n")[0]!.slice(0, 120))
+        crashed = true
+      }
+      break
+    }
+    if (!state.calm && runtime.steps >= crashAt) {
+      crashed = true
+      break
+    }
+    if (runtime.now - epoch > maxSimMs) {
+      report({ invariant: "not-quiescent", detail: `no rest after ${maxSimMs} ms of simulated time` })
+      break
+    }
+    if (!runtime.step()) {
+      report({ invariant: "not-quiescent", detail: "nothing can run and no timer is set (deadlock)" })
+      break
+    }
+  }
+  return crashed
+}
+
 export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   const size = options.size ?? Workload.defaultSize
   const crashWindow = options.crashWindow ?? 1_500
@@ -180,21 +239,7 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
       Layer.provide(faultLayer)
     )
 
-  const follow = Effect.gen(function* () {
-    const engine = yield* Engine.Engine
-    for (;;) {
-      yield* Effect.either(
-        Stream.runForEach(engine.followEvents({ after: follower.last }), (event) =>
-          Effect.sync(() => {
-            if (event.sequence !== follower.last + 1)
-              report({ invariant: "reader-skipped", detail: `the reader saw ${event.sequence} after ${follower.last}` })
-            follower.last = event.sequence
-          })
-        )
-      )
-      yield* Effect.sleep(1_000)
-    }
-  })
+  const follow = followLog(follower, report)
 
   const afterBoot = (boot: number) =>
     Effect.gen(function* () {
@@ -259,31 +304,7 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
       ),
       { scheduler: runtime }
     )
-    let crashed = false
-    for (;;) {
-      if (state.violation !== undefined || state.finished) break
-      const exit = fiber.unsafePoll()
-      if (exit !== null) {
-        if (exit._tag === "Failure") {
-          // A boot refused by the disk ends like a crash: the operator (here, the loop) starts it again.
-          trace.add("boot-failed", String(exit.cause).split("\n")[0]!.slice(0, 120))
-          crashed = true
-        }
-        break
-      }
-      if (!state.calm && runtime.steps >= crashAt) {
-        crashed = true
-        break
-      }
-      if (runtime.now - epoch > maxSimMs) {
-        report({ invariant: "not-quiescent", detail: `no rest after ${maxSimMs} ms of simulated time` })
-        break
-      }
-      if (!runtime.step()) {
-        report({ invariant: "not-quiescent", detail: "nothing can run and no timer is set (deadlock)" })
-        break
-      }
-    }
+    const crashed = drive(runtime, fiber, state, trace, report, crashAt, maxSimMs)
     runtime.abandon()
     forgetRootsSince(rootsBefore)
     closeConnections()
