@@ -56,25 +56,35 @@ export interface FollowOptions {
   readonly onState: (state: StreamState) => void
 }
 
-/** Follows the log until the returned function is called; backs off 1 s → 10 s between attempts. */
-export const follow = (options: FollowOptions): (() => void) => {
+/** One server-sent-event stream the page follows, reconnecting after a drop. */
+interface SseConnection {
+  /** Names the stream in the console's warnings. */
+  readonly name: string
+  /** The next attempt's URL and extra headers (they may depend on what was seen so far). */
+  readonly request: () => { readonly url: string; readonly headers?: Record<string, string> }
+  readonly onMessage: (message: SseMessage) => void
+  readonly onState: (state: StreamState) => void
+}
+
+/** Follows a stream until the returned function is called; backs off 1 s → 10 s between attempts. */
+const followSse = (connection: SseConnection): (() => void) => {
   const controller = new AbortController()
-  let after = options.after
   let delay = 1000
   const run = async () => {
     while (!controller.signal.aborted) {
-      options.onState("connecting")
+      connection.onState("connecting")
       try {
-        const headers: Record<string, string> = { accept: "text/event-stream" }
+        const request = connection.request()
+        const headers: Record<string, string> = { accept: "text/event-stream", ...request.headers }
         const auth = authorization()
         if (auth !== undefined) headers.authorization = auth
-        const response = await fetch(`/v1/events/stream?after=${after}`, { headers, signal: controller.signal })
+        const response = await fetch(request.url, { headers, signal: controller.signal })
         if (response.status === 401) {
-          options.onState("unauthorized")
+          connection.onState("unauthorized")
           return
         }
-        if (!response.ok || response.body === null) throw new Error(`stream answered ${response.status}`)
-        options.onState("live")
+        if (!response.ok || response.body === null) throw new Error(`${connection.name} answered ${response.status}`)
+        connection.onState("live")
         delay = 1000
         const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
         let buffer = ""
@@ -83,25 +93,36 @@ export const follow = (options: FollowOptions): (() => void) => {
           if (done) break
           const parsed = parseSse(buffer + value)
           buffer = parsed.rest
-          for (const message of parsed.messages) {
-            if (message.event === "error") continue
-            const event = JSON.parse(message.data) as StreamEvent
-            after = Math.max(after, event.sequence)
-            options.onEvent(event)
-          }
+          for (const message of parsed.messages) connection.onMessage(message)
         }
       } catch (error) {
         if (controller.signal.aborted) return
-        console.warn("event stream interrupted; reconnecting", error)
+        console.warn(`${connection.name} interrupted; reconnecting`, error)
       }
       if (controller.signal.aborted) return
-      options.onState("reconnecting")
+      connection.onState("reconnecting")
       await new Promise((resolve) => setTimeout(resolve, delay))
       delay = Math.min(10_000, delay * 2)
     }
   }
   void run()
   return () => controller.abort()
+}
+
+/** Follows the log until the returned function is called, after the last event seen on every reconnect. */
+export const follow = (options: FollowOptions): (() => void) => {
+  let after = options.after
+  return followSse({
+    name: "event stream",
+    request: () => ({ url: `/v1/events/stream?after=${after}` }),
+    onMessage: (message) => {
+      if (message.event === "error") return
+      const event = JSON.parse(message.data) as StreamEvent
+      after = Math.max(after, event.sequence)
+      options.onEvent(event)
+    },
+    onState: options.onState
+  })
 }
 
 export interface FollowThreadOptions {
@@ -116,51 +137,18 @@ export interface FollowThreadOptions {
  * so each event and delta arrives once.
  */
 export const followThread = (options: FollowThreadOptions): (() => void) => {
-  const controller = new AbortController()
   let last: string | undefined
-  let delay = 1000
-  const run = async () => {
-    while (!controller.signal.aborted) {
-      options.onState("connecting")
-      try {
-        const headers: Record<string, string> = { accept: "text/event-stream" }
-        const auth = authorization()
-        if (auth !== undefined) headers.authorization = auth
-        if (last !== undefined) headers["last-event-id"] = last
-        const response = await fetch(`/v1/threads/${encodeURIComponent(options.threadId)}/stream`, {
-          headers,
-          signal: controller.signal
-        })
-        if (response.status === 401) {
-          options.onState("unauthorized")
-          return
-        }
-        if (!response.ok || response.body === null) throw new Error(`thread stream answered ${response.status}`)
-        options.onState("live")
-        delay = 1000
-        const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
-        let buffer = ""
-        while (true) {
-          const { done, value } = await reader.read()
-          if (done) break
-          const parsed = parseSse(buffer + value)
-          buffer = parsed.rest
-          for (const message of parsed.messages) {
-            if (message.event === "error" || message.event === undefined) continue
-            if (message.id !== undefined) last = message.id
-            options.onMessage({ kind: message.event, data: JSON.parse(message.data) })
-          }
-        }
-      } catch (error) {
-        if (controller.signal.aborted) return
-        console.warn("thread stream interrupted; reconnecting", error)
-      }
-      if (controller.signal.aborted) return
-      options.onState("reconnecting")
-      await new Promise((resolve) => setTimeout(resolve, delay))
-      delay = Math.min(10_000, delay * 2)
-    }
-  }
-  void run()
-  return () => controller.abort()
+  return followSse({
+    name: "thread stream",
+    request: () => ({
+      url: `/v1/threads/${encodeURIComponent(options.threadId)}/stream`,
+      headers: last === undefined ? {} : { "last-event-id": last }
+    }),
+    onMessage: (message) => {
+      if (message.event === "error" || message.event === undefined) return
+      if (message.id !== undefined) last = message.id
+      options.onMessage({ kind: message.event, data: JSON.parse(message.data) })
+    },
+    onState: options.onState
+  })
 }

@@ -77,14 +77,11 @@ export const parsePosition = (text: string): Position | { readonly problem: stri
   return { seq, live: { turnId, step, attempt: attempt!, end: end! } }
 }
 
+/** Which attempt of which step of which turn a live message speaks of. */
+const stepAttempt = { turnId: Schema.String, step: Schema.Number, attempt: Schema.Number }
+
 /** `event: delta`: text of the live step's attempt `attempt`, starting at `offset`. */
-export const DeltaView = Schema.Struct({
-  turnId: Schema.String,
-  step: Schema.Number,
-  attempt: Schema.Number,
-  offset: Schema.Number,
-  text: Schema.String
-})
+export const DeltaView = Schema.Struct({ ...stepAttempt, offset: Schema.Number, text: Schema.String })
 export type DeltaView = typeof DeltaView.Type
 
 /**
@@ -93,9 +90,7 @@ export type DeltaView = typeof DeltaView.Type
  * the turn was interrupted, or it failed. It stays visible, outside the transcript.
  */
 export const PartialView = Schema.Struct({
-  turnId: Schema.String,
-  step: Schema.Number,
-  attempt: Schema.Number,
+  ...stepAttempt,
   length: Schema.Number,
   reason: Schema.optional(Schema.String)
 })

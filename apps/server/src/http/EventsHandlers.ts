@@ -1,11 +1,11 @@
 /** GET /v1/events (a page of the log) and GET /v1/events/stream (Server-Sent Events). */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { Engine } from "@orchestration/engine"
-import { Deferred, Effect, Stream } from "effect"
+import { Effect } from "effect"
 import { InvalidRequest, storageUnavailable } from "../ApiErrors.js"
 import { ServerState } from "../ServerState.js"
 import { ServerApi } from "./Api.js"
-import { eventJson, eventStream, parseLastEventId } from "./Sse.js"
+import { eventJson, eventStream, parseLastEventId, sseResponse } from "./Sse.js"
 
 /** Idle connections get a comment line this often, so proxies and clients see the stream is alive. */
 export const heartbeatEvery = "15 seconds"
@@ -41,23 +41,9 @@ export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =
             })
           }
           const after = last ?? urlParams.after ?? 0
-          const body = eventStream(engine.followEvents({ after }), heartbeatEvery).pipe(
-            // A failing read ends this response loudly (logged, and told to the client as an
-            // `error` event); the client reconnects with Last-Event-ID and loses nothing.
-            Stream.catchAll((failure) =>
-              Stream.fromEffect(Effect.logError("event stream ended by a storage failure", failure)).pipe(
-                Stream.as(
-                  `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
-                )
-              )
-            ),
-            // Shutdown ends open streams, so the HTTP server can close.
-            Stream.interruptWhen(Deferred.await(state.draining)),
-            Stream.encodeText
-          )
-          return HttpServerResponse.stream(body, {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+          return sseResponse(eventStream(engine.followEvents({ after }), heartbeatEvery), {
+            what: "event stream",
+            draining: state.draining
           })
         })
       )

@@ -4,7 +4,8 @@
  * that reconnects with `Last-Event-ID: <sequence>` continues exactly after what it saw.
  */
 import type { EventRecord } from "@orchestration/engine"
-import { type Duration, Schedule, Stream } from "effect"
+import { HttpServerResponse } from "@effect/platform"
+import { Deferred, type Duration, Effect, Schedule, Stream } from "effect"
 import { clip } from "../ClientValue.js"
 import { parseDecimal } from "./QueryParams.js"
 
@@ -28,19 +29,46 @@ export const formatEvent = (record: EventRecord) =>
 export const heartbeatLine = ": keep-alive\n\n"
 
 /**
- * The text of an event stream: an opening comment (so clients and proxies see the response start at
- * once), then events, with a comment line every `heartbeatEvery` so idle connections stay open.
- * Ends when the events end.
+ * The text of a stream of SSE messages: an opening comment (so clients and proxies see the response
+ * start at once), then the messages, with a comment line every `heartbeatEvery` so idle connections
+ * stay open. Ends when the messages end.
  */
-export const eventStream = <E, R>(events: Stream.Stream<EventRecord, E, R>, heartbeatEvery: Duration.DurationInput) =>
+export const sseText = <E, R>(messages: Stream.Stream<string, E, R>, heartbeatEvery: Duration.DurationInput) =>
   Stream.make(": connected\n\n").pipe(
     Stream.concat(
-      Stream.merge(
-        Stream.map(events, formatEvent),
-        Stream.fromSchedule(Schedule.spaced(heartbeatEvery)).pipe(Stream.as(heartbeatLine)),
-        { haltStrategy: "left" }
-      )
+      Stream.merge(messages, Stream.fromSchedule(Schedule.spaced(heartbeatEvery)).pipe(Stream.as(heartbeatLine)), {
+        haltStrategy: "left"
+      })
     )
+  )
+
+/** The text of an event stream: each event of the log as one SSE message (see `sseText`). */
+export const eventStream = <E, R>(events: Stream.Stream<EventRecord, E, R>, heartbeatEvery: Duration.DurationInput) =>
+  sseText(Stream.map(events, formatEvent), heartbeatEvery)
+
+/**
+ * An SSE response over a stream's text. A failing read ends the response loudly (logged as `what`
+ * ended by a storage failure, and told to the client as an `error` event); the client reconnects
+ * with Last-Event-ID and loses nothing. Shutdown (`draining`) ends open streams, so the HTTP server
+ * can close.
+ */
+export const sseResponse = <E extends { readonly message: string }>(
+  text: Stream.Stream<string, E>,
+  options: { readonly what: string; readonly draining: Deferred.Deferred<void> }
+) =>
+  HttpServerResponse.stream(
+    text.pipe(
+      Stream.catchAll((failure) =>
+        Stream.fromEffect(Effect.logError(`${options.what} ended by a storage failure`, failure)).pipe(
+          Stream.as(
+            `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
+          )
+        )
+      ),
+      Stream.interruptWhen(Deferred.await(options.draining)),
+      Stream.encodeText
+    ),
+    { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } }
   )
 
 /** Parses `Last-Event-ID`; undefined when absent, a string problem when malformed. */

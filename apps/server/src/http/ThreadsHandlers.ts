@@ -1,15 +1,15 @@
 /** The thread routes and the trigger list: served by the domain's ThreadViews, 404 when the domain has none. */
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, type StorageFailure } from "@orchestration/engine"
-import { Deferred, Effect, Option, Schedule, Stream } from "effect"
+import { Effect, Option, Stream } from "effect"
 import { InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
 import { ServerState } from "../ServerState.js"
 import * as ThreadStream from "../ThreadStream.js"
 import { ThreadViews, type ThreadViewsShape } from "../ThreadViews.js"
 import { ServerApi } from "./Api.js"
 import { heartbeatEvery } from "./EventsHandlers.js"
-import { heartbeatLine } from "./Sse.js"
+import { sseResponse, sseText } from "./Sse.js"
 
 /** The thread list's page size when the client names none. */
 export const defaultThreadPage = 50
@@ -80,33 +80,7 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
           const messages = ThreadStream.follow({ engine, sql, rules, threadId: path.threadId, from }).pipe(
             Stream.map(ThreadStream.formatMessage)
           )
-          const body = Stream.make(": connected\n\n").pipe(
-            Stream.concat(
-              Stream.merge(
-                messages,
-                Stream.fromSchedule(Schedule.spaced(heartbeatEvery)).pipe(Stream.as(heartbeatLine)),
-                {
-                  haltStrategy: "left"
-                }
-              )
-            ),
-            // A failing read ends this response loudly (logged, and told to the client as an
-            // `error` event); the client resumes with Last-Event-ID and loses nothing.
-            Stream.catchAll((failure) =>
-              Stream.fromEffect(Effect.logError("thread stream ended by a storage failure", failure)).pipe(
-                Stream.as(
-                  `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
-                )
-              )
-            ),
-            // Shutdown ends open streams, so the HTTP server can close.
-            Stream.interruptWhen(Deferred.await(state.draining)),
-            Stream.encodeText
-          )
-          return HttpServerResponse.stream(body, {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
-          })
+          return sseResponse(sseText(messages, heartbeatEvery), { what: "thread stream", draining: state.draining })
         })
       )
       .handle("thread", ({ path }) => find(path.threadId, (v) => v.getThread(path.threadId)))
