@@ -12,6 +12,7 @@ import { createHash } from "node:crypto"
 import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
+import { optional, serverCommand, whenSome } from "../ServerCommand.js"
 import { renderAnswer } from "./Effects.js"
 
 type DispatchAnswer = typeof Api.DispatchAnswer.Type
@@ -46,27 +47,22 @@ export const answerCommandId = (
     .digest("hex")
     .slice(0, 40)}`
 
-const list = Command.make(
+const list = serverCommand(
   "list",
   {
-    ...Connection.connectionOptions,
-    thread: Options.text("thread").pipe(Options.withDescription("Only calls of this thread."), Options.optional),
+    thread: optional(Options.text("thread"), "Only calls of this thread."),
     limit: Options.integer("limit").pipe(
       Options.withDescription("At most this many calls, earliest deadline first (1-500)."),
       Options.withDefault(100)
     )
   },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const urlParams = {
-        limit: options.limit,
-        ...Option.match(options.thread, { onNone: () => ({}), onSome: (threadId) => ({ threadId }) })
-      }
-      const answer = yield* ServerClient.call(connection, (api) => api.threads.approvals({ urlParams }))
-      yield* Render.output(connection.json, answer, renderApprovals)
-    })
-).pipe(Command.withDescription("List the tool calls awaiting approval, with their arguments (GET /v1/approvals)."))
+  {
+    ask: (api, options) =>
+      api.threads.approvals({ urlParams: { limit: options.limit, ...whenSome(options.thread, "threadId") } }),
+    render: renderApprovals,
+    description: "List the tool calls awaiting approval, with their arguments (GET /v1/approvals)."
+  }
+)
 
 const threadId = Args.text({ name: "threadId" }).pipe(Args.withDescription("The call's thread."))
 const callId = Args.text({ name: "callId" }).pipe(Args.withDescription("The call's id, as `approvals list` shows it."))

@@ -10,10 +10,9 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import type { Api } from "@orchestration/server"
-import { Effect, Option } from "effect"
-import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
+import { optional, serverCommand, whenSome } from "../ServerCommand.js"
 
 type EffectView = typeof Api.EffectView.Type
 type DispatchAnswer = typeof Api.DispatchAnswer.Type
@@ -73,55 +72,44 @@ export const renderAnswer = (action: string, answer: DispatchAnswer): string =>
     `receipt: orchestrator receipts show '${answer.commandId}'`
   ].join("\n")
 
-const list = Command.make(
+const list = serverCommand(
   "list",
   {
-    ...Connection.connectionOptions,
-    status: Options.choice("status", statuses).pipe(
-      Options.withDescription("Only effects in this status."),
-      Options.optional
-    ),
-    kind: Options.text("kind").pipe(
-      Options.withDescription("Only effects of this kind (e.g. tool.execute, model.step)."),
-      Options.optional
-    ),
-    thread: Options.text("thread").pipe(
-      Options.withDescription("Only effects owned by this thread (its aggregate id)."),
-      Options.optional
-    ),
+    status: optional(Options.choice("status", statuses), "Only effects in this status."),
+    kind: optional(Options.text("kind"), "Only effects of this kind (e.g. tool.execute, model.step)."),
+    thread: optional(Options.text("thread"), "Only effects owned by this thread (its aggregate id)."),
     limit: Options.integer("limit").pipe(
       Options.withDescription("At most this many rows, oldest first (1-1000)."),
       Options.withDefault(100)
     )
   },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const urlParams = {
-        ...Option.match(options.status, { onNone: () => ({}), onSome: (status) => ({ status }) }),
-        ...Option.match(options.kind, { onNone: () => ({}), onSome: (kind) => ({ kind }) }),
-        ...Option.match(options.thread, { onNone: () => ({}), onSome: (aggregateId) => ({ aggregateId }) }),
-        limit: options.limit
-      }
-      const answer = yield* ServerClient.call(connection, (api) => api.effects.list({ urlParams }))
-      yield* Render.output(connection.json, answer, (a) => renderEffects(a.effects))
-    })
-).pipe(Command.withDescription("List outbox effects, oldest first (GET /v1/effects)."))
+  {
+    ask: (api, options) =>
+      api.effects.list({
+        urlParams: {
+          ...whenSome(options.status, "status"),
+          ...whenSome(options.kind, "kind"),
+          ...whenSome(options.thread, "aggregateId"),
+          limit: options.limit
+        }
+      }),
+    render: (a) => renderEffects(a.effects),
+    description: "List outbox effects, oldest first (GET /v1/effects)."
+  }
+)
 
 const effectId = Args.text({ name: "effectId" }).pipe(
   Args.withDescription("The effect's id, as `effects list` shows it.")
 )
 
-const show = Command.make("show", { ...Connection.connectionOptions, effectId }, (options) =>
-  Effect.gen(function* () {
-    const connection = yield* Connection.resolve(options)
-    const effect = yield* ServerClient.call(connection, (api) =>
-      api.effects.get({ path: { effectId: ServerClient.segment(options.effectId) } })
-    )
-    yield* Render.output(connection.json, effect, renderEffect)
-  })
-).pipe(
-  Command.withDescription("Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id).")
+const show = serverCommand(
+  "show",
+  { effectId },
+  {
+    ask: (api, options) => api.effects.get({ path: { effectId: ServerClient.segment(options.effectId) } }),
+    render: renderEffect,
+    description: "Show one effect: status, attempts, lease, payload, response, error (GET /v1/effects/:id)."
+  }
 )
 
 const commandIdOption = Options.text("command-id").pipe(
@@ -133,55 +121,51 @@ const commandIdOption = Options.text("command-id").pipe(
 )
 
 const operate = (action: "retry" | "cancel", description: string) =>
-  Command.make(action, { ...Connection.connectionOptions, effectId, commandId: commandIdOption }, (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const payload = Option.match(options.commandId, { onNone: () => ({}), onSome: (commandId) => ({ commandId }) })
-      const request = { path: { effectId: ServerClient.segment(options.effectId) }, payload }
-      const answer = yield* ServerClient.call(connection, (api) =>
-        action === "retry" ? api.effects.retry(request) : api.effects.cancel(request)
-      )
-      yield* Render.output(connection.json, answer, (a) => renderAnswer(action, a))
-    })
-  ).pipe(Command.withDescription(description))
-
-const release = Command.make("release", { ...Connection.connectionOptions, effectId }, (options) =>
-  Effect.gen(function* () {
-    const connection = yield* Connection.resolve(options)
-    const answer = yield* ServerClient.call(connection, (api) =>
-      api.effects.release({ path: { effectId: ServerClient.segment(options.effectId) } })
-    )
-    yield* Render.output(connection.json, answer, (a) => renderAnswer("release", a))
-  })
-).pipe(
-  Command.withDescription(
-    "Record a quarantined effect's parked settlement now that its cause is fixed (POST /v1/effects/:id/release). Exit 7 when it is not quarantined or the cause is still there."
+  serverCommand(
+    action,
+    { effectId, commandId: commandIdOption },
+    {
+      ask: (api, options) => {
+        const request = {
+          path: { effectId: ServerClient.segment(options.effectId) },
+          payload: whenSome(options.commandId, "commandId")
+        }
+        return action === "retry" ? api.effects.retry(request) : api.effects.cancel(request)
+      },
+      render: (a) => renderAnswer(action, a),
+      description
+    }
   )
+
+const release = serverCommand(
+  "release",
+  { effectId },
+  {
+    ask: (api, options) => api.effects.release({ path: { effectId: ServerClient.segment(options.effectId) } }),
+    render: (a) => renderAnswer("release", a),
+    description:
+      "Record a quarantined effect's parked settlement now that its cause is fixed (POST /v1/effects/:id/release). Exit 7 when it is not quarantined or the cause is still there."
+  }
 )
 
-const fail = Command.make(
+const fail = serverCommand(
   "fail",
   {
-    ...Connection.connectionOptions,
     effectId,
     reason: Options.text("reason").pipe(
       Options.withDescription("Why the operator ends it (stored on the effect; 1-500 characters).")
     )
   },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const request = {
+  {
+    ask: (api, options) =>
+      api.effects.fail({
         path: { effectId: ServerClient.segment(options.effectId) },
         payload: { reason: options.reason }
-      }
-      const effect = yield* ServerClient.call(connection, (api) => api.effects.fail(request))
-      yield* Render.output(connection.json, effect, renderEffect)
-    })
-).pipe(
-  Command.withDescription(
-    "End a quarantined effect as failed with your reason; its aggregate is not told (POST /v1/effects/:id/fail). Exit 7 when it is not quarantined."
-  )
+      }),
+    render: renderEffect,
+    description:
+      "End a quarantined effect as failed with your reason; its aggregate is not told (POST /v1/effects/:id/fail). Exit 7 when it is not quarantined."
+  }
 )
 
 export const effects = Command.make("effects").pipe(

@@ -1,10 +1,9 @@
 /** `orchestrator receipts show <commandId>`: a command's receipt (GET /v1/commands/:commandId). */
 import { Args, Command } from "@effect/cli"
 import type { Api } from "@orchestration/server"
-import { Effect } from "effect"
-import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
+import { serverCommand } from "../ServerCommand.js"
 
 type ReceiptView = typeof Api.ReceiptView.Type
 
@@ -20,22 +19,14 @@ export const renderReceipt = (r: ReceiptView): string =>
     ["at", Render.time(r.acceptedAt)]
   ])
 
-const show = Command.make(
+const show = serverCommand(
   "show",
+  { commandId: Args.text({ name: "commandId" }).pipe(Args.withDescription("The command's id.")) },
   {
-    ...Connection.connectionOptions,
-    commandId: Args.text({ name: "commandId" }).pipe(Args.withDescription("The command's id."))
-  },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const receipt = yield* ServerClient.call(connection, (api) =>
-        api.commands.receipt({ path: { commandId: ServerClient.segment(options.commandId) } })
-      )
-      yield* Render.output(connection.json, receipt, renderReceipt)
-    })
-).pipe(
-  Command.withDescription("Show the receipt of a command: accepted or rejected, its aggregate, sequence and effects.")
+    ask: (api, options) => api.commands.receipt({ path: { commandId: ServerClient.segment(options.commandId) } }),
+    render: renderReceipt,
+    description: "Show the receipt of a command: accepted or rejected, its aggregate, sequence and effects."
+  }
 )
 
 export const receipts = Command.make("receipts").pipe(

@@ -6,25 +6,23 @@ import { Command, Options } from "@effect/cli"
 import { Config, loadDomain, ServerProcess } from "@orchestration/server"
 import { Effect, Either, Option } from "effect"
 import { ServeFailed, UsageError } from "../CliErrors.js"
+import { optional, whenSome } from "../ServerCommand.js"
 
 export const serve = Command.make(
   "serve",
   {
-    dataDir: Options.text("data-dir").pipe(
-      Options.withDescription("Sets DATA_DIR: where the database and the world directory live (default ./data)."),
-      Options.optional
+    dataDir: optional(
+      Options.text("data-dir"),
+      "Sets DATA_DIR: where the database and the world directory live (default ./data)."
     ),
-    port: Options.integer("port").pipe(
-      Options.withDescription("Sets PORT (default 8787; 0 picks a free port)."),
-      Options.optional
-    )
+    port: optional(Options.integer("port"), "Sets PORT (default 8787; 0 picks a free port).")
   },
   (options) =>
     Effect.gen(function* () {
       const env: Record<string, string | undefined> = {
         ...process.env,
-        ...Option.match(options.dataDir, { onNone: () => ({}), onSome: (DATA_DIR) => ({ DATA_DIR }) }),
-        ...Option.match(options.port, { onNone: () => ({}), onSome: (port) => ({ PORT: String(port) }) })
+        ...whenSome(options.dataDir, "DATA_DIR"),
+        ...whenSome(Option.map(options.port, String), "PORT")
       }
       const config = Config.parseConfig(env)
       if (Either.isLeft(config))

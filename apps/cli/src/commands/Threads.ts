@@ -6,9 +6,9 @@
 import { Args, Command } from "@effect/cli"
 import type { Api, ThreadView, TranscriptView } from "@orchestration/server"
 import { Effect } from "effect"
-import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
+import { serverCommand } from "../ServerCommand.js"
 import { watch } from "./ThreadWatch.js"
 
 type EffectView = typeof Api.EffectView.Type
@@ -61,32 +61,25 @@ export const renderThread = ({ thread, transcript, effects }: ThreadReport): str
   return [head, "", turns, "", callTable].join("\n")
 }
 
-const show = Command.make(
+const show = serverCommand(
   "show",
+  { threadId: Args.text({ name: "threadId" }).pipe(Args.withDescription("The thread's id.")) },
   {
-    ...Connection.connectionOptions,
-    threadId: Args.text({ name: "threadId" }).pipe(Args.withDescription("The thread's id."))
-  },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
+    ask: (api, options): Effect.Effect<ThreadReport, unknown> => {
       const path = { threadId: ServerClient.segment(options.threadId) }
-      const report: ThreadReport = yield* ServerClient.call(connection, (api) =>
-        Effect.all({
-          thread: api.threads.thread({ path }),
-          transcript: api.threads.transcript({ path }),
-          effects: Effect.map(
-            api.effects.list({ urlParams: { aggregateId: options.threadId, limit: 1000 } }),
-            (a) => a.effects
-          )
-        })
-      )
-      yield* Render.output(connection.json, report, renderThread)
-    })
-).pipe(
-  Command.withDescription(
-    "Show a thread: its turns, each tool call with its effect's status and attempts, and whether its transcript is valid."
-  )
+      return Effect.all({
+        thread: api.threads.thread({ path }),
+        transcript: api.threads.transcript({ path }),
+        effects: Effect.map(
+          api.effects.list({ urlParams: { aggregateId: options.threadId, limit: 1000 } }),
+          (a) => a.effects
+        )
+      })
+    },
+    render: renderThread,
+    description:
+      "Show a thread: its turns, each tool call with its effect's status and attempts, and whether its transcript is valid."
+  }
 )
 
 export const threads = Command.make("threads").pipe(

@@ -5,10 +5,8 @@
  */
 import { Command, Options } from "@effect/cli"
 import type { TriggerList } from "@orchestration/server"
-import { Effect } from "effect"
-import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
-import * as ServerClient from "../ServerClient.js"
+import { serverCommand } from "../ServerCommand.js"
 
 const timeOf = (iso: string | null) => Render.time(iso === null ? null : Date.parse(iso))
 
@@ -28,24 +26,20 @@ export const renderTriggers = (list: typeof TriggerList.Type): string =>
         ])
       )
 
-const list = Command.make(
+const list = serverCommand(
   "list",
   {
-    ...Connection.connectionOptions,
     limit: Options.integer("limit").pipe(
       Options.withDescription("At most this many triggers, soonest next fire first (1-1000)."),
       Options.withDefault(100)
     )
   },
-  (options) =>
-    Effect.gen(function* () {
-      const connection = yield* Connection.resolve(options)
-      const answer = yield* ServerClient.call(connection, (api) =>
-        api.threads.triggers({ urlParams: { limit: options.limit } })
-      )
-      yield* Render.output(connection.json, answer, renderTriggers)
-    })
-).pipe(Command.withDescription("List the cron triggers with their next fire times (GET /v1/triggers)."))
+  {
+    ask: (api, options) => api.threads.triggers({ urlParams: { limit: options.limit } }),
+    render: renderTriggers,
+    description: "List the cron triggers with their next fire times (GET /v1/triggers)."
+  }
+)
 
 export const triggers = Command.make("triggers").pipe(
   Command.withDescription("Cron triggers: each sends a message to its thread at the times of its cron expression."),
