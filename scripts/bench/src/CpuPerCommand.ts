@@ -10,12 +10,13 @@
  *
  * `only`: `dispatch16`, `dispatch1`, `reconcile` or `steps` runs just that part.
  */
-import { Engine, Reconcile } from "@orchestration/engine"
+import { Reconcile } from "@orchestration/engine"
 import { Effect, Layer, RuntimeFlags, RuntimeFlagsPatch, Supervisor } from "effect"
 import { bump, effectKind } from "./BenchDomain.js"
 import { bulkLoad, createSchema } from "./BulkLoad.js"
 import { engineLayer, runBench } from "./EngineStack.js"
 import { runFloor } from "./Floor.js"
+import { warmedEngine } from "./Dispatch.js"
 import { closedLoopEffect } from "./Stats.js"
 import { withTempDir } from "./TempDir.js"
 
@@ -50,16 +51,7 @@ const dispatch = (clients: number, maxBatch: number, counter?: StepCounter) =>
   withTempDir("cpu", (dir) =>
     runBench(
       Effect.gen(function* () {
-        const context = yield* Layer.build(engineLayer(dir, { maxBatch }))
-        const engine = yield* Effect.provide(Engine.Engine, context)
-        yield* Effect.forEach(
-          Array.from({ length: clients }, (_, c) => c),
-          (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
-          {
-            concurrency: "unbounded",
-            discard: true
-          }
-        )
+        const engine = yield* warmedEngine(dir, clients, maxBatch)
         const before = yield* engine.stats
         const cpu0 = cpuMicros()
         if (counter) counter.on = true

@@ -10,6 +10,19 @@ import { bump } from "./BenchDomain.js"
 import { engineLayer, runBench, type StoreClient } from "./EngineStack.js"
 import { closedLoopEffect, type RunResult } from "./Stats.js"
 
+/** An engine over a new store in `dir`, each client's state and the statement cache warmed off the clock. */
+export const warmedEngine = (dir: string, clients: number, maxBatch: number, client: StoreClient = "default") =>
+  Effect.gen(function* () {
+    const context = yield* Layer.build(engineLayer(dir, { maxBatch }, client))
+    const engine = yield* Effect.provide(Engine.Engine, context)
+    yield* Effect.forEach(
+      Array.from({ length: clients }, (_, c) => c),
+      (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
+      { concurrency: "unbounded", discard: true }
+    )
+    return engine
+  })
+
 export const runDispatch = (
   dir: string,
   clients: number,
@@ -19,17 +32,7 @@ export const runDispatch = (
 ): Promise<RunResult> =>
   runBench(
     Effect.gen(function* () {
-      const context = yield* Layer.build(engineLayer(dir, { maxBatch }, client))
-      const engine = yield* Effect.provide(Engine.Engine, context)
-      // Warm the per-client state cache and the statement cache, off the clock.
-      yield* Effect.forEach(
-        Array.from({ length: clients }, (_, c) => c),
-        (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
-        {
-          concurrency: "unbounded",
-          discard: true
-        }
-      )
+      const engine = yield* warmedEngine(dir, clients, maxBatch, client)
       return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump("run", i, c)))
     })
   )

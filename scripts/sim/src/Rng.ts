@@ -1,4 +1,6 @@
 /** The one source of chance in a simulation: a seeded generator (mulberry32), so a seed replays exactly. */
+import { mulberry32 } from "@orchestration/engine/testing"
+
 export interface Rng {
   /** A float in [0, 1). */
   readonly next: () => number
@@ -9,14 +11,7 @@ export interface Rng {
 }
 
 export const make = (seed: number): Rng => {
-  let a = (seed ^ 0x9e3779b9) >>> 0
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
+  const next = mulberry32(seed ^ 0x9e3779b9)
   const int = (n: number) => Math.floor(next() * n)
   return { next, int, chance: (p) => next() < p, pick: (items) => items[int(items.length)]! }
 }
