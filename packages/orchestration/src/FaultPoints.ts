@@ -12,6 +12,7 @@
  * (`reconcile.mid:delay=60000` keeps the server starting).
  */
 import { Context, Duration, Effect } from "effect"
+import { mulberry32 } from "./SeededRandom.js"
 
 export const faultPointNames = [
   "dispatch.before-commit",
@@ -38,18 +39,6 @@ interface Rule {
   readonly delayMs: number | undefined
   hits: number
   random: () => number
-}
-
-/** A small seeded generator (mulberry32): the same seed fires at the same hits. */
-const seeded = (seed: number) => {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
 }
 
 const filterNames = ["kind", "nth", "p", "seed", "delay"]
@@ -86,7 +75,8 @@ export const parse = (spec: string): ReadonlyArray<Rule> =>
         probability: number("p"),
         delayMs: number("delay"),
         hits: 0,
-        random: seeded(number("seed") ?? 1)
+        // The same seed fires at the same hits.
+        random: mulberry32(number("seed") ?? 1)
       }
     })
 

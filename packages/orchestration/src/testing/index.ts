@@ -34,4 +34,4 @@ export const jsonLines = (stdout: string): Array<Record<string, any>> =>
     .filter((line) => line.startsWith("{"))
     .map((line) => JSON.parse(line))
 export * as TestStore from "./TestStore.js"
-export { mulberry32 } from "./SeededRandom.js"
+export { mulberry32 } from "../SeededRandom.js"

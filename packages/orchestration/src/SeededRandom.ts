@@ -1,6 +1,6 @@
 /**
- * The seeded generator the chaos harness and the simulator share (mulberry32): a float in [0, 1) a
- * call, the same sequence for the same seed, so a seed replays a run exactly.
+ * The one seeded generator (mulberry32) of fault points, the chaos harness and the simulator: a float
+ * in [0, 1) a call, the same sequence for the same seed, so a seed replays a run exactly.
  */
 export const mulberry32 = (seed: number): (() => number) => {
   let a = seed >>> 0
