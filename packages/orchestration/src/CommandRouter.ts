@@ -78,17 +78,33 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     }
   }
 
+  /**
+   * An engine command addressed to an effect's aggregate by name (a settlement, a stream chunk):
+   * decoded, with that aggregate and the command's identity under it.
+   */
+  const toEffectAggregate = <C extends { readonly aggregateType: string; readonly aggregateId: string }>(
+    raw: Record<string, unknown>,
+    decode: Decoder,
+    commandId: string | undefined
+  ):
+    | { readonly command: C; readonly aggregate: AnyAggregate; readonly identity: Receipts.CommandIdentity }
+    | InvalidCommand => {
+    const decoded = decode(raw)
+    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
+    const command: C = decoded.right
+    const aggregate = aggregatesByName.get(command.aggregateType)
+    if (aggregate === undefined) return invalid(`no aggregate named '${command.aggregateType}'`, commandId)
+    return { command, aggregate, identity: identityOf(raw, aggregate, command.aggregateId) }
+  }
+
   const routeSettlement = (
     raw: Record<string, unknown>,
     decode: Decoder,
     commandId: string | undefined
   ): QueuedCommand | InvalidCommand => {
-    const decoded = decode(raw)
-    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
-    const settlement: SettlementCommand = decoded.right
-    const aggregate = aggregatesByName.get(settlement.aggregateType)
-    if (aggregate === undefined) return invalid(`no aggregate named '${settlement.aggregateType}'`, commandId)
-    const identity = identityOf(raw, aggregate, settlement.aggregateId)
+    const routed = toEffectAggregate<SettlementCommand>(raw, decode, commandId)
+    if (routed instanceof InvalidCommand) return routed
+    const { command: settlement, aggregate, identity } = routed
     return {
       identity,
       aggregate,
@@ -100,12 +116,9 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
 
   /** A stream chunk (`effect.stream`, internal only) goes to its effect's aggregate, like a settlement. */
   const routeStream = (raw: Record<string, unknown>, commandId: string | undefined): QueuedCommand | InvalidCommand => {
-    const decoded = decodeStream(raw)
-    if (Either.isLeft(decoded)) return invalid(`invalid '${raw.type}' command`, commandId, formatIssues(decoded.left))
-    const chunk: EffectStream = decoded.right
-    const aggregate = aggregatesByName.get(chunk.aggregateType)
-    if (aggregate === undefined) return invalid(`no aggregate named '${chunk.aggregateType}'`, commandId)
-    const identity = identityOf(raw, aggregate, chunk.aggregateId)
+    const routed = toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
+    if (routed instanceof InvalidCommand) return routed
+    const { command: chunk, aggregate, identity } = routed
     return { identity, aggregate, decide: decideStreamCommand(aggregate, identity, chunk), settles: false }
   }
 
