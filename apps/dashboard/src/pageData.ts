@@ -35,6 +35,15 @@ const settleMs = 250
 
 type OnError = (error: unknown) => void
 
+/** Runs `refresh` now and every `everyMs` while `enabled`; from the start again on a new connection. */
+const usePolling = (enabled: boolean, refresh: () => void, everyMs: number, connection: number) =>
+  useEffect(() => {
+    if (!enabled) return
+    refresh()
+    const timer = setInterval(refresh, everyMs)
+    return () => clearInterval(timer)
+  }, [enabled, connection, refresh, everyMs])
+
 /** The outbox summary, sampled, with the components banner and the approvals; and the server's clock. */
 export const useSummary = (authorized: boolean, connection: number, onError: OnError) => {
   const [components, setComponents] = useState<ReadonlyArray<ComponentHealth>>([])
@@ -67,12 +76,7 @@ export const useSummary = (authorized: boolean, connection: number, onError: OnE
     }, onError)
   }, [onError])
 
-  useEffect(() => {
-    if (!authorized) return
-    refreshSummary()
-    const timer = setInterval(refreshSummary, summaryEveryMs)
-    return () => clearInterval(timer)
-  }, [authorized, connection, refreshSummary])
+  usePolling(authorized, refreshSummary, summaryEveryMs, connection)
 
   // Ages tick every second, on the server's clock.
   useEffect(() => {
@@ -109,19 +113,8 @@ export const useThreadList = (
   const refreshLongestRunning = useCallback(() => {
     getThreads({ limit: stuckScan, status: "running", order: "oldest" }).then(setLongestRunning, onError)
   }, [onError])
-  useEffect(() => {
-    if (!authorized) return
-    refreshLongestRunning()
-    const timer = setInterval(refreshLongestRunning, threadsEveryMs)
-    return () => clearInterval(timer)
-  }, [authorized, connection, refreshLongestRunning])
-
-  useEffect(() => {
-    if (!authorized || threadId !== undefined) return
-    refreshThreads()
-    const timer = setInterval(refreshThreads, threadsEveryMs)
-    return () => clearInterval(timer)
-  }, [authorized, connection, threadId, refreshThreads])
+  usePolling(authorized, refreshLongestRunning, threadsEveryMs, connection)
+  usePolling(authorized && threadId === undefined, refreshThreads, threadsEveryMs, connection)
 
   const chooseFilter = (next: ThreadFilter) => {
     setFilter(next)

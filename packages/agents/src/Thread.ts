@@ -288,19 +288,13 @@ export const makeThread = (
           })
         }
         case "tool.approve":
-          return decideApproval(
-            state,
-            threadId,
-            { verdict: "approved", callId: command.callId, note: command.note },
-            stepLimit
-          )
-        case "tool.deny":
-          return decideApproval(
-            state,
-            threadId,
-            { verdict: "denied", callId: command.callId, note: command.reason },
-            stepLimit
-          )
+        case "tool.deny": {
+          const answer =
+            command.type === "tool.approve"
+              ? { verdict: "approved" as const, callId: command.callId, note: command.note }
+              : { verdict: "denied" as const, callId: command.callId, note: command.reason }
+          return decideApproval(state, threadId, answer, stepLimit)
+        }
         case "tool.approval-timeout":
           return decideApprovalTimeout(state, threadId, command.wait, command.token, ctx, stepLimit)
       }
