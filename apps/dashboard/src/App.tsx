@@ -122,12 +122,7 @@ export const App = () => {
 
       <main>
         <OverviewCards
-          page={page}
-          longestRunning={longestRunning}
-          summary={summary}
-          samples={samples}
-          now={now}
-          stuckAfterMs={stuckAfterMs}
+          {...{ page, longestRunning, summary, samples, now, stuckAfterMs }}
           onShowStuck={() => {
             location.hash = "#/"
             chooseFilter("running")

@@ -90,33 +90,34 @@ export const OverviewCards = ({
       </section>
 
       <section class="charts">
-        <Sparkline
-          title="Reactor lag (due rows unsettled)"
-          points={lagSeries(samples)}
-          format={(v) => formatCount(Math.round(v))}
-          unit=""
-          color="#d97706"
-          windowMs={chartWindowMs}
-          testId="chart-lag"
-        />
-        <Sparkline
-          title="Events committed"
-          points={eventsRate}
-          format={formatRate}
-          unit=" /s"
-          color="#2563eb"
-          windowMs={chartWindowMs}
-          testId="chart-events"
-        />
-        <Sparkline
-          title="Effects settled"
-          points={settledRate}
-          format={formatRate}
-          unit=" /s"
-          color="#059669"
-          windowMs={chartWindowMs}
-          testId="chart-settled"
-        />
+        {[
+          {
+            title: "Reactor lag (due rows unsettled)",
+            points: lagSeries(samples),
+            format: (v: number) => formatCount(Math.round(v)),
+            unit: "",
+            color: "#d97706",
+            testId: "chart-lag"
+          },
+          {
+            title: "Events committed",
+            points: eventsRate,
+            format: formatRate,
+            unit: " /s",
+            color: "#2563eb",
+            testId: "chart-events"
+          },
+          {
+            title: "Effects settled",
+            points: settledRate,
+            format: formatRate,
+            unit: " /s",
+            color: "#059669",
+            testId: "chart-settled"
+          }
+        ].map((chart) => (
+          <Sparkline key={chart.testId} {...chart} windowMs={chartWindowMs} />
+        ))}
       </section>
     </>
   )
