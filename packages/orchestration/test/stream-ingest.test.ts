@@ -112,6 +112,13 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  const bothAre = (status: OutboxRow["status"]) =>
+    Effect.zipWith(
+      rowIs("job:a", (r) => r.status === status),
+      rowIs("job:b", (r) => r.status === status),
+      (a, b) => a && b
+    )
+
   it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
     const handler = scriptedHandler()
     const first = feed()
@@ -122,14 +129,7 @@ describe("durable stream ingestion", () => {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
       yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
-      yield* eventually(
-        Effect.zipWith(
-          rowIs("job:a", (r) => r.status === "running"),
-          rowIs("job:b", (r) => r.status === "running"),
-          (a, b) => a && b
-        ),
-        "both running"
-      )
+      yield* eventually(bothAre("running"), "both running")
       // Their first writes come 10 and 30 ms into the window [0, 50): both are due at 50, not at 60 and 80.
       yield* TestClock.adjust("10 millis")
       yield* first.send("from a")
@@ -150,14 +150,7 @@ describe("durable stream ingestion", () => {
       yield* first.send(END)
       yield* second.send(END)
       assert.strictEqual(transactions, 1, "one group commit for both flushes")
-      yield* eventually(
-        Effect.zipWith(
-          rowIs("job:a", (r) => r.status === "succeeded"),
-          rowIs("job:b", (r) => r.status === "succeeded"),
-          (a, b) => a && b
-        ),
-        "both succeeded"
-      )
+      yield* eventually(bothAre("succeeded"), "both succeeded")
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
