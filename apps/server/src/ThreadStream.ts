@@ -125,19 +125,26 @@ export interface FollowThreadOptions {
 
 /**
  * The thread's messages after `from`, catching up from the store, then following commits (woken by
- * the engine's outbox hint, rung after every accepted command). Never ends by itself.
+ * the engine's hint for this thread's aggregate, rung after every accepted command of the thread: its
+ * events, its step's chunks and settlement; commits of other threads do not wake it). Never ends by itself.
  */
 export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessage, StorageFailure> =>
   Stream.unwrapScoped(
     Effect.gen(function* () {
       const { engine, rules } = options
       // Subscribe before the first read: a commit between a read and the wait still wakes us.
-      const hints = yield* Stream.toPull(yield* engine.outboxChanges)
+      const hints = yield* Stream.toPull(yield* engine.aggregateChanges(rules.aggregateType, options.threadId))
       let position = options.from
       /** Events read but not yet sent. */
       let buffered: Array<EventRecord> = []
       /** The event that closes the live step, held until the step's remaining chunks are sent. */
       let closing: { readonly event: EventRecord; readonly transition: StepTransition } | undefined
+      /**
+       * The last reads found no event and less than a page of chunks: everything committed before
+       * them was sent, and anything after rings the hint, so wait for it instead of reading again
+       * (half the reads per wake-up when every commit of a stream brings one delta).
+       */
+      let caughtUp = false
 
       const finalAttempt = (effectId: string) =>
         Outbox.find(effectId).pipe(
@@ -182,7 +189,7 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
             }
             flush()
             if (out.length > 0) position = { seq: position.seq, live: at }
-            return out
+            return { messages: out, full: chunks.length >= CHUNK_PAGE }
           }
         )
 
@@ -220,8 +227,8 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
           if (closing !== undefined) {
             const live = position.live
             if (live !== null) {
-              const deltas = yield* chunkMessages(live)
-              if (deltas.length > 0) return Chunk.fromIterable(deltas)
+              const { messages } = yield* chunkMessages(live)
+              if (messages.length > 0) return Chunk.fromIterable(messages)
             }
             const { event, transition } = closing
             closing = undefined
@@ -246,17 +253,21 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
             }
             return Chunk.of(emitEvent(event, toLive(transition.next, position.live)))
           }
-          // Caught up on what was read: read on. Events first, so a closing event is never
-          // overtaken by a delta read after it.
-          const after = position.seq
-          buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
-          if (buffered.length > 0) continue
-          if (position.live !== null) {
-            const deltas = yield* chunkMessages(position.live)
-            if (deltas.length > 0) return Chunk.fromIterable(deltas)
+          if (!caughtUp) {
+            // Caught up on what was read: read on. Events first, so a closing event is never
+            // overtaken by a delta read after it.
+            const after = position.seq
+            buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
+            if (buffered.length > 0) continue
+            if (position.live !== null) {
+              const { messages, full } = yield* chunkMessages(position.live)
+              caughtUp = !full
+              if (messages.length > 0) return Chunk.fromIterable(messages)
+            }
           }
           // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
           yield* Effect.catchAll(hints, () => Effect.void)
+          caughtUp = false
         }
       })
       return Stream.repeatEffectChunk(nextBatch)

@@ -105,7 +105,16 @@ export const make = (capacity: number, isClosed: () => boolean): Effect.Effect<C
 
     return {
       enqueue,
-      takeBatch: (max) => Effect.map(Queue.takeBetween(queue, 1, max), Chunk.toReadonlyArray),
+      // `takeBetween(1, max)` on an empty queue answers with the one command that woke it, however
+      // many were offered before this fiber ran: take those too, or they wait for the next commit.
+      takeBatch: (max) =>
+        Effect.flatMap(Queue.takeBetween(queue, 1, max), (first) =>
+          first.length >= max
+            ? Effect.succeed(Chunk.toReadonlyArray(first))
+            : Effect.map(Queue.takeUpTo(queue, max - first.length), (rest) =>
+                Chunk.toReadonlyArray(Chunk.appendAll(first, rest))
+              )
+        ),
       answer,
       unanswered: () => unanswered,
       idle: () =>

@@ -1,12 +1,17 @@
 /**
- * The hints the engine rings after a commit: `commits` (events were written; the new log head) and
- * `outboxChanges` (outbox rows were added, cancelled or settled). A hint is a wake-up, never data: a
- * reader re-reads the table, and losing a hint delays work, never loses it. Each is a sliding PubSub
- * of one (a slow reader gets the latest hint, not a backlog) that only the engine rings; consumers
- * get a read-only Stream.
+ * The hints the engine rings after a commit: `commits` (events were written; the new log head),
+ * `outboxChanges` (outbox rows were added, cancelled or settled) and `aggregateChanges` (a command
+ * of this one aggregate was accepted: its events, its effects' rows or its effects' stream chunks
+ * changed). A hint is a wake-up, never data: a reader re-reads the table, and losing a hint delays
+ * work, never loses it. Each is a sliding queue of one (a slow reader gets the latest hint, not a
+ * backlog) that only the engine rings; consumers get a read-only Stream.
+ *
+ * Why per aggregate: a stream chunk commits twenty times a second per stream, and it concerns only
+ * the readers of its own aggregate (a thread's SSE clients). Ringing every reader and reactor for
+ * each of them made every open stream re-read the store on every commit (docs/benchmarks.md).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, PubSub, type Queue, Schedule, type Scope, Stream } from "effect"
+import { Effect, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
 
 export interface CommitHints {
   /** Rings after a commit that wrote events; `head` is the log head after it. */
@@ -22,20 +27,65 @@ export interface CommitHints {
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /** Engine-internal: the commit hints as a queue, for a reader that waits between table reads. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
-  /** Engine-internal: the outbox hints (rung after every accepted command) as a queue. */
-  readonly subscribeOutbox: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+  /** Rings the readers of these aggregates (keys from `aggregateKey`); `"all"` rings every one. */
+  readonly ringAggregates: (keys: Iterable<string> | "all") => Effect.Effect<void>
+  /** Subscribes now, in the caller's scope, to the hints of one aggregate (as `commits` does). */
+  readonly subscribeAggregate: (
+    aggregateType: string,
+    aggregateId: string
+  ) => Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
 }
+
+/** The key of an aggregate's hints. */
+export const aggregateKey = (aggregateType: string, aggregateId: string): string =>
+  `${aggregateType}\u0000${aggregateId}`
 
 export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   const commits = yield* PubSub.sliding<number>(1)
   const outboxChanges = yield* PubSub.sliding<void>(1)
+  /** The readers of each aggregate: a commit rings only the queues under its aggregates' keys. */
+  const readers = new Map<string, Set<Queue.Queue<void>>>()
+  const ringAll = Effect.suspend(() => {
+    const offers: Array<Effect.Effect<boolean>> = []
+    for (const set of readers.values()) for (const queue of set) offers.push(Queue.offer(queue, undefined))
+    return Effect.all(offers, { discard: true })
+  })
   return {
     ringCommit: (head) => PubSub.publish(commits, head),
     ringOutbox: PubSub.publish(outboxChanges, undefined),
     commits: Stream.fromPubSub(commits, { scoped: true }),
     outboxChanges: Stream.fromPubSub(outboxChanges, { scoped: true }),
     subscribeCommits: PubSub.subscribe(commits),
-    subscribeOutbox: PubSub.subscribe(outboxChanges)
+    ringAggregates: (keys) =>
+      keys === "all"
+        ? ringAll
+        : Effect.suspend(() => {
+            const offers: Array<Effect.Effect<boolean>> = []
+            for (const key of keys) {
+              const set = readers.get(key)
+              if (set !== undefined) for (const queue of set) offers.push(Queue.offer(queue, undefined))
+            }
+            return Effect.all(offers, { discard: true })
+          }),
+    subscribeAggregate: (aggregateType, aggregateId) =>
+      Effect.acquireRelease(
+        Effect.map(Queue.sliding<void>(1), (queue) => {
+          const key = aggregateKey(aggregateType, aggregateId)
+          const set = readers.get(key) ?? new Set()
+          set.add(queue)
+          readers.set(key, set)
+          return { key, queue }
+        }),
+        ({ key, queue }) =>
+          Effect.zipRight(
+            Effect.sync(() => {
+              const set = readers.get(key)
+              set?.delete(queue)
+              if (set !== undefined && set.size === 0) readers.delete(key)
+            }),
+            Queue.shutdown(queue)
+          )
+      ).pipe(Effect.map(({ queue }) => queue))
   }
 })
 
@@ -54,5 +104,7 @@ export const forwardForeign = (
       Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)
     ),
     Stream.retry(Schedule.spaced("1 second")),
-    Stream.runForEach(() => hints.ringCommit(head.value).pipe(Effect.zipRight(hints.ringOutbox)))
+    Stream.runForEach(() =>
+      hints.ringCommit(head.value).pipe(Effect.zipRight(hints.ringOutbox), Effect.zipRight(hints.ringAggregates("all")))
+    )
   )

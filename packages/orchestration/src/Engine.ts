@@ -6,7 +6,7 @@
  * one commit holds), CommitHints (the hints rung after commits) and ReadSide (the reads).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Context, Effect, Exit, Layer, Option, type Scope, type Stream } from "effect"
+import { Context, Effect, Exit, Layer, Option, type Scope, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { keyOf, makeAggregateStates } from "./AggregateStates.js"
 import type { Origin } from "./CommandId.js"
@@ -92,6 +92,15 @@ export interface EngineShape {
    * `const changes = yield* engine.outboxChanges; yield* Effect.forkScoped(Stream.runForEach(changes, f))`.
    */
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /**
+   * A hint after every commit that accepted a command of this aggregate (its events, its effects'
+   * rows, its effects' stream chunks changed), and after any other process's commit; never data.
+   * Subscribes when yielded, as `outboxChanges` does. A stream chunk rings only this hint.
+   */
+  readonly aggregateChanges: (
+    aggregateType: string,
+    aggregateId: string
+  ) => Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   readonly aggregate: (name: string) => AnyAggregate | undefined
   /**
    * Forgets that this aggregate's log could not be replayed (an operator repaired it and releases a
@@ -171,10 +180,17 @@ interface BatchRunnerDeps {
   readonly counters: { transactions: number; abandonedBatches: number; committedCommands: number }
 }
 
-/** Commits a batch and rings whoever waits on what it changed. */
+/**
+ * Commits a batch and rings whoever waits on what it changed. `answer` runs between the engine's
+ * own hints and the aggregates' readers: the clients answered (a stream's flusher, which then
+ * waits for its next flush window) run before every reader of the batch re-reads the store.
+ */
 const batchRunner =
   (deps: BatchRunnerDeps) =>
-  (batch: ReadonlyArray<QueuedCommand>): Effect.Effect<ReadonlyArray<CommandResult>> => {
+  (
+    batch: ReadonlyArray<QueuedCommand>,
+    answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
+  ): Effect.Effect<ReadonlyArray<CommandResult>> => {
     const { sql, writer, head, states, projections, commitWriter, hints, counters } = deps
     return writer
       .withPermits(1)(
@@ -186,16 +202,22 @@ const batchRunner =
             counters.abandonedBatches++
           })
           let outboxChanged = false
-          for (const result of results) {
+          const changed = new Set<string>()
+          for (const [index, result] of results.entries()) {
             if (Exit.isSuccess(result) && !result.value.duplicate) {
               counters.committedCommands++
-              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane).
-              outboxChanged = true
+              const { identity } = batch[index]!
+              changed.add(CommitHints.aggregateKey(identity.aggregateType, identity.aggregateId))
+              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane),
+              // except a stream chunk: it appends to its effect's stream and leaves every row as it was.
+              if (identity.commandType !== "effect.stream") outboxChanged = true
             }
           }
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
+          answer(results)
+          if (changed.size > 0) yield* hints.ringAggregates(changed)
           return results
         })
       )
@@ -237,8 +259,7 @@ export const make = (config: EngineConfig) =>
       yield* lifecycle.awaitActivation
       while (true) {
         const batch = yield* queue.takeBatch(maxBatch)
-        const results = yield* runBatch(batch)
-        yield* Effect.sync(() => batch.forEach((item, index) => queue.answer(item, results[index]!)))
+        yield* runBatch(batch, (results) => batch.forEach((item, index) => queue.answer(item, results[index]!)))
         // Let the clients just answered run (and send their next command) before the next take, so a
         // batch gathers every waiting client instead of the first one scheduled (group commit).
         yield* Effect.yieldNow()
@@ -253,7 +274,7 @@ export const make = (config: EngineConfig) =>
       sql,
       aggregate: router.aggregate,
       subscribeCommits: hints.subscribeCommits,
-      subscribeOutbox: hints.subscribeOutbox
+      subscribeAggregate: hints.subscribeAggregate
     })
 
     /**
@@ -308,6 +329,8 @@ export const make = (config: EngineConfig) =>
       isActive: Effect.sync(() => lifecycle.phase() === "open"),
       stopAdmitting: lifecycle.stopAdmitting,
       outboxChanges: hints.outboxChanges,
+      aggregateChanges: (aggregateType, aggregateId) =>
+        Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),
       aggregate: router.aggregate,
       releaseAggregate: (aggregateType, aggregateId) =>
         Effect.sync(() => {

@@ -54,8 +54,11 @@ export const make = (options: {
   readonly aggregate: (name: string) => AnyAggregate | undefined
   /** Subscribes to commit hints in the caller's scope. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
-  /** Subscribes to the hints rung after every accepted command (a chunk writes no event). */
-  readonly subscribeOutbox: Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+  /** Subscribes to the hints rung after every accepted command of one aggregate (a chunk writes no event). */
+  readonly subscribeAggregate: (
+    aggregateType: string,
+    aggregateId: string
+  ) => Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
 }): ReadSide => {
   const { sql } = options
 
@@ -110,17 +113,24 @@ export const make = (options: {
     )
 
   const settledStatuses: ReadonlyArray<string> = ["succeeded", "failed", "cancelled"]
-  const effectSettled = (effectId: string) =>
+  const findEffect = (effectId: string) =>
     Outbox.find(effectId).pipe(
-      Effect.map((row) => row === undefined || settledStatuses.includes(row.status)),
       Effect.mapError(toStorageFailure("read effect status")),
       Effect.provideService(SqlClient, sql)
     )
+  const effectSettled = (effectId: string) =>
+    Effect.map(findEffect(effectId), (row) => row === undefined || settledStatuses.includes(row.status))
 
   const followStreamChunks = (effectId: string, follow: Pick<StreamChunks.ReadChunksOptions, "after"> = {}) =>
     Stream.unwrapScoped(
       Effect.gen(function* () {
-        const hints = yield* options.subscribeOutbox
+        // Chunks and the settlement are commands of the effect's aggregate: its hints are the ones to follow.
+        // No row yet or any more: nothing to follow, and the loop below ends after one read.
+        const owner = yield* findEffect(effectId)
+        const hints =
+          owner === undefined
+            ? yield* Queue.sliding<void>(1)
+            : yield* options.subscribeAggregate(owner.aggregateType, owner.aggregateId)
         let after = follow.after ?? { attempt: 0, end: 0 }
         let done = false
         const next = Effect.gen(function* () {

@@ -9,8 +9,12 @@
  * handler turns into its outcome (`toEffectFailure`: reason `storage` with the driver's code), so the
  * effect fails visibly instead of finishing with a truncated stream.
  *
- * Flushes happen when `flushBytes` are buffered or `flushEvery` has passed since the first
- * unflushed write, whichever comes first, one at a time, in order. Memory: a stream holds at most
+ * Flushes happen when `flushBytes` are buffered or at the end of the `flushEvery` window in which
+ * the first unflushed write came (so at most `flushEvery` after it), whichever comes first, one at a
+ * time, in order. Windows are shared (FlushWindows): every stream of the process that has text
+ * waiting flushes at the same instant, so their commands reach the processor together and commit in
+ * one group commit (one fsync) instead of one transaction each. The producer never waits for a
+ * flush, except when its buffer (or the budget) is full. Memory: a stream holds at most
  * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
  * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
  * `totalBytes` together (plus one waiting write each).
@@ -22,6 +26,7 @@ import type { OutboxRow } from "./Outbox.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { EffectFailure } from "./Reactor.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
+import * as FlushWindows from "./FlushWindows.js"
 
 export interface RetryOptions {
   /** Re-sends of one refused flush before ingestion fails. Default 10. */
@@ -148,7 +153,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     const engine = yield* Engine
     const faults = yield* FaultPoints
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
-    const flushEvery = options.flushEvery ?? defaults.flushEvery
+    const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
     const flushBytes = Math.max(1, options.flushBytes ?? defaults.flushBytes)
     const maxBuffered = Math.max(flushBytes, options.maxBufferedBytes ?? defaults.maxBufferedBytes)
     const retry = { ...defaults.retry, ...options.retry }
@@ -227,7 +232,9 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         // Writes during a flush find the buffer non-empty and ring nothing: go on without waiting.
         if (pending.length === 0) yield* Queue.take(dataArrived)
         yield* Queue.takeAll(sizeReached)
-        if (pendingBytes < flushBytes) yield* Effect.raceFirst(Effect.sleep(flushEvery), Queue.take(sizeReached))
+        if (pendingBytes < flushBytes) {
+          yield* Effect.raceFirst(FlushWindows.windowEnd(flushEvery), Queue.take(sizeReached))
+        }
         yield* flushBuffered
       }
     })

@@ -112,6 +112,48 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  const bothAre = (status: OutboxRow["status"]) =>
+    Effect.zipWith(
+      rowIs("job:a", (r) => r.status === status),
+      rowIs("job:b", (r) => r.status === status),
+      (a, b) => a && b
+    )
+
+  it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
+    const handler = scriptedHandler()
+    const first = feed()
+    const second = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:a", yield* streaming(first.producer))
+      handler.behaviors.set("job:b", yield* streaming(second.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(bothAre("running"), "both running")
+      // Their first writes come 10 and 30 ms into the window [0, 50): both are due at 50, not at 60 and 80.
+      yield* TestClock.adjust("10 millis")
+      yield* first.send("from a")
+      yield* settle
+      yield* TestClock.adjust("20 millis")
+      yield* second.send("from b")
+      yield* settle
+      const before = (yield* engine.stats).transactions
+      yield* TestClock.adjust("19 millis")
+      yield* settle
+      assert.deepStrictEqual([...(yield* chunksOf("job:a")), ...(yield* chunksOf("job:b"))], [])
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(
+        Effect.zipWith(chunkCount("job:a", 1), chunkCount("job:b", 1), (a, b) => a && b),
+        "both flushed"
+      )
+      const transactions = (yield* engine.stats).transactions - before
+      yield* first.send(END)
+      yield* second.send(END)
+      assert.strictEqual(transactions, 1, "one group commit for both flushes")
+      yield* eventually(bothAre("succeeded"), "both succeeded")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
   it.effect(
     "a flush happens once flushBytes are buffered, without the clock moving; chunks concatenate to the text",
     () => {

@@ -1,25 +1,52 @@
 /**
- * Streaming ingestion: `streams` effects run at once, each a handler producing `tokensPerSecond`
- * deltas of 4 bytes ("tok ") for `seconds`, recorded through StreamIngest (flushed every 50 ms or
- * 4 KiB) over a file store with synchronous=FULL. Measured: deltas ingested per second, chunk commits
- * per second, write amplification (bytes the process wrote to storage, from /proc/self/io, over
- * bytes streamed) and the peak resident set size.
+ * Streaming ingestion, end to end: `streams` effects run at once, each a handler producing
+ * `tokensPerSecond` deltas of 4 bytes ("tok ") for `seconds` on a fixed schedule (token i is due at
+ * start + i / rate, however late the process is: a provider does not wait for us), recorded through
+ * StreamIngest (default 50 ms / 4 KiB flushes) over a file store with synchronous=FULL. One reader
+ * per stream follows its aggregate with `ThreadStream.follow`, the function `GET
+ * /v1/threads/:id/stream` serves, and formats each message as the SSE text it would send; the HTTP
+ * socket itself is not in the path (see docs/benchmarks.md).
+ *
+ * Measured: delta latency (a token's due time at the provider → its SSE message formatted for the
+ * reader) p50/p99 over every token of every stream, deltas delivered per second, transactions and
+ * chunk commits per second, write amplification (bytes the process wrote to storage, from
+ * /proc/self/io, over bytes streamed) and the peak resident set size.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Boot, Engine, type Reactor, SqliteStore, StreamIngest } from "@orchestration/engine"
-import { Effect, Layer, Stream } from "effect"
+import {
+  Boot,
+  CommandId,
+  Engine,
+  type EventRecord,
+  type Reactor,
+  SqliteStore,
+  StreamIngest
+} from "@orchestration/engine"
+import { ThreadStream } from "@orchestration/server"
+import { Duration, Effect, Fiber, Layer, Stream } from "effect"
 import { readFileSync } from "node:fs"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 import { bump, effectKind } from "./BenchDomain.js"
 import { benchConfig, runBench, storeFile } from "./EngineStack.js"
-import { nowMs } from "./Stats.js"
+import { nowMs, percentile } from "./Stats.js"
 
 export interface StreamingResult {
   readonly streams: number
   readonly deltasPerSecond: number
+  /** Engine transactions per second during the run (each a group commit of queued commands). */
+  readonly transactionsPerSecond: number
   readonly commitsPerSecond: number
   readonly writeAmplification: number
   readonly peakRssMb: number
   readonly seconds: number
+  /** Provider due time → SSE message at the reader, over every token. */
+  readonly latencyP50Ms: number
+  readonly latencyP99Ms: number
+  readonly latencyMaxMs: number
+  /** CPU time the process used per second of the run (1,000 = one core busy): load-independent. */
+  readonly cpuMsPerSecond: number
+  /** How late the event loop ran timers during the run (perf_hooks): p99, ms. */
+  readonly loopDelayP99Ms: number
 }
 
 const token = "tok "
@@ -32,18 +59,54 @@ const writeBytes = (): number => {
   return Number(line?.split(":")[1]?.trim() ?? 0)
 }
 
+/** One stream's clock: when its provider started, so token i is due at `start + i × period`. */
+interface StreamClock {
+  start: number
+}
+
+/** The bench domain as a "thread": a bump makes its effect's stream live; the effect's outcome closes it. */
+const rulesFor = (run: string): ThreadStream.ThreadStreamRules => ({
+  aggregateType: "counter",
+  transition: (_live, event: EventRecord) =>
+    event.type === "counter.bumped"
+      ? { next: { turnId: event.aggregateId, step: 1 } }
+      : event.type === "counter.effect-done"
+        ? { close: { status: "completed" }, next: null }
+        : undefined,
+  stepEffectId: (step) => effectIdOf(run, Number(step.turnId.slice(2)))
+})
+
+const effectIdOf = (run: string, i: number) => CommandId.boundedId("", `${bump(run, i, i).commandId}:0`)
+
 export const runStreaming = (dir: string, streams: number, seconds: number, tokensPerSecond = 50) =>
   runBench(
     Effect.gen(function* () {
       const deltas = tokensPerSecond * seconds
+      const period = 1_000 / tokensPerSecond
+      const run = "stream"
+      const clocks = new Map<string, StreamClock>()
       const reactor: Reactor.ReactorDefinition<Engine.Engine> = {
         name: "bench-stream",
         kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
         concurrency: streams,
         handle: (row) =>
-          StreamIngest.run(
-            { effect: row },
-            Stream.repeatEffect(Effect.as(Effect.sleep(1_000 / tokensPerSecond), token)).pipe(Stream.take(deltas))
+          Effect.scoped(
+            Effect.gen(function* () {
+              const clock = { start: nowMs() }
+              clocks.set(row.aggregateId, clock)
+              const ingest = yield* StreamIngest.make({ effect: row })
+              // The provider: token i arrives at its due time (a loop, not a Stream: a Stream's
+              // per-element machinery cost more CPU than the engine's share, see docs/benchmarks.md).
+              const produce = Effect.gen(function* () {
+                for (let i = 1; i <= deltas; i++) {
+                  const wait = clock.start + i * period - nowMs()
+                  if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+                  yield* ingest.write(token)
+                }
+              })
+              yield* Effect.raceFirst(produce, ingest.failed)
+              yield* ingest.flush
+            })
           ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.as({ ok: true }))
       }
       const context = yield* Layer.build(
@@ -52,23 +115,62 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
           Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
         )
       )
-      const engine = Engine.Engine.pipe(Effect.provide(context))
+      const engine = yield* Engine.Engine.pipe(Effect.provide(context))
       const sql = yield* SqlClient.pipe(Effect.provide(context))
+      const rules = rulesFor(run)
+      const latencies: Array<number> = []
+
+      // The readers connect first, as clients that sent a message and opened its stream.
+      const readers = yield* Effect.forEach(
+        Array.from({ length: streams }, (_, i) => i),
+        (i) => {
+          const threadId = `c-${i}`
+          let delivered = 0
+          return ThreadStream.follow({ engine, sql, rules, threadId, from: ThreadStream.start }).pipe(
+            Stream.map((message) => ({ message, sse: ThreadStream.formatMessage(message) })),
+            Stream.tap(({ message, sse }) =>
+              Effect.sync(() => {
+                if (message.kind !== "delta" || sse.length === 0) return
+                const at = nowMs()
+                const clock = clocks.get(threadId)!
+                const end = message.data.offset + message.data.text.length
+                // Every whole token this delta completes: its latency since it was due.
+                for (let t = delivered; t < Math.floor(end / token.length); t++) {
+                  latencies.push(at - (clock.start + (t + 1) * period))
+                }
+                delivered = Math.floor(end / token.length)
+              })
+            ),
+            Stream.takeUntil(() => delivered >= deltas),
+            Stream.runDrain,
+            Effect.fork
+          )
+        }
+      )
       const bytesBefore = writeBytes()
+      const before = yield* engine.stats
       let peakRss = process.memoryUsage().rss
+      const cpuBefore = process.cpuUsage()
+      const loop = monitorEventLoopDelay({ resolution: 5 })
+      loop.enable()
       const start = nowMs()
-      for (let i = 0; i < streams; i++) {
-        yield* Effect.flatMap(engine, (e) => e.dispatchWithReceipt(bump("stream", i, i)))
-      }
-      while (true) {
-        yield* Effect.sleep("100 millis")
-        peakRss = Math.max(peakRss, process.memoryUsage().rss)
-        const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM outbox WHERE status = 'succeeded'`
-        if (Number(row?.n ?? 0) >= streams) break
-        const [failed] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM outbox WHERE status = 'failed'`
-        if (Number(failed?.n ?? 0) > 0) return yield* Effect.dieMessage("a stream failed to be recorded")
-      }
+      for (let i = 0; i < streams; i++) yield* engine.dispatchWithReceipt(bump(run, i, i))
+      const sampler = yield* Effect.fork(
+        Effect.forever(
+          Effect.zipRight(
+            Effect.sleep("100 millis"),
+            Effect.sync(() => {
+              peakRss = Math.max(peakRss, process.memoryUsage().rss)
+            })
+          )
+        )
+      )
+      yield* Fiber.joinAll(readers)
       const elapsed = (nowMs() - start) / 1_000
+      const cpu = process.cpuUsage(cpuBefore)
+      loop.disable()
+      yield* Fiber.interrupt(sampler)
+      const after = yield* engine.stats
       const written = writeBytes() - bytesBefore
       const [chunks] = yield* sql<{
         n: number
@@ -78,13 +180,22 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
       if (Number(chunks?.bytes ?? 0) !== streamedBytes) {
         return yield* Effect.dieMessage(`recorded ${chunks?.bytes} bytes of ${streamedBytes} streamed`)
       }
+      if (latencies.length !== streams * deltas) {
+        return yield* Effect.dieMessage(`readers saw ${latencies.length} tokens of ${streams * deltas}`)
+      }
       return {
         streams,
         seconds: elapsed,
         deltasPerSecond: (streams * deltas) / elapsed,
+        transactionsPerSecond: (after.transactions - before.transactions) / elapsed,
         commitsPerSecond: Number(chunks?.n ?? 0) / elapsed,
         writeAmplification: written / streamedBytes,
-        peakRssMb: peakRss / (1024 * 1024)
+        peakRssMb: peakRss / (1024 * 1024),
+        latencyP50Ms: percentile(latencies, 50),
+        latencyP99Ms: percentile(latencies, 99),
+        latencyMaxMs: latencies.reduce((a, b) => Math.max(a, b), 0),
+        cpuMsPerSecond: (cpu.user + cpu.system) / 1_000 / elapsed,
+        loopDelayP99Ms: loop.percentile(99) / 1e6
       } satisfies StreamingResult
     })
   )

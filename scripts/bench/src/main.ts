@@ -136,18 +136,23 @@ for (const rows of profile.reconcileRows) {
   )
 }
 
-for (const streams of [1, 16]) {
+for (const streams of [1, 16, 64]) {
   const seconds = profile.name === "quick" ? 3 : 10
-  progress(`streaming: ${streams} concurrent streams of 50 tokens/s for ${seconds} s`)
+  progress(`streaming: ${streams} concurrent streams of 50 tokens/s for ${seconds} s, one SSE reader each`)
   const r = await withTempDir("streaming", (dir) => runStreaming(dir, streams, seconds))
   const label = `streaming, ${streams} × 50 tokens/s`
-  results.addValue(`${label}: deltas ingested`, "deltas/s", r.deltasPerSecond)
-  results.addValue(`${label}: chunk commits`, "commits/s", r.commitsPerSecond)
+  results.addValue(`${label}: delta latency p50 (provider → SSE)`, "ms", r.latencyP50Ms)
+  results.addValue(`${label}: delta latency p99 (provider → SSE)`, "ms", r.latencyP99Ms)
+  results.addValue(`${label}: deltas delivered`, "deltas/s", r.deltasPerSecond)
+  results.addValue(`${label}: transactions`, "commits/s", r.transactionsPerSecond)
+  results.addValue(`${label}: chunk commits`, "chunks/s", r.commitsPerSecond)
   results.addValue(`${label}: write amplification (bytes written / streamed)`, "x", r.writeAmplification)
   results.addValue(`${label}: peak RSS`, "MiB", r.peakRssMb)
   progress(
-    `streaming ${streams}: ${fmt(r.deltasPerSecond)} deltas/s, ${fmt(r.commitsPerSecond)} commits/s, ` +
-      `write amplification ${fmt(r.writeAmplification)}x, RSS ${fmt(r.peakRssMb)} MiB, ${fmt(r.seconds, 1)} s`
+    `streaming ${streams}: latency p50 ${fmt(r.latencyP50Ms, 1)} ms, p99 ${fmt(r.latencyP99Ms, 1)} ms, ` +
+      `max ${fmt(r.latencyMaxMs, 1)} ms; ${fmt(r.deltasPerSecond)} deltas/s, ${fmt(r.transactionsPerSecond)} ` +
+      `transactions/s, ${fmt(r.commitsPerSecond)} chunks/s, write amplification ${fmt(r.writeAmplification)}x, ` +
+      `RSS ${fmt(r.peakRssMb)} MiB, ${fmt(r.seconds, 1)} s`
   )
 }
 
