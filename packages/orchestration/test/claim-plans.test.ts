@@ -90,7 +90,11 @@ describe("claim and sweep plans on SQLite", () => {
         const plan = yield* planOfOne(sweep, /^SELECT \* FROM outbox WHERE status = 'running'/)
         assertNoOutboxScan(plan)
         assert.isTrue(
-          plan.some((step) => step.includes("outbox_by_status_kind (status=?)")),
+          plan.some((step) => step.includes("outbox_running (status=?)")),
+          plan.join(" / ")
+        )
+        assert.isFalse(
+          plan.some((step) => step.includes("TEMP B-TREE")),
           plan.join(" / ")
         )
       }
