@@ -15,7 +15,9 @@ export const runDispatch = (
   clients: number,
   ops: number,
   maxBatch: number,
-  client: StoreClient = "default"
+  client: StoreClient = "default",
+  /** Prefix of the command ids: runs over one store need distinct ones, or they measure stored answers. */
+  label = "run"
 ): Promise<RunResult> =>
   runBench(
     Effect.gen(function* () {
@@ -24,12 +26,12 @@ export const runDispatch = (
       // Warm the per-client state cache and the statement cache, off the clock.
       yield* Effect.forEach(
         Array.from({ length: clients }, (_, c) => c),
-        (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
+        (c) => engine.dispatchWithReceipt(bump(`${label}-warm`, c, c)),
         {
           concurrency: "unbounded",
           discard: true
         }
       )
-      return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump("run", i, c)))
+      return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump(label, i, c)))
     })
   )
