@@ -50,9 +50,11 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
     const now = yield* Clock.currentTimeMillis
     const batch = options.batchSize ?? defaults.batchSize
     const { receiptsBefore, settledEffectsBefore: effectsBefore } = horizonsAt(now, options)
+    // Through outbox_settled_by_time (its WHERE is this one's status list), unordered: ordering by
+    // sequence made SQLite sort every old row each round to keep 500.
     const effects = yield* sql<{ sequence: number }>`DELETE FROM outbox WHERE sequence IN (
         SELECT sequence FROM outbox WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ${effectsBefore}
-        ORDER BY sequence LIMIT ${batch}
+        LIMIT ${batch}
       ) RETURNING sequence`
     const receipts = yield* sql<{ command_id: string }>`DELETE FROM receipts WHERE command_id IN (
         SELECT command_id FROM receipts WHERE accepted_at < ${receiptsBefore} LIMIT ${batch}

@@ -11,13 +11,19 @@ import { engineLayer, runBench, type StoreClient } from "./EngineStack.js"
 import { closedLoopEffect, type RunResult } from "./Stats.js"
 
 /** An engine over a new store in `dir`, each client's state and the statement cache warmed off the clock. */
-export const warmedEngine = (dir: string, clients: number, maxBatch: number, client: StoreClient = "default") =>
+export const warmedEngine = (
+  dir: string,
+  clients: number,
+  maxBatch: number,
+  client: StoreClient = "default",
+  label = "run"
+) =>
   Effect.gen(function* () {
     const context = yield* Layer.build(engineLayer(dir, { maxBatch }, client))
     const engine = yield* Effect.provide(Engine.Engine, context)
     yield* Effect.forEach(
       Array.from({ length: clients }, (_, c) => c),
-      (c) => engine.dispatchWithReceipt(bump("warm", c, c)),
+      (c) => engine.dispatchWithReceipt(bump(`${label}-warm`, c, c)),
       { concurrency: "unbounded", discard: true }
     )
     return engine
@@ -28,11 +34,13 @@ export const runDispatch = (
   clients: number,
   ops: number,
   maxBatch: number,
-  client: StoreClient = "default"
+  client: StoreClient = "default",
+  /** Prefix of the command ids: runs over one store need distinct ones, or they measure stored answers. */
+  label = "run"
 ): Promise<RunResult> =>
   runBench(
     Effect.gen(function* () {
-      const engine = yield* warmedEngine(dir, clients, maxBatch, client)
-      return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump("run", i, c)))
+      const engine = yield* warmedEngine(dir, clients, maxBatch, client, label)
+      return yield* closedLoopEffect(clients, ops, (i, c) => engine.dispatchWithReceipt(bump(label, i, c)))
     })
   )

@@ -18,6 +18,8 @@ export interface Profile {
   readonly reconcileRows: ReadonlyArray<number>
   readonly scaleRows: ReadonlyArray<number>
   readonly scaleOps: number
+  /** Interleaved rounds over the loaded scale stores (each round a fresh process per size). */
+  readonly scaleRounds: number
   /** Peers run in the first `peerRounds` rounds only: they are slow, and their spread is wide anyway. */
   readonly peerRounds: number
   readonly workflowOps: { readonly 1: number; readonly 16: number }
@@ -35,7 +37,8 @@ export const full: Profile = {
   pickupOps: 300,
   reconcileRows: [10_000, 100_000],
   scaleRows: [100_000, 1_000_000],
-  scaleOps: 3_000,
+  scaleOps: 10_000,
+  scaleRounds: 5,
   peerRounds: 3,
   workflowOps: { 1: 200, 16: 480 },
   emmettOps: { 1: 400, 16: 64 }
@@ -52,7 +55,8 @@ export const quick: Profile = {
   pickupOps: 100,
   reconcileRows: [1_000],
   scaleRows: [10_000, 100_000],
-  scaleOps: 600,
+  scaleOps: 1_500,
+  scaleRounds: 3,
   peerRounds: 1,
   workflowOps: { 1: 40, 16: 96 },
   emmettOps: { 1: 100, 16: 16 }

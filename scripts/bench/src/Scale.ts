@@ -2,6 +2,9 @@
  * Scale of state: does dispatch slow down, or memory grow, with history? A store is bulk-loaded with
  * `rows` settled commands (event, receipt, succeeded outbox row, read-model row: what the engine
  * leaves behind; see BulkLoad.ts), and then a fresh child process opens it with the engine and measures dispatch at 16 clients and its resident memory.
+ * Every size is loaded first and then measured in interleaved rounds (main.ts): one short run per size
+ * gave ratios from 0.54 to 1.5 between runs on this shared machine, as a neighbour's fsync burst fell
+ * on one size or another.
  */
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -15,12 +18,20 @@ export interface ScaleResult {
   readonly rssMb: number
 }
 
-export const runScale = async (dir: string, rows: number, ops: number): Promise<ScaleResult> => {
+/** Creates the engine's schema in `dir` and bulk-loads `rows` settled commands. */
+export const loadScaleStore = async (dir: string, rows: number) => {
   await createSchema(dir)
   if (rows > 0) bulkLoad(dir, rows, { outboxStatus: "succeeded" })
+}
+
+/**
+ * One measurement over a loaded store, in a fresh process so the resident memory is the engine's over
+ * this store and nothing else's. `label` prefixes the command ids: every round over one store needs new
+ * ones, or it would measure stored answers instead of writes.
+ */
+export const measureScale = (dir: string, rows: number, ops: number, label: string): ScaleResult => {
   const child = fileURLToPath(new URL("./ScaleChild.js", import.meta.url))
-  // A fresh process, so the resident memory is the engine's over this store and nothing else's.
-  const output = execFileSync(process.execPath, [child, dir, String(ops)], {
+  const output = execFileSync(process.execPath, [child, dir, String(ops), label], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "inherit"]
   })

@@ -2,9 +2,9 @@
 import { runDispatch } from "./Dispatch.js"
 import { percentile, perSecond } from "./Stats.js"
 
-const [dir, ops] = process.argv.slice(2)
-if (dir === undefined || ops === undefined) throw new Error("usage: ScaleChild <dir> <ops>")
-const run = await runDispatch(dir, 16, Number(ops), 64)
+const [dir, ops, label = "run"] = process.argv.slice(2)
+if (dir === undefined || ops === undefined) throw new Error("usage: ScaleChild <dir> <ops> [label]")
+const run = await runDispatch(dir, 16, Number(ops), 64, "default", label)
 process.stdout.write(
   `${JSON.stringify({
     perSecond: perSecond(run),

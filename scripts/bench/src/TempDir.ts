@@ -11,3 +11,11 @@ export const withTempDir = async <A>(label: string, use: (dir: string) => Promis
     rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/** `count` fresh directories at once, all removed afterwards. */
+export const withTempDirs = async <A>(
+  label: string,
+  count: number,
+  use: (dirs: ReadonlyArray<string>) => Promise<A>
+): Promise<A> =>
+  count === 0 ? use([]) : withTempDir(label, (dir) => withTempDirs(label, count - 1, (rest) => use([dir, ...rest])))

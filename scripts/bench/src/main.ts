@@ -15,10 +15,10 @@ import { full, quick } from "./Profile.js"
 import { progress } from "./Progress.js"
 import { runRecovery } from "./Recovery.js"
 import { renderMarkdown, Results, writeDoc, type Ratio } from "./Report.js"
-import { runScale } from "./Scale.js"
+import { loadScaleStore, measureScale } from "./Scale.js"
 import { runStreaming } from "./Streaming.js"
 import { fmt } from "./Stats.js"
-import { withTempDir } from "./TempDir.js"
+import { withTempDir, withTempDirs } from "./TempDir.js"
 import { runWorkflow } from "./Workflow.js"
 
 const profile = process.argv.includes("--quick") ? quick : full
@@ -156,16 +156,35 @@ for (const streams of [1, 16, 64]) {
   )
 }
 
-for (const rows of [0, ...profile.scaleRows]) {
-  progress(`scale: ${rows} settled rows, dispatch at 16 clients in a fresh process`)
-  const result = await withTempDir("scale", (dir) => runScale(dir, rows, profile.scaleOps))
-  results.addValue(`dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`, "cmd/s", result.perSecond)
-  results.setNote(
-    `dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`,
-    `p50 ${fmt(result.p50Ms, 2)} ms, p99 ${fmt(result.p99Ms, 2)} ms`
-  )
-  results.addValue(`resident memory after ${rows.toLocaleString("en-US")} settled rows`, "MB", result.rssMb)
-}
+// Every size is loaded first and measured in interleaved rounds, so a neighbour's disk burst falls on
+// all sizes alike; each round is a fresh process with command ids of its own.
+const scaleSizes = [0, ...profile.scaleRows]
+const scaleLabel = (rows: number) => `dispatch after ${rows.toLocaleString("en-US")} settled rows, 16 clients`
+await withTempDirs("scale", scaleSizes.length, async (dirs) => {
+  for (const [i, rows] of scaleSizes.entries()) {
+    progress(`scale: loading ${rows} settled rows`)
+    await loadScaleStore(dirs[i]!, rows)
+  }
+  const p50 = new Map<number, Array<number>>()
+  const p99 = new Map<number, Array<number>>()
+  for (let round = 1; round <= profile.scaleRounds; round++) {
+    for (const [i, rows] of scaleSizes.entries()) {
+      progress(`scale round ${round}/${profile.scaleRounds}: ${rows} settled rows, dispatch at 16 clients`)
+      const result = measureScale(dirs[i]!, rows, profile.scaleOps, `scale${round}`)
+      results.addValue(scaleLabel(rows), "cmd/s", result.perSecond)
+      results.addValue(`resident memory after ${rows.toLocaleString("en-US")} settled rows`, "MB", result.rssMb)
+      p50.set(rows, [...(p50.get(rows) ?? []), result.p50Ms])
+      p99.set(rows, [...(p99.get(rows) ?? []), result.p99Ms])
+    }
+  }
+  const median = (xs: ReadonlyArray<number>) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!
+  for (const rows of scaleSizes) {
+    results.setNote(
+      scaleLabel(rows),
+      `p50 ${fmt(median(p50.get(rows)!), 2)} ms, p99 ${fmt(median(p99.get(rows)!), 2)} ms (medians of rounds)`
+    )
+  }
+})
 
 for (const [clients, errors] of Object.entries(emmettErrors)) {
   const text = Object.entries(errors)
@@ -188,7 +207,7 @@ results.notes.push(
   "@effect/workflow: SingleRunner, SQL message storage on SQLite (WAL, synchronous FULL by default), shardingConfig defaults; one workflow with one Activity per command.",
   "Emmett: getSQLiteEventStore on the sqlite3 driver with its default pragmas; one stream per client; failed commands are counted, not retried.",
   "Recovery: dead running rows are bulk-loaded (claimed by an owner that is gone); reconcile runs over the parked engine; first claim is timed from opening the store to the reactor's first handler start.",
-  `Sizes: recovery ${profile.reconcileRows.join(", ")} rows; scale ${profile.scaleRows.join(", ")} settled rows (bulk-loaded into the engine's tables, then measured by a fresh process).`
+  `Sizes: recovery ${profile.reconcileRows.join(", ")} rows; scale ${profile.scaleRows.join(", ")} settled rows (bulk-loaded into the engine's tables, then measured by a fresh process per round: ${profile.scaleRounds} interleaved rounds of ${profile.scaleOps} commands).`
 )
 
 const ratio = (a: string, b: string) => results.median(a) / results.median(b)
@@ -228,12 +247,12 @@ add(
   "≥ 5",
   5
 )
-add("pickup_p50_ms", results.median("pickup (commit → claim), 1 client"), "< 2 ms", 2, true)
+add("pickup_p50_ms", results.median("pickup (commit → claim), 1 client"), "< 1.5 ms", 1.5, true)
 add(
   Number.isFinite(measured10k) ? "reconcile_10k_ms" : `reconcile_10k_ms (scaled from ${smallest} rows)`,
   reconcile10k,
-  "< 1000 ms",
-  1000,
+  "< 800 ms",
+  800,
   true
 )
 add(
@@ -247,6 +266,13 @@ add(
   ratio("engine dispatch, 1 clients, group commit on", "Emmett CommandHandler, 1 clients"),
   "≥ 10",
   10
+)
+const largestScale = profile.scaleRows[profile.scaleRows.length - 1]!
+add(
+  `flat_history (dispatch after ${largestScale.toLocaleString("en-US")} settled rows ÷ after 0, medians of rounds)`,
+  ratio(scaleLabel(largestScale), scaleLabel(0)),
+  "≥ 0.9",
+  0.9
 )
 add(
   "floor through @effect/sql ÷ raw floor, 64 per tx",
@@ -277,7 +303,7 @@ const num = (value: number, digits: number) => (Number.isFinite(value) ? value.t
 const summary = `bench: engine_vs_floor=${num(ratios[0]!.value, 2)} group_commit_gain=${num(ratios[1]!.value, 2)} pickup_p50_ms=${num(
   ratios[2]!.value,
   2
-)} reconcile_10k_ms=${num(reconcile10k, 0)} vs_workflow=${num(ratios[4]!.value, 2)} vs_emmett=${num(ratios[5]!.value, 2)}`
+)} reconcile_10k_ms=${num(reconcile10k, 0)} vs_workflow=${num(ratios[4]!.value, 2)} vs_emmett=${num(ratios[5]!.value, 2)} flat_history=${num(ratios[6]!.value, 2)}`
 
 const markdown = renderMarkdown(profile.name, machine, results, ratios, summary)
 const docPath = fileURLToPath(new URL("../../../../docs/benchmarks.md", import.meta.url))
