@@ -10,6 +10,13 @@
  * Offsets count UTF-16 code units of the attempt's text (JavaScript string length), so
  * `text.slice(start, end)` of the concatenation is the chunk. The final result stays in the effect's
  * outcome; `compactSettled` deletes the chunks of settled effects.
+ *
+ * Channels: one attempt may stream several texts side by side (a model's answer and the arguments
+ * of each tool call it makes). Every chunk names its channel (`""`, the default, is the main text)
+ * and where it starts within that channel (`channelStart`); `start`/`end` stay the attempt's one
+ * order across all its channels, so contiguity, ids and a reader's resume position are unchanged,
+ * and a channel's text is the concatenation of its chunks in that order. The attempt has a single
+ * writer (its performer), which counts each channel's offsets; the rule here checks the attempt's.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -31,7 +38,11 @@ export const EffectStream = Schema.Struct({
   aggregateId: Schema.String,
   attempt: Schema.Number,
   start: Schema.Number,
-  text: Schema.String.pipe(Schema.minLength(1))
+  text: Schema.String.pipe(Schema.minLength(1)),
+  /** The channel of this text (absent: the main one, `""`). */
+  channel: Schema.optional(Schema.String),
+  /** Where the text starts within its channel (absent: at `start`, as when the attempt has one channel). */
+  channelStart: Schema.optional(Schema.Number)
 })
 export type EffectStream = typeof EffectStream.Type
 
@@ -50,6 +61,8 @@ export interface StreamChunkNotice {
   readonly start: number
   readonly end: number
   readonly text: string
+  readonly channel: string
+  readonly channelStart: number
 }
 
 export interface StreamChunk {
@@ -58,6 +71,10 @@ export interface StreamChunk {
   readonly start: number
   readonly end: number
   readonly text: string
+  /** `""`: the main text; otherwise the channel the writer named (a tool call's id). */
+  readonly channel: string
+  /** Where `text` starts within its channel. */
+  readonly channelStart: number
   readonly commandId: string
   readonly committedAt: number
 }
@@ -73,7 +90,10 @@ export type ChunkVerdict =
  */
 export const decideChunk = (
   row: Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> | undefined,
-  command: Pick<EffectStream, "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text">,
+  command: Pick<
+    EffectStream,
+    "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text" | "channel" | "channelStart"
+  >,
   recordedEnd: number
 ): ChunkVerdict => {
   if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
@@ -103,7 +123,9 @@ export const decideChunk = (
       attempt: command.attempt,
       start: command.start,
       end: command.start + command.text.length,
-      text: command.text
+      text: command.text,
+      channel: command.channel ?? "",
+      channelStart: command.channelStart ?? command.start
     }
   }
 }
@@ -124,6 +146,14 @@ export const createTable = Effect.gen(function* () {
   )`)
 })
 
+/** Channels (migration 0007_stream_channels): rows written before it are all main text at their offset. */
+export const addChannels = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const int = sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
+  yield* sql.unsafe(`ALTER TABLE effect_stream_chunks ADD COLUMN channel TEXT NOT NULL DEFAULT ''`)
+  yield* sql.unsafe(`ALTER TABLE effect_stream_chunks ADD COLUMN channel_start ${int}`)
+})
+
 /** The columns, in the migrated order (test/table-columns.test.ts holds the two together). */
 export const columns = [
   "effect_id",
@@ -132,7 +162,9 @@ export const columns = [
   "end_offset",
   "text",
   "command_id",
-  "committed_at"
+  "committed_at",
+  "channel",
+  "channel_start"
 ] as const
 
 interface RawChunk {
@@ -143,6 +175,8 @@ interface RawChunk {
   readonly text: string
   readonly command_id: string
   readonly committed_at: number | string
+  readonly channel: string | null
+  readonly channel_start: number | string | null
 }
 
 const toChunk = (r: RawChunk): StreamChunk => ({
@@ -152,7 +186,9 @@ const toChunk = (r: RawChunk): StreamChunk => ({
   end: Number(r.end_offset),
   text: r.text,
   commandId: r.command_id,
-  committedAt: Number(r.committed_at)
+  committedAt: Number(r.committed_at),
+  channel: r.channel ?? "",
+  channelStart: Number(r.channel_start ?? r.start_offset)
 })
 
 /** Where the attempt's recorded text ends (0 when it has none). */
@@ -167,7 +203,7 @@ const append = (chunk: StreamChunk) =>
   Effect.flatMap(
     SqlClient,
     (sql) => sql`INSERT INTO effect_stream_chunks (${sql.literal(columns.join(", "))})
-      VALUES (${chunk.effectId}, ${chunk.attempt}, ${chunk.start}, ${chunk.end}, ${chunk.text}, ${chunk.commandId}, ${chunk.committedAt})`
+      VALUES (${chunk.effectId}, ${chunk.attempt}, ${chunk.start}, ${chunk.end}, ${chunk.text}, ${chunk.commandId}, ${chunk.committedAt}, ${chunk.channel}, ${chunk.channelStart})`
   )
 
 export interface ReadChunksOptions {
@@ -249,7 +285,9 @@ export const decideStreamCommand =
         end: verdict.notice.end,
         text: command.text,
         commandId: identity.commandId,
-        committedAt: ctx.now
+        committedAt: ctx.now,
+        channel: verdict.notice.channel,
+        channelStart: verdict.notice.channelStart
       })
       return decision
     })

@@ -709,7 +709,7 @@ describe("StreamChunks.decideChunk (pure)", () => {
     const verdict = StreamChunks.decideChunk(row, command, 5)
     assert.deepStrictEqual(verdict, {
       _tag: "Append",
-      notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz" }
+      notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz", channel: "", channelStart: 5 }
     })
   })
 

@@ -170,7 +170,8 @@ export const engineMigrations = Migrator.fromRecord({
   "0003_quarantine": quarantine,
   "0004_operator_actions": operatorActions,
   "0005_timers": Timers.createTable,
-  "0006_stream_chunks": StreamChunks.createTable
+  "0006_stream_chunks": StreamChunks.createTable,
+  "0007_stream_channels": StreamChunks.addChannels
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */
