@@ -20,6 +20,7 @@ import { delegateMessageId, delegationCommandId } from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
 import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider, type ModelStepRequest, runStream, streamOf } from "./Provider.js"
+import * as StepStreams from "./StepStreams.js"
 import { turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { findTrigger } from "./TriggerReadModel.js"
@@ -114,7 +115,8 @@ export const mcpToolDefinition = (entry: McpServers.McpToolEntry): ToolDefinitio
 })
 
 /**
- * The step's text deltas, recorded as chunks of this attempt (StreamIngest) while the provider
+ * The step's text deltas and its tool calls' argument deltas, recorded as chunks of this attempt
+ * (StreamIngest; a call's arguments in channel `StepStreams.toolChannel(callId)`) while the provider
  * streams, all flushed before the step answers: its outcome commits after its last chunk. A stream
  * that cannot be recorded ends the step at once with that failure (`storage: <code>`), provider
  * request aborted; the final response, not the deltas, is what the outcome and transcript hold.
@@ -126,7 +128,11 @@ const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
       const ingest = yield* StreamIngest.make({ effect: row })
       const response = yield* Effect.raceFirst(
         runStream(request, "model", streamOf(provider, request), (part) =>
-          part.type === "text-delta" ? ingest.write(part.text) : Effect.void
+          part.type === "text-delta"
+            ? ingest.write(part.text)
+            : part.type === "tool-call-delta"
+              ? ingest.write(part.delta, StepStreams.toolChannel(part.callId))
+              : Effect.void
         ),
         ingest.failed
       )
