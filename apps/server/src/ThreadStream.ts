@@ -18,7 +18,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { type Engine, type EventRecord, Outbox, StorageErrors, type StorageFailure } from "@orchestration/engine"
-import { Chunk, Effect, Schema, Stream } from "effect"
+import { Chunk, Clock, Effect, Schema, Stream } from "effect"
 import { eventJson } from "./http/Sse.js"
 
 /** The step whose text is streaming (or about to): the domain names it by turn and step number. */
@@ -136,6 +136,8 @@ const EVENT_PAGE = 100
 const CHUNK_PAGE = 64
 /** Contiguous chunks of one attempt are sent as one delta up to this many UTF-16 units. */
 const DELTA_MAX = 16 * 1024
+/** How often a close waits for a stopping performer's word (it takes at most its tail flush, 500 ms). */
+const stoppingPoll = "50 millis"
 
 export interface FollowThreadOptions {
   readonly engine: Engine.EngineShape
@@ -161,11 +163,27 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
       /** The event that closes the live step, held until the step's remaining chunks are sent. */
       let closing: { readonly event: EventRecord; readonly transition: StepTransition } | undefined
 
-      const finalAttempt = (effectId: string) =>
+      const stepRow = (effectId: string) =>
         Outbox.find(effectId).pipe(
-          Effect.map((row) => row?.attempts ?? 0),
           Effect.mapError(StorageErrors.toStorageFailure("read step effect")),
           Effect.provideService(SqlClient, options.sql)
+        )
+      const finalAttempt = (effectId: string) => Effect.map(stepRow(effectId), (row) => row?.attempts ?? 0)
+
+      /**
+       * A step cancelled under a performer that has not said it stopped may still flush the text it
+       * had buffered (StreamChunks.decideChunk): its close waits for that word, or for its lease to
+       * run out (a performer that died as it stopped), so the notice counts all of the partial text.
+       */
+      const stillStopping = (live: LivePosition) =>
+        Effect.zipWith(
+          stepRow(rules.stepEffectId(live)),
+          Clock.currentTimeMillis,
+          (row, now) =>
+            row !== undefined &&
+            row.status === "cancelled" &&
+            row.leaseOwner !== null &&
+            (row.leaseExpiresAt === null || row.leaseExpiresAt > now)
         )
 
       /** A page of the live step's chunks after the position, as deltas and superseded notices. */
@@ -273,6 +291,15 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
               if (deltas.length > 0) return Chunk.fromIterable(deltas)
             }
             const { event, transition } = closing
+            if (live !== null && transition.close?.status !== "completed" && (yield* stillStopping(live))) {
+              // The tail's commit rings; the performer's word does not (a plain row update): poll for it too.
+              // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
+              yield* Effect.raceFirst(
+                Effect.catchAll(hints, () => Effect.void),
+                Effect.sleep(stoppingPoll)
+              )
+              continue
+            }
             closing = undefined
             const out: Array<StreamMessage> = []
             const notice = live === null ? undefined : yield* closeNotice(live, transition.close!)

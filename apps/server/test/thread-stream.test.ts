@@ -191,6 +191,8 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const sse = yield* openSse(url, "/v1/threads/t4/stream")
         yield* feed.text("Half an ans")
         yield* until("the partial text", sse, (ms) => textOf(ms, 1) === "Half an ans")
+        // Sent just before the interrupt, inside the 50 ms flush window: buffered when the stop comes.
+        yield* feed.text("wer")
         yield* postJson(url, "/v1/commands", {
           commandId: "stop-t4",
           type: "turn.interrupt",
@@ -203,9 +205,10 @@ describe("GET /v1/threads/:threadId/stream", () => {
           turnId: "t4:m1",
           step: 1,
           attempt: 1,
-          length: 11,
+          length: 14,
           reason: "interrupted by the user"
         })
+        assert.strictEqual(textOf(sse.messages, 1), "Half an answer")
         const index = sse.messages.indexOf(notice)
         assert.strictEqual(sse.messages[index + 1]!.data.type, "turn.ended")
         // Resuming right after the notice: the turn's end, and no second notice.

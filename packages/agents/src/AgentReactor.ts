@@ -121,6 +121,9 @@ export const mcpToolDefinition = (entry: McpServers.McpToolEntry): ToolDefinitio
  * that cannot be recorded ends the step at once with that failure (`storage: <code>`), provider
  * request aborted; the final response, not the deltas, is what the outcome and transcript hold.
  */
+/** How long a stopped step's last flush may take: an interrupt still stops the step within a second. */
+const tailFlushLimit = Duration.millis(500)
+
 const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -135,6 +138,16 @@ const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
               : Effect.void
         ),
         ingest.failed
+      ).pipe(
+        // Stopped (an interrupt, a cancel): what the provider sent and is still buffered (< 50 ms of
+        // text) is flushed before the stop is acknowledged, so the partial text kept is all of it.
+        Effect.onInterrupt(() =>
+          ingest.flush.pipe(
+            Effect.timeout(tailFlushLimit),
+            // swallow-ok: the step has no outcome left to fail (it is cancelled); a tail the store refused stays unrecorded, and says so.
+            Effect.catchAll((error) => Effect.logWarning("the stopped step's buffered text was not recorded", error))
+          )
+        )
       )
       yield* ingest.flush
       return response

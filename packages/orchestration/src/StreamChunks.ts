@@ -86,10 +86,16 @@ export type ChunkVerdict =
 
 /**
  * Pure: may this chunk be appended? Only to a running row at the chunk's attempt, of the aggregate
- * the command names, exactly at the end of what that attempt has recorded (`recordedEnd`).
+ * the command names, exactly at the end of what that attempt has recorded (`recordedEnd`). One
+ * exception: a row cancelled at that attempt whose performer has not yet said it stopped (it keeps
+ * the lease until then, CancelWatch) still takes its chunks: they are the text it produced before
+ * the stop reached it, flushed as it stops, so the partial text kept is all of it.
  */
 export const decideChunk = (
-  row: Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> | undefined,
+  row:
+    | (Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> &
+        Partial<Pick<OutboxRow, "leaseOwner">>)
+    | undefined,
   command: Pick<
     EffectStream,
     "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text" | "channel" | "channelStart"
@@ -103,7 +109,8 @@ export const decideChunk = (
       message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
     }
   }
-  if (row.status !== "running" || row.attempts !== command.attempt) {
+  const stopping = row.status === "cancelled" && row.leaseOwner !== undefined && row.leaseOwner !== null
+  if ((row.status !== "running" && !stopping) || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
       message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this chunk is of attempt ${command.attempt}`
