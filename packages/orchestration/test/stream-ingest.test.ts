@@ -713,6 +713,20 @@ describe("StreamChunks.decideChunk (pure)", () => {
     })
   })
 
+  it("a row cancelled at the chunk's attempt takes it while its performer holds the lease (its stopping tail), not after", () => {
+    const cancelled = { ...row, status: "cancelled" as const }
+    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, command, 5)._tag, "Append")
+    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: null }, command, 5)._tag, "Stale")
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, { ...command, attempt: 1 }, 5)._tag,
+      "Stale"
+    )
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...row, status: "succeeded" as never, leaseOwner: "owner-1" }, command, 5)._tag,
+      "Stale"
+    )
+  })
+
   it("is stale for another attempt, a settled row, another aggregate or no row", () => {
     assert.strictEqual(StreamChunks.decideChunk(row, { ...command, attempt: 1 }, 5)._tag, "Stale")
     assert.strictEqual(StreamChunks.decideChunk({ ...row, status: "succeeded" as never }, command, 5)._tag, "Stale")
