@@ -8,7 +8,7 @@ import { Engine, Outbox } from "@orchestration/engine"
 import { Effect, TestClock } from "effect"
 import { attemptState, channelText, stepOfEffect } from "../src/StepStreams.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
-import { advanceUntil, agentsStack, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+import { advanceUntil, agentsStack, eventually, interrupt, script, send, turnStatus } from "./fixtures/agents.js"
 
 const chunksOf = (effectId: string) => Effect.flatMap(Engine.Engine, (engine) => engine.readStreamChunks(effectId))
 
@@ -37,12 +37,7 @@ describe("an interrupted streaming step", () => {
       yield* eventually(Effect.succeed(true), "settle", 50)
       const flushed = channelText(yield* chunksOf(effectId), 1)
       assert.isTrue(pieces.join("").startsWith(flushed) && flushed.length > 0, flushed)
-      yield* engine.dispatchWithReceipt({
-        commandId: "interrupt-si",
-        type: "turn.interrupt",
-        threadId: "si",
-        turnId: "si:m1"
-      })
+      yield* engine.dispatchWithReceipt(interrupt("si", "si:m1"))
       // The clock does not move: the tail lands as the step stops, not at a later timed flush.
       yield* eventually(
         Effect.map(turnStatus("si"), (turns) => turns[0]?.status === "interrupted"),

@@ -6,8 +6,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Engine } from "@orchestration/engine"
-import { Effect, Redacted } from "effect"
-import * as OpenAiProvider from "../src/OpenAiProvider.js"
+import { Effect } from "effect"
 import { channelText, toolCallOfChannel, toolChannel } from "../src/StepStreams.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
@@ -81,11 +80,7 @@ describe("tool-call argument deltas", () => {
         { type: "function_call", callId: "call_pub_1", name: "publish", arguments: args },
         { type: "text", text: "published hello.md" }
       ])
-      const provider = OpenAiProvider.layer({
-        apiUrl: server.apiUrl,
-        apiKey: Redacted.make("sk-test"),
-        model: "gpt-test"
-      })
+      const provider = FakeResponsesServer.providerOf(server)
       yield* Effect.gen(function* () {
         const engine = yield* Engine.Engine
         yield* engine.dispatchWithReceipt(send("tc2", "m1", "publish a greeting"))

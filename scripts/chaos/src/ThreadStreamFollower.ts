@@ -7,7 +7,7 @@
  * to the answer its `model.responded` recorded (text and tool-call arguments), and the text the
  * store holds for every attempt (`StoredChunk`) equal to what the reader got.
  */
-import { sleep } from "./ServerProcess.js"
+import { resumableSse } from "./ResumableSse.js"
 
 export interface SseMessage {
   readonly id: string
@@ -15,86 +15,21 @@ export interface SseMessage {
   readonly data: any
 }
 
-/** Parses whole frames off the front of `buffer`; answers them and what is left. */
-export const takeFrames = (buffer: string): { readonly frames: Array<SseMessage>; readonly rest: string } => {
-  const frames: Array<SseMessage> = []
-  let rest = buffer
-  let split: number
-  while ((split = rest.indexOf("\n\n")) >= 0) {
-    const lines = rest.slice(0, split).split("\n")
-    rest = rest.slice(split + 2)
-    const field = (name: string) =>
-      lines
-        .find((l) => l.startsWith(`${name}:`))
-        ?.slice(name.length + 1)
-        .trim() ?? undefined
-    const id = field("id")
-    const event = field("event")
-    const data = field("data")
-    if (id === undefined || event === undefined || data === undefined) continue // a comment or heartbeat
-    frames.push({ id, event, data: JSON.parse(data) })
-  }
-  return { frames, rest }
-}
-
 export const followThread = (baseUrl: () => string | undefined, threadId: string) => {
   const messages: Array<SseMessage> = []
-  let stopped = false
-  let lastId: string | undefined
-  let connects = 0
-  const loop = async () => {
-    while (!stopped) {
-      const base = baseUrl()
-      if (base === undefined) {
-        await sleep(50)
-        continue
-      }
-      const controller = new AbortController()
-      const stopCheck = setInterval(() => stopped && controller.abort(), 100)
-      try {
-        const response = await fetch(`${base}/v1/threads/${encodeURIComponent(threadId)}/stream`, {
-          headers: lastId === undefined ? {} : { "last-event-id": lastId },
-          signal: controller.signal
-        })
-        // 404 before the thread's first message; 503 while the server boots: try again.
-        if (response.status !== 200) {
-          await response.body?.cancel()
-          await sleep(100)
-          continue
-        }
-        connects++
-        const reader = response.body!.getReader()
-        const decoder = new TextDecoder()
-        let buffer = ""
-        while (!stopped) {
-          const { value, done } = await reader.read()
-          if (done) break
-          const taken = takeFrames(buffer + decoder.decode(value, { stream: true }))
-          buffer = taken.rest
-          for (const frame of taken.frames) {
-            messages.push(frame)
-            lastId = frame.id
-          }
-        }
-      } catch {
-        // swallow-ok: the server was killed mid-stream; reconnect with Last-Event-ID
-      } finally {
-        clearInterval(stopCheck)
-      }
-      await sleep(50)
-    }
-  }
-  const running = loop()
+  const client = resumableSse(baseUrl, `/v1/threads/${encodeURIComponent(threadId)}/stream`, (frame) => {
+    // A comment or heartbeat has no id, event and data.
+    if (frame.id === undefined || frame.event === undefined || frame.data === undefined) return undefined
+    messages.push({ id: frame.id, event: frame.event, data: JSON.parse(frame.data) })
+    return frame.id
+  })
   return {
     threadId,
     messages,
-    connects: () => connects,
+    connects: client.connects,
     /** The highest log sequence this reader has reached (its position's first number). */
-    reached: () => (lastId === undefined ? 0 : Number(lastId.split(":")[0])),
-    stop: async () => {
-      stopped = true
-      await running
-    }
+    reached: () => Number(client.lastId()?.split(":")[0] ?? 0),
+    stop: client.stop
   }
 }
 
