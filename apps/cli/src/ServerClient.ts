@@ -235,6 +235,7 @@ export const sseMessages = <E, R>(
 export type ThreadMessage =
   | { readonly _tag: "Event"; readonly id: string; readonly event: EventView }
   | { readonly _tag: "Delta"; readonly id: string; readonly delta: ThreadStream.DeltaView }
+  | { readonly _tag: "ToolDelta"; readonly id: string; readonly delta: ThreadStream.ToolDeltaView }
   | {
       readonly _tag: "Partial"
       readonly id: string
@@ -244,6 +245,7 @@ export type ThreadMessage =
   | { readonly _tag: "StreamError"; readonly error: string; readonly message: string }
 
 const decodeDelta = Schema.decodeUnknown(Schema.parseJson(ThreadStream.DeltaView))
+const decodeToolDelta = Schema.decodeUnknown(Schema.parseJson(ThreadStream.ToolDeltaView))
 const decodePartial = Schema.decodeUnknown(Schema.parseJson(ThreadStream.PartialView))
 
 /** Pure over lines: the thread stream's messages; unknown event names are skipped (newer servers). */
@@ -260,6 +262,8 @@ export const threadMessages = <E, R>(
           return Effect.map(decodeEvent(frame.data), (event) => [{ _tag: "Event", id, event }])
         case "delta":
           return Effect.map(decodeDelta(frame.data), (delta) => [{ _tag: "Delta", id, delta }])
+        case "tool-delta":
+          return Effect.map(decodeToolDelta(frame.data), (delta) => [{ _tag: "ToolDelta", id, delta }])
         case "superseded":
         case "interrupted":
         case "failed": {

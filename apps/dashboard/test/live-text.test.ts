@@ -47,4 +47,32 @@ describe("the thread view's live text", () => {
     assert.strictEqual(kept.length, keptPartials)
     assert.strictEqual(kept[0]!.attempt, 6)
   })
+
+  it("a tool call's arguments grow beside the text; a repeated piece adds nothing; an unknown event changes nothing", () => {
+    const tool = (offset: number, text: string, toolCallId = "call_a"): LiveMessage => ({
+      kind: "tool-delta",
+      data: { turnId: "t:m", step: 1, attempt: 1, toolCallId, offset, text }
+    })
+    const shown = fold([
+      tool(0, '{"pa'),
+      delta(1, 0, "Hi"),
+      tool(4, 'th":1}'),
+      tool(4, 'th":1}'),
+      tool(0, "{}", "call_b")
+    ])
+    assert.deepStrictEqual(shown, [
+      {
+        turnId: "t:m",
+        step: 1,
+        attempt: 1,
+        text: "Hi",
+        status: "streaming",
+        toolCalls: [
+          { id: "call_a", args: '{"path":1}' },
+          { id: "call_b", args: "{}" }
+        ]
+      }
+    ])
+    assert.strictEqual(applyLive(shown, { kind: "something-new", data: {} } as unknown as LiveMessage), shown)
+  })
 })

@@ -5,9 +5,10 @@
  * the last result is in, or never when the turn ends first); `turn.completed` / `turn.ended` /
  * `thread.deleted` close whatever is live. A step's effect id is the thread's own (`stepEffectId`),
  * and its outbox payload holds `{ threadId, turnId, step }`, so effect id and (turn, step) map
- * both ways without a lookup table.
+ * both ways without a lookup table. A tool call's argument deltas stream in channel `tool:<callId>`
+ * (StepStreams), sent as `event: tool-delta`.
  */
-import { Thread } from "@orchestration/agents"
+import { StepStreams, Thread } from "@orchestration/agents"
 import type { EventRecord } from "@orchestration/engine"
 import { Schema } from "effect"
 import type { StepRef, StepTransition, ThreadStreamRules } from "./ThreadStream.js"
@@ -52,5 +53,6 @@ export const transition = (_live: StepRef | null, event: EventRecord): StepTrans
 export const rules: ThreadStreamRules = {
   aggregateType: "thread",
   transition,
-  stepEffectId: (step) => Thread.stepEffectId(step.turnId, step.step)
+  stepEffectId: (step) => Thread.stepEffectId(step.turnId, step.step),
+  toolCallOfChannel: StepStreams.toolCallOfChannel
 }

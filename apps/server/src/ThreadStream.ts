@@ -10,15 +10,15 @@
  * The id of a message (its position), in one of two forms:
  * - `<seq>`: the reader has every event of the thread up to log sequence `seq`, and no step is live;
  * - `<seq>:<step>:<attempt>:<end>:<turnId>`: the same, and step `step` of turn `turnId` is live, with
- *   its attempt `attempt`'s text delivered up to offset `end` (UTF-16 units); `end` 0 means none of
- *   that attempt yet. After an attempt's closing notice (superseded, interrupted, failed) the
+ *   its attempt `attempt`'s stream delivered up to offset `end` (UTF-16 units of the attempt's one
+ *   order, its text and tool-call arguments together); `end` 0 means none of that attempt yet. After an attempt's closing notice (superseded, interrupted, failed) the
  *   position is `<attempt + 1>:0`, so the notice is not sent again. The turn id comes last: it may
  *   hold `:`.
  * What makes a step live, and what closes it, is the domain's (`ThreadStreamRules`).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { type Engine, type EventRecord, Outbox, StorageErrors, type StorageFailure } from "@orchestration/engine"
-import { Chunk, Effect, Schema, Stream } from "effect"
+import { Chunk, Clock, Effect, Schema, Stream } from "effect"
 import { eventJson } from "./http/Sse.js"
 
 /** The step whose text is streaming (or about to): the domain names it by turn and step number. */
@@ -40,6 +40,8 @@ export interface ThreadStreamRules {
   /** Undefined: the event leaves the live step as it is. */
   readonly transition: (live: StepRef | null, event: EventRecord) => StepTransition | undefined
   readonly stepEffectId: (step: StepRef) => string
+  /** The tool call whose arguments a stream channel carries (undefined: not shown; only the position moves). */
+  readonly toolCallOfChannel?: (channel: string) => string | undefined
 }
 
 export interface LivePosition extends StepRef {
@@ -85,8 +87,22 @@ export const DeltaView = Schema.Struct({ ...stepAttempt, offset: Schema.Number, 
 export type DeltaView = typeof DeltaView.Type
 
 /**
- * `event: superseded | interrupted | failed`: the partial text of attempt `attempt` (its first
- * `length` units) will never be the step's answer: a newer attempt replaced it (a crash, a retry),
+ * `event: tool-delta`: argument text of tool call `toolCallId` of the live step's attempt `attempt`,
+ * starting at `offset` within that call's arguments (their JSON as the provider streams it).
+ */
+export const ToolDeltaView = Schema.Struct({
+  turnId: Schema.String,
+  step: Schema.Number,
+  attempt: Schema.Number,
+  toolCallId: Schema.String,
+  offset: Schema.Number,
+  text: Schema.String
+})
+export type ToolDeltaView = typeof ToolDeltaView.Type
+
+/**
+ * `event: superseded | interrupted | failed`: the partial text of attempt `attempt` (`length`: how
+ * far its stream went, text and tool-call arguments together) will never be the step's answer: a newer attempt replaced it (a crash, a retry),
  * the turn was interrupted, or it failed. It stays visible, outside the transcript.
  */
 export const PartialView = Schema.Struct({
@@ -99,6 +115,7 @@ export type PartialView = typeof PartialView.Type
 export type StreamMessage =
   | { readonly kind: "thread-event"; readonly position: Position; readonly data: ReturnType<typeof eventJson> }
   | { readonly kind: "delta"; readonly position: Position; readonly data: DeltaView }
+  | { readonly kind: "tool-delta"; readonly position: Position; readonly data: ToolDeltaView }
   | {
       readonly kind: "superseded" | "interrupted" | "failed"
       readonly position: Position
@@ -114,6 +131,8 @@ const EVENT_PAGE = 100
 const CHUNK_PAGE = 64
 /** Contiguous chunks of one attempt are sent as one delta up to this many UTF-16 units. */
 const DELTA_MAX = 16 * 1024
+/** How often a close waits for a stopping performer's word (it takes at most its tail flush, 500 ms). */
+const stoppingPoll = "50 millis"
 
 export interface FollowThreadOptions {
   readonly engine: Engine.EngineShape
@@ -146,15 +165,31 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
        */
       let caughtUp = false
 
-      const finalAttempt = (effectId: string) =>
+      const stepRow = (effectId: string) =>
         Outbox.find(effectId).pipe(
-          Effect.map((row) => row?.attempts ?? 0),
           Effect.mapError(StorageErrors.toStorageFailure("read step effect")),
           Effect.provideService(SqlClient, options.sql)
         )
+      const finalAttempt = (effectId: string) => Effect.map(stepRow(effectId), (row) => row?.attempts ?? 0)
+
+      /**
+       * A step cancelled under a performer that has not said it stopped may still flush the text it
+       * had buffered (StreamChunks.decideChunk): its close waits for that word, or for its lease to
+       * run out (a performer that died as it stopped), so the notice counts all of the partial text.
+       */
+      const stillStopping = (live: LivePosition) =>
+        Effect.zipWith(
+          stepRow(rules.stepEffectId(live)),
+          Clock.currentTimeMillis,
+          (row, now) =>
+            row !== undefined &&
+            row.status === "cancelled" &&
+            row.leaseOwner !== null &&
+            (row.leaseExpiresAt === null || row.leaseExpiresAt > now)
+        )
 
       /** A page of the live step's chunks after the position, as deltas and superseded notices. */
-      const chunkMessages = (live: LivePosition) =>
+      const chunkPage = (live: LivePosition) =>
         Effect.map(
           engine.readStreamChunks(rules.stepEffectId(live), {
             after: { attempt: live.attempt, end: live.end },
@@ -163,11 +198,21 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
           (chunks) => {
             const out: Array<StreamMessage> = []
             let at = live
-            let pending: DeltaView | undefined
+            /** Contiguous chunks of one channel of one attempt, sent as one message; `end` in the attempt's order. */
+            let pending: { channel: string; attempt: number; offset: number; text: string; end: number } | undefined
             const flush = () => {
               if (pending === undefined) return
-              at = { ...at, attempt: pending.attempt, end: pending.offset + pending.text.length }
-              out.push({ kind: "delta", position: { seq: position.seq, live: at }, data: pending })
+              at = { ...at, attempt: pending.attempt, end: pending.end }
+              const { turnId, step } = at
+              const { attempt, offset, text } = pending
+              const toolCallId = pending.channel === "" ? undefined : rules.toolCallOfChannel?.(pending.channel)
+              const position = { seq: positionSeq(), live: at }
+              // A channel no reader knows (not main text, not a tool call's) only moves the position.
+              if (pending.channel === "") {
+                out.push({ kind: "delta", position, data: { turnId, step, attempt, offset, text } })
+              } else if (toolCallId !== undefined) {
+                out.push({ kind: "tool-delta", position, data: { turnId, step, attempt, toolCallId, offset, text } })
+              }
               pending = undefined
             }
             for (const chunk of chunks) {
@@ -179,19 +224,40 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
                   at = { ...at, attempt: at.attempt + 1, end: 0 }
                   out.push({ kind: "superseded", position: { seq: position.seq, live: at }, data: notice })
                 }
-              } else if (pending !== undefined && pending.text.length >= DELTA_MAX) {
+              } else if (
+                pending !== undefined &&
+                (pending.text.length >= DELTA_MAX || pending.channel !== chunk.channel)
+              ) {
                 flush()
               }
               pending =
                 pending === undefined
-                  ? { turnId: at.turnId, step: at.step, attempt: chunk.attempt, offset: chunk.start, text: chunk.text }
-                  : { ...pending, text: pending.text + chunk.text }
+                  ? {
+                      channel: chunk.channel,
+                      attempt: chunk.attempt,
+                      offset: chunk.channelStart,
+                      text: chunk.text,
+                      end: chunk.end
+                    }
+                  : { ...pending, text: pending.text + chunk.text, end: chunk.end }
             }
             flush()
-            if (out.length > 0) position = { seq: position.seq, live: at }
-            return { messages: out, full: chunks.length >= CHUNK_PAGE }
+            if (at !== live) position = { seq: position.seq, live: at }
+            return { out, full: chunks.length >= CHUNK_PAGE }
           }
         )
+
+      /** The next messages of the live step's chunks; pages of only unshown channels are stepped over. */
+      const chunkMessages = (
+        live: LivePosition
+      ): Effect.Effect<{ readonly messages: Array<StreamMessage>; readonly full: boolean }, StorageFailure> =>
+        Effect.flatMap(chunkPage(live), ({ out, full }) =>
+          out.length === 0 && full && position.live !== null
+            ? chunkMessages(position.live)
+            : Effect.succeed({ messages: out, full })
+        )
+
+      const positionSeq = () => position.seq
 
       const partial = (live: LivePosition, reason?: string): PartialView => ({
         turnId: live.turnId,
@@ -231,6 +297,15 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
               if (messages.length > 0) return Chunk.fromIterable(messages)
             }
             const { event, transition } = closing
+            if (live !== null && transition.close?.status !== "completed" && (yield* stillStopping(live))) {
+              // The tail's commit rings; the performer's word does not (a plain row update): poll for it too.
+              // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
+              yield* Effect.raceFirst(
+                Effect.catchAll(hints, () => Effect.void),
+                Effect.sleep(stoppingPoll)
+              )
+              continue
+            }
             closing = undefined
             const out: Array<StreamMessage> = []
             const notice = live === null ? undefined : yield* closeNotice(live, transition.close!)

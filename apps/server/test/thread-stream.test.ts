@@ -191,6 +191,8 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const sse = yield* openSse(url, "/v1/threads/t4/stream")
         yield* feed.text("Half an ans")
         yield* until("the partial text", sse, (ms) => textOf(ms, 1) === "Half an ans")
+        // Sent just before the interrupt, inside the 50 ms flush window: buffered when the stop comes.
+        yield* feed.text("wer")
         yield* postJson(url, "/v1/commands", {
           commandId: "stop-t4",
           type: "turn.interrupt",
@@ -203,9 +205,10 @@ describe("GET /v1/threads/:threadId/stream", () => {
           turnId: "t4:m1",
           step: 1,
           attempt: 1,
-          length: 11,
+          length: 14,
           reason: "interrupted by the user"
         })
+        assert.strictEqual(textOf(sse.messages, 1), "Half an answer")
         const index = sse.messages.indexOf(notice)
         assert.strictEqual(sse.messages[index + 1]!.data.type, "turn.ended")
         // Resuming right after the notice: the turn's end, and no second notice.
@@ -300,6 +303,75 @@ describe("GET /v1/threads/:threadId/stream", () => {
         const ids = all.map((m) => m.id)
         assert.strictEqual(new Set(ids).size, ids.length, "no message twice")
         assert.strictEqual(all.find((m) => m.data?.type === "turn.completed")!.data.payload.text, "After restart")
+      })
+  )
+})
+
+// A step's tool-call argument deltas (event tool-delta), beside its text deltas.
+const of = (event: string) => (messages: ReadonlyArray<SseMessage>) => messages.filter((m) => m.event === event)
+const argsOf = (messages: ReadonlyArray<SseMessage>, callId: string) =>
+  of("tool-delta")(messages)
+    .filter((m) => m.data.toolCallId === callId)
+    .map((m) => m.data.text)
+    .join("")
+
+/** A server whose thread's first turn is streaming from a held provider (the test feeds it). */
+const streamingTurn = (threadId: string, text: string) =>
+  Effect.gen(function* () {
+    const provider = yield* HeldProvider.make
+    const started = yield* startServer({ domain: agentsDomain({ provider: provider.layer }) })
+    const feed = yield* provider.next
+    yield* send(started.url, threadId, "m1", text)
+    yield* runningAttempt(started.url, Thread.stepEffectId(`${threadId}:m1`, 1), 1)
+    return { url: started.url, provider, feed }
+  })
+
+describe("tool-call argument deltas on the thread stream", () => {
+  it.scopedLive(
+    "event tool-delta carries each call's arguments as they stream, contiguous per call, resumable without repeats",
+    () =>
+      Effect.gen(function* () {
+        const { url, provider, feed } = yield* streamingTurn("td", "publish it")
+        const args = { path: "notes.md", content: "hi 👋" }
+        const json = JSON.stringify(args)
+        const firstScope = yield* Scope.make()
+        const first = yield* openSse(url, "/v1/threads/td/stream").pipe(Scope.extend(firstScope))
+        yield* feed.text("Publishing.")
+        yield* feed.toolArgs("call_a", "publish", json.slice(0, 10))
+        yield* until("the first argument delta", first, (ms) => argsOf(ms, "call_a") === json.slice(0, 10))
+        yield* Scope.close(firstScope, Exit.void)
+        const lastId = first.messages.at(-1)!.id!
+        yield* feed.toolArgs("call_a", "publish", json.slice(10))
+        const second = yield* openSse(url, "/v1/threads/td/stream", { "last-event-id": lastId })
+        yield* until("the rest of the arguments", second, (ms) => argsOf([...first.messages, ...ms], "call_a") === json)
+        const next = yield* provider.next
+        yield* feed.respond({ text: "Publishing.", toolCalls: [{ id: "call_a", name: "publish", arguments: args }] })
+        yield* next.finish("done")
+        yield* until("turn.completed", second, has("turn.completed"))
+        const all = [...first.messages, ...second.messages]
+        const ids = all.map((m) => m.id)
+        assert.strictEqual(new Set(ids).size, ids.length, "no message twice")
+        const toolDeltas = of("tool-delta")(all)
+        let offset = 0
+        for (const d of toolDeltas) {
+          assert.deepStrictEqual(
+            [d.data.turnId, d.data.step, d.data.attempt, d.data.toolCallId, d.data.offset],
+            ["td:m1", 1, 1, "call_a", offset]
+          )
+          offset += d.data.text.length
+        }
+        assert.strictEqual(argsOf(all, "call_a"), json)
+        // The text deltas are the text alone, with text offsets.
+        assert.deepStrictEqual(
+          of("delta")(all).map((d) => [d.data.step, d.data.offset, d.data.text]),
+          [[1, 0, "Publishing."]]
+        )
+        const responded = all.find((m) => m.event === "thread-event" && m.data.type === "model.responded")!
+        assert.deepStrictEqual(JSON.parse(argsOf(all, "call_a")), responded.data.payload.toolCalls[0].arguments)
+        // A fresh read from the start gives the same pieces, merged per call.
+        const fresh = yield* openSse(url, "/v1/threads/td/stream")
+        yield* until("fresh turn.completed", fresh, has("turn.completed"))
+        assert.strictEqual(argsOf(fresh.messages, "call_a"), json)
       })
   )
 })

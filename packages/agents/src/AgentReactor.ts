@@ -20,6 +20,7 @@ import { delegateMessageId, delegationCommandId } from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
 import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider, type ModelStepRequest, runStream, streamOf } from "./Provider.js"
+import * as StepStreams from "./StepStreams.js"
 import { turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
 import { findTrigger } from "./TriggerReadModel.js"
@@ -114,11 +115,15 @@ export const mcpToolDefinition = (entry: McpServers.McpToolEntry): ToolDefinitio
 })
 
 /**
- * The step's text deltas, recorded as chunks of this attempt (StreamIngest) while the provider
+ * The step's text deltas and its tool calls' argument deltas, recorded as chunks of this attempt
+ * (StreamIngest; a call's arguments in channel `StepStreams.toolChannel(callId)`) while the provider
  * streams, all flushed before the step answers: its outcome commits after its last chunk. A stream
  * that cannot be recorded ends the step at once with that failure (`storage: <code>`), provider
  * request aborted; the final response, not the deltas, is what the outcome and transcript hold.
  */
+/** How long a stopped step's last flush may take: an interrupt still stops the step within a second. */
+const tailFlushLimit = Duration.millis(500)
+
 const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -126,9 +131,23 @@ const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
       const ingest = yield* StreamIngest.make({ effect: row })
       const response = yield* Effect.raceFirst(
         runStream(request, "model", streamOf(provider, request), (part) =>
-          part.type === "text-delta" ? ingest.write(part.text) : Effect.void
+          part.type === "text-delta"
+            ? ingest.write(part.text)
+            : part.type === "tool-call-delta"
+              ? ingest.write(part.delta, StepStreams.toolChannel(part.callId))
+              : Effect.void
         ),
         ingest.failed
+      ).pipe(
+        // Stopped (an interrupt, a cancel): what the provider sent and is still buffered (< 50 ms of
+        // text) is flushed before the stop is acknowledged, so the partial text kept is all of it.
+        Effect.onInterrupt(() =>
+          ingest.flush.pipe(
+            Effect.timeout(tailFlushLimit),
+            // swallow-ok: the step has no outcome left to fail (it is cancelled); a tail the store refused stays unrecorded, and says so.
+            Effect.catchAll((error) => Effect.logWarning("the stopped step's buffered text was not recorded", error))
+          )
+        )
       )
       yield* ingest.flush
       return response

@@ -125,19 +125,31 @@ export const scriptedAnswer = (
 const invalid = (request: ModelStepRequest, message: string) =>
   new ProviderError({ provider: "scripted", requestId: request.requestId, reason: "invalid-request", message })
 
-/** The step's deltas, each after its delay on the Effect clock, then its response. */
+/** Code points per argument delta of a scripted tool call (a pair is never cut). */
+export const argumentDeltaSize = 8
+
+/** Pure: the argument deltas of a tool call, its arguments' JSON cut into pieces, as a provider streams them. */
+export const argumentDeltas = (call: ModelStepResponse["toolCalls"][number]): ReadonlyArray<ModelStepPart> => {
+  const points = Array.from(JSON.stringify(call.arguments ?? {}))
+  const parts: Array<ModelStepPart> = []
+  for (let i = 0; i < points.length; i += argumentDeltaSize) {
+    const delta = points.slice(i, i + argumentDeltaSize).join("")
+    parts.push({ type: "tool-call-delta", callId: call.id, name: call.name, delta })
+  }
+  return parts
+}
+
+/** The step's deltas (text, then each tool call's arguments), each after its delay on the Effect clock, then its response. */
 const streamStep = (request: ModelStepRequest): Stream.Stream<ModelStepPart, ProviderError> =>
   Either.match(scriptedStep(request.transcript), {
     onLeft: (message) => Stream.fail(invalid(request, message)),
     onRight: (step) =>
       Stream.concat(
-        Stream.fromIterable(step.chunks).pipe(
-          Stream.mapEffect((text) =>
-            Effect.as(step.delayMs > 0 ? Effect.sleep(step.delayMs) : Effect.void, {
-              type: "text-delta" as const,
-              text
-            })
-          )
+        Stream.fromIterable<ModelStepPart>([
+          ...step.chunks.map((text) => ({ type: "text-delta" as const, text })),
+          ...step.response.toolCalls.flatMap(argumentDeltas)
+        ]).pipe(
+          Stream.mapEffect((part) => Effect.as(step.delayMs > 0 ? Effect.sleep(step.delayMs) : Effect.void, part))
         ),
         Stream.succeed<ModelStepPart>({ type: "finished", response: step.response })
       )

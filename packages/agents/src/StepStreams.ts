@@ -5,10 +5,33 @@
  * the step ran again from offset 0) or an interrupted one. The mapping is read from the step's
  * outbox row (payload `{ threadId, turnId, step }`), which outlives its chunks: retention deletes
  * chunks with or before their row. The transcript holds only the final response, never the chunks.
+ *
+ * Channels: the answer's text is the main channel (`""`); the arguments of each tool call the step
+ * makes stream in channel `tool:<callId>`, so a call's deltas concatenate to its arguments' JSON.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+
+const toolPrefix = "tool:"
+
+/** The stream channel of a tool call's argument deltas. */
+export const toolChannel = (callId: string): string => `${toolPrefix}${callId}`
+
+/** The tool call whose arguments a channel carries; undefined for the main text (or another channel). */
+export const toolCallOfChannel = (channel: string): string | undefined =>
+  channel.startsWith(toolPrefix) ? channel.slice(toolPrefix.length) : undefined
+
+/** Pure: one channel's text from an attempt's chunks (in their order). */
+export const channelText = (
+  chunks: ReadonlyArray<{ readonly attempt: number; readonly channel: string; readonly text: string }>,
+  attempt: number,
+  channel = ""
+): string =>
+  chunks
+    .filter((c) => c.attempt === attempt && c.channel === channel)
+    .map((c) => c.text)
+    .join("")
 
 export interface StepStream {
   /** The step's effect id (`stepEffectId(turnId, step)`): the key of its chunks. */

@@ -1,14 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox } from "@orchestration/engine"
-import { Effect, Redacted } from "effect"
-import * as OpenAiProvider from "../src/OpenAiProvider.js"
+import { Effect } from "effect"
 import { attemptState, stepOfEffect } from "../src/StepStreams.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
-import { agentsStack, allTurnsTerminal, send, turnStatus, waitFor } from "./fixtures/agents.js"
-
-const providerOf = (server: FakeResponsesServer.FakeResponsesServer) =>
-  OpenAiProvider.layer({ apiUrl: server.apiUrl, apiKey: Redacted.make("sk-test"), model: "gpt-test" })
+import { agentsStack, allTurnsTerminal, interrupt, send, turnStatus, waitFor } from "./fixtures/agents.js"
 
 const recordedText = (effectId: string) =>
   Effect.flatMap(Engine.Engine, (engine) => engine.readStreamChunks(effectId)).pipe(
@@ -41,7 +37,7 @@ describe("a streamed turn through the OpenAI adapter (fake Responses server, SSE
           assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "The answer is 42" })
           assert.strictEqual(yield* recordedText(effectId), "The answer is 42")
           assert.strictEqual(server.requests()[0]?.body.stream, true)
-        }).pipe(Effect.provide(agentsStack({ provider: providerOf(server) })))
+        }).pipe(Effect.provide(agentsStack({ provider: FakeResponsesServer.providerOf(server) })))
       })
   )
 
@@ -62,12 +58,7 @@ describe("a streamed turn through the OpenAI adapter (fake Responses server, SSE
           )
           assert.strictEqual(server.aborted(), 0)
           const before = Date.now()
-          yield* engine.dispatchWithReceipt({
-            commandId: "interrupt-o2",
-            type: "turn.interrupt",
-            threadId: "o2",
-            turnId: "o2:m1"
-          })
+          yield* engine.dispatchWithReceipt(interrupt("o2", "o2:m1"))
           yield* waitFor(
             Effect.sync(() => server.aborted() === 1),
             "the provider request aborted",
@@ -89,7 +80,7 @@ describe("a streamed turn through the OpenAI adapter (fake Responses server, SSE
           const transcript = (yield* transcriptView("o2"))!
           assert.isTrue(transcript.valid)
           assert.isFalse(JSON.stringify(transcript.messages).includes("partial answer"))
-        }).pipe(Effect.provide(agentsStack({ provider: providerOf(server) })))
+        }).pipe(Effect.provide(agentsStack({ provider: FakeResponsesServer.providerOf(server) })))
       })
   )
 })

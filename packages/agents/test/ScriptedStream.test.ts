@@ -30,13 +30,14 @@ describe("scripted provider streaming", () => {
     })
   )
 
-  it.effect("a step without chunks streams its text as one delta; tool calls come with the response", () =>
+  it.effect("a step without chunks streams its text as one delta, then each tool call's arguments as deltas", () =>
     Effect.gen(function* () {
       const parts = yield* Stream.runCollect(
         streamOf(ScriptedProvider.make, request([{ text: "hm", toolCalls: [{ name: "publish", arguments: {} }] }]))
       )
       assert.deepStrictEqual(Chunk.toReadonlyArray(parts), [
         { type: "text-delta", text: "hm" },
+        { type: "tool-call-delta", callId: "call_1_0", name: "publish", delta: "{}" },
         {
           type: "finished",
           response: { text: "hm", toolCalls: [{ id: "call_1_0", name: "publish", arguments: {} }] }
@@ -64,6 +65,19 @@ describe("scripted provider streaming", () => {
         () => Effect.void
       ).pipe(Effect.flip)
       assert.strictEqual(error._tag === "ProviderError" ? error.reason : "", "malformed-response")
+    })
+  )
+
+  it.effect("a tool call's argument deltas concatenate to its arguments' JSON, cut between whole characters", () =>
+    Effect.gen(function* () {
+      const args = { path: "notes/😀.md", content: "🎉 done, 👍🏽" }
+      const parts = yield* Stream.runCollect(
+        streamOf(ScriptedProvider.make, request([{ toolCalls: [{ name: "publish", arguments: args }] }]))
+      )
+      const deltas = Chunk.toReadonlyArray(parts).flatMap((p) => (p.type === "tool-call-delta" ? [p.delta] : []))
+      assert.isAbove(deltas.length, 2)
+      assert.strictEqual(deltas.join(""), JSON.stringify(args))
+      for (const d of deltas) assert.isFalse(/[\ud800-\udbff]$/.test(d) || /^[\udc00-\udfff]/.test(d), d)
     })
   )
 })

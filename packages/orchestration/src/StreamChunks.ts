@@ -10,6 +10,13 @@
  * Offsets count UTF-16 code units of the attempt's text (JavaScript string length), so
  * `text.slice(start, end)` of the concatenation is the chunk. The final result stays in the effect's
  * outcome; `compactSettled` deletes the chunks of settled effects.
+ *
+ * Channels: one attempt may stream several texts side by side (a model's answer and the arguments
+ * of each tool call it makes). Every chunk names its channel (`""`, the default, is the main text)
+ * and where it starts within that channel (`channelStart`); `start`/`end` stay the attempt's one
+ * order across all its channels, so contiguity, ids and a reader's resume position are unchanged,
+ * and a channel's text is the concatenation of its chunks in that order. The attempt has a single
+ * writer (its performer), which counts each channel's offsets; the rule here checks the attempt's.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -31,7 +38,11 @@ export const EffectStream = Schema.Struct({
   aggregateId: Schema.String,
   attempt: Schema.Number,
   start: Schema.Number,
-  text: Schema.String.pipe(Schema.minLength(1))
+  text: Schema.String.pipe(Schema.minLength(1)),
+  /** The channel of this text (absent: the main one, `""`). */
+  channel: Schema.optional(Schema.String),
+  /** Where the text starts within its channel (absent: at `start`, as when the attempt has one channel). */
+  channelStart: Schema.optional(Schema.Number)
 })
 export type EffectStream = typeof EffectStream.Type
 
@@ -50,6 +61,8 @@ export interface StreamChunkNotice {
   readonly start: number
   readonly end: number
   readonly text: string
+  readonly channel: string
+  readonly channelStart: number
 }
 
 export interface StreamChunk {
@@ -58,6 +71,10 @@ export interface StreamChunk {
   readonly start: number
   readonly end: number
   readonly text: string
+  /** `""`: the main text; otherwise the channel the writer named (a tool call's id). */
+  readonly channel: string
+  /** Where `text` starts within its channel. */
+  readonly channelStart: number
   readonly commandId: string
   readonly committedAt: number
 }
@@ -69,11 +86,20 @@ export type ChunkVerdict =
 
 /**
  * Pure: may this chunk be appended? Only to a running row at the chunk's attempt, of the aggregate
- * the command names, exactly at the end of what that attempt has recorded (`recordedEnd`).
+ * the command names, exactly at the end of what that attempt has recorded (`recordedEnd`). One
+ * exception: a row cancelled at that attempt whose performer has not yet said it stopped (it keeps
+ * the lease until then, CancelWatch) still takes its chunks: they are the text it produced before
+ * the stop reached it, flushed as it stops, so the partial text kept is all of it.
  */
 export const decideChunk = (
-  row: Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> | undefined,
-  command: Pick<EffectStream, "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text">,
+  row:
+    | (Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> &
+        Partial<Pick<OutboxRow, "leaseOwner">>)
+    | undefined,
+  command: Pick<
+    EffectStream,
+    "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text" | "channel" | "channelStart"
+  >,
   recordedEnd: number
 ): ChunkVerdict => {
   if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
@@ -83,7 +109,8 @@ export const decideChunk = (
       message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
     }
   }
-  if (row.status !== "running" || row.attempts !== command.attempt) {
+  const stopping = row.status === "cancelled" && row.leaseOwner !== undefined && row.leaseOwner !== null
+  if ((row.status !== "running" && !stopping) || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
       message: `effect '${command.effectId}' is ${row.status} at attempt ${row.attempts}; this chunk is of attempt ${command.attempt}`
@@ -103,7 +130,9 @@ export const decideChunk = (
       attempt: command.attempt,
       start: command.start,
       end: command.start + command.text.length,
-      text: command.text
+      text: command.text,
+      channel: command.channel ?? "",
+      channelStart: command.channelStart ?? command.start
     }
   }
 }
@@ -124,6 +153,14 @@ export const createTable = Effect.gen(function* () {
   )`)
 })
 
+/** Channels (migration 0007_stream_channels): rows written before it are all main text at their offset. */
+export const addChannels = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const int = sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
+  yield* sql.unsafe(`ALTER TABLE effect_stream_chunks ADD COLUMN channel TEXT NOT NULL DEFAULT ''`)
+  yield* sql.unsafe(`ALTER TABLE effect_stream_chunks ADD COLUMN channel_start ${int}`)
+})
+
 /** The columns, in the migrated order (test/table-columns.test.ts holds the two together). */
 export const columns = [
   "effect_id",
@@ -132,7 +169,9 @@ export const columns = [
   "end_offset",
   "text",
   "command_id",
-  "committed_at"
+  "committed_at",
+  "channel",
+  "channel_start"
 ] as const
 
 interface RawChunk {
@@ -143,6 +182,8 @@ interface RawChunk {
   readonly text: string
   readonly command_id: string
   readonly committed_at: number | string
+  readonly channel: string | null
+  readonly channel_start: number | string | null
 }
 
 const toChunk = (r: RawChunk): StreamChunk => ({
@@ -152,7 +193,9 @@ const toChunk = (r: RawChunk): StreamChunk => ({
   end: Number(r.end_offset),
   text: r.text,
   commandId: r.command_id,
-  committedAt: Number(r.committed_at)
+  committedAt: Number(r.committed_at),
+  channel: r.channel ?? "",
+  channelStart: Number(r.channel_start ?? r.start_offset)
 })
 
 /** Where the attempt's recorded text ends (0 when it has none). */
@@ -167,7 +210,7 @@ const append = (chunk: StreamChunk) =>
   Effect.flatMap(
     SqlClient,
     (sql) => sql`INSERT INTO effect_stream_chunks (${sql.literal(columns.join(", "))})
-      VALUES (${chunk.effectId}, ${chunk.attempt}, ${chunk.start}, ${chunk.end}, ${chunk.text}, ${chunk.commandId}, ${chunk.committedAt})`
+      VALUES (${chunk.effectId}, ${chunk.attempt}, ${chunk.start}, ${chunk.end}, ${chunk.text}, ${chunk.commandId}, ${chunk.committedAt}, ${chunk.channel}, ${chunk.channelStart})`
   )
 
 export interface ReadChunksOptions {
@@ -249,7 +292,9 @@ export const decideStreamCommand =
         end: verdict.notice.end,
         text: command.text,
         commandId: identity.commandId,
-        committedAt: ctx.now
+        committedAt: ctx.now,
+        channel: verdict.notice.channel,
+        channelStart: verdict.notice.channelStart
       })
       return decision
     })

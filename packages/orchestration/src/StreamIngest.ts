@@ -18,6 +18,13 @@
  * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
  * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
  * `totalBytes` together (plus one waiting write each).
+ *
+ * Channels (StreamChunks): a write may name one (a tool call's arguments beside the answer); one
+ * flush records one channel's run of writes, so the next channel's text follows in its own command,
+ * and each channel's offsets are counted here. No chunk ends between the two halves of a UTF-16
+ * surrogate pair: a write ending in a high surrogate keeps it back for the channel's next write
+ * (or the final `flush`), so every delta a reader gets is well-formed text; a surrogate that has no
+ * other half is recorded as U+FFFD.
  */
 import { Deferred, Duration, Effect, Queue, Schedule, Schema, type Scope, Stream } from "effect"
 import { Engine } from "./Engine.js"
@@ -109,9 +116,9 @@ export interface StreamIngestStats {
 }
 
 export interface StreamIngest {
-  /** Buffers text; waits while the buffer is full; fails once the stream cannot be recorded. */
-  readonly write: (text: string) => Effect.Effect<void, StreamNotRecorded>
-  /** Flushes everything buffered and waits for its commit. */
+  /** Buffers text (of `channel`, default the main one); waits while the buffer is full; fails once the stream cannot be recorded. */
+  readonly write: (text: string, channel?: string) => Effect.Effect<void, StreamNotRecorded>
+  /** Flushes everything written (a held-back high surrogate included) and waits for its commit. */
   readonly flush: Effect.Effect<void, StreamNotRecorded>
   /** Resolves with the failure as soon as the stream cannot be recorded (never succeeds otherwise). */
   readonly failed: Effect.Effect<never, StreamNotRecorded>
@@ -147,6 +154,19 @@ const notRecorded = (effectId: string, attempt: number, error: DispatchError, st
   })
 }
 
+/**
+ * A surrogate without its other half cannot be stored as UTF-8: SQLite keeps three U+FFFD for it,
+ * and the chunk's offsets (one unit) would no longer match its text. It becomes one U+FFFD here.
+ */
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g
+const wellFormed = (text: string): string => text.replace(loneSurrogate, "\ufffd")
+
+/** Is the last code unit a high surrogate (the first half of a pair the next write completes)? */
+const endsMidPair = (text: string): boolean => {
+  const last = text.charCodeAt(text.length - 1)
+  return last >= 0xd800 && last <= 0xdbff
+}
+
 /** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
 export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
   Effect.gen(function* () {
@@ -167,8 +187,14 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     const pending: Array<string> = []
     /** Budget permits each pending piece holds, given back when it commits (or the scope closes). */
     const held: Array<number> = []
-    /** Each pending piece's UTF-8 size as counted when written (a surrogate pair split across writes counts apart). */
+    /** Each pending piece's UTF-8 size as counted when written. */
     const sizes: Array<number> = []
+    /** Each pending piece's channel. */
+    const channels: Array<string> = []
+    /** Per channel: a high surrogate held back until the write that completes its pair. */
+    const heldBack = new Map<string, string>()
+    /** Per channel: where its committed text ends. */
+    const channelEnds = new Map<string, number>()
     let pendingBytes = 0
     let committedEnd = 0
     let flushes = 0
@@ -184,46 +210,57 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         return Deferred.fail(failedSignal, failure).pipe(Effect.zipRight(Effect.fail(failure)))
       })
 
-    /** Sends everything buffered as one command and waits for its commit; only then is it dropped. */
+    /** Sends the leading run of one channel's writes as one command and waits for its commit; only then is it dropped. */
+    const flushRun: Effect.Effect<void, StreamNotRecorded> = Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(failure)
+      if (pending.length === 0) return Effect.void
+      const channel = channels[0]!
+      let count = 1
+      while (count < pending.length && channels[count] === channel) count++
+      const text = pending.slice(0, count).join("")
+      const start = committedEnd
+      const channelStart = channelEnds.get(channel) ?? 0
+      const command: EffectStream = {
+        type: "effect.stream",
+        commandId: chunkCommandId(effectId, attempt, start, start + text.length),
+        effectId,
+        aggregateType,
+        aggregateId,
+        attempt,
+        start,
+        text,
+        // The main text of a one-channel attempt carries neither (its commands are as before channels).
+        ...(channel === "" ? {} : { channel }),
+        ...(channelStart === start ? {} : { channelStart })
+      }
+      return engine.dispatchWithReceipt(command, { origin: "internal" }).pipe(
+        Effect.retry({ schedule, while: isTransient }),
+        Effect.matchEffect({
+          onFailure: (error) => fail(notRecorded(effectId, attempt, error, start)),
+          onSuccess: () =>
+            Effect.suspend(() => {
+              pending.splice(0, count)
+              channels.splice(0, count)
+              channelEnds.set(channel, channelStart + text.length)
+              const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
+              pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
+              committedEnd = start + text.length
+              flushes++
+              const released = budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
+              return Effect.zipRight(
+                released,
+                faults.hit("stream.after-flush", options.effect.kind === undefined ? {} : { kind: options.effect.kind })
+              )
+            })
+        })
+      )
+    })
+
+    /** Sends everything buffered, one channel's run at a time, in order. */
     const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
-      Effect.suspend(() => {
-        if (failure !== undefined) return Effect.fail(failure)
-        if (pending.length === 0) return Effect.void
-        const count = pending.length
-        const text = pending.join("")
-        const start = committedEnd
-        const command: EffectStream = {
-          type: "effect.stream",
-          commandId: chunkCommandId(effectId, attempt, start, start + text.length),
-          effectId,
-          aggregateType,
-          aggregateId,
-          attempt,
-          start,
-          text
-        }
-        return engine.dispatchWithReceipt(command, { origin: "internal" }).pipe(
-          Effect.retry({ schedule, while: isTransient }),
-          Effect.matchEffect({
-            onFailure: (error) => fail(notRecorded(effectId, attempt, error, start)),
-            onSuccess: () =>
-              Effect.suspend(() => {
-                pending.splice(0, count)
-                const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
-                pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
-                committedEnd = start + text.length
-                flushes++
-                const released = budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
-                return Effect.zipRight(
-                  released,
-                  faults.hit(
-                    "stream.after-flush",
-                    options.effect.kind === undefined ? {} : { kind: options.effect.kind }
-                  )
-                )
-              })
-          })
-        )
+      Effect.gen(function* () {
+        while (pending.length > 0) yield* flushRun
+        if (failure !== undefined) return yield* failure
       })
     )
 
@@ -250,7 +287,8 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
     // swallow-ok: a failed flush is kept in `failure` (and `failed`); every later write and flush fails with it.
     yield* Effect.forkScoped(Effect.catchAll(flusher, () => Effect.void))
 
-    const write = (text: string): Effect.Effect<void, StreamNotRecorded> =>
+    /** Buffers `text` as it is (no pair held back). */
+    const buffer = (text: string, channel: string): Effect.Effect<void, StreamNotRecorded> =>
       Effect.suspend(() => {
         if (failure !== undefined) return Effect.fail(failure)
         if (text.length === 0) return Effect.void
@@ -263,6 +301,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         const append = Effect.suspend(() => {
           const wasEmpty = pendingBytes === 0
           pending.push(text)
+          channels.push(channel)
           held.push(permits)
           sizes.push(bytes)
           pendingBytes += bytes
@@ -278,9 +317,27 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         )
       })
 
+    const write = (written: string, channel = ""): Effect.Effect<void, StreamNotRecorded> =>
+      Effect.suspend(() => {
+        let text = (heldBack.get(channel) ?? "") + written
+        heldBack.delete(channel)
+        if (endsMidPair(text)) {
+          heldBack.set(channel, text.slice(-1))
+          text = text.slice(0, -1)
+        }
+        return buffer(wellFormed(text), channel)
+      })
+
+    /** The held-back halves are what the producer sent last: the end of the stream records them as they are. */
+    const releaseHeldBack = Effect.suspend(() => {
+      const halves = [...heldBack]
+      heldBack.clear()
+      return Effect.forEach(halves, ([channel, half]) => buffer(wellFormed(half), channel), { discard: true })
+    })
+
     return {
       write,
-      flush: flushBuffered,
+      flush: Effect.zipRight(releaseHeldBack, flushBuffered),
       failed: Deferred.await(failedSignal),
       stats: Effect.sync(() => ({ bufferedBytes: pendingBytes, committedEnd, flushes }))
     } satisfies StreamIngest

@@ -23,7 +23,7 @@ import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
-import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import { eventually, gated, scriptedHandler, settle, stack, streaming, testReactor } from "./fixtures/reactors.js"
 
 const END = "\u0000end"
 
@@ -41,26 +41,6 @@ const chunkCount = (effectId: string, n: number) => Effect.map(chunksOf(effectId
 
 const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
   Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
-
-/** A handler behaviour that records its row's stream from `producer` with StreamIngest.run. */
-const streaming = (
-  producer: Stream.Stream<string>,
-  options: Omit<StreamIngest.StreamIngestOptions, "effect"> = {},
-  onIngest?: (ingest: StreamIngest.StreamIngest) => void
-) =>
-  Effect.gen(function* () {
-    const engine = yield* Engine.Engine
-    return (row: OutboxRow) =>
-      Effect.scoped(
-        Effect.gen(function* () {
-          const ingest = yield* StreamIngest.make({ effect: row, ...options })
-          onIngest?.(ingest)
-          yield* Effect.raceFirst(Stream.runForEach(producer, ingest.write), ingest.failed)
-          yield* ingest.flush
-          return yield* ingest.stats
-        })
-      ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
-  })
 
 /** Refuses the receipts write of stream flushes while `refusing.on`; counts refusals. */
 const flushFaults = (code = "SQLITE_FULL") => {
@@ -751,8 +731,22 @@ describe("StreamChunks.decideChunk (pure)", () => {
     const verdict = StreamChunks.decideChunk(row, command, 5)
     assert.deepStrictEqual(verdict, {
       _tag: "Append",
-      notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz" }
+      notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz", channel: "", channelStart: 5 }
     })
+  })
+
+  it("a row cancelled at the chunk's attempt takes it while its performer holds the lease (its stopping tail), not after", () => {
+    const cancelled = { ...row, status: "cancelled" as const }
+    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, command, 5)._tag, "Append")
+    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: null }, command, 5)._tag, "Stale")
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, { ...command, attempt: 1 }, 5)._tag,
+      "Stale"
+    )
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...row, status: "succeeded" as never, leaseOwner: "owner-1" }, command, 5)._tag,
+      "Stale"
+    )
   })
 
   it("is stale for another attempt, a settled row, another aggregate or no row", () => {

@@ -1,7 +1,9 @@
 /**
  * `pnpm chaos`: the real server on a fresh data directory, driven only through HTTP, killed with
  * SIGKILL at random instants and through fault points, restarted, N times; then it quiesces and the
- * invariants are checked. The same seed replays the same schedule.
+ * invariants are checked. The same seed replays the same schedule. Beside the event follower, one
+ * SSE reader per thread follows its stream (deltas included) across every kill, resuming with
+ * Last-Event-ID; after the run its messages are judged against the answers and the store.
  */
 import { FaultPoints } from "@orchestration/engine"
 import { mkdtempSync } from "node:fs"
@@ -13,6 +15,8 @@ import { seeded } from "./Random.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
 import { alive, carrying, descendantsOf, unstartedOrphans } from "./Processes.js"
 import { follow } from "./SseFollower.js"
+import { readStoredChunks } from "./StoredChunks.js"
+import { followThread, judge } from "./ThreadStreamFollower.js"
 import { message, threadIds } from "./Workload.js"
 
 export interface CrashOptions {
@@ -56,6 +60,7 @@ export const runCrash = async (options: CrashOptions) => {
     afterKill = []
   }
   const follower = follow(() => server?.url)
+  const readers = threads.map((threadId) => followThread(() => server?.url, threadId))
 
   for (let cycle = 1; cycle <= options.cycles; cycle++) {
     const point = random.chance(0.6) ? random.pick(faultPoints) : undefined
@@ -129,11 +134,21 @@ export const runCrash = async (options: CrashOptions) => {
   const deadline = Date.now() + 10_000
   while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
   await follower.stop()
+  // Each thread's reader has reached its thread's last event (the stream ends nowhere by itself).
+  const events = await allEvents(final.url)
+  for (const reader of readers) {
+    const last = Math.max(0, ...events.filter((e) => e.aggregateId === reader.threadId).map((e) => e.sequence))
+    while (reader.reached() < last && Date.now() < deadline) await sleep(50)
+    await reader.stop()
+  }
   const report = await check(final.url, dataDir, client, threads, follower.seen)
   if (sandboxLeft > 0) report.details.push(`${sandboxLeft} sandbox processes outlived their killed server`)
   if (!quiet) report.details.push("the system did not quiesce within 600 s")
   const exit = await stop(final)
   if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
+  const stream = judge(readers, await readStoredChunks(dataDir))
+  report.details.push(...stream.details.slice(0, 30))
+  const reconnects = readers.reduce((n, r) => n + r.connects(), 0)
   return {
     cycles: options.cycles,
     kills,
@@ -144,6 +159,8 @@ export const runCrash = async (options: CrashOptions) => {
     acked: client.stats.acked,
     retries: client.stats.retriesAfterAck,
     report,
+    stream,
+    reconnects,
     dataDir,
     quiet
   }

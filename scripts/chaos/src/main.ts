@@ -77,12 +77,22 @@ const main = async () => {
   })
   for (const detail of result.report.details.slice(0, 30)) log(`chaos: violation: ${detail}`)
   const r = result.report
+  const s = result.stream
   console.log(
     `chaos: cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} duplicate_effects=${r.duplicateEffects} ` +
       `transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled} sandbox_runs=${r.sandboxRuns} ` +
-      `max_runs_per_effect=${r.maxRunsPerEffect} sandbox_processes_at_kills=${result.sandboxSeen} sandbox_processes_left=${result.sandboxLeft} sandbox_orphans_swept_at_boot=${result.sandboxSwept}`
+      `max_runs_per_effect=${r.maxRunsPerEffect} sandbox_processes_at_kills=${result.sandboxSeen} sandbox_processes_left=${result.sandboxLeft} sandbox_orphans_swept_at_boot=${result.sandboxSwept} ` +
+      `sse_deltas=${s.deltas} sse_dups=${s.dups} sse_gaps=${s.gaps} sse_unmarked=${s.unmarked} sse_superseded=${s.superseded} ` +
+      `sse_answer_mismatches=${s.answerMismatches} sse_reconnects=${result.reconnects} store_chunk_overlaps=${s.storeDuplicates} store_reader_mismatches=${s.storeMismatches}`
   )
   const ok =
+    s.deltas > 0 &&
+    s.dups === 0 &&
+    s.gaps === 0 &&
+    s.unmarked === 0 &&
+    s.answerMismatches === 0 &&
+    s.storeDuplicates === 0 &&
+    s.storeMismatches === 0 &&
     r.lost === 0 &&
     r.duplicateEffects === 0 &&
     r.transcriptViolations === 0 &&

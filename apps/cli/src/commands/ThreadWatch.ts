@@ -1,6 +1,7 @@
 /**
  * `orchestrator threads watch <threadId> [--until-idle]`: follows a thread (GET /v1/threads/:id/stream)
- * in a terminal: the answer's text as it grows, one line per event, and a note when partial text is
+ * in a terminal: the answer's text as it grows, each tool call's arguments as they stream (after a
+ * `tool call <id>:` head), one line per event, and a note when partial text is
  * not the answer (a retry superseded it, the turn was interrupted or failed). When the server ends
  * the stream (a restart, a storage failure) it reconnects with Last-Event-ID, so nothing is printed
  * twice or skipped. `--until-idle` exits 0 once a turn ends and the thread has nothing running.
@@ -11,10 +12,12 @@ import * as Connection from "../Connection.js"
 import * as Render from "../Render.js"
 import * as ServerClient from "../ServerClient.js"
 
-/** What the terminal shows so far: whether the cursor is mid-line in streamed text, which steps streamed. */
+/** What the terminal shows so far: whether the cursor is mid-line in streamed text (and whose), which steps streamed. */
 export interface WatchScreen {
   readonly midText: boolean
   readonly streamed: ReadonlySet<string>
+  /** The tool call whose arguments the cursor is in the middle of, if any. */
+  readonly inToolCall?: string | undefined
 }
 
 export const emptyScreen: WatchScreen = { midText: false, streamed: new Set() }
@@ -55,9 +58,23 @@ export const renderMessage = (
   switch (message._tag) {
     case "Delta": {
       const { delta } = message
-      const head = delta.offset === 0 ? `${newline}assistant (step ${delta.step}, attempt ${delta.attempt}): ` : ""
+      // After a tool call's arguments, text that goes on gets its head again.
+      const head =
+        delta.offset === 0 || screen.inToolCall !== undefined
+          ? `${newline}assistant (step ${delta.step}, attempt ${delta.attempt}): `
+          : ""
       const streamed = new Set(screen.streamed).add(stepKey(delta.turnId, delta.step))
       return { text: head + delta.text, screen: { midText: true, streamed } }
+    }
+    case "ToolDelta": {
+      const { delta } = message
+      const key = `${stepKey(delta.turnId, delta.step)}#${delta.attempt}:${delta.toolCallId}`
+      // A new head when another call's (or the text's) output was in between; a call's pieces otherwise run on.
+      const head =
+        screen.midText && screen.inToolCall === key
+          ? ""
+          : `${newline}tool call ${delta.toolCallId} (step ${delta.step}, attempt ${delta.attempt}) arguments${delta.offset === 0 ? "" : ` from ${delta.offset}`}: `
+      return { text: head + delta.text, screen: { ...screen, midText: true, inToolCall: key } }
     }
     case "Partial": {
       const { partial, kind } = message

@@ -52,7 +52,12 @@ export const LiveText = (props: { readonly threadId: string; readonly onUnauthor
                 <span data-testid="live-status">{label[a.status]}</span>
                 {a.reason === undefined ? null : <span class="muted small"> ({a.reason})</span>}
               </div>
-              <pre class="text">{a.text}</pre>
+              {a.text === "" ? null : <pre class="text">{a.text}</pre>}
+              {(a.toolCalls ?? []).map((c) => (
+                <pre class="text muted small" data-testid="live-tool-call" data-tool-call-id={c.id}>
+                  tool call {c.id}: {c.args}
+                </pre>
+              ))}
             </li>
           ))}
         </ol>

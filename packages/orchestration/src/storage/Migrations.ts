@@ -196,6 +196,7 @@ export const engineMigrations = Migrator.fromRecord({
   "0004_operator_actions": operatorActions,
   "0005_timers": Timers.createTable,
   "0006_stream_chunks": StreamChunks.createTable,
+  "0007_stream_channels": StreamChunks.addChannels,
   "0008_unsettled_indexes": unsettledIndexes
 })
 
