@@ -19,12 +19,15 @@ describe("an interrupted streaming step", () => {
       const pieces = Array.from({ length: 20 }, (_, i) => `p${i} `)
       yield* engine.dispatchWithReceipt(send("si", "m1", script({ chunks: pieces, chunkDelayMs: 10 })))
       const effectId = "step:si:m1#1"
-      // The first flush (50 ms after the first piece) lands; then two more pieces, 20 ms: buffered.
+      // Piece i is sent at start + 10 (i + 1) ms. Stepping the clock to start + 5, + 55, + 65, + 75 keeps
+      // every instant between two pieces, so what was sent by then does not depend on which of two
+      // timers due at one instant runs first. Flush windows end on multiples of 50 ms of the clock,
+      // so one flush lands by start + 55 and the pieces after it are still buffered.
       yield* advanceUntil(
         Effect.map(Outbox.find(effectId), (row) => row?.status === "running"),
         "running"
       )
-      yield* TestClock.adjust("10 millis")
+      yield* TestClock.adjust("5 millis")
       yield* eventually(Effect.succeed(true), "settle", 50)
       yield* TestClock.adjust("50 millis")
       yield* eventually(
@@ -48,10 +51,8 @@ describe("an interrupted streaming step", () => {
         "stop acknowledged"
       )
       const recorded = channelText(yield* chunksOf(effectId), 1)
-      // Everything sent before the interrupt: the flushed part and the two pieces after it.
-      const flushedPieces = flushed.split(" ").length - 1
-      const sent = pieces.slice(0, flushedPieces + 2).join("")
-      assert.strictEqual(recorded, sent)
+      // Everything sent before the interrupt at start + 75 ms: pieces 0 to 6, the flushed part and the rest.
+      assert.strictEqual(recorded, pieces.slice(0, 7).join(""))
       assert.isAbove(recorded.length, flushed.length)
       assert.strictEqual(attemptState((yield* stepOfEffect(effectId))!, 1), "interrupted")
       assert.isFalse((yield* transcriptView("si"))!.messages.some((m) => m.role === "assistant"))
