@@ -4,40 +4,15 @@
  * command's acknowledgement (its commit) to the reactor's handler starting on the claimed row.
  */
 import { Boot, Engine, type Reactor, SqliteStore } from "@orchestration/engine"
-import { Deferred, Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { benchConfig, storeFile, runBench } from "./EngineStack.js"
+import { makeCompletions } from "./Completions.js"
 import { bump, effectKind } from "./BenchDomain.js"
 import { closedLoopEffect, nowMs, type RunResult } from "./Stats.js"
 
 export interface EndToEndResult extends RunResult {
   /** Acknowledgement → handler start, per command (ms). */
   readonly pickupMs: ReadonlyArray<number>
-}
-
-/** Outcomes may be seen before the client asks for them; both orders resolve the same way. */
-const makeCompletions = () => {
-  const waiting = new Map<string, Deferred.Deferred<void>>()
-  const early = new Set<string>()
-  return {
-    complete: (effectId: string) =>
-      Effect.suspend(() => {
-        const waiter = waiting.get(effectId)
-        if (waiter === undefined) {
-          early.add(effectId)
-          return Effect.void
-        }
-        waiting.delete(effectId)
-        return Deferred.succeed(waiter, undefined)
-      }),
-    await: (effectId: string) =>
-      Effect.suspend(() => {
-        if (early.delete(effectId)) return Effect.void
-        return Effect.flatMap(Deferred.make<void>(), (d) => {
-          waiting.set(effectId, d)
-          return Deferred.await(d)
-        })
-      })
-  }
 }
 
 export const runEndToEnd = (dir: string, clients: number, ops: number): Promise<EndToEndResult> =>

@@ -12,9 +12,11 @@ export interface EffectActionsProps {
   readonly onError: (error: unknown) => void
 }
 
+type Action = "retry" | "cancel" | "release" | "fail"
+
 export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) => {
   const [busy, setBusy] = useState(false)
-  const run = (action: "retry" | "cancel" | "release" | "fail") => {
+  const run = (action: Action) => {
     if (action === "cancel" && !window.confirm(`Cancel effect ${effect.effectId}?`)) return
     const reason =
       action === "fail" ? window.prompt(`Why fail effect ${effect.effectId}? (its owner is not told)`) : undefined
@@ -39,28 +41,28 @@ export const EffectActions = ({ effect, onDone, onError }: EffectActionsProps) =
   const canRetry = effect.status === "failed" || effect.status === "cancelled"
   const canCancel = effect.status === "pending" || effect.status === "running"
   const quarantined = effect.status === "quarantined"
+  // In this order, each shown only when the row's status allows it.
+  const buttons: ReadonlyArray<readonly [Action, string, boolean, boolean]> = [
+    ["release", "Release", quarantined, false],
+    ["fail", "Fail", quarantined, true],
+    ["retry", "Retry", canRetry, false],
+    ["cancel", "Cancel", canCancel, true]
+  ]
   return (
     <span class="actions">
-      {quarantined ? (
-        <button type="button" data-testid="release" disabled={busy} onClick={() => run("release")}>
-          Release
-        </button>
-      ) : null}
-      {quarantined ? (
-        <button type="button" class="danger" data-testid="fail" disabled={busy} onClick={() => run("fail")}>
-          Fail
-        </button>
-      ) : null}
-      {canRetry ? (
-        <button type="button" data-testid="retry" disabled={busy} onClick={() => run("retry")}>
-          Retry
-        </button>
-      ) : null}
-      {canCancel ? (
-        <button type="button" class="danger" data-testid="cancel" disabled={busy} onClick={() => run("cancel")}>
-          Cancel
-        </button>
-      ) : null}
+      {buttons.map(([action, label, shown, danger]) =>
+        shown ? (
+          <button
+            type="button"
+            class={danger ? "danger" : undefined}
+            data-testid={action}
+            disabled={busy}
+            onClick={() => run(action)}
+          >
+            {label}
+          </button>
+        ) : null
+      )}
     </span>
   )
 }

@@ -8,9 +8,10 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Boot, Engine, PostgresStore, type Reactor, Reconcile } from "@orchestration/engine"
-import { Deferred, Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
+import { Effect, Layer, Logger, LogLevel, type Scope, Stream } from "effect"
 import { createInterface } from "node:readline"
 import { bump, effectKind } from "../BenchDomain.js"
+import { makeCompletions } from "../Completions.js"
 import { benchConfig } from "../EngineStack.js"
 import { closedLoop, closedLoopEffect, percentile, type RunResult } from "../Stats.js"
 
@@ -80,8 +81,7 @@ const dispatch = Effect.gen(function* () {
 })
 
 const endToEnd = Effect.gen(function* () {
-  const done = new Map<string, Deferred.Deferred<void>>()
-  const early = new Set<string>()
+  const completions = makeCompletions()
   const handledAt = new Map<string, number>()
   const pickupMs: Array<number> = []
   const reactor: Reactor.ReactorDefinition = {
@@ -104,18 +104,7 @@ const endToEnd = Effect.gen(function* () {
   const engine = yield* Effect.provide(Engine.Engine, context)
   yield* engine.followEvents().pipe(
     Stream.filter((record) => record.type === "counter.effect-done"),
-    Stream.runForEach((record) =>
-      Effect.suspend(() => {
-        const effectId = (record.payload as { readonly effectId: string }).effectId
-        const waiter = done.get(effectId)
-        if (waiter === undefined) {
-          early.add(effectId)
-          return Effect.void
-        }
-        done.delete(effectId)
-        return Deferred.succeed(waiter, undefined)
-      })
-    ),
+    Stream.runForEach((record) => completions.complete((record.payload as { readonly effectId: string }).effectId)),
     Effect.forkScoped
   )
   const once = (run: string, i: number, client: number) =>
@@ -129,11 +118,7 @@ const endToEnd = Effect.gen(function* () {
         if (handled !== undefined) pickupMs.push(Math.max(0, handled - answeredAt))
         handledAt.delete(effectId)
       }
-      if (early.delete(effectId)) return picked()
-      const waiter = yield* Deferred.make<void>()
-      done.set(effectId, waiter)
-      if (early.delete(effectId)) return picked()
-      yield* Deferred.await(waiter)
+      yield* completions.await(effectId)
       picked()
     })
   yield* Effect.forEach(
