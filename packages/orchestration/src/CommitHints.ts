@@ -45,28 +45,22 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   const outboxChanges = yield* PubSub.sliding<void>(1)
   /** The readers of each aggregate: a commit rings only the queues under its aggregates' keys. */
   const readers = new Map<string, Set<Queue.Queue<void>>>()
-  const ringAll = Effect.suspend(() => {
-    const offers: Array<Effect.Effect<boolean>> = []
-    for (const set of readers.values()) for (const queue of set) offers.push(Queue.offer(queue, undefined))
-    return Effect.all(offers, { discard: true })
-  })
+  /** Offers one wake-up to every reader queued under these keys (every key for `"all"`). */
+  const ring = (keys: Iterable<string> | "all") =>
+    Effect.suspend(() => {
+      const offers: Array<Effect.Effect<boolean>> = []
+      for (const key of keys === "all" ? readers.keys() : keys) {
+        for (const queue of readers.get(key) ?? []) offers.push(Queue.offer(queue, undefined))
+      }
+      return Effect.all(offers, { discard: true })
+    })
   return {
     ringCommit: (head) => PubSub.publish(commits, head),
     ringOutbox: PubSub.publish(outboxChanges, undefined),
     commits: Stream.fromPubSub(commits, { scoped: true }),
     outboxChanges: Stream.fromPubSub(outboxChanges, { scoped: true }),
     subscribeCommits: PubSub.subscribe(commits),
-    ringAggregates: (keys) =>
-      keys === "all"
-        ? ringAll
-        : Effect.suspend(() => {
-            const offers: Array<Effect.Effect<boolean>> = []
-            for (const key of keys) {
-              const set = readers.get(key)
-              if (set !== undefined) for (const queue of set) offers.push(Queue.offer(queue, undefined))
-            }
-            return Effect.all(offers, { discard: true })
-          }),
+    ringAggregates: ring,
     subscribeAggregate: (aggregateType, aggregateId) =>
       Effect.acquireRelease(
         Effect.map(Queue.sliding<void>(1), (queue) => {
