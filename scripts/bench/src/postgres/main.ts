@@ -182,7 +182,7 @@ const main = async () => {
   for (const line of lines.slice(5, 13)) console.log(line)
   console.log(
     `bench-postgres: dispatch_1p=${fmt(m("dispatch1"))} dispatch_3p=${fmt(m("dispatch3"))} scaleout=${fmt(scaleout, 2)} ` +
-      `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} vs_dbos=${fmt(vsDbos, 2)} ` +
+      `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} dbos_concurrent_workflows=${clients} vs_dbos=${fmt(vsDbos, 2)} ` +
       `pickup_p50_ms=${fmt(median(pickups), 2)} reconcile_10k_ms=${fmt(median(reconciles))}`
   )
 }
