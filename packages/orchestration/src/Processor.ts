@@ -31,6 +31,7 @@ import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
 import { StorageFaults } from "./storage/StorageFaults.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
+import { isLostRace } from "./storage/StorageErrors.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
 import { type BatchEnv, commandDefect, decideAndWrite } from "./CommandWrite.js"
 
@@ -224,6 +225,13 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
   )
 
 /**
+ * How many times a batch that lost a race to another writer (StorageErrors.isLostRace) runs again
+ * on fresh state before its unique violation is its answer. Each run reads what the winner
+ * committed; losing again means another winner, so a few runs settle any real contention.
+ */
+const LOST_RACE_RUNS = 3
+
+/**
  * Processes one batch to an answer per command, in order. Never fails: every failure is an answer.
  * Storage failures abandon the batch and re-run its commands alone, so each gets its own answer.
  */
@@ -231,7 +239,8 @@ export const processBatch = (
   deps: ProcessorDeps,
   items: ReadonlyArray<QueuedCommand>,
   onAbandoned: () => void,
-  isolate = false
+  isolate = false,
+  run = 1
 ): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> =>
   commitBatch(deps, items, isolate).pipe(
     Effect.map((outcome) => {
@@ -240,15 +249,27 @@ export const processBatch = (
       return outcome.results
     }),
     Effect.catchAll((failure): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {
+      const answerAlone = (
+        answer: Exclude<typeof failure, NeedsIsolation>
+      ): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {
+        if (items.length === 1) return Effect.succeed([Exit.fail(answer)])
+        onAbandoned()
+        return Effect.forEach(items, (item) => processBatch(deps, [item], onAbandoned).pipe(Effect.map((r) => r[0]!)))
+      }
       for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
       if (failure instanceof NeedsIsolation) {
         // Alone, the rollback already isolated it: its failure is its answer and nothing was written.
         if (items.length === 1) return Effect.succeed([Exit.failCause(failure.cause)])
         return processBatch(deps, items, onAbandoned, true)
       }
-      if (items.length === 1) return Effect.succeed([Exit.fail(failure)])
-      onAbandoned()
-      return Effect.forEach(items, (item) => processBatch(deps, [item], onAbandoned).pipe(Effect.map((r) => r[0]!)))
+      // Another writer committed the same receipt or aggregate version first (shared store): run
+      // again on fresh state (the states were dropped above) instead of answering a storage failure.
+      if (failure instanceof StorageFailure && isLostRace(failure) && run < LOST_RACE_RUNS) {
+        return Effect.flatMap(StoreBackend, (backend) =>
+          backend.shared ? processBatch(deps, items, onAbandoned, isolate, run + 1) : answerAlone(failure)
+        )
+      }
+      return answerAlone(failure)
     }),
     Effect.catchAllCause((cause) => {
       // A bug of ours, not the store's: every command of the batch fails visibly, none is answered accepted.

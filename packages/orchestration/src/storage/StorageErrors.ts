@@ -37,6 +37,15 @@ export const reasonForCode = (code: string): StorageFailureReason => {
   return "unknown"
 }
 
+/**
+ * Pure: does this failure of a dispatch on a SHARED store mean another writer committed first (a
+ * unique violation: the same receipt, or the same aggregate version)? Then the batch is run again on
+ * fresh state: a duplicate finds the stored answer, a version clash decides again. Only a writer
+ * that is not ordered with this one (another process, not under the append lock) can cause it.
+ */
+export const isLostRace = (failure: StorageFailure): boolean =>
+  failure.reason === "constraint" && failure.code === "23505"
+
 /** A write the schema refused: which constraint, under which driver code, and the driver's words. */
 export interface ConstraintViolation {
   readonly code: string
