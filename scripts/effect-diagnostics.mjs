@@ -1,5 +1,7 @@
 // The Effect language service's diagnostics over every project (tsconfig.json follows its references),
-// without patching TypeScript. Errors fail the check; warnings and messages are printed for the reader.
+// without patching TypeScript. Errors and warnings fail the check (a warning such as multipleEffectProvide
+// or globalErrorInEffectFailure names a real hazard, so none may come back); messages are suggestions,
+// printed for the reader.
 import { spawnSync } from "node:child_process"
 
 const run = spawnSync("effect-language-service", ["diagnostics", "--project", "tsconfig.json"], {
@@ -9,11 +11,15 @@ const run = spawnSync("effect-language-service", ["diagnostics", "--project", "t
 })
 const output = `${run.stdout ?? ""}${run.stderr ?? ""}`.replace(/\x1b\[[0-9;]*m/g, "")
 process.stdout.write(output)
-const summary = /(\d+) errors?, (\d+) warnings?/.exec(output)
+const summary = /(\d+) errors?, (\d+) warnings?(?: and (\d+) messages?)?/.exec(output)
 if (run.status !== 0 || summary === null) {
   console.error(`effect-diagnostics: the language service did not report (exit ${run.status})`)
   process.exit(1)
 }
 const errors = Number(summary[1])
-console.log(`effect-diagnostics: ${errors} errors, ${summary[2]} warnings`)
-process.exit(errors > 0 ? 1 : 0)
+const warnings = Number(summary[2])
+console.log(`effect-diagnostics: ${errors} errors, ${warnings} warnings, ${summary[3] ?? 0} messages`)
+if (errors + warnings > 0) {
+  console.error("effect-diagnostics: fix the errors and warnings above (warnings fail the check too)")
+  process.exit(1)
+}

@@ -158,13 +158,11 @@ export const health = (connection: Connection): Effect.Effect<Api.HealthReport, 
       if (Option.isSome(report)) return report.value
     }
     const error = body as { error?: unknown; message?: unknown }
-    return yield* Effect.fail(
-      fromStatus(
-        connection,
-        response.status,
-        String(error?.error ?? `HTTP ${response.status}`),
-        String(error?.message ?? JSON.stringify(body))
-      )
+    return yield* fromStatus(
+      connection,
+      response.status,
+      String(error?.error ?? `HTTP ${response.status}`),
+      String(error?.message ?? JSON.stringify(body))
     )
   }).pipe(
     Effect.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
@@ -290,13 +288,11 @@ const sseLines = (connection: Connection, path: string, lastEventId: string | un
     if (response.status !== 200) {
       // swallow-ok: an error body that is not JSON still gives its status, which is what is reported.
       const body = (yield* Effect.orElseSucceed(response.json, () => ({}))) as { error?: unknown; message?: unknown }
-      return yield* Effect.fail(
-        fromStatus(
-          connection,
-          response.status,
-          String(body.error ?? `HTTP ${response.status}`),
-          String(body.message ?? "")
-        )
+      return yield* fromStatus(
+        connection,
+        response.status,
+        String(body.error ?? `HTTP ${response.status}`),
+        String(body.message ?? "")
       )
     }
     return response.stream.pipe(Stream.decodeText(), Stream.splitLines)

@@ -327,6 +327,10 @@ layer(Layer.scoped(Golden, buildGolden), { excludeTestServices: true, timeout: 1
           assert.strictEqual(given.code, 1, given.stdout + given.stderr)
           assert.match(given.stdout, /^ledger-repeated\s+effect tool:t-kill:m1:call_1_0\s+/m)
           assert.include(given.stdout, `${world} (`)
+          // The same world named by WORLD_DIR, as the server reads it (Config.storePlaces).
+          const fromEnv = yield* cli(["db", "check", "--db", join(bare, "engine.db")], { WORLD_DIR: world })
+          assert.strictEqual(fromEnv.code, 1, fromEnv.stdout + fromEnv.stderr)
+          assert.include(fromEnv.stdout, `${world} (`)
         })
     )
 

@@ -220,9 +220,28 @@ const mcpConfig = (env: Env, cwd: string, dataDir: string): McpTools.McpConfig =
   return parsed.right
 }
 
+/**
+ * Where the server keeps its store and world: DATA_DIR (default ./data) and its `engine.db`, WORLD_DIR
+ * (default `<DATA_DIR>/world`), and DATABASE_URL when the store is PostgreSQL instead. The one reading
+ * of those variables: parseConfig builds on it, and the CLI's offline `db` commands call it.
+ */
+export const storePlaces = (env: Env, cwd: string = process.cwd()) => {
+  const dataDir = resolve(cwd, read(env, "DATA_DIR") ?? defaults.dataDir)
+  const worldDir = read(env, "WORLD_DIR")
+  return {
+    dataDir,
+    databaseFile: join(dataDir, "engine.db"),
+    databaseUrl: read(env, "DATABASE_URL"),
+    /** WORLD_DIR resolved, or undefined when it is not set. */
+    worldDirFromEnv: worldDir === undefined ? undefined : resolve(cwd, worldDir),
+    worldDir: resolve(cwd, worldDir ?? join(dataDir, "world"))
+  }
+}
+
 export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Either<ServerConfig, ConfigInvalid> => {
   try {
-    const databaseUrl = read(env, "DATABASE_URL")
+    const places = storePlaces(env, cwd)
+    const databaseUrl = places.databaseUrl
     if (databaseUrl !== undefined) {
       let parsed: URL | undefined
       try {
@@ -245,7 +264,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const host = read(env, "HOST") ?? defaults.host
     if (!isListenHost(host))
       throw new Bad("HOST", `HOST must be an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name, got '${host}'`)
-    const dataDir = resolve(cwd, read(env, "DATA_DIR") ?? defaults.dataDir)
+    const dataDir = places.dataDir
     const diskFloorBytes = integer(env, "DISK_FLOOR_BYTES", defaults.diskFloorBytes, 0, Number.MAX_SAFE_INTEGER)
     const provider = read(env, "PROVIDER") ?? defaults.provider
     if (provider !== "scripted" && provider !== "openai") {
@@ -311,7 +330,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       port,
       host,
       dataDir,
-      databaseFile: join(dataDir, "engine.db"),
+      databaseFile: places.databaseFile,
       databaseUrl: databaseUrl === undefined ? undefined : Redacted.make(databaseUrl),
       databaseSchema,
       diskFloorBytes,
@@ -328,7 +347,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       nodeId,
       sandbox: sandbox.right,
       mcp,
-      worldDir: resolve(cwd, read(env, "WORLD_DIR") ?? join(dataDir, "world")),
+      worldDir: places.worldDir,
       storageFaults: read(env, "STORAGE_FAULTS"),
       faultPoints: read(env, "FAULT_POINTS")
     })

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, LogLevel, Redacted } from "effect"
 import { Sandbox } from "@orchestration/agents"
-import { defaults, parseConfig } from "../src/Config.js"
+import { defaults, parseConfig, storePlaces } from "../src/Config.js"
 
 const fails = (env: Record<string, string>) => {
   const parsed = parseConfig(env, "/srv")
@@ -46,6 +46,28 @@ describe("configuration from the environment", () => {
     assert.deepStrictEqual(
       [set.worldDir, set.openaiModel, set.storageFaults, set.faultPoints],
       ["/srv/elsewhere", "m-1", "events:nth=3:code=SQLITE_IOERR_WRITE", "reconcile.mid:nth=1"]
+    )
+  })
+
+  it("the store's places (what the CLI's offline db commands read) are the ones the server uses", () => {
+    const unset = storePlaces({}, "/srv")
+    assert.deepStrictEqual(unset, {
+      dataDir: "/srv/data",
+      databaseFile: "/srv/data/engine.db",
+      databaseUrl: undefined,
+      worldDirFromEnv: undefined,
+      worldDir: "/srv/data/world"
+    })
+    const env = { DATA_DIR: "state", WORLD_DIR: " w ", DATABASE_URL: "postgres://db/x", NODE_ID: "n1" }
+    const set = storePlaces(env, "/srv")
+    assert.deepStrictEqual(
+      [set.dataDir, set.databaseFile, set.databaseUrl, set.worldDirFromEnv, set.worldDir],
+      ["/srv/state", "/srv/state/engine.db", "postgres://db/x", "/srv/w", "/srv/w"]
+    )
+    const config = Either.getOrThrow(parseConfig(env, "/srv"))
+    assert.deepStrictEqual(
+      [config.dataDir, config.databaseFile, config.worldDir],
+      [set.dataDir, set.databaseFile, set.worldDir]
     )
   })
 

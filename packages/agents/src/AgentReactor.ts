@@ -328,18 +328,16 @@ const triggerEdit = (row: Outbox.OutboxRow, payload: ToolPayload) =>
     yield* engine
       .dispatchWithReceipt(command, { origin: "internal" })
       .pipe(
-        Effect.catchAll((error) =>
-          Effect.fail(
-            error._tag === "StorageFailure"
-              ? storageFailure(`trigger not recorded: ${error.message}`, true, error.code)
-              : error._tag === "EngineUnavailable"
-                ? failure(`trigger not recorded: ${error.message}`, true)
-                : failure(
-                    `trigger_edit refused: ${error.message}`,
-                    false,
-                    error._tag === "CommandRejected" ? error.reason : error._tag
-                  )
-          )
+        Effect.mapError((error) =>
+          error._tag === "StorageFailure"
+            ? storageFailure(`trigger not recorded: ${error.message}`, true, error.code)
+            : error._tag === "EngineUnavailable"
+              ? failure(`trigger not recorded: ${error.message}`, true)
+              : failure(
+                  `trigger_edit refused: ${error.message}`,
+                  false,
+                  error._tag === "CommandRejected" ? error.reason : error._tag
+                )
         )
       )
     const file = yield* worldTool(row, payload)
@@ -366,18 +364,16 @@ const triggerFire = (row: Outbox.OutboxRow) =>
         { origin: "internal" }
       )
       .pipe(
-        Effect.catchAll((error) =>
-          Effect.fail(
-            error._tag === "StorageFailure"
-              ? storageFailure(`trigger message not recorded: ${error.message}`, true, error.code)
-              : error._tag === "EngineUnavailable"
-                ? failure(`trigger message not recorded: ${error.message}`, true)
-                : failure(
-                    `thread '${threadId}' refused the trigger's message: ${error.message}`,
-                    false,
-                    error._tag === "CommandRejected" && error.reason === "thread-deleted" ? THREAD_DELETED : undefined
-                  )
-          )
+        Effect.mapError((error) =>
+          error._tag === "StorageFailure"
+            ? storageFailure(`trigger message not recorded: ${error.message}`, true, error.code)
+            : error._tag === "EngineUnavailable"
+              ? failure(`trigger message not recorded: ${error.message}`, true)
+              : failure(
+                  `thread '${threadId}' refused the trigger's message: ${error.message}`,
+                  false,
+                  error._tag === "CommandRejected" && error.reason === "thread-deleted" ? THREAD_DELETED : undefined
+                )
         )
       )
     return { threadId, commandId: row.effectId, messageId, sequence: answer.sequence, duplicate: answer.duplicate }

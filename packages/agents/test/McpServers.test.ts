@@ -6,14 +6,14 @@ import { tempDir } from "./fixtures/agents.js"
 import { callsOf, fixtureConfig, fixtureLog, mcpConfig } from "./fixtures/mcp.js"
 
 /** Polls a condition against real processes, bounded by wall clock. */
-const until = (condition: () => boolean, what: string, ms = 20_000) =>
-  Effect.promise(async () => {
+const until = <E, R>(condition: Effect.Effect<boolean, E, R>, what: string, ms = 20_000) =>
+  Effect.gen(function* () {
     const deadline = Date.now() + ms
     while (Date.now() < deadline) {
-      if (condition()) return
-      await new Promise((resolve) => setTimeout(resolve, 20))
+      if (yield* condition) return
+      yield* Effect.sleep("20 millis")
     }
-    throw new Error(`never happened: ${what}`)
+    return yield* Effect.dieMessage(`never happened: ${what}`)
   })
 
 const servers = (config: Parameters<typeof McpServers.make>[0]["config"]) => McpServers.make({ config })
@@ -73,15 +73,11 @@ describe("MCP servers over stdio (the real fixture server)", () => {
       const log = join(tempDir("mcp-"), "calls.jsonl")
       const mcp = yield* servers(mcpConfig({ fixture: fixtureConfig(log) }))
       yield* mcp.call({ server: "fixture", tool: "add_tool", arguments: {}, timeoutMs: 10_000 })
-      let names: ReadonlyArray<string> = []
-      yield* until(() => {
-        names = Effect.runSync(mcp.tools).map((t) => t.name)
-        return names.includes("fixture__late")
-      }, "the late tool is listed")
-      assert.strictEqual(
-        Effect.runSync(mcp.tools).find((t) => t.name === "fixture__late")?.onProcessLoss,
-        "replay-safe"
+      yield* until(
+        Effect.map(mcp.tools, (tools) => tools.some((t) => t.name === "fixture__late")),
+        "the late tool is listed"
       )
+      assert.strictEqual((yield* mcp.tools).find((t) => t.name === "fixture__late")?.onProcessLoss, "replay-safe")
     })
   )
 
@@ -97,10 +93,13 @@ describe("MCP servers over stdio (the real fixture server)", () => {
           timeoutMs: 90_000
         })
       )
-      yield* until(() => callsOf(log, "slow_write") === 1, "the call reached the server")
+      yield* until(
+        Effect.sync(() => callsOf(log, "slow_write") === 1),
+        "the call reached the server"
+      )
       yield* Fiber.interrupt(running)
       yield* until(
-        () => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write"),
+        Effect.sync(() => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write")),
         "the server saw the cancellation"
       )
       assert.isFalse(fixtureLog(log).some((e) => e.event === "done"))
@@ -117,7 +116,7 @@ describe("MCP servers over stdio (the real fixture server)", () => {
       assert.strictEqual(error.reason, "timeout")
       assert.include(error.message, "may or may not have taken effect")
       yield* until(
-        () => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write"),
+        Effect.sync(() => fixtureLog(log).some((e) => e.event === "cancelled" && e.tool === "slow_write")),
         "the server saw the cancellation"
       )
     })
@@ -148,7 +147,10 @@ describe("MCP servers over stdio (the real fixture server)", () => {
       assert.deepStrictEqual([...new Set((yield* mcp.tools).map((t) => t.server))], ["fixture"])
       // The fixture dies: its tools go, and a call is refused as unavailable, not sent.
       process.kill(statuses[2]!.pid!, "SIGKILL")
-      yield* until(() => Effect.runSync(mcp.statuses)[2]!.state === "exited", "the exit is noticed")
+      yield* until(
+        Effect.map(mcp.statuses, (statuses) => statuses[2]!.state === "exited"),
+        "the exit is noticed"
+      )
       assert.deepStrictEqual(yield* mcp.tools, [])
       const refused = yield* Effect.flip(
         mcp.call({ server: "fixture", tool: "echo", arguments: { text: "x" }, timeoutMs: 1_000 })

@@ -20,6 +20,14 @@ const alive = (pid: number): boolean => {
   }
 }
 
+const killIfAlive = (pid: number) => {
+  try {
+    process.kill(pid, "SIGKILL")
+  } catch {
+    // swallow-ok: already ended
+  }
+}
+
 /** A process named bwrap whose arguments bind `workspace`, as bubblewrap's stuck child is. */
 const bwrapLike = (workspace: string) => ["-c", "sleep 600; :", "bwrap", "--bind", workspace, "/workspace"]
 
@@ -57,7 +65,7 @@ describe("sandboxes a dead server left behind", () => {
       const foreign = orphan(join(other, "workspaces", "t1"))
       // A child of this process (a live server's sandbox) with the same arguments.
       const live = spawn("bash", bwrapLike(join(world, "workspaces", "t2")), { argv0: "bwrap", stdio: "ignore" })
-      try {
+      yield* Effect.gen(function* () {
         assert.isTrue(alive(mine) && alive(foreign) && alive(live.pid!))
         const killed = yield* SandboxOrphans.sweep(join(world, "workspaces"))
         assert.deepStrictEqual(killed, [mine])
@@ -65,15 +73,7 @@ describe("sandboxes a dead server left behind", () => {
         assert.isFalse(alive(mine))
         assert.isTrue(alive(foreign))
         assert.isTrue(alive(live.pid!))
-      } finally {
-        for (const pid of [mine, foreign, live.pid!]) {
-          try {
-            process.kill(pid, "SIGKILL")
-          } catch {
-            // swallow-ok: already ended
-          }
-        }
-      }
+      }).pipe(Effect.ensuring(Effect.sync(() => [mine, foreign, live.pid!].forEach(killIfAlive))))
     })
   )
 })

@@ -101,7 +101,7 @@ export const makeAggregateStates = (capacity: number) => {
     Effect.gen(function* () {
       const key = keyOf(aggregate.name, aggregateId)
       const reason = quarantined.get(key)
-      if (reason !== undefined) return yield* Effect.fail(unavailable(aggregate, aggregateId, reason))
+      if (reason !== undefined) return yield* unavailable(aggregate, aggregateId, reason)
       const cached = get(key)
       if (cached !== undefined) return cached
       const records = yield* EventLog.forAggregate(aggregate.name, aggregateId)

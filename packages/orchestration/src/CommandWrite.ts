@@ -221,12 +221,10 @@ const writeCancelsAndTimers = (
     if (decision.timers !== undefined) {
       const badTimer = decision.timers.find((t) => commandIdProblem(t.timerId, "client") !== undefined)
       if (badTimer !== undefined) {
-        return yield* Effect.fail(
-          commandDefect(
-            identity,
-            "decide",
-            new Error(`timer id '${badTimer.timerId.slice(0, 80)}' does not fit the id rules`)
-          )
+        return yield* commandDefect(
+          identity,
+          "decide",
+          new Error(`timer id '${badTimer.timerId.slice(0, 80)}' does not fit the id rules`)
         )
       }
       yield* Timers.schedule(aggregate.name, identity.aggregateId, decision.timers, now)
@@ -260,9 +258,9 @@ export const decideAndWrite = (
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
 
     const evolved = evolveAndEncode(item, current, decision.events)
-    if (evolved instanceof CommandDefect) return yield* Effect.fail(evolved)
+    if (evolved instanceof CommandDefect) return yield* evolved
     const planned = plannedEffects(item, decision, now)
-    if (planned instanceof CommandDefect) return yield* Effect.fail(planned)
+    if (planned instanceof CommandDefect) return yield* planned
     const { effectIds, effectRows } = planned
     const newEvents = newEventsOf(item, current, evolved.encoded, now)
     // Where the store writes a command's rows in one statement (PostgreSQL), events, outbox rows and

@@ -305,18 +305,19 @@ export const make = (config: EngineConfig) =>
       })
 
     /** Boot-time commands in group-committed batches (reconcile settles thousands of rows this way). */
-    const dispatchManyDuringBoot = (inputs: ReadonlyArray<unknown>) =>
-      Effect.gen(function* () {
-        if (lifecycle.phase() !== "parked")
-          return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
-        const { results, prepared } = routeForBoot(router, inputs)
-        for (let start = 0; start < prepared.length; start += BOOT_BATCH) {
-          const chunk = prepared.slice(start, start + BOOT_BATCH)
-          const answers = yield* runBatch(chunk.map((p) => p.command))
-          chunk.forEach((p, i) => (results[p.index] = answers[i]!))
-        }
-        return results
-      }).pipe(Effect.withSpan("Engine.dispatchManyDuringBoot"))
+    const dispatchManyDuringBoot = Effect.fn("Engine.dispatchManyDuringBoot")(function* (
+      inputs: ReadonlyArray<unknown>
+    ) {
+      if (lifecycle.phase() !== "parked")
+        return yield* Effect.dieMessage("dispatchDuringBoot is only for boot, before activation")
+      const { results, prepared } = routeForBoot(router, inputs)
+      for (let start = 0; start < prepared.length; start += BOOT_BATCH) {
+        const chunk = prepared.slice(start, start + BOOT_BATCH)
+        const answers = yield* runBatch(chunk.map((p) => p.command))
+        chunk.forEach((p, i) => (results[p.index] = answers[i]!))
+      }
+      return results
+    })
 
     yield* Effect.addFinalizer(() => lifecycle.shutdown)
     if (config.activation !== "manual") yield* lifecycle.activate

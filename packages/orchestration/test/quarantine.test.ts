@@ -277,8 +277,9 @@ describe("quarantine at run time", () => {
       )
       assert.strictEqual(logs.messages.filter((m) => m.includes("quarantined")).length, 1, logs.messages.join("\n"))
     }).pipe(
-      Effect.provide(stack([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } })),
-      Effect.provide(logs.layer)
+      Effect.provide(
+        stack([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } }).pipe(Layer.provide(logs.layer))
+      )
     )
   })
 
@@ -318,9 +319,8 @@ describe("quarantine at run time", () => {
               filename: file,
               activation: "manual"
             }
-          )
-        ),
-        Effect.provide(logs.layer)
+          ).pipe(Layer.provide(logs.layer))
+        )
       )
       // The job was submitted by a previous process with no reactor of its kind running.
       const previous = Effect.gen(function* () {

@@ -246,8 +246,9 @@ describe("reactors: timing under TestClock", () => {
         "healed"
       )
     }).pipe(
-      Effect.provide(stack([testReactor(handler.handle)])),
-      Effect.provide(Logger.replace(Logger.defaultLogger, logger))
+      Effect.provide(
+        stack([testReactor(handler.handle)]).pipe(Layer.provide(Logger.replace(Logger.defaultLogger, logger)))
+      )
     )
   })
 })

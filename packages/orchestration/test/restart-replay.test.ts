@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Layer, TestClock } from "effect"
 import { CommandRejected, Engine } from "../src/index.js"
 import { engineLayer, rowCounts, tempDbFile } from "./fixtures/harness.js"
 
@@ -115,7 +115,7 @@ describe("replay under TestClock", () => {
     Effect.gen(function* () {
       const first = yield* script.pipe(Effect.provide(engineLayer()))
       // A fresh TestClock: the second run starts at time 0 again.
-      const second = yield* script.pipe(Effect.provide(engineLayer()), Effect.provide(TestClock.defaultTestClock))
+      const second = yield* script.pipe(Effect.provide(engineLayer().pipe(Layer.provide(TestClock.defaultTestClock))))
       assert.deepStrictEqual(second, first)
       const opened = first.find((a) => a.commandId === "open-2")!
       assert.deepStrictEqual(opened.events[0]!.payload, {

@@ -5,7 +5,7 @@
  */
 import { FetchHttpClient, HttpApiClient } from "@effect/platform"
 import { Api, type ThreadView, type TranscriptView } from "@orchestration/server"
-import { Effect, type Either } from "effect"
+import { Effect, type Either, Option } from "effect"
 
 const run = <A, E>(base: string, f: (api: Effect.Effect.Success<ReturnType<typeof client>>) => Effect.Effect<A, E>) =>
   Effect.runPromise(client(base).pipe(Effect.flatMap(f), Effect.provide(FetchHttpClient.layer)))
@@ -34,9 +34,11 @@ export const receipt = (base: string, commandId: string): Promise<Either.Either<
 /** The thread, or undefined when the server has none. */
 export const thread = (base: string, threadId: string): Promise<ThreadView | undefined> =>
   run(base, (api) =>
-    api.threads
-      .thread({ path: { threadId: encodeURIComponent(threadId) } })
-      .pipe(Effect.catchTag("NotFound", () => Effect.succeed(undefined)))
+    api.threads.thread({ path: { threadId: encodeURIComponent(threadId) } }).pipe(
+      Effect.asSome,
+      Effect.catchTag("NotFound", () => Effect.succeedNone),
+      Effect.map(Option.getOrUndefined)
+    )
   )
 
 /** The thread's transcript and its validation, or the server's typed refusal. */

@@ -4,6 +4,7 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { SqliteClient } from "@orchestration/engine"
+import { Config } from "@orchestration/server"
 import { Clock, Effect, Option } from "effect"
 import { existsSync, statSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
@@ -34,11 +35,8 @@ const storeOptions = {
 const storeFile = (options: { readonly dataDir: Option.Option<string>; readonly db: Option.Option<string> }) =>
   Effect.gen(function* () {
     // A server configured with DATABASE_URL keeps its store in PostgreSQL: there is no file to read.
-    if (
-      Option.isNone(options.db) &&
-      Option.isNone(options.dataDir) &&
-      (process.env.DATABASE_URL?.trim() ?? "") !== ""
-    ) {
+    const places = Config.storePlaces(process.env)
+    if (Option.isNone(options.db) && Option.isNone(options.dataDir) && places.databaseUrl !== undefined) {
       return yield* new UsageError({
         message:
           "db commands read the SQLite store, and DATABASE_URL points at PostgreSQL; use its own tools (pg_dump), or pass --db <file>"
@@ -46,7 +44,7 @@ const storeFile = (options: { readonly dataDir: Option.Option<string>; readonly 
     }
     return StoreFile.fileOf({
       db: Option.getOrUndefined(options.db),
-      dataDir: Option.getOrElse(options.dataDir, () => process.env.DATA_DIR?.trim() || "./data")
+      dataDir: Option.getOrElse(options.dataDir, () => places.dataDir)
     })
   })
 
@@ -62,8 +60,7 @@ const worldDirOf = (option: Option.Option<string>, file: string) =>
       if (!existsSync(dir)) return yield* new UsageError({ message: `--world-dir: no directory at ${dir}` })
       return dir
     }
-    const fromEnv = process.env.WORLD_DIR?.trim()
-    const dir = fromEnv !== undefined && fromEnv !== "" ? resolve(fromEnv) : join(dirname(resolve(file)), "world")
+    const dir = Config.storePlaces(process.env).worldDirFromEnv ?? join(dirname(resolve(file)), "world")
     return existsSync(dir) ? dir : undefined
   })
 

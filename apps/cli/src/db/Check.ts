@@ -88,19 +88,21 @@ export const ledgerProblems = (
   return problems
 }
 
+/** The file's text; "" when it does not exist (a ledger is absent until the first performance). */
+const readIfPresent = (file: string): string => {
+  try {
+    return readFileSync(file, "utf8")
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return ""
+    throw error
+  }
+}
+
 /** Reads and checks `<world>/ledger.jsonl` (absent: no performance started yet). */
 const checkLedger = (rules: TranscriptRules, worldDir: string) =>
   Effect.gen(function* () {
     const file = join(worldDir, "ledger.jsonl")
-    const text = yield* Effect.try({
-      try: () => readFileSync(file, "utf8"),
-      catch: (error) => error as NodeJS.ErrnoException
-    }).pipe(
-      Effect.catchIf(
-        (error) => error.code === "ENOENT",
-        () => Effect.succeed("")
-      )
-    )
+    const text = yield* Effect.try({ try: () => readIfPresent(file), catch: StoreFile.failure(file, "reading") })
     const problems: Array<Problem> = []
     const entries: Array<LedgerLine> = []
     const decode = Schema.decodeUnknownEither(rules.World.LedgerEntry)
@@ -214,9 +216,7 @@ export const run = (options: {
     let world: CheckReport["world"] = null
     if (options.worldDir !== undefined) {
       const rules = yield* loadTranscriptRules
-      const ledger = yield* checkLedger(rules, options.worldDir).pipe(
-        Effect.mapError((error) => StoreFile.failure(join(options.worldDir!, "ledger.jsonl"), "reading")(error))
-      )
+      const ledger = yield* checkLedger(rules, options.worldDir)
       problems.push(...ledger.problems)
       world = { dir: options.worldDir, ledgerEntries: ledger.entries }
     }

@@ -108,7 +108,7 @@ export const apiMiddleware = HttpApiBuilder.middleware(
           policy,
           tokenMatches
         )
-        if (refusal !== undefined) return yield* Effect.fail(refusal)
+        if (refusal !== undefined) return yield* refusal
         // The app's failures are typed `never` but carry the route's errors at run time.
         return yield* app as HttpApp.Default<unknown>
       }).pipe(

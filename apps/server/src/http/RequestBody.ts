@@ -35,13 +35,11 @@ export const readJsonBody = <E>(
   Effect.gen(function* () {
     if (options.optional && !hasBody(request)) return undefined
     const declared = Number(request.headers["content-length"] ?? "0")
-    if (declared > maxBodyBytes) return yield* Effect.fail(tooLarge())
+    if (declared > maxBodyBytes) return yield* tooLarge()
     if (!isJson(request.headers["content-type"])) {
-      return yield* Effect.fail(
-        new UnsupportedMediaType({
-          message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'`
-        })
-      )
+      return yield* new UnsupportedMediaType({
+        message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'`
+      })
     }
     // Count while reading: a chunked body declares no length.
     let total = 0

@@ -4,7 +4,7 @@
  * that answer, so no spelling of a path (`//v1`, `/V1`, `/%761`) reaches a route the check did not see.
  */
 import { HttpRouter, HttpServerRequest } from "@effect/platform"
-import { Effect } from "effect"
+import { Cause, Effect, Option } from "effect"
 
 class Matched {
   constructor(readonly path: string) {}
@@ -24,13 +24,15 @@ export const make = (routes: Iterable<HttpRouter.Route<unknown, unknown>>): Effe
       (app as Effect.Effect<unknown, unknown, HttpServerRequest.HttpServerRequest>).pipe(
         Effect.provideService(HttpServerRequest.HttpServerRequest, request),
         Effect.scoped,
-        // Only a handler fails with Matched; anything else (RouteNotFound) means no route matched.
-        Effect.match({
-          onFailure: (failure) => (failure instanceof Matched ? failure.path : undefined),
+        // Only a handler fails with Matched; any other failure (RouteNotFound) means no route matched.
+        // swallow-ok: a defect while matching also means no route is known, and an unknown route is
+        // denied (Access is default-deny), so the request is refused rather than let through.
+        Effect.matchCause({
+          onFailure: (cause) => {
+            const failure = Cause.failureOption(cause)
+            return Option.isSome(failure) && failure.value instanceof Matched ? failure.value.path : undefined
+          },
           onSuccess: () => undefined
-        }),
-        // swallow-ok: a defect while matching means no route is known, and an unknown route is denied
-        // (Access is default-deny), so the request is refused rather than let through.
-        Effect.catchAllDefect(() => Effect.succeed(undefined))
+        })
       )
   )

@@ -74,7 +74,7 @@ export const holdLock = (
 ): Effect.Effect<void, NodeIdInUse | SqlError, Scope.Scope> =>
   Effect.gen(function* () {
     const first = yield* tryLock(options, key)
-    if (first === undefined) return yield* Effect.fail(inUse(nodeId))
+    if (first === undefined) return yield* inUse(nodeId)
     let current = first
     yield* Effect.addFinalizer(() => Effect.suspend(() => close(current)))
     yield* Effect.forkScoped(

@@ -10,7 +10,7 @@ import { dirname } from "node:path"
 import { StoreLocked, type StorageFailure } from "../Errors.js"
 import * as SqliteClient from "./SqliteClient.js"
 import { SqliteConnection } from "./SqliteClient.js"
-import { codeOf, isLockedCode, reasonForCode, toStorageFailure } from "./StorageErrors.js"
+import { codeOf, isLockedCode, toStorageFailure } from "./StorageErrors.js"
 
 export interface SqliteStoreOptions {
   /** A file path, or ":memory:" for tests that need no file. */
@@ -92,7 +92,7 @@ export const layerOver = <ROut, E, R>(
   if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
   const opened = Layer.catchAllCause(client, (cause): Layer.Layer<ROut, StoreLocked | E, R> => {
     const defect = Cause.dieOption(cause)
-    return Option.isSome(defect) && reasonForCode(codeOf(defect.value)) === "busy"
+    return Option.isSome(defect) && isLockedCode(codeOf(defect.value))
       ? Layer.fail(storeLocked(options.filename))
       : Layer.failCause(cause)
   })

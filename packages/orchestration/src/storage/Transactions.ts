@@ -44,7 +44,7 @@ export const writeTransaction = <A, E, R>(
             const committed = yield* conn.executeUnprepared("COMMIT", [], undefined).pipe(Effect.exit)
             if (Exit.isSuccess(committed)) return exit.value
             yield* rollbackQuietly(conn, "ROLLBACK")
-            return yield* Effect.fail(toStorageFailure(`${operation}: commit`)(Cause.squash(committed.cause)))
+            return yield* toStorageFailure(`${operation}: commit`)(Cause.squash(committed.cause))
           }
           yield* rollbackQuietly(conn, "ROLLBACK")
           return yield* Effect.failCause(mapSqlFailures(exit.cause, operation))
