@@ -101,24 +101,24 @@ export const columns = [
  * What the commit writes for a decided effect: a pending row, not attempted yet. An effect id that
  * exists already keeps its row (deterministic ids make a repeated intent one row).
  */
-export const insertShape: TableColumns.InsertShape<NewOutboxRow> = {
-  table: "outbox",
-  columns: [
-    { name: "effect_id", type: "text", encode: (r) => r.effectId },
-    { name: "command_id", type: "text", encode: (r) => r.commandId },
-    { name: "aggregate_type", type: "text", encode: (r) => r.aggregateType },
-    { name: "aggregate_id", type: "text", encode: (r) => r.aggregateId },
-    { name: "kind", type: "text", encode: (r) => r.kind },
-    { name: "payload", type: "text", encode: (r) => r.payloadJson },
-    { name: "lane", type: "text", encode: (r) => r.lane },
-    { name: "status", constant: "pending" },
-    { name: "attempts", constant: 0 },
-    { name: "available_at", type: "int", encode: (r) => r.availableAt },
-    { name: "created_at", type: "int", encode: (r) => r.now },
-    { name: "updated_at", sameAs: "created_at" }
-  ],
-  keepExistingOn: "effect_id"
-}
+export const insertShape = TableColumns.insertShape<NewOutboxRow>()(
+  "outbox",
+  {
+    effect_id: "text",
+    command_id: "text",
+    aggregate_type: "text",
+    aggregate_id: "text",
+    kind: "text",
+    payload: { type: "text", encode: (r) => r.payloadJson },
+    lane: "text",
+    status: { constant: "pending" },
+    attempts: { constant: 0 },
+    available_at: "int",
+    created_at: { type: "int", encode: (r) => r.now },
+    updated_at: { sameAs: "created_at" }
+  },
+  { keepExistingOn: "effect_id" }
+)
 
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
 
