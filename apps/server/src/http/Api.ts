@@ -342,14 +342,12 @@ export const OutboxSummary = Schema.Struct({
 })
 export type OutboxSummary = typeof OutboxSummary.Type
 
-export class OutboxGroup extends HttpApiGroup.make("outbox")
-  .add(
-    HttpApiEndpoint.get("summary", "/outbox/summary")
-      .addSuccess(OutboxSummary)
-      .addError(Wire.StorageUnavailable)
-      .pipe(described("Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."))
-  )
-  .prefix("/v1") {}
+const outboxSummary = HttpApiEndpoint.get("summary", "/outbox/summary")
+  .addSuccess(OutboxSummary)
+  .addError(Wire.StorageUnavailable)
+  .pipe(described("Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."))
+
+export class OutboxGroup extends HttpApiGroup.make("outbox").add(outboxSummary).prefix("/v1") {}
 
 export class OpsGroup extends HttpApiGroup.make("ops")
   .add(
