@@ -153,6 +153,30 @@ const commandId = HttpApiSchema.param("commandId", Schema.String)
 const threadId = HttpApiSchema.param("threadId", ThreadId)
 const effectId = HttpApiSchema.param("effectId", Schema.String)
 
+/** `GET /v1/events`: the log after a sequence, optionally one aggregate's. */
+const EventsQuery = Schema.Struct({
+  after: optionalParam(Sequence),
+  limit: optionalParam(DecimalInteger(1, 1000)),
+  aggregateId: optionalParam(Schema.String)
+})
+
+/** `GET /v1/threads`: a page of threads, by status, newest or oldest first. */
+const ThreadsQuery = Schema.Struct({
+  limit: optionalParam(DecimalInteger(1, 500)),
+  /** The `next` of the previous page. */
+  after: optionalParam(Sequence),
+  status: optionalParam(OneOf(...ThreadStatus.literals)),
+  order: optionalParam(OneOf(...ThreadOrder.literals))
+})
+
+/** `GET /v1/effects`: outbox rows by status, kind and aggregate. */
+const EffectsQuery = Schema.Struct({
+  status: optionalParam(OneOf(...EffectStatus.literals)),
+  kind: optionalParam(Schema.String),
+  aggregateId: optionalParam(Schema.String),
+  limit: optionalParam(DecimalInteger(1, 1000))
+})
+
 /** A Server-Sent Events response, as its OpenAPI document describes it. */
 const EventStream = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" }))
 
@@ -183,13 +207,7 @@ export class CommandsGroup extends HttpApiGroup.make("commands")
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events")
-      .setUrlParams(
-        Schema.Struct({
-          after: optionalParam(Sequence),
-          limit: optionalParam(DecimalInteger(1, 1000)),
-          aggregateId: optionalParam(Schema.String)
-        })
-      )
+      .setUrlParams(EventsQuery)
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
   )
@@ -205,15 +223,7 @@ export class EventsGroup extends HttpApiGroup.make("events")
 export class ThreadsGroup extends HttpApiGroup.make("threads")
   .add(
     HttpApiEndpoint.get("list", "/threads")
-      .setUrlParams(
-        Schema.Struct({
-          limit: optionalParam(DecimalInteger(1, 500)),
-          /** The `next` of the previous page. */
-          after: optionalParam(Sequence),
-          status: optionalParam(OneOf(...ThreadStatus.literals)),
-          order: optionalParam(OneOf(...ThreadOrder.literals))
-        })
-      )
+      .setUrlParams(ThreadsQuery)
       .addSuccess(ThreadPage)
       .pipe(
         readOf,
@@ -271,14 +281,7 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
 export class EffectsGroup extends HttpApiGroup.make("effects")
   .add(
     HttpApiEndpoint.get("list", "/effects")
-      .setUrlParams(
-        Schema.Struct({
-          status: optionalParam(OneOf(...EffectStatus.literals)),
-          kind: optionalParam(Schema.String),
-          aggregateId: optionalParam(Schema.String),
-          limit: optionalParam(DecimalInteger(1, 1000))
-        })
-      )
+      .setUrlParams(EffectsQuery)
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
   )
