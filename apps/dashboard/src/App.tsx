@@ -86,6 +86,8 @@ export const App = () => {
     refreshThread()
     if (threadId === undefined) refreshThreads()
   }, [refreshSummary, refreshThread, refreshThreads, threadId])
+  /** What every panel with action buttons is handed: refresh after an action, report a refusal. */
+  const actions = { onChanged, onError }
 
   const onToken = (token: string) => {
     saveToken(token)
@@ -147,14 +149,8 @@ export const App = () => {
               onNewer={cursors.length <= 1 ? undefined : () => setCursors(cursors.slice(0, -1))}
             />
             <div class="side">
-              <ApprovalsPanel
-                approvals={approvals}
-                now={now}
-                onOpenThread={openThread}
-                onChanged={onChanged}
-                onError={onError}
-              />
-              <OutboxPanel summary={summary} onOpenThread={openThread} onChanged={onChanged} onError={onError} />
+              <ApprovalsPanel approvals={approvals} now={now} onOpenThread={openThread} {...actions} />
+              <OutboxPanel summary={summary} onOpenThread={openThread} {...actions} />
               <LiveEvents recent={recent} now={now} />
             </div>
           </div>
@@ -171,8 +167,7 @@ export const App = () => {
               effects={effects}
               missing={missing}
               now={now}
-              onChanged={onChanged}
-              onError={onError}
+              {...actions}
               onUnauthorized={onStreamUnauthorized}
             />
           </div>

@@ -91,9 +91,7 @@ export type DeltaView = typeof DeltaView.Type
  * starting at `offset` within that call's arguments (their JSON as the provider streams it).
  */
 export const ToolDeltaView = Schema.Struct({
-  turnId: Schema.String,
-  step: Schema.Number,
-  attempt: Schema.Number,
+  ...stepAttempt,
   toolCallId: Schema.String,
   offset: Schema.Number,
   text: Schema.String

@@ -33,15 +33,8 @@ const CallRecord = Schema.Struct({
 })
 export type CallRecord = typeof CallRecord.Type
 
-export const ResultOutcome = Schema.Literal(
-  "succeeded",
-  "failed",
-  "interrupted",
-  "cancelled",
-  "unknown-tool",
-  "storage",
-  "denied"
-)
+const resultOutcomes = ["succeeded", "failed", "interrupted", "cancelled", "unknown-tool", "storage", "denied"] as const
+export const ResultOutcome = Schema.Literal(...resultOutcomes)
 const ResultRecord = Schema.Struct({
   callId: Schema.String,
   transcriptId: Schema.String,

@@ -165,78 +165,43 @@ export interface EffectPolicy {
   readonly timeout: Duration.Duration
 }
 
+/** A kind's policy; `tool` only for the kinds a model's tool call causes, `lane` "thread" unless said. */
+const policy = <K extends EffectKind>(
+  kind: K,
+  onProcessLoss: EffectPolicy["onProcessLoss"],
+  timeout: Duration.Duration,
+  options: { readonly tool?: ToolName; readonly lane?: EffectPolicy["lane"] } = {}
+): EffectPolicy & { readonly kind: K } => ({
+  kind,
+  ...(options.tool === undefined ? {} : { tool: options.tool }),
+  onProcessLoss,
+  lane: options.lane ?? "thread",
+  timeout
+})
+
 /**
- * The one table of kinds: for each, what a lost process means, its lane and its timeout. Keep these
+ * The one table of kinds: for each, what a lost process means, its timeout, and its lane. Keep these
  * names: effect ids and stored rows depend on them.
  */
 export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readonly kind: K } } = {
   // The call is repeated; its response is recorded once, by outcome id.
-  "model.step": { kind: "model.step", onProcessLoss: "replay-safe", lane: "thread", timeout: Duration.seconds(120) },
+  "model.step": policy("model.step", "replay-safe", Duration.seconds(120)),
   // Content addressed: a second performance makes no second version.
-  "tool.publish": {
-    kind: "tool.publish",
-    tool: "publish",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(30)
-  },
+  "tool.publish": policy("tool.publish", "replay-safe", Duration.seconds(30), { tool: "publish" }),
   // A sandbox run cannot be proven not to have happened, so it is never repeated blindly.
-  "tool.execute": {
-    kind: "tool.execute",
-    tool: "execute",
-    onProcessLoss: "process-bound",
-    lane: "thread",
-    timeout: Duration.minutes(10)
-  },
+  "tool.execute": policy("tool.execute", "process-bound", Duration.minutes(10), { tool: "execute" }),
   // Replay-safe through receipts: the dispatched command id derives from the effect id.
-  "tool.delegate": {
-    kind: "tool.delegate",
-    tool: "delegate",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(30)
-  },
+  "tool.delegate": policy("tool.delegate", "replay-safe", Duration.seconds(30), { tool: "delegate" }),
   // An idempotent put of the whole trigger.
-  "tool.trigger_edit": {
-    kind: "tool.trigger_edit",
-    tool: "trigger_edit",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(30)
-  },
+  "tool.trigger_edit": policy("tool.trigger_edit", "replay-safe", Duration.seconds(30), { tool: "trigger_edit" }),
   // From the tool's annotations, recorded with the call: read-only or idempotent tools are replay-safe;
   // any other may have acted in a way we cannot ask the server about, so it is treated like execute.
-  "tool.mcp_call": {
-    kind: "tool.mcp_call",
-    onProcessLoss: recordedPolicy,
-    lane: "thread",
-    timeout: Duration.seconds(60)
-  },
-  "thread.cleanup": {
-    kind: "thread.cleanup",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(60)
-  },
+  "tool.mcp_call": policy("tool.mcp_call", recordedPolicy, Duration.seconds(60)),
+  "thread.cleanup": policy("thread.cleanup", "replay-safe", Duration.seconds(60)),
   // A trigger's tick: a message.send under the tick's id, answered as a duplicate when repeated.
-  "trigger.fire": {
-    kind: "trigger.fire",
-    onProcessLoss: "replay-safe",
-    lane: "trigger",
-    timeout: Duration.seconds(30)
-  },
+  "trigger.fire": policy("trigger.fire", "replay-safe", Duration.seconds(30), { lane: "trigger" }),
   // A command to the waiting thread under an id derived from the effect: its receipt makes a repeat a duplicate.
-  "delegate.reply": {
-    kind: "delegate.reply",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(30)
-  },
+  "delegate.reply": policy("delegate.reply", "replay-safe", Duration.seconds(30)),
   // A command to the awaited thread, idem.
-  "delegate.withdraw": {
-    kind: "delegate.withdraw",
-    onProcessLoss: "replay-safe",
-    lane: "thread",
-    timeout: Duration.seconds(30)
-  }
+  "delegate.withdraw": policy("delegate.withdraw", "replay-safe", Duration.seconds(30))
 }

@@ -25,15 +25,8 @@ export type SettledBy = typeof SettledBy.Type
  * - `defect`: the handler died unexpectedly, or its outcome could not be recorded.
  * - `operator`: an operator acted on the row (a retry, a failure out of quarantine).
  */
-export const FailureReason = Schema.Literal(
-  "storage",
-  "process-lost",
-  "timeout",
-  "cancelled",
-  "handler",
-  "defect",
-  "operator"
-)
+const failureReasons = ["storage", "process-lost", "timeout", "cancelled", "handler", "defect", "operator"] as const
+export const FailureReason = Schema.Literal(...failureReasons)
 export type FailureReason = typeof FailureReason.Type
 
 /**

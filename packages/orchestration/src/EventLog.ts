@@ -63,20 +63,17 @@ export interface NewEvent {
 }
 
 /** What appending an event writes; the store assigns `sequence`. */
-export const insertShape: TableColumns.InsertShape<NewEvent> = {
-  table: "events",
-  columns: [
-    { name: "event_id", type: "text", encode: (e) => e.eventId },
-    { name: "aggregate_type", type: "text", encode: (e) => e.aggregateType },
-    { name: "aggregate_id", type: "text", encode: (e) => e.aggregateId },
-    { name: "version", type: "int", encode: (e) => e.version },
-    { name: "type", type: "text", encode: (e) => e.type },
-    { name: "schema_version", type: "int", encode: (e) => e.schemaVersion },
-    { name: "payload", type: "text", encode: (e) => e.payloadJson },
-    { name: "command_id", type: "text", encode: (e) => e.commandId },
-    { name: "occurred_at", type: "int", encode: (e) => e.occurredAt }
-  ]
-}
+export const insertShape = TableColumns.insertShape<NewEvent>()("events", {
+  event_id: "text",
+  aggregate_type: "text",
+  aggregate_id: "text",
+  version: "int",
+  type: "text",
+  schema_version: "int",
+  payload: { type: "text", encode: (e) => e.payloadJson },
+  command_id: "text",
+  occurred_at: "int"
+})
 
 /** Appends events in order and answers their records with the sequences the store assigned. */
 export const append = (

@@ -4,6 +4,7 @@
  * renewal, hand-back) is a conditional UPDATE here, and settling goes through the front door. Effect
  * ids are deterministic, so writing the same intent twice leaves one row.
  */
+import type { SqlError } from "@effect/sql/SqlError"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
@@ -100,24 +101,24 @@ export const columns = [
  * What the commit writes for a decided effect: a pending row, not attempted yet. An effect id that
  * exists already keeps its row (deterministic ids make a repeated intent one row).
  */
-export const insertShape: TableColumns.InsertShape<NewOutboxRow> = {
-  table: "outbox",
-  columns: [
-    { name: "effect_id", type: "text", encode: (r) => r.effectId },
-    { name: "command_id", type: "text", encode: (r) => r.commandId },
-    { name: "aggregate_type", type: "text", encode: (r) => r.aggregateType },
-    { name: "aggregate_id", type: "text", encode: (r) => r.aggregateId },
-    { name: "kind", type: "text", encode: (r) => r.kind },
-    { name: "payload", type: "text", encode: (r) => r.payloadJson },
-    { name: "lane", type: "text", encode: (r) => r.lane },
-    { name: "status", constant: "pending" },
-    { name: "attempts", constant: 0 },
-    { name: "available_at", type: "int", encode: (r) => r.availableAt },
-    { name: "created_at", type: "int", encode: (r) => r.now },
-    { name: "updated_at", sameAs: "created_at" }
-  ],
-  keepExistingOn: "effect_id"
-}
+export const insertShape = TableColumns.insertShape<NewOutboxRow>()(
+  "outbox",
+  {
+    effect_id: "text",
+    command_id: "text",
+    aggregate_type: "text",
+    aggregate_id: "text",
+    kind: "text",
+    payload: { type: "text", encode: (r) => r.payloadJson },
+    lane: "text",
+    status: { constant: "pending" },
+    attempts: { constant: 0 },
+    available_at: "int",
+    created_at: { type: "int", encode: (r) => r.now },
+    updated_at: { sameAs: "created_at" }
+  },
+  { keepExistingOn: "effect_id" }
+)
 
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
 
@@ -312,15 +313,21 @@ export const claim = (request: ClaimRequest) =>
       RETURNING *`
   ).pipe(Effect.map((rows) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)))
 
+/**
+ * Runs a conditional UPDATE of one row that ends `RETURNING effect_id`: true when the row still
+ * matched (its status, attempt or lease had not moved), false when it had.
+ */
+const updatedOne = (update: (sql: SqlClient) => Effect.Effect<ReadonlyArray<unknown>, SqlError>) =>
+  Effect.flatMap(SqlClient, update).pipe(Effect.map((rows) => rows.length === 1))
+
 /** Extends a lease this owner still holds. False when it was lost (reclaimed, settled, or stale). */
 export const renew = (effectId: string, attempt: number, owner: string, expiresAt: number, now: number) =>
-  Effect.flatMap(
-    SqlClient,
+  updatedOne(
     (sql) =>
-      sql<{ effect_id: string }>`UPDATE outbox SET lease_expires_at = ${expiresAt}, updated_at = ${now}
+      sql`UPDATE outbox SET lease_expires_at = ${expiresAt}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
       RETURNING effect_id`
-  ).pipe(Effect.map((rows) => rows.length === 1))
+  )
 
 /**
  * The owner's word that its handler for this attempt has stopped, on a row that was settled under it
@@ -356,48 +363,44 @@ export const leaseStates = (effectIds: ReadonlyArray<string>) =>
 
 /** Hands an unfinished row back to pending (graceful shutdown of a replay-safe effect). */
 export const release = (effectId: string, attempt: number, owner: string, now: number) =>
-  Effect.flatMap(
-    SqlClient,
+  updatedOne(
     (sql) =>
-      sql<{ effect_id: string }>`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
+      sql`UPDATE outbox SET status = 'pending', lease_owner = NULL, lease_expires_at = NULL,
         available_at = ${now}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt} AND lease_owner = ${owner}
       RETURNING effect_id`
-  ).pipe(Effect.map((rows) => rows.length === 1))
+  )
 
 /**
  * Parks a running row whose settlement its aggregate cannot record: status `quarantined`, lease
  * cleared, the record stored. False when the row is no longer running at this attempt.
  */
 export const park = (effectId: string, attempt: number, record: QuarantineRecord) =>
-  Effect.flatMap(
-    SqlClient,
+  updatedOne(
     (sql) =>
-      sql<{ effect_id: string }>`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
+      sql`UPDATE outbox SET status = 'quarantined', quarantine = ${JSON.stringify(record)},
         lease_owner = NULL, lease_expires_at = NULL, updated_at = ${record.at}
       WHERE effect_id = ${effectId} AND status = 'running' AND attempts = ${attempt}
       RETURNING effect_id`
-  ).pipe(Effect.map((rows) => rows.length === 1))
+  )
 
 /** Stores a newer record on a row that is still parked at this attempt (a release that failed again). */
 export const reparked = (effectId: string, attempt: number, record: QuarantineRecord) =>
-  Effect.flatMap(
-    SqlClient,
+  updatedOne(
     (sql) =>
-      sql<{ effect_id: string }>`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
+      sql`UPDATE outbox SET quarantine = ${JSON.stringify(record)}, updated_at = ${record.at}
       WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
-  ).pipe(Effect.map((rows) => rows.length === 1))
+  )
 
 /** An operator ends a parked row as failed, with their reason; the owning aggregate is not told. */
 export const failParked = (effectId: string, attempt: number, errorJson: string, now: number) =>
-  Effect.flatMap(
-    SqlClient,
+  updatedOne(
     (sql) =>
-      sql<{ effect_id: string }>`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
+      sql`UPDATE outbox SET status = 'failed', error = ${errorJson}, updated_at = ${now}
       WHERE effect_id = ${effectId} AND status = 'quarantined' AND attempts = ${attempt}
       RETURNING effect_id`
-  ).pipe(Effect.map((rows) => rows.length === 1))
+  )
 
 /** Running rows not held by a live owner: `liveOwners` keep theirs. */
 export const runningNotOwnedBy = (liveOwners: ReadonlyArray<string>, limit: number) =>

@@ -65,20 +65,6 @@ export interface ReceiptRow {
   readonly accepted_at: number
 }
 
-export const toReceipt = (row: ReceiptRow): Receipt => ({
-  commandId: row.command_id,
-  aggregateType: row.aggregate_type,
-  aggregateId: row.aggregate_id,
-  commandType: row.command_type,
-  fingerprint: row.fingerprint,
-  status: row.status,
-  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
-  lastSequence: Number(row.last_sequence),
-  effectIds: JSON.parse(row.effect_ids),
-  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
-  acceptedAt: Number(row.accepted_at)
-})
-
 /** Every column of `receipts`, in the migrated schema's order (test/table-columns.test.ts holds the two together). */
 export const columns = [
   "command_id",
@@ -94,23 +80,34 @@ export const columns = [
   "accepted_at"
 ] as const satisfies ReadonlyArray<keyof ReceiptRow>
 
+export const toReceipt = (row: ReceiptRow): Receipt => ({
+  commandId: row.command_id,
+  aggregateType: row.aggregate_type,
+  aggregateId: row.aggregate_id,
+  commandType: row.command_type,
+  fingerprint: row.fingerprint,
+  status: row.status,
+  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
+  lastSequence: Number(row.last_sequence),
+  effectIds: JSON.parse(row.effect_ids),
+  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
+  acceptedAt: Number(row.accepted_at)
+})
+
 /** What writing a receipt stores, and how (the commit writers and `insert` build their statements from it). */
-export const insertShape: TableColumns.InsertShape<Receipt> = {
-  table: "receipts",
-  columns: [
-    { name: "command_id", type: "text", encode: (r) => r.commandId },
-    { name: "aggregate_type", type: "text", encode: (r) => r.aggregateType },
-    { name: "aggregate_id", type: "text", encode: (r) => r.aggregateId },
-    { name: "command_type", type: "text", encode: (r) => r.commandType },
-    { name: "fingerprint", type: "text", encode: (r) => r.fingerprint },
-    { name: "status", type: "text", encode: (r) => r.status },
-    { name: "first_sequence", type: "int", encode: (r) => r.firstSequence },
-    { name: "last_sequence", type: "int", encode: (r) => r.lastSequence },
-    { name: "effect_ids", type: "text", encode: (r) => JSON.stringify(r.effectIds) },
-    { name: "rejection", type: "text", encode: (r) => (r.rejection === null ? null : JSON.stringify(r.rejection)) },
-    { name: "accepted_at", type: "int", encode: (r) => r.acceptedAt }
-  ]
-}
+export const insertShape = TableColumns.insertShape<Receipt>()("receipts", {
+  command_id: "text",
+  aggregate_type: "text",
+  aggregate_id: "text",
+  command_type: "text",
+  fingerprint: "text",
+  status: "text",
+  first_sequence: "int",
+  last_sequence: "int",
+  effect_ids: { type: "text", encode: (r) => JSON.stringify(r.effectIds) },
+  rejection: { type: "text", encode: (r) => (r.rejection === null ? null : JSON.stringify(r.rejection)) },
+  accepted_at: "int"
+})
 
 export const find = (commandIds: ReadonlyArray<string>) =>
   Effect.flatMap(

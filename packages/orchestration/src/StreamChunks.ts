@@ -53,19 +53,8 @@ export type EffectStream = typeof EffectStream.Type
 export const chunkCommandId = (effectId: string, attempt: number, start: number, end: number): string =>
   ingestCommandId("stream", `${effectId}#${attempt}:${start}-${end}`)
 
-/** What the owning aggregate is told (its optional `onStream`), so a domain can project it. */
-export interface StreamChunkNotice {
-  readonly effectId: string
-  readonly kind: string
-  readonly attempt: number
-  readonly start: number
-  readonly end: number
-  readonly text: string
-  readonly channel: string
-  readonly channelStart: number
-}
-
-export interface StreamChunk {
+/** A piece of one attempt's stream: where it sits in the attempt, and in its channel. */
+export interface ChunkPiece {
   readonly effectId: string
   readonly attempt: number
   readonly start: number
@@ -75,6 +64,15 @@ export interface StreamChunk {
   readonly channel: string
   /** Where `text` starts within its channel. */
   readonly channelStart: number
+}
+
+/** What the owning aggregate is told (its optional `onStream`), so a domain can project it. */
+export interface StreamChunkNotice extends ChunkPiece {
+  readonly kind: string
+}
+
+/** A stored piece, with the flush command that wrote it. */
+export interface StreamChunk extends ChunkPiece {
   readonly commandId: string
   readonly committedAt: number
 }

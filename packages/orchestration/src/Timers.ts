@@ -80,41 +80,34 @@ export const createTable = Effect.gen(function* () {
 export const fireId = (row: Pick<TimerRow, "aggregateType" | "aggregateId" | "timerId" | "generation">): string =>
   boundedId("timer:", `${row.aggregateType}:${row.aggregateId}:${row.timerId}#${row.generation}`)
 
-/** Schedules or moves (a new generation, pending again, unclaimed). Runs in the decision's transaction. */
-export const schedule = (
-  aggregateType: string,
-  aggregateId: string,
-  timers: ReadonlyArray<TimerIntent>,
-  now: number
+/** Runs one statement per item, in order, in the caller's transaction (the decision's). */
+const eachStatement = <A>(
+  items: ReadonlyArray<A>,
+  statement: (sql: SqlClient, item: A) => Effect.Effect<unknown, SqlError>
 ): Effect.Effect<void, SqlError, SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient
-    for (const t of timers) {
-      yield* sql`INSERT INTO timers (aggregate_type, aggregate_id, timer_id, generation, due_at, command, status,
+  Effect.flatMap(SqlClient, (sql) => Effect.forEach(items, (item) => statement(sql, item), { discard: true }))
+
+/** Schedules or moves (a new generation, pending again, unclaimed). Runs in the decision's transaction. */
+export const schedule = (aggregateType: string, aggregateId: string, timers: ReadonlyArray<TimerIntent>, now: number) =>
+  eachStatement(
+    timers,
+    (sql, t) => sql`INSERT INTO timers (aggregate_type, aggregate_id, timer_id, generation, due_at, command, status,
         claimed_until, updated_at)
         VALUES (${aggregateType}, ${aggregateId}, ${t.timerId}, 1, ${t.at}, ${canonicalJson(t.command)}, 'pending',
         NULL, ${now})
         ON CONFLICT (aggregate_type, aggregate_id, timer_id) DO UPDATE SET generation = timers.generation + 1,
         due_at = excluded.due_at, command = excluded.command, status = 'pending', claimed_until = NULL,
         updated_at = excluded.updated_at`
-    }
-  })
+  )
 
 /** Cancels pending timers of the aggregate; an unknown or already fired timer is left as it is. */
-export const cancel = (
-  aggregateType: string,
-  aggregateId: string,
-  timerIds: ReadonlyArray<string>,
-  now: number
-): Effect.Effect<void, SqlError, SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient
-    for (const timerId of timerIds) {
-      yield* sql`UPDATE timers SET status = 'cancelled', claimed_until = NULL, updated_at = ${now}
+export const cancel = (aggregateType: string, aggregateId: string, timerIds: ReadonlyArray<string>, now: number) =>
+  eachStatement(
+    timerIds,
+    (sql, timerId) => sql`UPDATE timers SET status = 'cancelled', claimed_until = NULL, updated_at = ${now}
         WHERE aggregate_type = ${aggregateType} AND aggregate_id = ${aggregateId} AND timer_id = ${timerId}
         AND status = 'pending'`
-    }
-  })
+  )
 
 /**
  * Claims up to `limit` due timers, earliest first, for `leaseMs`: another process skips them until

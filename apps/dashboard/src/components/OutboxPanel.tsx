@@ -3,10 +3,12 @@
  * reactor's lag, quarantined rows (release or fail), and the newest failures with their reason,
  * attempts and a retry button.
  */
+import type { ComponentChildren } from "preact"
 import type { EffectRow, OutboxSummary } from "../api.js"
 import { errorReason, formatAge, formatCount, quarantineReason } from "../format.js"
 import { StatusBadge } from "./Badges.js"
 import { EffectActions } from "./EffectActions.js"
+import { num, Table } from "./Table.js"
 
 const statuses = ["pending", "running", "succeeded", "failed", "cancelled", "quarantined"] as const
 /** Counts that need someone's attention are shown in red. */
@@ -18,6 +20,32 @@ export interface OutboxPanelProps {
   readonly onChanged: () => void
   readonly onError: (error: unknown) => void
 }
+
+/** A quarantined or failed effect: status, kind, owner, attempts and actions, then its id and why. */
+const EffectItem = (props: {
+  readonly effect: EffectRow
+  readonly testId: string
+  readonly owner: ComponentChildren
+  readonly attempts: ComponentChildren
+  readonly reasonTestId: string
+  readonly reason: ComponentChildren
+  readonly onChanged: () => void
+  readonly onError: (error: unknown) => void
+}) => (
+  <li data-testid={props.testId} data-effect-id={props.effect.effectId}>
+    <div class="failure-head">
+      <StatusBadge status={props.effect.status} />
+      <span class="mono">{props.effect.kind}</span>
+      {props.owner}
+      <span class="muted small">{props.attempts}</span>
+      <EffectActions effect={props.effect} onDone={props.onChanged} onError={props.onError} />
+    </div>
+    <div class="mono small effect-id">{props.effect.effectId}</div>
+    <div class="reason" data-testid={props.reasonTestId}>
+      {props.reason}
+    </div>
+  </li>
+)
 
 export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: OutboxPanelProps) => {
   const kinds = [...new Set((summary?.rows ?? []).map((r) => r.kind))].sort()
@@ -40,66 +68,39 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
           </strong>
         </span>
       </header>
-      <table class="table compact">
-        <thead>
-          <tr>
-            <th>Kind</th>
+      <Table compact columns={["Kind", ...statuses.map(num)]} empty={kinds.length === 0 ? "no effects yet" : undefined}>
+        {kinds.map((kind) => (
+          <tr data-testid="outbox-kind" data-kind={kind}>
+            <td class="mono">{kind}</td>
+            {statuses.map((s) => {
+              const n = count(s, kind)
+              return (
+                <td class={n > 0 && alarming.has(s) ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>
+                  {formatCount(n)}
+                </td>
+              )
+            })}
+          </tr>
+        ))}
+        {kinds.length > 1 ? (
+          <tr class="total">
+            <td>all kinds</td>
             {statuses.map((s) => (
-              <th class="num">{s}</th>
+              <td class="num">{formatCount(count(s))}</td>
             ))}
           </tr>
-        </thead>
-        <tbody>
-          {kinds.length === 0 ? (
-            <tr>
-              <td colSpan={statuses.length + 1} class="empty">
-                no effects yet
-              </td>
-            </tr>
-          ) : (
-            kinds.map((kind) => (
-              <tr data-testid="outbox-kind" data-kind={kind}>
-                <td class="mono">{kind}</td>
-                {statuses.map((s) => {
-                  const n = count(s, kind)
-                  return (
-                    <td class={n > 0 && alarming.has(s) ? "num bad" : n === 0 ? "num zero" : "num"} data-status={s}>
-                      {formatCount(n)}
-                    </td>
-                  )
-                })}
-              </tr>
-            ))
-          )}
-          {kinds.length > 1 ? (
-            <tr class="total">
-              <td>all kinds</td>
-              {statuses.map((s) => (
-                <td class="num">{formatCount(count(s))}</td>
-              ))}
-            </tr>
-          ) : null}
-        </tbody>
-      </table>
+        ) : null}
+      </Table>
       <h3>Reactors</h3>
-      <table class="table compact">
-        <thead>
-          <tr>
-            <th>Reactor</th>
-            <th class="num">Lag (due, unsettled)</th>
-            <th class="num">Oldest due pending</th>
+      <Table compact columns={["Reactor", num("Lag (due, unsettled)"), num("Oldest due pending")]}>
+        {(summary?.reactors ?? []).map((r) => (
+          <tr data-testid="reactor">
+            <td class="mono">{r.name}</td>
+            <td class="num">{formatCount(r.lag)}</td>
+            <td class="num">{r.oldestPendingAgeMs === 0 ? "–" : formatAge(r.oldestPendingAgeMs)}</td>
           </tr>
-        </thead>
-        <tbody>
-          {(summary?.reactors ?? []).map((r) => (
-            <tr data-testid="reactor">
-              <td class="mono">{r.name}</td>
-              <td class="num">{formatCount(r.lag)}</td>
-              <td class="num">{r.oldestPendingAgeMs === 0 ? "–" : formatAge(r.oldestPendingAgeMs)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+        ))}
+      </Table>
       {(summary?.quarantined ?? []).length === 0 ? null : (
         <>
           <h3>
@@ -110,21 +111,21 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
           </h3>
           <ul class="failures" data-testid="quarantined">
             {summary!.quarantined!.map((effect: EffectRow) => (
-              <li data-testid="quarantined-effect" data-effect-id={effect.effectId} key={effect.effectId}>
-                <div class="failure-head">
-                  <StatusBadge status={effect.status} />
-                  <span class="mono">{effect.kind}</span>
+              <EffectItem
+                key={effect.effectId}
+                effect={effect}
+                testId="quarantined-effect"
+                owner={
                   <span class="mono">
                     {effect.aggregateType}/{effect.aggregateId}
                   </span>
-                  <span class="muted small">attempt {effect.attempts}</span>
-                  <EffectActions effect={effect} onDone={onChanged} onError={onError} />
-                </div>
-                <div class="mono small effect-id">{effect.effectId}</div>
-                <div class="reason" data-testid="quarantine-reason">
-                  {quarantineReason(effect)}
-                </div>
-              </li>
+                }
+                attempts={<>attempt {effect.attempts}</>}
+                reasonTestId="quarantine-reason"
+                reason={quarantineReason(effect)}
+                onChanged={onChanged}
+                onError={onError}
+              />
             ))}
           </ul>
         </>
@@ -142,10 +143,11 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
       ) : (
         <ul class="failures">
           {summary.recentFailures.map((effect: EffectRow) => (
-            <li data-testid="failure" data-effect-id={effect.effectId} key={effect.effectId}>
-              <div class="failure-head">
-                <StatusBadge status={effect.status} />
-                <span class="mono">{effect.kind}</span>
+            <EffectItem
+              key={effect.effectId}
+              effect={effect}
+              testId="failure"
+              owner={
                 <a
                   href={`#/threads/${encodeURIComponent(effect.aggregateId)}`}
                   class="mono"
@@ -156,14 +158,13 @@ export const OutboxPanel = ({ onChanged, onError, onOpenThread, summary }: Outbo
                 >
                   {effect.aggregateId}
                 </a>
-                <span class="muted small">attempts {effect.attempts}</span>
-                <EffectActions effect={effect} onDone={onChanged} onError={onError} />
-              </div>
-              <div class="mono small effect-id">{effect.effectId}</div>
-              <div class="reason" data-testid="failure-reason">
-                {errorReason(effect.error)}
-              </div>
-            </li>
+              }
+              attempts={<>attempts {effect.attempts}</>}
+              reasonTestId="failure-reason"
+              reason={errorReason(effect.error)}
+              onChanged={onChanged}
+              onError={onError}
+            />
           ))}
         </ul>
       )}

@@ -9,6 +9,7 @@ import { StatusBadge } from "./Badges.js"
 import { ApprovalActions } from "./ApprovalActions.js"
 import { EffectActions } from "./EffectActions.js"
 import { LiveText } from "./LiveText.js"
+import { num, Table } from "./Table.js"
 
 export interface ThreadViewProps {
   readonly threadId: string
@@ -168,38 +169,23 @@ export const ThreadView = (props: ThreadViewProps) => {
           </h2>
           <StatusBadge status={detail.status} testId="thread-status" />
         </header>
-        <table class="table compact">
-          <thead>
-            <tr>
-              <th>Turn</th>
-              <th>Status</th>
-              <th class="num">Steps</th>
-              <th class="num">Tool calls</th>
-              <th>Reason</th>
+        <Table
+          compact
+          columns={["Turn", "Status", num("Steps"), num("Tool calls"), "Reason"]}
+          empty={detail.turns.length === 0 ? "no turns" : undefined}
+        >
+          {detail.turns.map((turn) => (
+            <tr data-testid="turn" data-turn-id={turn.turnId}>
+              <td class="mono">{turn.turnId}</td>
+              <td>
+                <StatusBadge status={turn.status} testId="turn-status" />
+              </td>
+              <td class="num">{turn.steps}</td>
+              <td class="num">{turn.toolCalls.length}</td>
+              <td class="muted">{turn.reason ?? ""}</td>
             </tr>
-          </thead>
-          <tbody>
-            {detail.turns.length === 0 ? (
-              <tr>
-                <td colSpan={5} class="empty">
-                  no turns
-                </td>
-              </tr>
-            ) : (
-              detail.turns.map((turn) => (
-                <tr data-testid="turn" data-turn-id={turn.turnId}>
-                  <td class="mono">{turn.turnId}</td>
-                  <td>
-                    <StatusBadge status={turn.status} testId="turn-status" />
-                  </td>
-                  <td class="num">{turn.steps}</td>
-                  <td class="num">{turn.toolCalls.length}</td>
-                  <td class="muted">{turn.reason ?? ""}</td>
-                </tr>
-              ))
-            )}
-          </tbody>
-        </table>
+          ))}
+        </Table>
       </section>
       <LiveText threadId={detail.threadId} onUnauthorized={props.onUnauthorized} />
       <section class="panel">
@@ -226,38 +212,25 @@ export const ThreadView = (props: ThreadViewProps) => {
           <h2>Effects</h2>
           <span class="muted small">{props.effects.length} rows</span>
         </header>
-        <table class="table compact">
-          <thead>
-            <tr>
-              <th>Effect</th>
-              <th>Kind</th>
-              <th>Status</th>
-              <th class="num">Attempts</th>
-              <th>Lease owner</th>
-              <th>Response or error</th>
-              <th></th>
+        <Table compact columns={["Effect", "Kind", "Status", num("Attempts"), "Lease owner", "Response or error", ""]}>
+          {props.effects.map((effect) => (
+            <tr data-testid="effect-row" data-effect-id={effect.effectId} data-status={effect.status}>
+              <td class="mono small">{effect.effectId}</td>
+              <td class="mono">{effect.kind}</td>
+              <td>
+                <StatusBadge status={effect.status} />
+              </td>
+              <td class="num">{effect.attempts}</td>
+              <td class="mono small">{effect.leaseOwner ?? "–"}</td>
+              <td class="small clip">
+                {effect.status === "succeeded" ? preview(effect.response, 120) : (errorReason(effect.error) ?? "")}
+              </td>
+              <td>
+                <EffectActions effect={effect} onDone={props.onChanged} onError={props.onError} />
+              </td>
             </tr>
-          </thead>
-          <tbody>
-            {props.effects.map((effect) => (
-              <tr data-testid="effect-row" data-effect-id={effect.effectId} data-status={effect.status}>
-                <td class="mono small">{effect.effectId}</td>
-                <td class="mono">{effect.kind}</td>
-                <td>
-                  <StatusBadge status={effect.status} />
-                </td>
-                <td class="num">{effect.attempts}</td>
-                <td class="mono small">{effect.leaseOwner ?? "–"}</td>
-                <td class="small clip">
-                  {effect.status === "succeeded" ? preview(effect.response, 120) : (errorReason(effect.error) ?? "")}
-                </td>
-                <td>
-                  <EffectActions effect={effect} onDone={props.onChanged} onError={props.onError} />
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+          ))}
+        </Table>
       </section>
     </div>
   )

@@ -7,6 +7,7 @@
 import type { ThreadPage } from "../api.js"
 import { formatAge, formatAgo, formatCount, isStuck } from "../format.js"
 import { StatusBadge, StuckBadge } from "./Badges.js"
+import { num, Table } from "./Table.js"
 
 export const threadFilters = ["all", "running", "idle", "deleted"] as const
 export type ThreadFilter = (typeof threadFilters)[number]
@@ -45,80 +46,63 @@ export const ThreadsPanel = (props: ThreadsPanelProps) => {
           ))}
         </nav>
       </header>
-      <table class="table">
-        <thead>
-          <tr>
-            <th>Thread</th>
-            <th>Status</th>
-            <th>Latest turn</th>
-            <th class="num">Steps</th>
-            <th class="num">Turn age</th>
-            <th class="num">Last progress</th>
-          </tr>
-        </thead>
-        <tbody>
-          {page === undefined ? (
-            <tr>
-              <td colSpan={6} class="empty">
-                loading…
-              </td>
-            </tr>
-          ) : page.threads.length === 0 ? (
-            <tr>
-              <td colSpan={6} class="empty">
-                no threads{props.filter === "all" ? "" : ` ${props.filter}`}
-              </td>
-            </tr>
-          ) : (
-            page.threads.map((thread) => {
-              const turn = thread.latestTurn
-              const silentFor = now - thread.lastEventAt
-              const stuck = isStuck(turn?.status, thread.lastEventAt, now, stuckAfterMs)
-              return (
-                <tr
-                  key={thread.threadId}
-                  class={stuck ? "row stuck" : "row"}
-                  data-testid="thread-row"
-                  data-thread-id={thread.threadId}
-                  data-turn-status={turn?.status ?? ""}
-                  onClick={() => props.onOpen(thread.threadId)}
+      <Table
+        columns={["Thread", "Status", "Latest turn", num("Steps"), num("Turn age"), num("Last progress")]}
+        empty={
+          page === undefined
+            ? "loading…"
+            : page.threads.length === 0
+              ? `no threads${props.filter === "all" ? "" : ` ${props.filter}`}`
+              : undefined
+        }
+      >
+        {page?.threads.map((thread) => {
+          const turn = thread.latestTurn
+          const silentFor = now - thread.lastEventAt
+          const stuck = isStuck(turn?.status, thread.lastEventAt, now, stuckAfterMs)
+          return (
+            <tr
+              key={thread.threadId}
+              class={stuck ? "row stuck" : "row"}
+              data-testid="thread-row"
+              data-thread-id={thread.threadId}
+              data-turn-status={turn?.status ?? ""}
+              onClick={() => props.onOpen(thread.threadId)}
+            >
+              <td>
+                <a
+                  href={`#/threads/${encodeURIComponent(thread.threadId)}`}
+                  class="mono"
+                  onClick={(e) => e.stopPropagation()}
                 >
-                  <td>
-                    <a
-                      href={`#/threads/${encodeURIComponent(thread.threadId)}`}
-                      class="mono"
-                      onClick={(e) => e.stopPropagation()}
-                    >
-                      {thread.threadId}
-                    </a>
-                    {thread.title ? <div class="muted small">{thread.title}</div> : null}
-                  </td>
-                  <td>
-                    <StatusBadge status={thread.status} />
-                  </td>
-                  <td>
-                    {turn === null ? (
-                      <span class="muted">none</span>
-                    ) : (
-                      <span class="turn">
-                        <StatusBadge status={turn.status} testId="turn-status" />
-                        {stuck ? <StuckBadge forMs={silentFor} format={formatAge} /> : null}
-                        {thread.queuedTurns > 0 ? (
-                          <span class="muted small">{` +${thread.queuedTurns} queued`}</span>
-                        ) : null}
-                        {turn.reason ? <div class="muted small reason">{turn.reason}</div> : null}
-                      </span>
-                    )}
-                  </td>
-                  <td class="num">{turn?.steps ?? "–"}</td>
-                  <td class="num">{turn === null ? "–" : formatAge(now - turn.queuedAt)}</td>
-                  <td class="num">{formatAgo(silentFor)}</td>
-                </tr>
-              )
-            })
-          )}
-        </tbody>
-      </table>
+                  {thread.threadId}
+                </a>
+                {thread.title ? <div class="muted small">{thread.title}</div> : null}
+              </td>
+              <td>
+                <StatusBadge status={thread.status} />
+              </td>
+              <td>
+                {turn === null ? (
+                  <span class="muted">none</span>
+                ) : (
+                  <span class="turn">
+                    <StatusBadge status={turn.status} testId="turn-status" />
+                    {stuck ? <StuckBadge forMs={silentFor} format={formatAge} /> : null}
+                    {thread.queuedTurns > 0 ? (
+                      <span class="muted small">{` +${thread.queuedTurns} queued`}</span>
+                    ) : null}
+                    {turn.reason ? <div class="muted small reason">{turn.reason}</div> : null}
+                  </span>
+                )}
+              </td>
+              <td class="num">{turn?.steps ?? "–"}</td>
+              <td class="num">{turn === null ? "–" : formatAge(now - turn.queuedAt)}</td>
+              <td class="num">{formatAgo(silentFor)}</td>
+            </tr>
+          )
+        })}
+      </Table>
       <footer class="pager">
         <button type="button" data-testid="newer" disabled={props.onNewer === undefined} onClick={props.onNewer}>
           ← Newer

@@ -4,6 +4,7 @@
  * and tests call it through a typed HttpApiClient. Handlers live next door, one module per group.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import type { HttpMethod } from "@effect/platform/HttpMethod"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
 import {
@@ -152,82 +153,87 @@ const commandId = HttpApiSchema.param("commandId", Schema.String)
 const threadId = HttpApiSchema.param("threadId", ThreadId)
 const effectId = HttpApiSchema.param("effectId", Schema.String)
 
+/** `GET /v1/events`: the log after a sequence, optionally one aggregate's. */
+const EventsQuery = Schema.Struct({
+  after: optionalParam(Sequence),
+  limit: optionalParam(DecimalInteger(1, 1000)),
+  aggregateId: optionalParam(Schema.String)
+})
+
+/** `GET /v1/threads`: a page of threads, by status, newest or oldest first. */
+const ThreadsQuery = Schema.Struct({
+  limit: optionalParam(DecimalInteger(1, 500)),
+  /** The `next` of the previous page. */
+  after: optionalParam(Sequence),
+  status: optionalParam(OneOf(...ThreadStatus.literals)),
+  order: optionalParam(OneOf(...ThreadOrder.literals))
+})
+
+/** `GET /v1/effects`: outbox rows by status, kind and aggregate. */
+const EffectsQuery = Schema.Struct({
+  status: optionalParam(OneOf(...EffectStatus.literals)),
+  kind: optionalParam(Schema.String),
+  aggregateId: optionalParam(Schema.String),
+  limit: optionalParam(DecimalInteger(1, 1000))
+})
+
+/** A Server-Sent Events response, as its OpenAPI document describes it. */
+const EventStream = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" }))
+
+/** A read of something named: 404 when there is no such thing, 503 when the store cannot be read. */
+const readOf = <N extends string, M extends HttpMethod, P, U, B, H, S, E, R, RE>(
+  endpoint: HttpApiEndpoint.HttpApiEndpoint<N, M, P, U, B, H, S, E, R, RE>
+) => endpoint.addError(Wire.NotFound).addError(Wire.StorageUnavailable)
+
+/** The endpoint's description in the OpenAPI document. */
+const described =
+  (text: string) =>
+  <N extends string, M extends HttpMethod, P, U, B, H, S, E, R, RE>(
+    endpoint: HttpApiEndpoint.HttpApiEndpoint<N, M, P, U, B, H, S, E, R, RE>
+  ) =>
+    endpoint.annotate(OpenApi.Description, text)
+
 export class CommandsGroup extends HttpApiGroup.make("commands")
   .add(
     HttpApiEndpoint.post("dispatch", "/commands")
       .setPayload(CommandBody)
       .addSuccess(DispatchAnswer)
       .addError(DispatchErrors)
-      .annotate(
-        OpenApi.Description,
-        "Dispatch a command; the answer means its intent committed. Retry with the same commandId."
-      )
+      .pipe(described("Dispatch a command; the answer means its intent committed. Retry with the same commandId."))
   )
-  .add(
-    HttpApiEndpoint.get("receipt")`/commands/${commandId}`
-      .addSuccess(ReceiptView)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-  )
+  .add(HttpApiEndpoint.get("receipt")`/commands/${commandId}`.addSuccess(ReceiptView).pipe(readOf))
   .prefix("/v1") {}
 
 export class EventsGroup extends HttpApiGroup.make("events")
   .add(
     HttpApiEndpoint.get("list", "/events")
-      .setUrlParams(
-        Schema.Struct({
-          after: optionalParam(Sequence),
-          limit: optionalParam(DecimalInteger(1, 1000)),
-          aggregateId: optionalParam(Schema.String)
-        })
-      )
+      .setUrlParams(EventsQuery)
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
   )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream")
       .setUrlParams(Schema.Struct({ after: optionalParam(Sequence), access_token: optionalParam(Schema.String) }))
-      .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
+      .addSuccess(EventStream)
       .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID."
-      )
+      .pipe(described("Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID."))
   )
   .prefix("/v1") {}
 
 export class ThreadsGroup extends HttpApiGroup.make("threads")
   .add(
     HttpApiEndpoint.get("list", "/threads")
-      .setUrlParams(
-        Schema.Struct({
-          limit: optionalParam(DecimalInteger(1, 500)),
-          /** The `next` of the previous page. */
-          after: optionalParam(Sequence),
-          status: optionalParam(OneOf(...ThreadStatus.literals)),
-          order: optionalParam(OneOf(...ThreadOrder.literals))
-        })
-      )
+      .setUrlParams(ThreadsQuery)
       .addSuccess(ThreadPage)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "A page of threads, most recently changed first, or least with order=oldest (default 50, at most 500). Page on with after=<next>."
+      .pipe(
+        readOf,
+        described(
+          "A page of threads, most recently changed first, or least with order=oldest (default 50, at most 500). Page on with after=<next>."
+        )
       )
   )
-  .add(
-    HttpApiEndpoint.get("thread")`/threads/${threadId}`
-      .addSuccess(ThreadView)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-  )
-  .add(
-    HttpApiEndpoint.get("transcript")`/threads/${threadId}/transcript`
-      .addSuccess(TranscriptView)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-  )
+  .add(HttpApiEndpoint.get("thread")`/threads/${threadId}`.addSuccess(ThreadView).pipe(readOf))
+  .add(HttpApiEndpoint.get("transcript")`/threads/${threadId}/transcript`.addSuccess(TranscriptView).pipe(readOf))
   .add(
     HttpApiEndpoint.get("stream")`/threads/${threadId}/stream`
       .setUrlParams(
@@ -237,42 +243,37 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
           access_token: optionalParam(Schema.String)
         })
       )
-      .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "Server-Sent Events: the thread's events (event: thread-event) and the running model step's text as it grows " +
-          "(event: delta; superseded / interrupted / failed mark partial text that is not the answer). " +
-          "id = a position (<seq> or <seq>:<step>:<attempt>:<end>:<turnId>); resume with Last-Event-ID."
+      .addSuccess(EventStream)
+      .pipe(
+        readOf,
+        described(
+          "Server-Sent Events: the thread's events (event: thread-event) and the running model step's text as it grows " +
+            "(event: delta; superseded / interrupted / failed mark partial text that is not the answer). " +
+            "id = a position (<seq> or <seq>:<step>:<attempt>:<end>:<turnId>); resume with Last-Event-ID."
+        )
       )
   )
   .add(
     HttpApiEndpoint.get("triggers", "/triggers")
       .setUrlParams(Schema.Struct({ limit: optionalParam(DecimalInteger(1, 1000)) }))
       .addSuccess(TriggerList)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "The cron triggers that are not deleted, soonest next fire first (default 100, at most 1000), each with its next fire time."
+      .pipe(
+        readOf,
+        described(
+          "The cron triggers that are not deleted, soonest next fire first (default 100, at most 1000), each with its next fire time."
+        )
       )
   )
   .add(
     HttpApiEndpoint.get("approvals", "/approvals")
-      .setUrlParams(
-        Schema.Struct({
-          limit: optionalParam(DecimalInteger(1, 500)),
-          threadId: optionalParam(ThreadId)
-        })
-      )
+      .setUrlParams(Schema.Struct({ limit: optionalParam(DecimalInteger(1, 500)), threadId: optionalParam(ThreadId) }))
       .addSuccess(ApprovalList)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "Tool calls awaiting an operator's approval (APPROVAL=required), earliest deadline first (default 100, at most 500). " +
-          "Answer each with the command tool.approve { threadId, callId, note? } or tool.deny { threadId, callId, reason? }."
+      .pipe(
+        readOf,
+        described(
+          "Tool calls awaiting an operator's approval (APPROVAL=required), earliest deadline first (default 100, at most 500). " +
+            "Answer each with the command tool.approve { threadId, callId, note? } or tool.deny { threadId, callId, reason? }."
+        )
       )
   )
   .prefix("/v1") {}
@@ -280,23 +281,11 @@ export class ThreadsGroup extends HttpApiGroup.make("threads")
 export class EffectsGroup extends HttpApiGroup.make("effects")
   .add(
     HttpApiEndpoint.get("list", "/effects")
-      .setUrlParams(
-        Schema.Struct({
-          status: optionalParam(OneOf(...EffectStatus.literals)),
-          kind: optionalParam(Schema.String),
-          aggregateId: optionalParam(Schema.String),
-          limit: optionalParam(DecimalInteger(1, 1000))
-        })
-      )
+      .setUrlParams(EffectsQuery)
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
   )
-  .add(
-    HttpApiEndpoint.get("get")`/effects/${effectId}`
-      .addSuccess(EffectView)
-      .addError(Wire.NotFound)
-      .addError(Wire.StorageUnavailable)
-  )
+  .add(HttpApiEndpoint.get("get")`/effects/${effectId}`.addSuccess(EffectView).pipe(readOf))
   .add(
     HttpApiEndpoint.post("retry")`/effects/${effectId}/retry`
       .setPayload(OperatorBody)
@@ -318,9 +307,10 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.EffectNotQuarantined)
       .addError(Wire.EffectStillQuarantined)
       .addError(DispatchErrors)
-      .annotate(
-        OpenApi.Description,
-        "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not."
+      .pipe(
+        described(
+          "Record a quarantined effect's parked settlement now that its cause is fixed; 409 EffectStillQuarantined when it is not."
+        )
       )
   )
   .add(
@@ -332,10 +322,7 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.UnsupportedMediaType)
       .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "End a quarantined effect as failed with the operator's reason; its aggregate is not told."
-      )
+      .pipe(described("End a quarantined effect as failed with the operator's reason; its aggregate is not told."))
   )
   .prefix("/v1") {}
 
@@ -358,23 +345,18 @@ export const OutboxSummary = Schema.Struct({
 })
 export type OutboxSummary = typeof OutboxSummary.Type
 
-export class OutboxGroup extends HttpApiGroup.make("outbox")
-  .add(
-    HttpApiEndpoint.get("summary", "/outbox/summary")
-      .addSuccess(OutboxSummary)
-      .addError(Wire.StorageUnavailable)
-      .annotate(
-        OpenApi.Description,
-        "Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."
-      )
-  )
-  .prefix("/v1") {}
+const outboxSummary = HttpApiEndpoint.get("summary", "/outbox/summary")
+  .addSuccess(OutboxSummary)
+  .addError(Wire.StorageUnavailable)
+  .pipe(described("Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."))
+
+export class OutboxGroup extends HttpApiGroup.make("outbox").add(outboxSummary).prefix("/v1") {}
 
 export class OpsGroup extends HttpApiGroup.make("ops")
   .add(
     HttpApiEndpoint.get("health", "/health")
       .addSuccess(HealthReport)
-      .annotate(OpenApi.Description, "200 when ok or degraded, 503 (same body) when unavailable.")
+      .pipe(described("200 when ok or degraded, 503 (same body) when unavailable."))
   )
   .add(
     HttpApiEndpoint.get("metrics", "/metrics").addSuccess(

@@ -23,6 +23,37 @@ const columnTypes = (sql: SqlClient) =>
     orElse: () => ({ serial: "INTEGER PRIMARY KEY AUTOINCREMENT", int: "INTEGER" })
   })
 
+/**
+ * The outbox's columns as 0001 created them; 0003 rebuilds the table (SQLite) from the same list with
+ * a wider status CHECK and one more column.
+ */
+const outboxColumns = (t: ReturnType<typeof columnTypes>, statuses: string) => [
+  `sequence ${t.serial}`,
+  "effect_id TEXT NOT NULL UNIQUE",
+  "command_id TEXT NOT NULL",
+  "aggregate_type TEXT NOT NULL",
+  "aggregate_id TEXT NOT NULL",
+  "kind TEXT NOT NULL",
+  "payload TEXT NOT NULL",
+  "lane TEXT NOT NULL",
+  `status TEXT NOT NULL CHECK (status IN (${statuses}))`,
+  `attempts ${t.int} NOT NULL DEFAULT 0`,
+  `available_at ${t.int} NOT NULL`,
+  "lease_owner TEXT",
+  `lease_expires_at ${t.int}`,
+  "response TEXT",
+  "error TEXT",
+  `created_at ${t.int} NOT NULL`,
+  `updated_at ${t.int} NOT NULL`
+]
+
+/**
+ * `CREATE TABLE name (…)`, one definition a line, laid out as the shipped statement was: a migration's
+ * text never changes once it ran (SQLite keeps each table's CREATE text as written).
+ */
+const createTable = (name: string, definitions: ReadonlyArray<string>, indent: string) =>
+  `CREATE TABLE ${name} (\n${indent}  ${definitions.join(`,\n${indent}  `)}\n${indent})`
+
 const init = Effect.gen(function* () {
   const sql = yield* SqlClient
   const t = columnTypes(sql)
@@ -55,25 +86,9 @@ const init = Effect.gen(function* () {
     accepted_at ${t.int} NOT NULL
   )`)
   yield* sql`CREATE INDEX receipts_by_time ON receipts (accepted_at)`
-  yield* sql.unsafe(`CREATE TABLE outbox (
-    sequence ${t.serial},
-    effect_id TEXT NOT NULL UNIQUE,
-    command_id TEXT NOT NULL,
-    aggregate_type TEXT NOT NULL,
-    aggregate_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    payload TEXT NOT NULL,
-    lane TEXT NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'running', 'succeeded', 'failed', 'cancelled')),
-    attempts ${t.int} NOT NULL DEFAULT 0,
-    available_at ${t.int} NOT NULL,
-    lease_owner TEXT,
-    lease_expires_at ${t.int},
-    response TEXT,
-    error TEXT,
-    created_at ${t.int} NOT NULL,
-    updated_at ${t.int} NOT NULL
-  )`)
+  yield* sql.unsafe(
+    createTable("outbox", outboxColumns(t, "'pending', 'running', 'succeeded', 'failed', 'cancelled'"), "  ")
+  )
   yield* sql`CREATE INDEX outbox_by_status_kind ON outbox (status, kind, sequence)`
   yield* sql`CREATE INDEX outbox_by_lane ON outbox (lane, sequence)`
   yield* sql`CREATE INDEX outbox_by_aggregate ON outbox (aggregate_id, sequence)`
@@ -117,31 +132,11 @@ const quarantine = Effect.gen(function* () {
       }),
     orElse: () =>
       Effect.gen(function* () {
-        const columns =
-          "sequence, effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts, " +
-          "available_at, lease_owner, lease_expires_at, response, error, created_at, updated_at"
+        const definitions = outboxColumns(t, outboxStatuses)
+        const columns = definitions.map((definition) => definition.split(" ")[0]).join(", ")
         const [mark] = yield* sql<{ seq: number | null }>`SELECT MAX(seq) AS seq FROM (
           SELECT seq FROM sqlite_sequence WHERE name = 'outbox' UNION ALL SELECT MAX(sequence) FROM outbox)`
-        yield* sql.unsafe(`CREATE TABLE outbox_next (
-          sequence ${t.serial},
-          effect_id TEXT NOT NULL UNIQUE,
-          command_id TEXT NOT NULL,
-          aggregate_type TEXT NOT NULL,
-          aggregate_id TEXT NOT NULL,
-          kind TEXT NOT NULL,
-          payload TEXT NOT NULL,
-          lane TEXT NOT NULL,
-          status TEXT NOT NULL CHECK (status IN (${outboxStatuses})),
-          attempts ${t.int} NOT NULL DEFAULT 0,
-          available_at ${t.int} NOT NULL,
-          lease_owner TEXT,
-          lease_expires_at ${t.int},
-          response TEXT,
-          error TEXT,
-          created_at ${t.int} NOT NULL,
-          updated_at ${t.int} NOT NULL,
-          quarantine TEXT
-        )`)
+        yield* sql.unsafe(createTable("outbox_next", [...definitions, "quarantine TEXT"], "        "))
         yield* sql.unsafe(`INSERT INTO outbox_next (${columns}) SELECT ${columns} FROM outbox`)
         yield* sql.unsafe(`DROP TABLE outbox`)
         yield* sql.unsafe(`ALTER TABLE outbox_next RENAME TO outbox`)

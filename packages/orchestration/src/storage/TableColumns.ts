@@ -17,6 +17,46 @@ export type InsertColumn<Row> =
   | { readonly name: string; readonly constant: string | number }
   | { readonly name: string; readonly sameAs: string }
 
+/** `schema_version` → `schemaVersion`: the row field a column is read from unless the shape says otherwise. */
+type FieldOf<Column extends string> = Column extends `${infer Head}_${infer Tail}`
+  ? `${Head}${Capitalize<FieldOf<Tail>>}`
+  : Column
+
+/** The logical type of a field's values: strings are TEXT, numbers 64-bit integers (either may be null). */
+type LogicalType<V> = [V] extends [string | null] ? "text" : [V] extends [number | null] ? "int" : never
+
+/**
+ * A column in `insertShape`: its logical type alone when its value is the row field its name spells in
+ * camelCase (checked against the row type), or the column stated in full (an encoder, a constant, `sameAs`).
+ */
+export type ColumnSpec<Row, Column extends string> =
+  | (FieldOf<Column> extends keyof Row ? LogicalType<Row[FieldOf<Column>]> : never)
+  | { readonly type: "text" | "int"; readonly encode: (row: Row) => Value }
+  | { readonly constant: string | number }
+  | { readonly sameAs: string }
+
+const fieldOf = (column: string) => column.replace(/_([a-z])/g, (_, letter: string) => letter.toUpperCase())
+
+/**
+ * A table's insert shape from a record of column → spec, in statement order (a record keeps its keys'
+ * order): `insertShape<NewEvent>()("events", { event_id: "text", payload: { type: "text", encode: (e) => e.payloadJson } })`.
+ */
+export const insertShape =
+  <Row>() =>
+  <const Spec extends { readonly [Column in keyof Spec & string]: ColumnSpec<Row, Column> }>(
+    table: string,
+    spec: Spec,
+    options: { readonly keepExistingOn?: string } = {}
+  ): InsertShape<Row> => ({
+    table,
+    columns: Object.entries<ColumnSpec<Row, string>>(spec).map(([name, column]) => {
+      if (typeof column !== "string") return { name, ...column }
+      const field = fieldOf(name) as keyof Row
+      return { name, type: column, encode: (row: Row) => row[field] as Value }
+    }),
+    ...options
+  })
+
 export interface InsertShape<Row> {
   readonly table: string
   readonly columns: ReadonlyArray<InsertColumn<Row>>
