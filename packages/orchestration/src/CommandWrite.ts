@@ -309,15 +309,17 @@ export const decideAndWrite = (
     const lastSequence = records.at(-1)?.sequence ?? head
     if (writeCommand === undefined) {
       if (faults) yield* faults.before("receipts", commandId)
-      yield* deps.writer.insertReceipts([{
-        ...identity,
-        status: "accepted",
-        firstSequence: records[0]?.sequence ?? null,
-        lastSequence,
-        effectIds,
-        rejection: null,
-        acceptedAt: now
-      }])
+      yield* deps.writer.insertReceipts([
+        {
+          ...identity,
+          status: "accepted",
+          firstSequence: records[0]?.sequence ?? null,
+          lastSequence,
+          effectIds,
+          rejection: null,
+          acceptedAt: now
+        }
+      ])
     }
     return {
       answer: {

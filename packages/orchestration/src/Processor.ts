@@ -177,21 +177,22 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       let head = deps.head.value
       const results: Array<CommandResult> = new Array(items.length)
       // The run's writes go out before any other command writes, so the log keeps the batch's order.
-      const writeRun = Effect.suspend((): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
-        settlements === undefined || !settlements.pending()
-          ? Effect.void
-          : settlements.write(deps, env, head).pipe(
-              Effect.catchAllCause(
-                (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
-                  isStorageCause(cause)
-                    ? Effect.failCause(cause as Cause.Cause<SqlError>)
-                    : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
-              ),
-              Effect.map((written) => {
-                for (const answer of written.answers) results[answer.index] = answer.result
-                head = written.head
-              })
-            )
+      const writeRun = Effect.suspend(
+        (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
+          settlements === undefined || !settlements.pending()
+            ? Effect.void
+            : settlements.write(deps, env, head).pipe(
+                Effect.catchAllCause(
+                  (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
+                    isStorageCause(cause)
+                      ? Effect.failCause(cause as Cause.Cause<SqlError>)
+                      : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
+                ),
+                Effect.map((written) => {
+                  for (const answer of written.answers) results[answer.index] = answer.result
+                  head = written.head
+                })
+              )
       )
       // Items before this index have had their rows read (or were not settlements).
       let readUpTo = 0

@@ -150,7 +150,9 @@ export const make = (page: SettlementPage.SettlementPage): SettlementWrites => {
       if (faults) {
         for (const d of decided) if (d._tag === "Accepted") yield* faults.before("events", d.identity.commandId)
       }
-      const records = yield* deps.writer.appendEvents(decided.flatMap((d) => (d._tag === "Accepted" ? d.newEvents : [])))
+      const records = yield* deps.writer.appendEvents(
+        decided.flatMap((d) => (d._tag === "Accepted" ? d.newEvents : []))
+      )
       const receipts: Array<Receipts.Receipt> = []
       const answers: Array<WrittenRun["answers"][number]> = []
       let last = head
@@ -167,7 +169,15 @@ export const make = (page: SettlementPage.SettlementPage): SettlementWrites => {
         if (deps.projections.length > 0) yield* applyProjections(deps, env, identity, d.events, mine)
         const first = mine[0]?.sequence ?? null
         last = mine.at(-1)?.sequence ?? last
-        receipts.push({ ...identity, status: "accepted", firstSequence: first, lastSequence: last, effectIds: [], rejection: null, acceptedAt: d.now })
+        receipts.push({
+          ...identity,
+          status: "accepted",
+          firstSequence: first,
+          lastSequence: last,
+          effectIds: [],
+          rejection: null,
+          acceptedAt: d.now
+        })
         answers.push({
           index,
           result: Exit.succeed({

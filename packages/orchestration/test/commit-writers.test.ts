@@ -65,7 +65,9 @@ const writes = (writer: CommitWriter.CommitWriter) =>
       yield* writer.insertReceipts([receipt("c1")])
       const second = yield* writer.appendEvents([event(3, "c2")])
       yield* writer.insertOutbox([outboxRow("mail-1", "c2", 1_600), outboxRow("mail-2", "c2", 1_600)])
-      yield* writer.insertReceipts([receipt("c2", { firstSequence: 3, lastSequence: 3, effectIds: ["mail-1", "mail-2"] })])
+      yield* writer.insertReceipts([
+        receipt("c2", { firstSequence: 3, lastSequence: 3, effectIds: ["mail-1", "mail-2"] })
+      ])
       // Several receipts at once, as a batch's settlements write theirs (SettlementWrites.ts).
       yield* writer.insertReceipts([
         receipt("c3", {
