@@ -114,8 +114,7 @@ describe("settlement pages", () => {
         })
         // Boot dispatch runs in the caller's fiber: the faults are the whole program's, as in production.
         const failed = yield* Effect.flip(Reconcile.reconcileAfterProcessLoss({ policies })).pipe(
-          Effect.provide(jobsEngine(file)),
-          Effect.provide(faults)
+          Effect.provide(jobsEngine(file).pipe(Layer.provideMerge(faults)))
         )
         assert.instanceOf(failed, StorageFailure)
         assert.deepStrictEqual(
