@@ -110,7 +110,8 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
       aggregate,
       decide: decideSettlementCommand(aggregate, identity, settlement),
       settles: true,
-      effectId: settlement.effectId
+      effectId: settlement.effectId,
+      settlement
     }
   }
 

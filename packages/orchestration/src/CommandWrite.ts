@@ -69,6 +69,14 @@ const encoderOf = (aggregate: AnyAggregate) => {
   return encode
 }
 
+/** What a decider is told about the command it decides. */
+export const decideContext = (identity: Receipts.CommandIdentity, now: number): DecideContext => ({
+  commandId: identity.commandId,
+  aggregateId: identity.aggregateId,
+  now,
+  deriveId: (key: string) => boundedId("", `${identity.commandId}:${key}`)
+})
+
 /** A rejection's receipt: nothing else is written, and the answer says why. */
 const writeRejection = (
   deps: ProcessorDeps,
@@ -80,27 +88,38 @@ const writeRejection = (
 ): Effect.Effect<CommandRejected, SqlError, SqlClient> =>
   Effect.gen(function* () {
     if (env.faults) yield* env.faults.before("receipts", identity.commandId)
-    yield* deps.writer.insertReceipt({
-      ...identity,
-      status: "rejected",
-      firstSequence: null,
-      lastSequence: head,
-      effectIds: [],
-      rejection: { reason: rejection.reason, message: rejection.message },
-      acceptedAt: now
-    })
-    return new CommandRejected({
-      commandId: identity.commandId,
-      aggregateType: identity.aggregateType,
-      aggregateId: identity.aggregateId,
-      reason: rejection.reason,
-      message: rejection.message,
-      duplicate: false
-    })
+    yield* deps.writer.insertReceipts([rejectionReceipt(identity, rejection, head, now)])
+    return rejectedAnswer(identity, rejection)
+  })
+
+/** The receipt of a rejected command: its reason, and the log head it was decided at. */
+export const rejectionReceipt = (
+  identity: Receipts.CommandIdentity,
+  rejection: Rejection,
+  head: number,
+  now: number
+): Receipts.Receipt => ({
+  ...identity,
+  status: "rejected",
+  firstSequence: null,
+  lastSequence: head,
+  effectIds: [],
+  rejection: { reason: rejection.reason, message: rejection.message },
+  acceptedAt: now
+})
+
+export const rejectedAnswer = (identity: Receipts.CommandIdentity, rejection: Rejection) =>
+  new CommandRejected({
+    commandId: identity.commandId,
+    aggregateType: identity.aggregateType,
+    aggregateId: identity.aggregateId,
+    reason: rejection.reason,
+    message: rejection.message,
+    duplicate: false
   })
 
 /** The decision's events folded into the state and encoded; a throw from either is the command's defect. */
-const evolveAndEncode = (
+export const evolveAndEncode = (
   item: QueuedCommand,
   current: AggregateState,
   events: ReadonlyArray<any>
@@ -156,7 +175,7 @@ const plannedEffects = (
   return { effectIds, effectRows }
 }
 
-const newEventsOf = (
+export const newEventsOf = (
   item: QueuedCommand,
   current: AggregateState,
   encoded: ReadonlyArray<{ type: string; json: string }>,
@@ -180,7 +199,7 @@ const newEventsOf = (
  * Each committed event through the projections that read it. A projection's constraint violation or
  * throw is the command's defect; any other SQL error is the store's.
  */
-const applyProjections = (
+export const applyProjections = (
   deps: ProcessorDeps,
   env: BatchEnv,
   identity: Receipts.CommandIdentity,
@@ -247,12 +266,7 @@ export const decideAndWrite = (
     const { aggregate, identity } = item
     const commandId = identity.commandId
     const now = env.clock.unsafeCurrentTimeMillis()
-    const ctx: DecideContext = {
-      commandId,
-      aggregateId: identity.aggregateId,
-      now,
-      deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
-    }
+    const ctx = decideContext(identity, now)
     const decision = yield* item.decide(current.state, ctx, env.page)
     if (decision instanceof EffectActionRefused) return decision
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
@@ -293,15 +307,17 @@ export const decideAndWrite = (
     const lastSequence = records.at(-1)?.sequence ?? head
     if (writeCommand === undefined) {
       if (faults) yield* faults.before("receipts", commandId)
-      yield* deps.writer.insertReceipt({
-        ...identity,
-        status: "accepted",
-        firstSequence: records[0]?.sequence ?? null,
-        lastSequence,
-        effectIds,
-        rejection: null,
-        acceptedAt: now
-      })
+      yield* deps.writer.insertReceipts([
+        {
+          ...identity,
+          status: "accepted",
+          firstSequence: records[0]?.sequence ?? null,
+          lastSequence,
+          effectIds,
+          rejection: null,
+          acceptedAt: now
+        }
+      ])
     }
     return {
       answer: {

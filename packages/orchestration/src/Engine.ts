@@ -139,9 +139,9 @@ export class Engine extends Context.Tag("orchestration/Engine")<Engine, EngineSh
 
 /**
  * Boot-time commands per transaction. Nothing else runs at boot, so a long transaction delays nobody,
- * and each COMMIT saved is an fsync saved (reconcile settles its rows 500 at a time).
+ * and each COMMIT saved is an fsync saved (reconcile settles its rows 2,000 at a time).
  */
-const BOOT_BATCH = 512
+const BOOT_BATCH = 2_048
 
 const belowFloor = (space: { readonly freeBytes: number; readonly floorBytes: number }) =>
   new EngineUnavailable({

@@ -207,19 +207,54 @@ export const composeChanges = (first: PagedChange, second: PagedChange): PagedCh
   requeued: first.requeued || second.requeued
 })
 
+/** What a change writes, apart from which row: changes with equal keys can share one statement. */
+const changeKey = (c: PagedChange) =>
+  JSON.stringify([
+    c.attempt,
+    c.status,
+    c.availableAt ?? null,
+    c.response === undefined ? 0 : 1,
+    c.response ?? null,
+    c.error === undefined ? 0 : 1,
+    c.error ?? null,
+    c.keepLease,
+    c.operatorActions,
+    c.now
+  ])
+
+/** Pure: the changes that write the same thing, grouped (in first-seen order); rows keep their order within a group. */
+export const groupChanges = (changes: ReadonlyArray<PagedChange>): ReadonlyArray<ReadonlyArray<PagedChange>> => {
+  const groups = new Map<string, Array<PagedChange>>()
+  for (const c of changes) {
+    const key = changeKey(c)
+    const group = groups.get(key)
+    if (group === undefined) groups.set(key, [c])
+    else group.push(c)
+  }
+  return [...groups.values()]
+}
+
 /**
- * A page of settlements in one UPDATE, each row as applyChangeAt would leave it alone. The values travel in
- * a VALUES list, cast so PostgreSQL knows their types (its columns are named column1… there too).
+ * A page of settlements, each row as it would be left changed alone, in few statements: rows that
+ * change alike (a reconcile page: every row requeued with one reason at one time) in one
+ * `UPDATE … WHERE effect_id IN (…)`, which costs SQLite about a third of a VALUES join per row; the
+ * rest (outcomes, each with its own response) in one UPDATE over a VALUES list, cast so PostgreSQL
+ * knows the values' types (its columns are named column1… there too).
  */
 export const applyChanges = (changes: ReadonlyArray<PagedChange>) =>
   Effect.gen(function* () {
-    if (changes.length === 0) return
-    const sql = yield* SqlClient
-    if (changes.length === 1) {
-      // A page of one goes the row-at-a-time way: one statement fewer than a VALUES list to compile.
-      const c = changes[0]!
-      return yield* applyChangeAt(c)
+    const singles: Array<PagedChange> = []
+    for (const group of groupChanges(changes)) {
+      if (group.length === 1) singles.push(group[0]!)
+      else yield* applyChangeTo(group)
     }
+    if (singles.length === 1) return yield* applyChangeTo(singles)
+    if (singles.length > 1) yield* applyDistinctChanges(singles)
+  })
+
+const applyDistinctChanges = (changes: ReadonlyArray<PagedChange>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
     const values = sql.csv(
       changes.map(
         (c) =>
@@ -246,10 +281,10 @@ export const applyChanges = (changes: ReadonlyArray<PagedChange>) =>
  * One settlement decided by EffectOutcomes.decideSettlement (which checked the row's status in this
  * same transaction). Clears the lease, except where a cancelled performance has not stopped yet.
  */
-const applyChangeAt = (c: PagedChange) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) => sql`UPDATE outbox SET status = ${c.status},
+const applyChangeTo = (alike: ReadonlyArray<PagedChange>) =>
+  Effect.flatMap(SqlClient, (sql) => {
+    const c = alike[0]!
+    return sql`UPDATE outbox SET status = ${c.status},
         available_at = COALESCE(${c.availableAt ?? null}, available_at),
         response = CASE WHEN ${c.response === undefined ? 0 : 1} = 1 THEN ${c.response ?? null} ELSE response END,
         error = CASE WHEN ${c.error === undefined ? 0 : 1} = 1 THEN ${c.error ?? null} ELSE error END,
@@ -257,8 +292,11 @@ const applyChangeAt = (c: PagedChange) =>
         lease_expires_at = CASE WHEN ${c.keepLease ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
         operator_actions = operator_actions + ${c.operatorActions},
         updated_at = ${c.now}
-      WHERE effect_id = ${c.effectId} AND attempts = ${c.attempt}`
-  ).pipe(Effect.asVoid)
+      WHERE attempts = ${c.attempt} AND ${sql.in(
+        "effect_id",
+        alike.map((a) => a.effectId)
+      )}`
+  }).pipe(Effect.asVoid)
 
 /**
  * Cancels a pending or running row of this aggregate (a decision's `cancel`); settled rows are left as

@@ -27,6 +27,7 @@ import * as Owners from "./Owners.js"
 import type { Projection } from "./Projection.js"
 import type * as Receipts from "./Receipts.js"
 import * as SettlementPage from "./SettlementPage.js"
+import * as SettlementWrites from "./SettlementWrites.js"
 import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
 import { StorageFaults } from "./storage/StorageFaults.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
@@ -56,6 +57,8 @@ export interface QueuedCommand {
   readonly settles: boolean
   /** A settlement's row, read with the other settlements of its batch (SettlementPage.ts). */
   readonly effectId?: string
+  /** A settlement as decoded, so its batch can decide it at once and write it with others (SettlementWrites.ts). */
+  readonly settlement?: SettlementCommand
 }
 
 export { commandDefect } from "./CommandWrite.js"
@@ -167,19 +170,42 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
+      // Without savepoints, settlements are decided at once and written together (SettlementWrites.ts).
+      const settlements = isolate ? undefined : SettlementWrites.make(page)
+      // One time for the run's settlements, so rows settled alike share one UPDATE (Outbox.applyChanges).
+      const batchNow = env.clock.unsafeCurrentTimeMillis()
       const states = new Map<string, AggregateState>()
       let head = deps.head.value
-      const results: Array<CommandResult> = []
+      const results: Array<CommandResult> = new Array(items.length)
+      // The run's writes go out before any other command writes, so the log keeps the batch's order.
+      const writeRun = Effect.suspend(
+        (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
+          settlements === undefined || !settlements.pending()
+            ? Effect.void
+            : settlements.write(deps, env, head).pipe(
+                Effect.catchAllCause(
+                  (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
+                    isStorageCause(cause)
+                      ? Effect.failCause(cause as Cause.Cause<SqlError>)
+                      : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
+                ),
+                Effect.map((written) => {
+                  for (const answer of written.answers) results[answer.index] = answer.result
+                  head = written.head
+                })
+              )
+      )
       // Items before this index have had their rows read (or were not settlements).
       let readUpTo = 0
       for (const [index, item] of items.entries()) {
         const stored = receipts.get(item.identity.commandId)
         if (stored !== undefined) {
-          results.push(yield* answerFromReceipt(stored, item.identity))
+          results[index] = yield* answerFromReceipt(stored, item.identity)
           continue
         }
         if (!item.settles) {
           // Not a settlement: it may read or write outbox rows, so the page is written first.
+          yield* writeRun
           yield* page.flush
         } else if (index >= readUpTo) {
           // The rows of this run of settlements, in one read.
@@ -191,15 +217,23 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           yield* page.prefetch(run)
         }
         const key = keyOf(item.identity.aggregateType, item.identity.aggregateId)
-        const body = Effect.suspend(() => {
+        const current = states.get(key) ?? deps.states.cached(key)
+        if (settlements !== undefined && current !== undefined) {
+          const after = settlements.decide(index, item, current, batchNow)
+          if (after !== undefined) {
+            states.set(key, after)
+            continue
+          }
+        }
+        yield* writeRun
+        const body = Effect.suspend(() =>
           // The batch's own newer state first, then the committed cache, then a replay.
-          const current = states.get(key) ?? deps.states.cached(key)
-          return current !== undefined
+          current !== undefined
             ? decideAndWrite(deps, env, item, current, head)
             : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
                 decideAndWrite(deps, env, item, loaded, head)
               )
-        })
+        )
         const exit = isolate ? yield* deps.writer.savepoint(body, isStorageCause) : yield* Effect.exit(body)
         if (!isolate && Exit.isFailure(exit)) {
           if (isStorageCause(exit.cause)) return yield* Effect.failCause(exit.cause)
@@ -207,17 +241,18 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         }
         if (Exit.isFailure(exit)) {
           page.drop()
-          results.push(Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
+          results[index] = Exit.failCause(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>)
         } else if (exit.value instanceof CommandRejected || exit.value instanceof EffectActionRefused) {
           page.drop()
-          results.push(Exit.fail(exit.value))
+          results[index] = Exit.fail(exit.value)
         } else {
           page.keep()
           states.set(key, exit.value.state)
           head = exit.value.answer.sequence
-          results.push(Exit.succeed(exit.value.answer))
+          results[index] = Exit.succeed(exit.value.answer)
         }
       }
+      yield* writeRun
       yield* page.flush
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
       return { results, states, head } satisfies BatchOutcome

@@ -17,6 +17,12 @@ import * as Quarantine from "./Quarantine.js"
 import { type KindPolicy, processLossOf } from "./ReactorSettlement.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
+/**
+ * Running rows read and settled per page: one boot batch (Engine.ts), so one COMMIT per page. Fewer,
+ * larger commits write fewer WAL pages per row (index pages shared by the page's rows).
+ */
+const PAGE = 2_000
+
 export const requeueReason = "requeued after the previous server process ended"
 export const processEndedReason = "server process ended before the effect completed"
 
@@ -70,8 +76,8 @@ export const reconcileAfterProcessLoss = (
       const own = options.earlierIncarnationsOf
       const running =
         own === undefined
-          ? Outbox.runningNotOwnedBy(options.liveOwners ?? [], 500)
-          : Outbox.runningOfEarlierIncarnations(own.nodeId, own.currentOwner, 500)
+          ? Outbox.runningNotOwnedBy(options.liveOwners ?? [], PAGE)
+          : Outbox.runningOfEarlierIncarnations(own.nodeId, own.currentOwner, PAGE)
       const rows = (yield* running.pipe(Effect.mapError(toStorageFailure("reconcile: read running rows")))).filter(
         (row) => !skipped.has(row.effectId)
       )

@@ -29,8 +29,15 @@ export interface SettlementPage {
   readonly prefetch: (effectIds: ReadonlyArray<string>) => Effect.Effect<void, SqlError, SqlClient>
   /** The row as this batch has left it so far. */
   readonly find: (effectId: string) => Effect.Effect<Outbox.OutboxRow | undefined, SqlError, SqlClient>
+  /**
+   * `find` without a read: the row when the page has read it (`undefined` inside when the effect has
+   * no row), or `undefined` when the page has not read it yet.
+   */
+  readonly peek: (effectId: string) => { readonly row: Outbox.OutboxRow | undefined } | undefined
   /** Stages a change decided against `find`'s row; it counts once `keep` is called. */
   readonly apply: (effectId: string, attempt: number, change: RowChange, now: number) => Effect.Effect<void>
+  /** `apply`, run at once. */
+  readonly stage: (effectId: string, attempt: number, change: RowChange, now: number) => void
   /** The current command committed to its savepoint: its staged change joins the page. */
   readonly keep: () => void
   /** The current command failed or was rejected: its staged change is dropped. */
@@ -79,13 +86,12 @@ export const make = (): SettlementPage => {
       ? Effect.succeed(known.get(effectId))
       : Effect.tap(Outbox.find(effectId), (row) => Effect.sync(() => known.set(effectId, row)))
 
-  const apply = (effectId: string, attempt: number, change: RowChange, now: number) =>
-    Effect.sync(() => {
-      const row = known.get(effectId)
-      // decideSettlement applied the change to the row `find` returned, so the page knows it.
-      if (row === undefined || row.attempts !== attempt) return
-      staged = { row, change, now }
-    })
+  const stage = (effectId: string, attempt: number, change: RowChange, now: number) => {
+    const row = known.get(effectId)
+    // decideSettlement applied the change to the row `find` returned, so the page knows it.
+    if (row === undefined || row.attempts !== attempt) return
+    staged = { row, change, now }
+  }
 
   const keep = () => {
     if (staged === undefined) return
@@ -131,7 +137,9 @@ export const make = (): SettlementPage => {
   return {
     prefetch,
     find,
-    apply,
+    peek: (effectId) => (known.has(effectId) ? { row: known.get(effectId) } : undefined),
+    apply: (effectId, attempt, change, now) => Effect.sync(() => stage(effectId, attempt, change, now)),
+    stage,
     keep,
     drop: () => {
       staged = undefined

@@ -54,7 +54,7 @@ const receipt = (commandId: string, over: Partial<Receipt> = {}): Receipt => ({
   ...over
 })
 
-/** Two commands' writes, a rejected one's receipt, and a repeated effect id (kept as the first wrote it). */
+/** Two commands' writes, two receipts at once (one rejected), and a repeated effect id (kept as the first wrote it). */
 const writes = (writer: CommitWriter.CommitWriter) =>
   writeTransaction(
     "test",
@@ -62,19 +62,23 @@ const writes = (writer: CommitWriter.CommitWriter) =>
       const before = yield* writer.findReceipts(["c1", "c2"])
       const first = yield* writer.appendEvents([event(1, "c1"), event(2, "c1")])
       yield* writer.insertOutbox([outboxRow("mail-1", "c1", 1_500)])
-      yield* writer.insertReceipt(receipt("c1"))
+      yield* writer.insertReceipts([receipt("c1")])
       const second = yield* writer.appendEvents([event(3, "c2")])
       yield* writer.insertOutbox([outboxRow("mail-1", "c2", 1_600), outboxRow("mail-2", "c2", 1_600)])
-      yield* writer.insertReceipt(receipt("c2", { firstSequence: 3, lastSequence: 3, effectIds: ["mail-1", "mail-2"] }))
-      yield* writer.insertReceipt(
+      yield* writer.insertReceipts([
+        receipt("c2", { firstSequence: 3, lastSequence: 3, effectIds: ["mail-1", "mail-2"] })
+      ])
+      // Several receipts at once, as a batch's settlements write theirs (SettlementWrites.ts).
+      yield* writer.insertReceipts([
         receipt("c3", {
           status: "rejected",
           firstSequence: null,
           lastSequence: 3,
           effectIds: [],
           rejection: { reason: "not-open", message: "no" }
-        })
-      )
+        }),
+        receipt("c4", { commandType: "effect.succeed", firstSequence: null, lastSequence: 3, effectIds: [] })
+      ])
       const after = yield* writer.findReceipts(["c1", "c2", "c3", "c4"])
       return { before: [...before], first, second, after: [...after].sort(([a], [b]) => a.localeCompare(b)) }
     })
@@ -120,11 +124,13 @@ const commandWrites = (writer: CommitWriter.CommitWriter) =>
           : Effect.gen(function* () {
               const records = yield* writer.appendEvents(events)
               yield* writer.insertOutbox(effects)
-              yield* writer.insertReceipt({
-                ...r,
-                firstSequence: records[0]?.sequence ?? null,
-                lastSequence: records.at(-1)?.sequence ?? head
-              })
+              yield* writer.insertReceipts([
+                {
+                  ...r,
+                  firstSequence: records[0]?.sequence ?? null,
+                  lastSequence: records.at(-1)?.sequence ?? head
+                }
+              ])
               return records
             })
       const first = yield* one(
@@ -172,10 +178,10 @@ describe("commit writers", () => {
       assert.notStrictEqual(fast.writer, CommitWriter.genericCommitWriter)
       assert.deepStrictEqual(fast.answers, reference.answers)
       assert.deepStrictEqual(fast.rows, reference.rows)
-      // What was meant to be written was: three events, two outbox rows (mail-1 once), three receipts.
+      // What was meant to be written was: three events, two outbox rows (mail-1 once), four receipts.
       assert.deepStrictEqual(
         [reference.rows.events.length, reference.rows.outbox.length, reference.rows.receipts.length],
-        [3, 2, 3]
+        [3, 2, 4]
       )
       assert.deepStrictEqual(
         reference.answers.second.map((e) => Number(e.sequence)),

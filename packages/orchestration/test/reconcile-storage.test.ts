@@ -3,8 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
 import { Engine, Ingestion, Retention } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
-import * as Owners from "../src/Owners.js"
-import { jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
+import { claimByDeadProcess, jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { eventually, scriptedHandler, stack, testReactor } from "./fixtures/reactors.js"
 
@@ -17,16 +16,7 @@ describe("reconcileAfterProcessLoss", () => {
       yield* engine.activate
       yield* engine.dispatchWithReceipt(submit("safe", "work.safe"))
       yield* engine.dispatchWithReceipt(submit("bound", "work.bound"))
-      // An earlier incarnation of this node (node-A): its heartbeat row names the node.
-      yield* Owners.heartbeat("dead-process", "node-A", 0)
-      yield* Outbox.claim({
-        kinds: ["work.safe", "work.bound"],
-        owner: "dead-process",
-        now: 0,
-        leaseMs: 30_000,
-        limit: 10,
-        after: 0
-      })
+      yield* claimByDeadProcess(10)
     }).pipe(Effect.provide(jobsEngine(file)))
 
     const handler = scriptedHandler()

@@ -1,33 +1,13 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { Engine, Reconcile } from "../src/index.js"
-import * as Outbox from "../src/Outbox.js"
-import * as Owners from "../src/Owners.js"
-import { jobsEngine, submit } from "./fixtures/Jobs.js"
+import { Effect, Layer } from "effect"
+import { Engine, Reconcile, StorageFailure, StorageFaults, driverError } from "../src/index.js"
+import { deadProcess as deadProcessWith, jobPolicies, jobsEngine } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 
 const ROWS = 40
 
-/** A process that died with ROWS effects claimed, and a reactor cursor that had run past them all. */
-const deadProcess = Effect.gen(function* () {
-  const engine = yield* Engine.Engine
-  yield* engine.activate
-  for (let i = 0; i < ROWS; i++) {
-    yield* engine.dispatchWithReceipt(submit(`j${i}`, i % 3 === 0 ? "work.bound" : "work.safe"))
-  }
-  yield* Owners.heartbeat("dead-process", "node-A", 0)
-  yield* Outbox.claim({
-    kinds: ["work.safe", "work.bound"],
-    owner: "dead-process",
-    now: 0,
-    leaseMs: 30_000,
-    limit: ROWS,
-    after: 0
-  })
-  const sql = yield* SqlClient
-  yield* sql`INSERT INTO reactor_cursors (reactor, position, updated_at) VALUES ('ahead', 100000, 0)`
-})
+const deadProcess = deadProcessWith(ROWS)
 
 /** Two settlements of one row, which a page must write as one change: a requeue, then a cancel. */
 const twoOnOneRow = [
@@ -51,10 +31,7 @@ const twoOnOneRow = [
   }
 ]
 
-const policies = new Map([
-  ["work.safe", "replay-safe" as const],
-  ["work.bound", "process-bound" as const]
-])
+const policies = jobPolicies
 
 /** Everything the settlements wrote, in a comparable order. */
 const snapshot = Effect.gen(function* () {
@@ -117,6 +94,51 @@ describe("settlement pages", () => {
           byId.get("job:j1").sequence - 1
         )
         assert.strictEqual(pagedStore.receipts.length, ROWS * 2 + 1)
+      })
+  )
+
+  it.effect(
+    "a reconcile page the store refuses settles none of its rows and fails with the storage error; run again, it settles every row once",
+    () =>
+      Effect.gen(function* () {
+        const file = tempDbFile()
+        yield* deadProcess.pipe(Effect.provide(jobsEngine(file)))
+        const before = yield* snapshot.pipe(Effect.provide(jobsEngine(file)))
+        // A full disk: every receipt write is refused, so no settlement of the page can commit.
+        const refusing = { on: true }
+        const faults = Layer.succeed(StorageFaults, {
+          before: (point) =>
+            refusing.on && point === "receipts"
+              ? Effect.fail(driverError("SQLITE_FULL", "SQLITE_FULL: injected at receipts"))
+              : Effect.void
+        })
+        // Boot dispatch runs in the caller's fiber: the faults are the whole program's, as in production.
+        const failed = yield* Effect.flip(Reconcile.reconcileAfterProcessLoss({ policies })).pipe(
+          Effect.provide(jobsEngine(file).pipe(Layer.provideMerge(faults)))
+        )
+        assert.instanceOf(failed, StorageFailure)
+        assert.deepStrictEqual(
+          [(failed as StorageFailure).reason, (failed as StorageFailure).code],
+          ["disk-full", "SQLITE_FULL"]
+        )
+        // Nothing of the page was kept: no row moved, no receipt, no event, no read model row.
+        assert.deepStrictEqual(yield* snapshot.pipe(Effect.provide(jobsEngine(file))), before)
+
+        refusing.on = false
+        const report = yield* Reconcile.reconcileAfterProcessLoss({ policies }).pipe(Effect.provide(jobsEngine(file)))
+        assert.deepStrictEqual(report, { requeued: 26, failed: 14, alreadySettled: 0, quarantined: 0 })
+        const after = yield* snapshot.pipe(Effect.provide(jobsEngine(file)))
+        assert.isTrue(after.outbox.every((r: any) => r.status === "pending" || r.status === "failed"))
+        const settled = after.receipts.filter((r: any) => r.command_id.startsWith("reconcile:"))
+        assert.deepStrictEqual(
+          settled.map((r: any) => r.command_id),
+          [...new Set(settled.map((r: any) => r.command_id))]
+        )
+        assert.strictEqual(settled.length, ROWS)
+        assert.isTrue(settled.every((r: any) => r.status === "accepted"))
+        // The aggregate was told each time: one event per settled row, and the stored reason shown.
+        assert.strictEqual(after.events.filter((e: any) => e.command_id.startsWith("reconcile:")).length, ROWS)
+        assert.strictEqual(after.jobs.filter((j: any) => j.detail === Reconcile.processEndedReason).length, 14)
       })
   )
 })

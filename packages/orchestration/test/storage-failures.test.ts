@@ -4,6 +4,7 @@ import { Effect, Fiber, Layer, TestClock } from "effect"
 import {
   CommandRejected,
   Engine,
+  Reconcile,
   StorageFailure,
   StorageFaults,
   WriteProbe,
@@ -12,7 +13,7 @@ import {
 } from "../src/index.js"
 import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 import * as Outbox from "../src/Outbox.js"
-import { jobStatus, submit } from "./fixtures/Jobs.js"
+import { deadProcess, jobPolicies, jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
@@ -251,6 +252,66 @@ describe("a settle refused by the store", () => {
           "next job"
         )
       }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+    }
+  )
+})
+
+describe("a reconcile page refused by a real SQLITE_FULL (max_page_count)", () => {
+  it.effect(
+    "fails with the storage error, leaves no row settled without its receipt and event, and settles every row once with room again",
+    () => {
+      const file = tempDbFile()
+      const ROWS = 300
+      const settled = Effect.gen(function* () {
+        const sql = yield* SqlClient
+        return yield* sql<{
+          status: string
+          n: number
+        }>`SELECT status, COUNT(*) AS n FROM outbox GROUP BY status ORDER BY status`
+      })
+      const reconcileReceipts = Effect.flatMap(
+        SqlClient,
+        (sql) => sql<{ command_id: string }>`SELECT command_id FROM receipts WHERE command_id LIKE 'reconcile:%'`
+      )
+      const reconcileEvents = Effect.flatMap(
+        SqlClient,
+        (sql) => sql<{ command_id: string }>`SELECT command_id FROM events WHERE command_id LIKE 'reconcile:%'`
+      )
+      return Effect.gen(function* () {
+        yield* deadProcess(ROWS).pipe(Effect.provide(jobsEngine(file)))
+        yield* Effect.gen(function* () {
+          yield* capDatabase(0)
+          const failed = yield* Effect.flip(Reconcile.reconcileAfterProcessLoss({ policies: jobPolicies }))
+          assert.instanceOf(failed, StorageFailure)
+          assert.deepStrictEqual(
+            [(failed as StorageFailure).reason, (failed as StorageFailure).code],
+            ["disk-full", "SQLITE_FULL"]
+          )
+          // The page's transaction was refused, and the processor re-ran its settlements one per
+          // transaction until the disk refused again: a row is either still running, or settled with
+          // its receipt and its event; never settled without them, never lost.
+          const running = (yield* settled).find((r) => r.status === "running")
+          const settledBefore = ROWS - Number(running?.n ?? 0)
+          assert.isBelow(settledBefore, ROWS)
+          assert.strictEqual((yield* reconcileReceipts).length, settledBefore)
+          assert.strictEqual((yield* reconcileEvents).length, settledBefore)
+          yield* uncap
+          const report = yield* Reconcile.reconcileAfterProcessLoss({ policies: jobPolicies })
+          assert.strictEqual(report.requeued + report.failed, ROWS - settledBefore)
+          assert.deepStrictEqual([report.alreadySettled, report.quarantined], [0, 0])
+          assert.deepStrictEqual(
+            (yield* settled).map((r) => [r.status, Number(r.n)]),
+            [
+              ["failed", 100],
+              ["pending", 200]
+            ]
+          )
+          const receipts = (yield* reconcileReceipts).map((r) => r.command_id)
+          assert.strictEqual(new Set(receipts).size, ROWS)
+          assert.strictEqual(receipts.length, ROWS)
+          assert.strictEqual((yield* reconcileEvents).length, ROWS)
+        }).pipe(Effect.provide(jobsEngine(file)))
+      })
     }
   )
 })

@@ -32,7 +32,8 @@ export interface CommitWriter {
   ) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
   /** New pending rows; a row whose effect id exists is left as it is. */
   readonly insertOutbox: (rows: ReadonlyArray<Outbox.NewOutboxRow>) => Effect.Effect<void, SqlError, SqlClient>
-  readonly insertReceipt: (receipt: Receipts.Receipt) => Effect.Effect<void, SqlError, SqlClient>
+  /** Receipts in order; a batch's settlements write theirs together (SettlementWrites.ts). */
+  readonly insertReceipts: (receipts: ReadonlyArray<Receipts.Receipt>) => Effect.Effect<void, SqlError, SqlClient>
   /**
    * An accepted command's events, outbox rows and receipt at once, where the store can do that in one
    * round trip (PostgreSQL). The receipt's sequences are filled in from the events (`logHead` when
@@ -56,7 +57,7 @@ export const genericCommitWriter: CommitWriter = {
   findReceipts: Receipts.find,
   appendEvents: EventLog.append,
   insertOutbox: Outbox.insert,
-  insertReceipt: (receipt) => Effect.asVoid(Receipts.insert(receipt)),
+  insertReceipts: (receipts) => Effect.forEach(receipts, Receipts.insert, { discard: true }),
   savepoint
 }
 

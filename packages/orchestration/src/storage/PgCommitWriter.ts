@@ -52,6 +52,7 @@ const FIND_RECEIPTS = "SELECT * FROM receipts WHERE command_id = ANY($1::text[])
 const INSERT_EVENTS = unnestStatement(EventLog.insertShape, " RETURNING sequence, event_id")
 const INSERT_OUTBOX = unnestStatement(Outbox.insertShape)
 const INSERT_RECEIPT = valuesStatement(Receipts.insertShape)
+const INSERT_RECEIPTS = unnestStatement(Receipts.insertShape)
 
 /** The receipt columns the command statement computes from the events it inserts. */
 const DERIVED_RECEIPT_COLUMNS = new Set(["first_sequence", "last_sequence"])
@@ -145,8 +146,13 @@ export const pgCommitWriter: CommitWriter = {
     rows.length === 0
       ? Effect.void
       : Effect.asVoid(query("engine_insert_outbox", INSERT_OUTBOX.text, INSERT_OUTBOX.values(rows))),
-  insertReceipt: (receipt) =>
-    Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT.text, INSERT_RECEIPT.values(receipt))),
+  // One receipt (a command's own) or many (a batch's settlements, SettlementWrites.ts): one statement.
+  insertReceipts: (receipts) =>
+    receipts.length === 0
+      ? Effect.void
+      : receipts.length === 1
+        ? Effect.asVoid(query("engine_insert_receipt", INSERT_RECEIPT.text, INSERT_RECEIPT.values(receipts[0]!)))
+        : Effect.asVoid(query("engine_insert_receipts", INSERT_RECEIPTS.text, INSERT_RECEIPTS.values(receipts))),
   writeCommand: (events, effects, receipt, logHead) =>
     Effect.map(
       query<{ sequence: number; event_id: string }>(

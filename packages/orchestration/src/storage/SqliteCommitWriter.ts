@@ -32,7 +32,13 @@ export const insertStatement = <Row>(shape: TableColumns.InsertShape<Row>, suffi
   }
 }
 
-const FIND_RECEIPT = "SELECT * FROM receipts WHERE command_id = ?"
+/**
+ * Receipts looked up in lists of this many ids: a batch of settlements (a reconcile page, 512) is a
+ * few reads, not one per command; lists of few sizes keep the prepared-statement cache small.
+ */
+const FIND_CHUNK = 64
+const findReceipts = (count: number) =>
+  `SELECT * FROM receipts WHERE command_id IN (${Array.from({ length: count }, () => "?").join(", ")})`
 const INSERT_EVENT = insertStatement(EventLog.insertShape, " RETURNING sequence")
 const INSERT_OUTBOX = insertStatement(Outbox.insertShape)
 const INSERT_RECEIPT = insertStatement(Receipts.insertShape)
@@ -44,11 +50,12 @@ const run = <A>(f: () => A): Effect.Effect<A, SqlError> => Effect.try({ try: f, 
 export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter => ({
   findReceipts: (commandIds) =>
     run(() => {
-      const statement = conn.prepare(FIND_RECEIPT)
       const receipts = new Map<string, Receipts.Receipt>()
-      for (const commandId of commandIds) {
-        const row = statement.get(commandId) as Receipts.ReceiptRow | undefined
-        if (row !== undefined) receipts.set(commandId, Receipts.toReceipt(row))
+      for (let start = 0; start < commandIds.length; start += FIND_CHUNK) {
+        const chunk = commandIds.slice(start, start + FIND_CHUNK)
+        for (const row of conn.prepare(findReceipts(chunk.length)).all(chunk) as Array<Receipts.ReceiptRow>) {
+          receipts.set(row.command_id, Receipts.toReceipt(row))
+        }
       }
       return receipts
     }),
@@ -67,9 +74,11 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
       const statement = conn.prepare(INSERT_OUTBOX.text)
       for (const r of rows) statement.run(INSERT_OUTBOX.values(r))
     }),
-  insertReceipt: (receipt) =>
+  insertReceipts: (receipts) =>
     run(() => {
-      conn.prepare(INSERT_RECEIPT.text).run(INSERT_RECEIPT.values(receipt))
+      if (receipts.length === 0) return
+      const statement = conn.prepare(INSERT_RECEIPT.text)
+      for (const r of receipts) statement.run(INSERT_RECEIPT.values(r))
     }),
   // The same rules as Transactions.savepoint, with its statements run inline (fewer Effect steps).
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
