@@ -256,7 +256,8 @@ export const decideAndWrite = (
       deriveId: (key: string) => boundedId("", `${commandId}:${key}`)
     }
     const decision = yield* item.decide(current.state, ctx, env.page)
-    if (decision instanceof EffectActionRefused) return decision
+    // Refused for now, not for good (Processor.Decide): no receipt.
+    if (decision instanceof EffectActionRefused || decision instanceof CommandRejected) return decision
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
 
     const evolved = evolveAndEncode(item, current, decision.events)

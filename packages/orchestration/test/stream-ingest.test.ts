@@ -211,10 +211,26 @@ describe("durable stream ingestion", () => {
         [overlap._tag, overlap._tag === "CommandRejected" && overlap.reason],
         ["CommandRejected", "stream-out-of-order"]
       )
+      // Out of order is refused for now, not stored: a chunk sent ahead of the one it follows
+      // (that one refused by the store, re-sent) is decided again when it comes again.
+      assert.isTrue(Option.isNone(yield* engine.receipt("ingest:stream:other")))
+      const ahead = { ...flush, commandId: StreamChunks.chunkCommandId("job:s", 1, 7, 9), start: 7, text: "!!" }
+      assert.strictEqual(
+        (yield* Effect.flip(engine.dispatchWithReceipt(ahead, { origin: "internal" })))._tag,
+        "CommandRejected"
+      )
+      yield* engine.dispatchWithReceipt(
+        { ...flush, commandId: StreamChunks.chunkCommandId("job:s", 1, 5, 7), start: 5, text: ", " },
+        { origin: "internal" }
+      )
+      assert.isFalse((yield* engine.dispatchWithReceipt(ahead, { origin: "internal" })).duplicate)
       // Clients cannot send it.
       const fromClient = yield* Effect.flip(engine.dispatchWithReceipt({ ...flush, commandId: "c-1" }))
       assert.strictEqual(fromClient._tag, "InvalidCommand")
-      assert.strictEqual((yield* chunksOf("job:s")).length, 1)
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:s")).map((c) => c.text),
+        ["hello", ", ", "!!"]
+      )
       yield* running.open
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
