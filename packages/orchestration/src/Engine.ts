@@ -21,6 +21,7 @@ import {
   type UndecodableEvent
 } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
+import * as FlushWindows from "./FlushWindows.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -371,5 +372,8 @@ export const make = (config: EngineConfig) =>
     })
   })
 
-/** The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store). */
-export const layer = (config: EngineConfig) => Layer.scoped(Engine, make(config))
+/**
+ * The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store),
+ * with the flush windows its streams share (FlushWindows).
+ */
+export const layer = (config: EngineConfig) => Layer.merge(Layer.scoped(Engine, make(config)), FlushWindows.layer)

@@ -33,7 +33,7 @@ import type { OutboxRow } from "./Outbox.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { EffectFailure } from "./Reactor.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
-import * as FlushWindows from "./FlushWindows.js"
+import { FlushWindows } from "./FlushWindows.js"
 
 export interface RetryOptions {
   /** Re-sends of one refused flush before ingestion fails. Default 10. */
@@ -168,9 +168,12 @@ const endsMidPair = (text: string): boolean => {
 }
 
 /** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
-export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
+export const make = (
+  options: StreamIngestOptions
+): Effect.Effect<StreamIngest, never, Engine | FlushWindows | Scope.Scope> =>
   Effect.gen(function* () {
     const engine = yield* Engine
+    const windows = yield* FlushWindows
     const faults = yield* FaultPoints
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
@@ -331,7 +334,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         if (pending.length === 0) yield* Queue.take(dataArrived)
         yield* Queue.takeAll(sizeReached)
         if (pendingBytes < flushBytes) {
-          yield* Effect.raceFirst(FlushWindows.windowEnd(flushEvery), Queue.take(sizeReached))
+          yield* Effect.raceFirst(windows.windowEnd(flushEvery), Queue.take(sizeReached))
         }
         yield* flushBuffered
       }
@@ -412,7 +415,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
 export const run = <E, R>(
   options: StreamIngestOptions,
   producer: Stream.Stream<string, E, R>
-): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | R> =>
+): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | FlushWindows | R> =>
   Effect.scoped(
     Effect.gen(function* () {
       const ingest = yield* make(options)

@@ -23,7 +23,16 @@ import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
-import { eventually, gated, scriptedHandler, settle, stack, streaming, testReactor } from "./fixtures/reactors.js"
+import {
+  eventually,
+  streamServices,
+  gated,
+  scriptedHandler,
+  settle,
+  stack,
+  streaming,
+  testReactor
+} from "./fixtures/reactors.js"
 
 const END = "\u0000end"
 
@@ -399,6 +408,7 @@ describe("durable stream ingestion", () => {
     let written = 0
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
+      const services = yield* streamServices
       handler.behaviors.set("job:s", (row) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -417,7 +427,7 @@ describe("durable stream ingestion", () => {
             yield* ingest.flush
             return yield* ingest.stats
           })
-        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
       )
       faults.refusing.on = true
       yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
@@ -460,6 +470,7 @@ describe("durable stream ingestion", () => {
     const written = { a: 0, b: 0 }
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
+      const services = yield* streamServices
       const behavior = (name: "a" | "b", piece: string) => (row: OutboxRow) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -475,7 +486,7 @@ describe("durable stream ingestion", () => {
             yield* ingest.flush
             return yield* ingest.stats
           })
-        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
       handler.behaviors.set("job:a", behavior("a", "aaaaaaaa"))
       handler.behaviors.set("job:b", behavior("b", "b"))
       faults.refusing.on = true
@@ -523,6 +534,7 @@ describe("durable stream ingestion", () => {
       const handler = scriptedHandler()
       return Effect.gen(function* () {
         const engine = yield* Engine.Engine
+        const services = yield* streamServices
         handler.behaviors.set("job:s", (row) =>
           StreamIngest.run({ effect: row }, Stream.make(row.attempts === 1 ? "first try" : "second")).pipe(
             Effect.mapError(StreamIngest.toEffectFailure),
@@ -531,7 +543,7 @@ describe("durable stream ingestion", () => {
                 ? Effect.fail(new EffectFailure({ message: "provider hung up", retryable: true }))
                 : Effect.succeed("done")
             ),
-            Effect.provideService(Engine.Engine, engine)
+            Effect.provide(services)
           )
         )
         yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
