@@ -29,6 +29,7 @@ export default defineConfig({
       "test/commit-writers.test.ts",
       "test/timers.test.ts",
       "test/stream-ingest.test.ts",
+      "test/stream-channels.test.ts",
       "test/postgres/**/*.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],

@@ -14,7 +14,7 @@ import {
   ThreadReadModel,
   TriggerReadModel
 } from "@orchestration/agents"
-import { type Engine, StorageErrors } from "@orchestration/engine"
+import { StorageErrors } from "@orchestration/engine"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Layer, Option } from "effect"
 import * as AgentsStreamSteps from "./AgentsStreamSteps.js"
@@ -121,10 +121,10 @@ export const make = (
       Agents.domain({ approval: config.approval, delegateTimeoutMs: config.delegateTimeoutMs }).aggregates,
     projections: agents.projections,
     reactors: agents.reactors,
-    // The reactor also dispatches (delegates) and reads the transcript: pass Engine and SqlClient through.
+    // The reactor also dispatches (delegates), streams and reads the transcript: pass the engine's services through.
     layer: ({ config }) =>
       Layer.mergeAll(
-        Layer.context<SqlClient | Engine.Engine>(),
+        Layer.context<ServerDomain.EngineServices>(),
         sandboxNotice(config.sandbox),
         Layer.provideMerge(
           mcpHealthLayer,

@@ -5,10 +5,13 @@
  * thread views. `src/domain.ts` names the domain `main.ts` serves.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import type { Aggregate, Engine, Projection, Reactor } from "@orchestration/engine"
+import type { Aggregate, Engine, FlushWindows, Projection, Reactor } from "@orchestration/engine"
 import type { Layer } from "effect"
 import type { ServerConfig } from "./Config.js"
 import type { ThreadViews } from "./ThreadViews.js"
+
+/** What the engine's layer gives a domain's layers: the store, the engine, its flush windows. */
+export type EngineServices = SqlClient | Engine.Engine | FlushWindows
 
 /** What a domain's layers may read when they are built. */
 export interface DomainContext {
@@ -27,12 +30,15 @@ export interface ServerDomain<R = never> {
     | ((context: DomainContext) => ReadonlyArray<Aggregate.AnyAggregate>)
   readonly projections?: ReadonlyArray<Projection.Projection>
   readonly reactors: ReadonlyArray<Reactor.ReactorDefinition<R>>
-  /** The services the reactors (and the thread views) need. Built once, before boot reconciles. */
-  readonly layer: (context: DomainContext) => Layer.Layer<R, unknown, SqlClient | Engine.Engine>
+  /**
+   * The services the reactors (and the thread views) need. Built once, before boot reconciles, over
+   * the engine's layer (the engine, and the flush windows its streams share).
+   */
+  readonly layer: (context: DomainContext) => Layer.Layer<R, unknown, EngineServices>
   /** A command to show in the start-up line's curl example (its commandId is made unique). */
   readonly exampleCommand?: Readonly<Record<string, unknown>>
   /** The thread views; without them the thread routes answer 404. */
-  readonly threads?: (context: DomainContext) => Layer.Layer<ThreadViews, unknown, R | SqlClient | Engine.Engine>
+  readonly threads?: (context: DomainContext) => Layer.Layer<ThreadViews, unknown, R | EngineServices>
 }
 
 /** The aggregates the engine registers for this context. */

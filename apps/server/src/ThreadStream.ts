@@ -18,7 +18,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { type Engine, type EventRecord, Outbox, StorageErrors, type StorageFailure } from "@orchestration/engine"
-import { Chunk, Clock, Effect, Schema, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Schema, Stream } from "effect"
 import { eventJson } from "./http/Sse.js"
 
 /** The step whose text is streaming (or about to): the domain names it by turn and step number. */
@@ -129,8 +129,6 @@ const EVENT_PAGE = 100
 const CHUNK_PAGE = 64
 /** Contiguous chunks of one attempt are sent as one delta up to this many UTF-16 units. */
 const DELTA_MAX = 16 * 1024
-/** How often a close waits for a stopping performer's word (it takes at most its tail flush, 500 ms). */
-const stoppingPoll = "50 millis"
 
 export interface FollowThreadOptions {
   readonly engine: Engine.EngineShape
@@ -174,16 +172,16 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
        * A step cancelled under a performer that has not said it stopped may still flush the text it
        * had buffered (StreamChunks.decideChunk): its close waits for that word, or for its lease to
        * run out (a performer that died as it stopped), so the notice counts all of the partial text.
+       * The milliseconds left of that lease (undefined: no end), or undefined when nothing is stopping.
        */
-      const stillStopping = (live: LivePosition) =>
-        Effect.zipWith(
-          stepRow(rules.stepEffectId(live)),
-          Clock.currentTimeMillis,
-          (row, now) =>
-            row !== undefined &&
-            row.status === "cancelled" &&
-            row.leaseOwner !== null &&
-            (row.leaseExpiresAt === null || row.leaseExpiresAt > now)
+      const stopping = (live: LivePosition) =>
+        Effect.zipWith(stepRow(rules.stepEffectId(live)), Clock.currentTimeMillis, (row, now) =>
+          row !== undefined &&
+          row.status === "cancelled" &&
+          row.leaseOwner !== null &&
+          (row.leaseExpiresAt === null || row.leaseExpiresAt > now)
+            ? { leaseLeftMs: row.leaseExpiresAt === null ? undefined : row.leaseExpiresAt - now }
+            : undefined
         )
 
       /** A page of the live step's chunks after the position, as deltas and superseded notices. */
@@ -295,13 +293,16 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
               if (messages.length > 0) return Chunk.fromIterable(messages)
             }
             const { event, transition } = closing
-            if (live !== null && transition.close?.status !== "completed" && (yield* stillStopping(live))) {
-              // The tail's commit rings; the performer's word does not (a plain row update): poll for it too.
+            const stopped =
+              live !== null && transition.close?.status !== "completed" ? yield* stopping(live) : undefined
+            if (stopped !== undefined) {
+              // Both the tail's commit and the performer's word ring this thread's hint (the reactor
+              // rings it with its word, a plain row update); a dead performer's lease ends on its own.
               // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
-              yield* Effect.raceFirst(
-                Effect.catchAll(hints, () => Effect.void),
-                Effect.sleep(stoppingPoll)
-              )
+              const hint = Effect.catchAll(hints, () => Effect.void)
+              yield* stopped.leaseLeftMs === undefined
+                ? hint
+                : Effect.raceFirst(hint, Effect.sleep(Duration.millis(stopped.leaseLeftMs)))
               continue
             }
             closing = undefined

@@ -9,6 +9,7 @@ import {
   type DispatchError,
   EffectFailure,
   Engine,
+  type FlushWindows,
   type Outbox,
   type Reactor,
   StorageErrors,
@@ -402,7 +403,7 @@ const cleanup = (row: Outbox.OutboxRow) =>
     return { cleaned: (row.payload as { threadId: string }).threadId }
   })
 
-export type AgentServices = ModelProvider | World | McpServers.McpServers | Engine.Engine | SqlClient
+export type AgentServices = ModelProvider | World | McpServers.McpServers | Engine.Engine | FlushWindows | SqlClient
 
 export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFailure, AgentServices> => {
   switch (row.kind) {

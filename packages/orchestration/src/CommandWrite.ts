@@ -268,7 +268,8 @@ export const decideAndWrite = (
     const now = env.clock.unsafeCurrentTimeMillis()
     const ctx = decideContext(identity, now)
     const decision = yield* item.decide(current.state, ctx, env.page)
-    if (decision instanceof EffectActionRefused) return decision
+    // Refused for now, not for good (Processor.Decide): no receipt.
+    if (decision instanceof EffectActionRefused || decision instanceof CommandRejected) return decision
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
 
     const evolved = evolveAndEncode(item, current, decision.events)

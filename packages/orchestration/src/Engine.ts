@@ -21,6 +21,7 @@ import {
   type UndecodableEvent
 } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
+import * as FlushWindows from "./FlushWindows.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -101,6 +102,13 @@ export interface EngineShape {
     aggregateType: string,
     aggregateId: string
   ) => Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /**
+   * Rings `aggregateChanges` of this aggregate, here and in other processes on a shared store, for a
+   * change of its effect rows made outside the front door: a performer's word that its cancelled
+   * handler stopped (a plain row update, no command), which a thread's reader waits for before it
+   * closes the stopped step. Fails only when the other processes could not be told.
+   */
+  readonly ringAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void, StorageFailure>
   readonly aggregate: (name: string) => AnyAggregate | undefined
   /**
    * Forgets that this aggregate's log could not be replayed (an operator repaired it and releases a
@@ -332,6 +340,14 @@ export const make = (config: EngineConfig) =>
       outboxChanges: hints.outboxChanges,
       aggregateChanges: (aggregateType, aggregateId) =>
         Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),
+      ringAggregate: (aggregateType, aggregateId) =>
+        hints
+          .ringAggregates([CommitHints.aggregateKey(aggregateType, aggregateId)])
+          .pipe(
+            Effect.zipRight(backend.notifyOthers),
+            Effect.mapError(toStorageFailure("notify other processes")),
+            Effect.provideService(SqlClient, sql)
+          ),
       aggregate: router.aggregate,
       releaseAggregate: (aggregateType, aggregateId) =>
         Effect.sync(() => {
@@ -357,5 +373,8 @@ export const make = (config: EngineConfig) =>
     })
   })
 
-/** The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store). */
-export const layer = (config: EngineConfig) => Layer.scoped(Engine, make(config))
+/**
+ * The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store),
+ * with the flush windows its streams share (FlushWindows).
+ */
+export const layer = (config: EngineConfig) => Layer.merge(Layer.scoped(Engine, make(config)), FlushWindows.layer)

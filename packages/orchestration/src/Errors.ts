@@ -17,7 +17,11 @@ export class CommandIdConflict extends Schema.TaggedError<CommandIdConflict>()("
   message: Schema.String
 }) {}
 
-/** The decider refused the command. The rejection is stored under the command id and replayed. */
+/**
+ * The decider refused the command. The rejection is stored under the command id and replayed,
+ * except for an engine-internal command refused for now (a stream chunk that came before the one it
+ * follows, reason `stream-out-of-order`): nothing is stored, and the same command sent later is decided again.
+ */
 export class CommandRejected extends Schema.TaggedError<CommandRejected>()("CommandRejected", {
   commandId: Schema.String,
   aggregateType: Schema.String,

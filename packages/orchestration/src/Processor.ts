@@ -40,13 +40,20 @@ export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
 
 /**
  * How a queued command reaches its decision, given the aggregate's current state. An operator's
- * action may instead be refused: nothing is written, not even a receipt (EffectActionRefused).
+ * action may instead be refused: nothing is written, not even a receipt (EffectActionRefused). So
+ * may an engine-internal command that came too early (a CommandRejected returned as it is: a
+ * stream chunk decided before the chunk it follows landed), so the same command is decided again
+ * when it is sent again.
  */
 export type Decide = (
   state: unknown,
   ctx: DecideContext,
   page: SettlementPage.SettlementPage
-) => Effect.Effect<Decision<any> | Rejection | EffectActionRefused, SqlError | CommandDefect, SqlClient>
+) => Effect.Effect<
+  Decision<any> | Rejection | EffectActionRefused | CommandRejected,
+  SqlError | CommandDefect,
+  SqlClient
+>
 
 /** A decoded command waiting for the processor. */
 export interface QueuedCommand {

@@ -164,18 +164,31 @@ interface PerformEnv<R> {
 /**
  * A cancel keeps the row's lease until its performer stopped (EffectOutcomes.performanceMayBeRunning):
  * this is the performer's word, so an operator retry may start the effect again. A failed write
- * only delays that retry: until this owner stops, or is dead by the reclaim rule.
+ * only delays that retry: until this owner stops, or is dead by the reclaim rule. The word is a
+ * row update, not a command, so it rings its aggregate's readers itself: a thread's stream holds
+ * the stopped step's close until it (ThreadStream in the server).
  */
 const acknowledgeStopped = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, interruptedSince?: number) =>
   Clock.currentTimeMillis.pipe(
     Effect.flatMap((now) => CancelWatch.acknowledgeStopped(row, env.ownerId, interruptedSince, now)),
     Effect.retry({ times: 3 }),
-    Effect.catchAll((error) =>
-      Effect.logWarning("could not record that this performance stopped; a retry of it waits until this owner stops", {
-        effectId: row.effectId,
-        error: toStorageFailure("acknowledge stopped")(error)
-      })
-    ),
+    Effect.matchEffect({
+      onFailure: (error) =>
+        Effect.logWarning(
+          "could not record that this performance stopped; a retry of it waits until this owner stops",
+          { effectId: row.effectId, error: toStorageFailure("acknowledge stopped")(error) }
+        ),
+      onSuccess: () =>
+        env.engine.ringAggregate(row.aggregateType, row.aggregateId).pipe(
+          Effect.catchAll((error) =>
+            // swallow-ok: only a hint is lost; other processes' readers close the step at the row's lease end
+            Effect.logWarning("could not tell other processes that this performance stopped", {
+              effectId: row.effectId,
+              error
+            })
+          )
+        )
+    }),
     Effect.provide(env.context)
   )
 

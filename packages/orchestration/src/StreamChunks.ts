@@ -26,7 +26,7 @@ import { ingestCommandId } from "./Ingestion.js"
 import type { OutboxRow } from "./Outbox.js"
 import * as Outbox from "./Outbox.js"
 import type { Decide } from "./Processor.js"
-import { CommandDefect } from "./Errors.js"
+import { CommandDefect, CommandRejected } from "./Errors.js"
 import type * as Receipts from "./Receipts.js"
 
 /** The internal command: append `text` at `start` to the stream of attempt `attempt` of an effect. */
@@ -253,8 +253,11 @@ export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.
 
 /**
  * The decision of a chunk command: check it against the row and what its attempt recorded, append
- * it, and tell the owning aggregate (`onStream`) so a domain may project it. A stale or out-of-order
- * chunk is rejected (its rejection stored under its id) and writes nothing else.
+ * it, and tell the owning aggregate (`onStream`) so a domain may project it. A stale chunk is
+ * rejected for good (its rejection stored under its id). An out-of-order one is refused for now and
+ * stores nothing, not even its receipt: a writer sends a window's chunks together (StreamIngest),
+ * and one decided before the chunk it follows landed (that one refused by the store, re-sent) is
+ * sent again under its id once it has.
  */
 export const decideStreamCommand =
   (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: EffectStream): Decide =>
@@ -264,7 +267,16 @@ export const decideStreamCommand =
       const end = row === undefined ? 0 : yield* recordedEnd(command.effectId, command.attempt)
       const verdict = decideChunk(row, command, end)
       if (verdict._tag === "Stale") return Decision.reject("stale-stream", verdict.message)
-      if (verdict._tag === "OutOfOrder") return Decision.reject("stream-out-of-order", verdict.message)
+      if (verdict._tag === "OutOfOrder") {
+        return new CommandRejected({
+          commandId: identity.commandId,
+          aggregateType: identity.aggregateType,
+          aggregateId: identity.aggregateId,
+          reason: "stream-out-of-order",
+          message: verdict.message,
+          duplicate: false
+        })
+      }
       let decision: Decision<any> | Rejection = Decision.none()
       if (aggregate.onStream !== undefined) {
         decision = yield* Effect.try({

@@ -19,21 +19,21 @@
  * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
  * `totalBytes` together (plus one waiting write each).
  *
- * Channels (StreamChunks): a write may name one (a tool call's arguments beside the answer); one
- * flush records one channel's run of writes, so the next channel's text follows in its own command,
- * and each channel's offsets are counted here. No chunk ends between the two halves of a UTF-16
+ * Channels (StreamChunks): a write may name one (a tool call's arguments beside the answer); a
+ * flush records each channel's run of writes as its own command, all of them sent at once (one group
+ * commit) and answered in order, and each channel's offsets are counted here. No chunk ends between the two halves of a UTF-16
  * surrogate pair: a write ending in a high surrogate keeps it back for the channel's next write
  * (or the final `flush`), so every delta a reader gets is well-formed text; a surrogate that has no
  * other half is recorded as U+FFFD.
  */
-import { Deferred, Duration, Effect, Queue, Schedule, Schema, type Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Either, Fiber, Queue, Schedule, Schema, type Scope, Stream } from "effect"
 import { Engine } from "./Engine.js"
 import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import type { OutboxRow } from "./Outbox.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { EffectFailure } from "./Reactor.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
-import * as FlushWindows from "./FlushWindows.js"
+import { FlushWindows } from "./FlushWindows.js"
 
 export interface RetryOptions {
   /** Re-sends of one refused flush before ingestion fails. Default 10. */
@@ -168,9 +168,12 @@ const endsMidPair = (text: string): boolean => {
 }
 
 /** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
-export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, never, Engine | Scope.Scope> =>
+export const make = (
+  options: StreamIngestOptions
+): Effect.Effect<StreamIngest, never, Engine | FlushWindows | Scope.Scope> =>
   Effect.gen(function* () {
     const engine = yield* Engine
+    const windows = yield* FlushWindows
     const faults = yield* FaultPoints
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
@@ -210,56 +213,117 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         return Deferred.fail(failedSignal, failure).pipe(Effect.zipRight(Effect.fail(failure)))
       })
 
-    /** Sends the leading run of one channel's writes as one command and waits for its commit; only then is it dropped. */
-    const flushRun: Effect.Effect<void, StreamNotRecorded> = Effect.suspend(() => {
-      if (failure !== undefined) return Effect.fail(failure)
-      if (pending.length === 0) return Effect.void
-      const channel = channels[0]!
-      let count = 1
-      while (count < pending.length && channels[count] === channel) count++
-      const text = pending.slice(0, count).join("")
-      const start = committedEnd
-      const channelStart = channelEnds.get(channel) ?? 0
+    /** One channel's run of consecutive writes at the front of the buffer, as one command. */
+    interface Run {
+      readonly count: number
+      readonly channel: string
+      readonly text: string
+      readonly start: number
+      readonly channelStart: number
+    }
+
+    /** The buffer's runs, in order, each starting where the one before it ends (offsets contiguous). */
+    const planRuns = (): Array<Run> => {
+      const runs: Array<Run> = []
+      const ends = new Map(channelEnds)
+      let start = committedEnd
+      for (let at = 0; at < pending.length; ) {
+        const channel = channels[at]!
+        let count = 1
+        while (at + count < pending.length && channels[at + count] === channel) count++
+        const text = pending.slice(at, at + count).join("")
+        const channelStart = ends.get(channel) ?? 0
+        runs.push({ count, channel, text, start, channelStart })
+        ends.set(channel, channelStart + text.length)
+        start += text.length
+        at += count
+      }
+      return runs
+    }
+
+    const send = (run: Run) => {
       const command: EffectStream = {
         type: "effect.stream",
-        commandId: chunkCommandId(effectId, attempt, start, start + text.length),
+        commandId: chunkCommandId(effectId, attempt, run.start, run.start + run.text.length),
         effectId,
         aggregateType,
         aggregateId,
         attempt,
-        start,
-        text,
+        start: run.start,
+        text: run.text,
         // The main text of a one-channel attempt carries neither (its commands are as before channels).
-        ...(channel === "" ? {} : { channel }),
-        ...(channelStart === start ? {} : { channelStart })
+        ...(run.channel === "" ? {} : { channel: run.channel }),
+        ...(run.channelStart === run.start ? {} : { channelStart: run.channelStart })
       }
-      return engine.dispatchWithReceipt(command, { origin: "internal" }).pipe(
-        Effect.retry({ schedule, while: isTransient }),
-        Effect.matchEffect({
-          onFailure: (error) => fail(notRecorded(effectId, attempt, error, start)),
-          onSuccess: () =>
-            Effect.suspend(() => {
-              pending.splice(0, count)
-              channels.splice(0, count)
-              channelEnds.set(channel, channelStart + text.length)
-              const permits = held.splice(0, count).reduce((a, b) => a + b, 0)
-              pendingBytes -= sizes.splice(0, count).reduce((a, b) => a + b, 0)
-              committedEnd = start + text.length
-              flushes++
-              const released = budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
-              return Effect.zipRight(
-                released,
-                faults.hit("stream.after-flush", options.effect.kind === undefined ? {} : { kind: options.effect.kind })
-              )
-            })
+      return engine.dispatchWithReceipt(command, { origin: "internal" })
+    }
+
+    /** A committed run leaves the buffer (it is at its front: runs land in order). */
+    const landed = (run: Run) =>
+      Effect.suspend(() => {
+        pending.splice(0, run.count)
+        channels.splice(0, run.count)
+        channelEnds.set(run.channel, run.channelStart + run.text.length)
+        const permits = held.splice(0, run.count).reduce((a, b) => a + b, 0)
+        pendingBytes -= sizes.splice(0, run.count).reduce((a, b) => a + b, 0)
+        committedEnd = run.start + run.text.length
+        flushes++
+        const released = budget === undefined || permits === 0 ? Effect.void : budget.semaphore.release(permits)
+        return Effect.zipRight(
+          released,
+          faults.hit("stream.after-flush", options.effect.kind === undefined ? {} : { kind: options.effect.kind })
+        )
+      })
+
+    /**
+     * Was a run decided before the run it follows had landed? Only a later run of a flush whose
+     * earlier run the store refused; the engine stores no answer for it (StreamChunks), so it is
+     * sent again, under its id, once the runs before it landed.
+     */
+    const aheadOfEarlierRun = (error: DispatchError, index: number) =>
+      index > 0 && error instanceof CommandRejected && error.reason === "stream-out-of-order"
+
+    /** One round of `flushBuffered`: the runs buffered now. Answers not taken (a run failed) end with its scope. */
+    const round = Effect.gen(function* () {
+      const runs = planRuns()
+      const answers = yield* Effect.forEach(runs, (run) => Effect.forkScoped(Effect.either(send(run))))
+      for (const [index, run] of runs.entries()) {
+        const answer = yield* Fiber.join(answers[index]!)
+        if (Either.isRight(answer)) {
+          yield* landed(run)
+          continue
+        }
+        if (!isTransient(answer.left) && !aheadOfEarlierRun(answer.left, index)) {
+          return yield* fail(notRecorded(effectId, attempt, answer.left, run.start))
+        }
+        // A refused run's answer was its first try (the retries wait as for any refusal); a run
+        // found ahead is sent again at once.
+        let first: DispatchError | undefined = isTransient(answer.left) ? answer.left : undefined
+        const again = Effect.suspend(() => {
+          const refused = first
+          first = undefined
+          return refused === undefined ? send(run) : Effect.fail(refused)
         })
-      )
+        yield* again.pipe(
+          Effect.retry({ schedule, while: isTransient }),
+          Effect.matchEffect({
+            onFailure: (error) => fail(notRecorded(effectId, attempt, error, run.start)),
+            onSuccess: () => landed(run)
+          })
+        )
+      }
     })
 
-    /** Sends everything buffered, one channel's run at a time, in order. */
+    /**
+     * Sends everything buffered: every channel's run at once, so a window's text and tool-call
+     * arguments reach the processor together and share one group commit, then takes their answers
+     * in order. A run leaves the buffer only once its commit is answered; one the store refused is
+     * re-sent under its id (after the runs before it landed), and so is a later run the engine found
+     * ahead of it. Writes made meanwhile wait for the next round.
+     */
     const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
       Effect.gen(function* () {
-        while (pending.length > 0) yield* flushRun
+        while (pending.length > 0 && failure === undefined) yield* Effect.scoped(round)
         if (failure !== undefined) return yield* failure
       })
     )
@@ -270,7 +334,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
         if (pending.length === 0) yield* Queue.take(dataArrived)
         yield* Queue.takeAll(sizeReached)
         if (pendingBytes < flushBytes) {
-          yield* Effect.raceFirst(FlushWindows.windowEnd(flushEvery), Queue.take(sizeReached))
+          yield* Effect.raceFirst(windows.windowEnd(flushEvery), Queue.take(sizeReached))
         }
         yield* flushBuffered
       }
@@ -351,7 +415,7 @@ export const make = (options: StreamIngestOptions): Effect.Effect<StreamIngest, 
 export const run = <E, R>(
   options: StreamIngestOptions,
   producer: Stream.Stream<string, E, R>
-): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | R> =>
+): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | FlushWindows | R> =>
   Effect.scoped(
     Effect.gen(function* () {
       const ingest = yield* make(options)

@@ -5,8 +5,8 @@
  * a UTF-16 surrogate pair, however the producer cut its writes. Real store files, TestClock.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Queue, Stream, TestClock } from "effect"
-import { Engine, StreamChunks, type StreamIngest } from "../src/index.js"
+import { Effect, Layer, Queue, Stream, TestClock } from "effect"
+import { driverError, Engine, StorageFaults, StreamChunks, type StreamIngest } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { submit } from "./fixtures/Jobs.js"
@@ -93,6 +93,87 @@ describe("stream channels", () => {
       )
       for (const c of chunks) assert.strictEqual(c.commandId, StreamChunks.chunkCommandId("job:c", 1, c.start, c.end))
     }).pipe(Effect.provide(stackOf(handler)))
+  })
+
+  it.effect("a window holding text and tool-call arguments lands in one transaction, not one per channel", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const job = yield* startJob(handler, "w")
+      yield* job.feed(
+        { text: "Reading " },
+        { text: '{"path":"a"}', channel: "call_1" },
+        { text: '{"q":1}', channel: "call_2" }
+      )
+      yield* settle
+      const before = (yield* engine.stats).transactions
+      yield* TestClock.adjust("50 millis")
+      yield* eventually(
+        Effect.map(chunksOf("job:w"), (chunks) => chunks.length === 3),
+        "three chunks"
+      )
+      const transactions = (yield* engine.stats).transactions - before
+      yield* job.feed(END)
+      yield* succeeded("job:w")
+      assert.strictEqual(transactions, 1, "the three runs of the window share one group commit")
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:w")).map((c) => [c.channel, c.channelStart, c.start, c.end]),
+        [
+          ["", 0, 0, 8],
+          ["call_1", 0, 8, 20],
+          ["call_2", 0, 20, 27]
+        ]
+      )
+    }).pipe(Effect.provide(stackOf(handler)))
+  })
+
+  it.effect("when the store refuses a window's first run, the runs sent with it land after it, none lost", () => {
+    const handler = scriptedHandler()
+    // The first run's receipt is refused (disk full) while `refusing`; the runs after it are not.
+    const first = StreamChunks.chunkCommandId("job:r", 1, 0, 5)
+    const faults = { refusing: true, refused: 0 }
+    const layer = Layer.succeed(StorageFaults, {
+      before: (point, commandId) =>
+        Effect.suspend(() => {
+          if (!faults.refusing || point !== "receipts" || commandId !== first) return Effect.void
+          faults.refused++
+          return Effect.fail(driverError("SQLITE_FULL", "SQLITE_FULL: injected at receipts"))
+        })
+    })
+    return Effect.gen(function* () {
+      const job = yield* startJob(handler, "r", { retry: { maxRetries: 20, base: "100 millis", cap: "1 second" } })
+      yield* job.feed({ text: "Hello" }, { text: '{"a":1}', channel: "call_1" }, { text: " there" })
+      yield* settle
+      yield* TestClock.adjust("50 millis")
+      yield* eventually(
+        Effect.sync(() => faults.refused >= 1),
+        "the first run refused"
+      )
+      yield* TestClock.adjust("100 millis")
+      yield* eventually(
+        Effect.sync(() => faults.refused >= 2),
+        "the first run re-sent"
+      )
+      assert.deepStrictEqual(yield* chunksOf("job:r"), [])
+      faults.refusing = false
+      yield* TestClock.adjust("1 second")
+      yield* eventually(
+        Effect.map(chunksOf("job:r"), (chunks) => chunks.length === 3),
+        "all three landed"
+      )
+      yield* job.feed(END)
+      yield* succeeded("job:r")
+      const chunks = yield* chunksOf("job:r")
+      assert.deepStrictEqual(
+        chunks.map((c) => [c.channel, c.start, c.end, c.text]),
+        [
+          ["", 0, 5, "Hello"],
+          ["call_1", 5, 12, '{"a":1}'],
+          ["", 12, 18, " there"]
+        ]
+      )
+      for (const c of chunks) assert.strictEqual(c.commandId, StreamChunks.chunkCommandId("job:r", 1, c.start, c.end))
+    }).pipe(Effect.provide(stackOf(handler).pipe(Layer.provide(layer))))
   })
 
   it.effect("a command of the main text alone carries no channel fields (its id and payload are as before)", () => {

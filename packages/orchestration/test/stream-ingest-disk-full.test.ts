@@ -11,7 +11,7 @@ import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { submit } from "./fixtures/Jobs.js"
-import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import { eventually, streamServices, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const capDatabase = (extraPages: number) =>
   Effect.gen(function* () {
@@ -36,6 +36,7 @@ describe("stream ingestion on a full disk (SQLITE_FULL)", () => {
     let ingest: StreamIngest.StreamIngest | undefined
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
+      const services = yield* streamServices
       handler.behaviors.set("job:s", (row) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -47,7 +48,7 @@ describe("stream ingestion on a full disk (SQLITE_FULL)", () => {
             yield* ingest.flush
             return yield* ingest.stats
           })
-        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
       )
       yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
       yield* eventually(
@@ -89,11 +90,12 @@ describe("stream ingestion on a full disk (SQLITE_FULL)", () => {
       const text = "y".repeat(40_000)
       return Effect.gen(function* () {
         const engine = yield* Engine.Engine
+        const services = yield* streamServices
         handler.behaviors.set("job:s", (row) =>
           StreamIngest.run(
             { effect: row, retry: { maxRetries: 2, base: "100 millis", cap: "100 millis" } },
             Stream.make(text)
-          ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+          ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
         )
         yield* capDatabase(2)
         yield* engine.dispatchWithReceipt(submit("s", "work.safe"))

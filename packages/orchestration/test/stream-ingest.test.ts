@@ -23,7 +23,16 @@ import * as Outbox from "../src/Outbox.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
-import { eventually, gated, scriptedHandler, settle, stack, streaming, testReactor } from "./fixtures/reactors.js"
+import {
+  eventually,
+  streamServices,
+  gated,
+  scriptedHandler,
+  settle,
+  stack,
+  streaming,
+  testReactor
+} from "./fixtures/reactors.js"
 
 const END = "\u0000end"
 
@@ -211,10 +220,26 @@ describe("durable stream ingestion", () => {
         [overlap._tag, overlap._tag === "CommandRejected" && overlap.reason],
         ["CommandRejected", "stream-out-of-order"]
       )
+      // Out of order is refused for now, not stored: a chunk sent ahead of the one it follows
+      // (that one refused by the store, re-sent) is decided again when it comes again.
+      assert.isTrue(Option.isNone(yield* engine.receipt("ingest:stream:other")))
+      const ahead = { ...flush, commandId: StreamChunks.chunkCommandId("job:s", 1, 7, 9), start: 7, text: "!!" }
+      assert.strictEqual(
+        (yield* Effect.flip(engine.dispatchWithReceipt(ahead, { origin: "internal" })))._tag,
+        "CommandRejected"
+      )
+      yield* engine.dispatchWithReceipt(
+        { ...flush, commandId: StreamChunks.chunkCommandId("job:s", 1, 5, 7), start: 5, text: ", " },
+        { origin: "internal" }
+      )
+      assert.isFalse((yield* engine.dispatchWithReceipt(ahead, { origin: "internal" })).duplicate)
       // Clients cannot send it.
       const fromClient = yield* Effect.flip(engine.dispatchWithReceipt({ ...flush, commandId: "c-1" }))
       assert.strictEqual(fromClient._tag, "InvalidCommand")
-      assert.strictEqual((yield* chunksOf("job:s")).length, 1)
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:s")).map((c) => c.text),
+        ["hello", ", ", "!!"]
+      )
       yield* running.open
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
@@ -383,6 +408,7 @@ describe("durable stream ingestion", () => {
     let written = 0
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
+      const services = yield* streamServices
       handler.behaviors.set("job:s", (row) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -401,7 +427,7 @@ describe("durable stream ingestion", () => {
             yield* ingest.flush
             return yield* ingest.stats
           })
-        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
       )
       faults.refusing.on = true
       yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
@@ -444,6 +470,7 @@ describe("durable stream ingestion", () => {
     const written = { a: 0, b: 0 }
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
+      const services = yield* streamServices
       const behavior = (name: "a" | "b", piece: string) => (row: OutboxRow) =>
         Effect.scoped(
           Effect.gen(function* () {
@@ -459,7 +486,7 @@ describe("durable stream ingestion", () => {
             yield* ingest.flush
             return yield* ingest.stats
           })
-        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provideService(Engine.Engine, engine))
+        ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.provide(services))
       handler.behaviors.set("job:a", behavior("a", "aaaaaaaa"))
       handler.behaviors.set("job:b", behavior("b", "b"))
       faults.refusing.on = true
@@ -507,6 +534,7 @@ describe("durable stream ingestion", () => {
       const handler = scriptedHandler()
       return Effect.gen(function* () {
         const engine = yield* Engine.Engine
+        const services = yield* streamServices
         handler.behaviors.set("job:s", (row) =>
           StreamIngest.run({ effect: row }, Stream.make(row.attempts === 1 ? "first try" : "second")).pipe(
             Effect.mapError(StreamIngest.toEffectFailure),
@@ -515,7 +543,7 @@ describe("durable stream ingestion", () => {
                 ? Effect.fail(new EffectFailure({ message: "provider hung up", retryable: true }))
                 : Effect.succeed("done")
             ),
-            Effect.provideService(Engine.Engine, engine)
+            Effect.provide(services)
           )
         )
         yield* engine.dispatchWithReceipt(submit("s", "work.safe"))

@@ -18,6 +18,7 @@ import {
   CommandId,
   Engine,
   type EventRecord,
+  type FlushWindows,
   type Reactor,
   SqliteStore,
   StreamIngest
@@ -85,7 +86,7 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
       const period = 1_000 / tokensPerSecond
       const run = "stream"
       const clocks = new Map<string, StreamClock>()
-      const reactor: Reactor.ReactorDefinition<Engine.Engine> = {
+      const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
         name: "bench-stream",
         kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
         concurrency: streams,

@@ -138,6 +138,7 @@ const makeBackend = (
         Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" }))
       )
     ),
+    notifyOthers: Effect.flatMap(SqlClient, (sql) => Effect.asVoid(sql`SELECT pg_notify(${channel}, ${self})`)),
     skipLocked: "FOR UPDATE SKIP LOCKED",
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.

@@ -62,6 +62,11 @@ export interface StoreBackendShape {
   ) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /** Hints that another process committed (LISTEN/NOTIFY); never data. Empty for SQLite. */
   readonly foreignCommitHints: Stream.Stream<void, SqlError>
+  /**
+   * Rings the other processes' `foreignCommitHints` for a change made outside a dispatch (which rings
+   * them as it commits): a performer's word that its handler stopped. Nothing to do for SQLite.
+   */
+  readonly notifyOthers: Effect.Effect<void, SqlError, SqlClient>
   /** `FOR UPDATE SKIP LOCKED` where the store has it: concurrent claimers skip each other's rows. */
   readonly skipLocked: string
   /**
@@ -80,6 +85,7 @@ export const sqliteBackend: StoreBackendShape = {
   orderedWithDispatch: (body) => body,
   exclusively: (_name, body) => body,
   foreignCommitHints: Stream.empty,
+  notifyOthers: Effect.void,
   skipLocked: "",
   // The file lock already makes this process the only one on the store.
   holdNodeId: () => Effect.void

@@ -227,3 +227,31 @@ describe("ambiguous commits", () => {
       })
   )
 })
+
+describe("aggregate hints across processes", () => {
+  it.scoped("ringAggregate on one engine wakes another engine's readers of that aggregate, with no commit", () =>
+    Effect.gen(function* () {
+      const file = tempDbFile()
+      const engineA = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
+      const engineB = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
+      let rings = 0
+      yield* Effect.forkScoped(
+        Stream.runForEach(yield* engineB.aggregateChanges("account", "acc-r"), () => Effect.sync(() => rings++))
+      )
+      const until = (what: string, condition: () => boolean) =>
+        Effect.gen(function* () {
+          const deadline = Date.now() + 10_000
+          while (!condition() && Date.now() < deadline) yield* wait(20)
+          assert.isTrue(condition(), what)
+        })
+      // A commit of A reaches B through LISTEN: B's listener is up.
+      yield* engineA.dispatchWithReceipt(open("open-r", "acc-r"))
+      yield* until("B hears A's commit", () => rings > 0)
+      yield* wait(200)
+      const before = rings
+      // A performer's word that it stopped is a row update, not a command: it rings by itself.
+      yield* engineA.ringAggregate("account", "acc-r")
+      yield* until("B hears A's ring", () => rings > before)
+    })
+  )
+})
