@@ -141,14 +141,17 @@ export interface FollowThreadOptions {
 /**
  * The thread's messages after `from`, catching up from the store, then following commits (woken by
  * the engine's hint for this thread's aggregate, rung after every accepted command of the thread: its
- * events, its step's chunks and settlement; commits of other threads do not wake it). Never ends by itself.
+ * events, its step's chunks and settlement; commits of other threads do not wake it). A wake-up by
+ * commits that wrote no event of the thread (its step's chunks alone) reads only the chunks. Never
+ * ends by itself.
  */
 export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessage, StorageFailure> =>
   Stream.unwrapScoped(
     Effect.gen(function* () {
       const { engine, rules } = options
       // Subscribe before the first read: a commit between a read and the wait still wakes us.
-      const hints = yield* Stream.toPull(yield* engine.aggregateChanges(rules.aggregateType, options.threadId))
+      const follower = yield* engine.followAggregate(rules.aggregateType, options.threadId)
+      const hints = follower.changed
       let position = options.from
       /** Events read but not yet sent. */
       let buffered: Array<EventRecord> = []
@@ -160,6 +163,11 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
        * (half the reads per wake-up when every commit of a stream brings one delta).
        */
       let caughtUp = false
+      /**
+       * Events may be waiting: the last event read was a full page, or a commit that rang us may have
+       * written the thread's events. A wake-up by a chunk commit alone reads only the chunks.
+       */
+      let eventsDue = false
 
       const stepRow = (effectId: string) =>
         Outbox.find(effectId).pipe(
@@ -298,11 +306,9 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
             if (stopped !== undefined) {
               // Both the tail's commit and the performer's word ring this thread's hint (the reactor
               // rings it with its word, a plain row update); a dead performer's lease ends on its own.
-              // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
-              const hint = Effect.catchAll(hints, () => Effect.void)
               yield* stopped.leaseLeftMs === undefined
-                ? hint
-                : Effect.raceFirst(hint, Effect.sleep(Duration.millis(stopped.leaseLeftMs)))
+                ? hints
+                : Effect.raceFirst(hints, Effect.sleep(Duration.millis(stopped.leaseLeftMs)))
               continue
             }
             closing = undefined
@@ -330,17 +336,20 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
           if (!caughtUp) {
             // Caught up on what was read: read on. Events first, so a closing event is never
             // overtaken by a delta read after it.
-            const after = position.seq
-            buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
-            if (buffered.length > 0) continue
+            if (follower.takeEventsFlag()) eventsDue = true
+            if (eventsDue) {
+              const after = position.seq
+              buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
+              eventsDue = buffered.length >= EVENT_PAGE
+              if (buffered.length > 0) continue
+            }
             if (position.live !== null) {
               const { messages, full } = yield* chunkMessages(position.live)
               caughtUp = !full
               if (messages.length > 0) return Chunk.fromIterable(messages)
             }
           }
-          // swallow-ok: the hint stream ends only when its scope closes, which ends this stream too
-          yield* Effect.catchAll(hints, () => Effect.void)
+          yield* hints
           caughtUp = false
         }
       })

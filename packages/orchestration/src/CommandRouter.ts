@@ -15,7 +15,13 @@ import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
 import { InvalidCommand } from "./Errors.js"
 import { decideCommand, decideSettlementCommand, type QueuedCommand } from "./Processor.js"
 import type * as Receipts from "./Receipts.js"
-import { decideStreamCommand, EffectStream } from "./StreamChunks.js"
+import {
+  chunkFingerprint,
+  decideStreamCommand,
+  decodeStreamQuickly,
+  EffectStream,
+  readsThroughPage
+} from "./StreamChunks.js"
 
 export interface CommandRouter {
   /** Validates and routes a command: the command to queue, or why it is refused. */
@@ -47,13 +53,14 @@ const formatIssues = (error: ParseResult.ParseError) =>
 const identityOf = (
   raw: Record<string, unknown>,
   aggregate: AnyAggregate,
-  aggregateId: string
+  aggregateId: string,
+  print: string = fingerprint(raw)
 ): Receipts.CommandIdentity => ({
   commandId: raw.commandId as string,
   aggregateType: aggregate.name,
   aggregateId,
   commandType: raw.type as string,
-  fingerprint: fingerprint(raw)
+  fingerprint: print
 })
 
 const invalid = (message: string, commandId?: string, issues: InvalidCommand["issues"] = []) =>
@@ -115,12 +122,35 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     }
   }
 
-  /** A stream chunk (`effect.stream`, internal only) goes to its effect's aggregate, like a settlement. */
+  /**
+   * A stream chunk (`effect.stream`, internal only) goes to its effect's aggregate, like a settlement.
+   * Its own quick check and fingerprint (StreamChunks) stand in for the schema and the canonical
+   * JSON hash: the engine sends one per stream and flush window.
+   */
   const routeStream = (raw: Record<string, unknown>, commandId: string | undefined): QueuedCommand | InvalidCommand => {
-    const routed = toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
+    const quick = decodeStreamQuickly(raw)
+    const aggregate = quick === undefined ? undefined : aggregatesByName.get(quick.aggregateType)
+    const routed =
+      quick !== undefined && aggregate !== undefined
+        ? {
+            command: quick,
+            aggregate,
+            identity: identityOf(raw, aggregate, quick.aggregateId, chunkFingerprint(quick))
+          }
+        : toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
     if (routed instanceof InvalidCommand) return routed
-    const { command: chunk, aggregate, identity } = routed
-    return { identity, aggregate, decide: decideStreamCommand(aggregate, identity, chunk), settles: false }
+    const chunk = routed.command
+    // One fingerprint for a chunk, whichever way it was decoded.
+    const identity =
+      quick === undefined ? { ...routed.identity, fingerprint: chunkFingerprint(chunk) } : routed.identity
+    return {
+      identity,
+      aggregate: routed.aggregate,
+      decide: decideStreamCommand(routed.aggregate, identity, chunk),
+      settles: false,
+      throughPage: readsThroughPage(routed.aggregate),
+      effectId: chunk.effectId
+    }
   }
 
   const route = (input: unknown, origin: Origin): QueuedCommand | InvalidCommand => {

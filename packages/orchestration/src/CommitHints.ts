@@ -9,6 +9,12 @@
  * Why per aggregate: a stream chunk commits twenty times a second per stream, and it concerns only
  * the readers of its own aggregate (a thread's SSE clients). Ringing every reader and reactor for
  * each of them made every open stream re-read the store on every commit (docs/benchmarks.md).
+ *
+ * A follower of an aggregate (`followAggregate`) also learns whether the commits that rang it may
+ * have written the aggregate's events, or only its effects' stream chunks: a thread's SSE stream then
+ * reads only the chunks after a chunk commit, one read per wake-up instead of two. The flag is set
+ * before the follower is woken and only ever errs towards "read": it starts set, a commit with events
+ * of the aggregate sets it, and so does every foreign commit (another process says nothing of what).
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
@@ -27,13 +33,40 @@ export interface CommitHints {
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /** Engine-internal: the commit hints as a queue, for a reader that waits between table reads. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
-  /** Rings the readers of these aggregates (keys from `aggregateKey`); `"all"` rings every one. */
-  readonly ringAggregates: (keys: Iterable<string> | "all") => Effect.Effect<void>
+  /**
+   * Rings the readers of these aggregates (keys from `aggregateKey`); `"all"` rings every one.
+   * `withEvents`: the keys whose commits wrote events (default: all of them, the safe answer).
+   */
+  readonly ringAggregates: (
+    keys: Iterable<string> | "all",
+    withEvents?: ReadonlySet<string> | "all"
+  ) => Effect.Effect<void>
   /** Subscribes now, in the caller's scope, to the hints of one aggregate (as `commits` does). */
   readonly subscribeAggregate: (
     aggregateType: string,
     aggregateId: string
   ) => Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+  /** The same, telling also whether events may have been written since the last look (AggregateFollower). */
+  readonly followAggregate: (
+    aggregateType: string,
+    aggregateId: string
+  ) => Effect.Effect<AggregateFollower, never, Scope.Scope>
+}
+
+/** A subscription to one aggregate's hints. */
+export interface AggregateFollower {
+  /** Waits for the next hint (at once if one was rung since the last wait). */
+  readonly changed: Effect.Effect<void>
+  /**
+   * Whether a commit since the last call (or since subscribing, for the first) may have written
+   * events of the aggregate; false means only its effects' stream chunks or rows changed. Resets.
+   */
+  readonly takeEventsFlag: () => boolean
+}
+
+interface Reader {
+  readonly queue: Queue.Queue<void>
+  events: boolean
 }
 
 /** The key of an aggregate's hints. */
@@ -44,16 +77,41 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   const commits = yield* PubSub.sliding<number>(1)
   const outboxChanges = yield* PubSub.sliding<void>(1)
   /** The readers of each aggregate: a commit rings only the queues under its aggregates' keys. */
-  const readers = new Map<string, Set<Queue.Queue<void>>>()
-  /** Offers one wake-up to every reader queued under these keys (every key for `"all"`). */
-  const ring = (keys: Iterable<string> | "all") =>
-    Effect.suspend(() => {
-      const offers: Array<Effect.Effect<boolean>> = []
+  const readers = new Map<string, Set<Reader>>()
+  /**
+   * Offers one wake-up to every reader queued under these keys (every key for `"all"`), flagging
+   * events first. Synchronous: a sliding queue of one never suspends its offerer.
+   */
+  const ring = (keys: Iterable<string> | "all", withEvents: ReadonlySet<string> | "all" = "all") =>
+    Effect.sync(() => {
       for (const key of keys === "all" ? readers.keys() : keys) {
-        for (const queue of readers.get(key) ?? []) offers.push(Queue.offer(queue, undefined))
+        const events = withEvents === "all" || withEvents.has(key)
+        for (const reader of readers.get(key) ?? []) {
+          if (events) reader.events = true
+          reader.queue.unsafeOffer(undefined)
+        }
       }
-      return Effect.all(offers, { discard: true })
     })
+  const follow = (aggregateType: string, aggregateId: string) =>
+    Effect.acquireRelease(
+      Effect.map(Queue.sliding<void>(1), (queue) => {
+        const key = aggregateKey(aggregateType, aggregateId)
+        const reader: Reader = { queue, events: true }
+        const set = readers.get(key) ?? new Set()
+        set.add(reader)
+        readers.set(key, set)
+        return { key, reader }
+      }),
+      ({ key, reader }) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            const set = readers.get(key)
+            set?.delete(reader)
+            if (set !== undefined && set.size === 0) readers.delete(key)
+          }),
+          Queue.shutdown(reader.queue)
+        )
+    ).pipe(Effect.map(({ reader }) => reader))
   return {
     ringCommit: (head) => PubSub.publish(commits, head),
     ringOutbox: PubSub.publish(outboxChanges, undefined),
@@ -62,24 +120,16 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
     subscribeCommits: PubSub.subscribe(commits),
     ringAggregates: ring,
     subscribeAggregate: (aggregateType, aggregateId) =>
-      Effect.acquireRelease(
-        Effect.map(Queue.sliding<void>(1), (queue) => {
-          const key = aggregateKey(aggregateType, aggregateId)
-          const set = readers.get(key) ?? new Set()
-          set.add(queue)
-          readers.set(key, set)
-          return { key, queue }
-        }),
-        ({ key, queue }) =>
-          Effect.zipRight(
-            Effect.sync(() => {
-              const set = readers.get(key)
-              set?.delete(queue)
-              if (set !== undefined && set.size === 0) readers.delete(key)
-            }),
-            Queue.shutdown(queue)
-          )
-      ).pipe(Effect.map(({ queue }) => queue))
+      Effect.map(follow(aggregateType, aggregateId), (reader) => reader.queue),
+    followAggregate: (aggregateType, aggregateId) =>
+      Effect.map(follow(aggregateType, aggregateId), (reader) => ({
+        changed: Queue.take(reader.queue),
+        takeEventsFlag: () => {
+          const events = reader.events
+          reader.events = false
+          return events
+        }
+      }))
   }
 })
 

@@ -109,6 +109,15 @@ export interface EngineShape {
    * closes the stopped step. Fails only when the other processes could not be told.
    */
   readonly ringAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void, StorageFailure>
+  /**
+   * The same hints as `aggregateChanges`, as a follower that also tells whether the commits since
+   * it last looked may have written the aggregate's events, or only its effects' stream chunks and
+   * rows (CommitHints.AggregateFollower): a reader of a thread's live text skips the event read.
+   */
+  readonly followAggregate: (
+    aggregateType: string,
+    aggregateId: string
+  ) => Effect.Effect<CommitHints.AggregateFollower, never, Scope.Scope>
   readonly aggregate: (name: string) => AnyAggregate | undefined
   /**
    * Forgets that this aggregate's log could not be replayed (an operator repaired it and releases a
@@ -211,11 +220,15 @@ const batchRunner =
           })
           let outboxChanged = false
           const changed = new Set<string>()
+          /** The aggregates whose events this batch wrote (their followers read events again). */
+          const withEvents = new Set<string>()
           for (const [index, result] of results.entries()) {
             if (Exit.isSuccess(result) && !result.value.duplicate) {
               counters.committedCommands++
               const { identity } = batch[index]!
-              changed.add(CommitHints.aggregateKey(identity.aggregateType, identity.aggregateId))
+              const key = CommitHints.aggregateKey(identity.aggregateType, identity.aggregateId)
+              changed.add(key)
+              if (result.value.events.length > 0) withEvents.add(key)
               // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane),
               // except a stream chunk: it appends to its effect's stream and leaves every row as it was.
               if (identity.commandType !== "effect.stream") outboxChanged = true
@@ -225,7 +238,7 @@ const batchRunner =
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
           answer(results)
-          if (changed.size > 0) yield* hints.ringAggregates(changed)
+          if (changed.size > 0) yield* hints.ringAggregates(changed, withEvents)
           return results
         })
       )
@@ -348,6 +361,7 @@ export const make = (config: EngineConfig) =>
             Effect.mapError(toStorageFailure("notify other processes")),
             Effect.provideService(SqlClient, sql)
           ),
+      followAggregate: hints.followAggregate,
       aggregate: router.aggregate,
       releaseAggregate: (aggregateType, aggregateId) =>
         Effect.sync(() => {

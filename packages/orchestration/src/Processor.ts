@@ -62,11 +62,19 @@ export interface QueuedCommand {
   readonly decide: Decide
   /** Settlements change outbox rows, so reactors are rung after their commit. */
   readonly settles: boolean
-  /** A settlement's row, read with the other settlements of its batch (SettlementPage.ts). */
+  /**
+   * Reads its effect's row through the batch's SettlementPage and changes outbox rows only through
+   * it (a stream chunk whose aggregate projects none): the page is not written before it, and its
+   * row is read with its run's. Settlements always do.
+   */
+  readonly throughPage?: boolean
+  /** A settlement's (or page-reading chunk's) row, read with the others of its run (SettlementPage.ts). */
   readonly effectId?: string
   /** A settlement as decoded, so its batch can decide it at once and write it with others (SettlementWrites.ts). */
   readonly settlement?: SettlementCommand
 }
+
+const readsPage = (item: QueuedCommand): boolean => item.settles || item.throughPage === true
 
 export { commandDefect } from "./CommandWrite.js"
 
@@ -210,14 +218,14 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           results[index] = yield* answerFromReceipt(stored, item.identity)
           continue
         }
-        if (!item.settles) {
+        if (!readsPage(item)) {
           // Not a settlement: it may read or write outbox rows, so the page is written first.
           yield* writeRun
           yield* page.flush
         } else if (index >= readUpTo) {
-          // The rows of this run of settlements, in one read.
+          // The rows of this run of settlements (and chunks reading through the page), in one read.
           const run: Array<string> = []
-          for (readUpTo = index; readUpTo < items.length && items[readUpTo]!.settles; readUpTo++) {
+          for (readUpTo = index; readUpTo < items.length && readsPage(items[readUpTo]!); readUpTo++) {
             const effectId = items[readUpTo]!.effectId
             if (effectId !== undefined && !receipts.has(items[readUpTo]!.identity.commandId)) run.push(effectId)
           }

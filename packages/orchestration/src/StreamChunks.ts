@@ -46,6 +46,66 @@ export const EffectStream = Schema.Struct({
 })
 export type EffectStream = typeof EffectStream.Type
 
+const streamKeys = new Set([
+  "type",
+  "commandId",
+  "effectId",
+  "aggregateType",
+  "aggregateId",
+  "attempt",
+  "start",
+  "text",
+  "channel",
+  "channelStart"
+])
+
+/**
+ * The engine's own flushes arrive here twenty times a second per stream: a plain check of the
+ * object gives the decoded command without the Schema decoder's walk. It accepts exactly what
+ * `EffectStream` accepts (no other key, the types, text not empty); anything else answers
+ * undefined, and the router decodes that value with the schema to say what is wrong.
+ */
+export const decodeStreamQuickly = (raw: Record<string, unknown>): EffectStream | undefined => {
+  for (const key in raw) if (!streamKeys.has(key)) return undefined
+  const { commandId, effectId, aggregateType, aggregateId, attempt, start, text, channel, channelStart } = raw
+  if (
+    raw.type !== "effect.stream" ||
+    typeof commandId !== "string" ||
+    typeof effectId !== "string" ||
+    typeof aggregateType !== "string" ||
+    typeof aggregateId !== "string" ||
+    typeof attempt !== "number" ||
+    typeof start !== "number" ||
+    typeof text !== "string" ||
+    text.length === 0 ||
+    ("channel" in raw && typeof channel !== "string") ||
+    ("channelStart" in raw && typeof channelStart !== "number")
+  ) {
+    return undefined
+  }
+  return raw as unknown as EffectStream
+}
+
+/** FNV-1a over the UTF-16 code units: a cheap digest of a chunk's text for its fingerprint. */
+const fnv1a = (text: string): string => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  return (hash >>> 0).toString(16)
+}
+
+/**
+ * The fingerprint of a chunk command, for its receipt: every field but the id, the text as its
+ * length and digest. The id (`chunkCommandId`) already names the effect, attempt and range, so a
+ * re-sent flush matches; another text or channel under one id is still a conflict. Cheaper than
+ * the canonical-JSON SHA-256 of other commands (a chunk is the engine's own, sent per window).
+ */
+export const chunkFingerprint = (command: EffectStream): string =>
+  `stream:${command.effectId}#${command.attempt}:${command.start}+${command.text.length}:${fnv1a(command.text)}:` +
+  `${command.aggregateType}:${command.aggregateId}:${command.channel ?? ""}:${command.channelStart ?? ""}`
+
 /**
  * The id of a flush: `ingest:stream:<effectId>#<attempt>:<start>-<end>` (hashed when too long).
  * A re-sent flush of the same range is the same command, answered from its receipt.
@@ -196,13 +256,17 @@ const toChunk = (r: RawChunk): StreamChunk => ({
   channelStart: Number(r.channel_start ?? r.start_offset)
 })
 
-/** Where the attempt's recorded text ends (0 when it has none). */
+/**
+ * Where the attempt's recorded text ends (0 when it has none): the end of its last chunk, found by
+ * the primary key (chunks are contiguous, so the last to start ends last). `MAX(end_offset)` read
+ * every chunk of the attempt, once per chunk: quadratic over a long answer.
+ */
 export const recordedEnd = (effectId: string, attempt: number): Effect.Effect<number, SqlError, SqlClient> =>
   Effect.flatMap(
     SqlClient,
-    (sql) => sql<{ end: number | string | null }>`SELECT MAX(end_offset) AS "end" FROM effect_stream_chunks
-      WHERE effect_id = ${effectId} AND attempt = ${attempt}`
-  ).pipe(Effect.map((rows) => Number(rows[0]?.end ?? 0)))
+    (sql) => sql<{ end_offset: number | string }>`SELECT end_offset FROM effect_stream_chunks
+      WHERE effect_id = ${effectId} AND attempt = ${attempt} ORDER BY start_offset DESC LIMIT 1`
+  ).pipe(Effect.map((rows) => Number(rows[0]?.end_offset ?? 0)))
 
 const append = (chunk: StreamChunk) =>
   Effect.flatMap(
@@ -252,6 +316,14 @@ export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.
   })
 
 /**
+ * Whether a chunk of this aggregate reads its effect's row through the batch's SettlementPage (read
+ * with the other settlements' and chunks' rows of its run, in one query) instead of alone. Only when
+ * the aggregate projects no chunk: then the chunk writes nothing but its row in the chunks table and
+ * its receipt, never an outbox row, so the page need not be written before it.
+ */
+export const readsThroughPage = (aggregate: AnyAggregate): boolean => aggregate.onStream === undefined
+
+/**
  * The decision of a chunk command: check it against the row and what its attempt recorded, append
  * it, and tell the owning aggregate (`onStream`) so a domain may project it. A stale chunk is
  * rejected for good (its rejection stored under its id). An out-of-order one is refused for now and
@@ -261,9 +333,11 @@ export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.
  */
 export const decideStreamCommand =
   (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: EffectStream): Decide =>
-  (state, ctx) =>
+  (state, ctx, page) =>
     Effect.gen(function* () {
-      const row = yield* Outbox.find(command.effectId)
+      const row = readsThroughPage(aggregate)
+        ? yield* page.find(command.effectId)
+        : yield* Outbox.find(command.effectId)
       const end = row === undefined ? 0 : yield* recordedEnd(command.effectId, command.attempt)
       const verdict = decideChunk(row, command, end)
       if (verdict._tag === "Stale") return Decision.reject("stale-stream", verdict.message)

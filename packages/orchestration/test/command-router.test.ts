@@ -126,6 +126,52 @@ describe("command router", () => {
       })
   })
 
+  it("routes a stream chunk without the schema: same answer, a fingerprint over its fields, refusals as the schema says", () => {
+    const router = CommandRouter.make([Account])
+    const chunk = {
+      type: "effect.stream",
+      commandId: "ingest:stream:email:a1#1:0-5",
+      effectId: "email:a1",
+      aggregateType: "account",
+      aggregateId: "a1",
+      attempt: 1,
+      start: 0,
+      text: "hello"
+    }
+    const routed = router.route(chunk, "internal")
+    if (routed instanceof InvalidCommand) return assert.fail(routed.message)
+    assert.deepStrictEqual(
+      { ...routed.identity, fingerprint: "" },
+      {
+        commandId: chunk.commandId,
+        aggregateType: "account",
+        aggregateId: "a1",
+        commandType: "effect.stream",
+        fingerprint: ""
+      }
+    )
+    assert.deepStrictEqual([routed.settles, routed.throughPage, routed.effectId], [false, true, "email:a1"])
+    const printOf = (input: unknown) => {
+      const again = router.route(input, "internal")
+      return again instanceof InvalidCommand ? assert.fail(again.message) : again.identity.fingerprint
+    }
+    // A re-sent flush is the same command; another text, channel or offset under its id is not.
+    assert.strictEqual(printOf({ ...chunk }), routed.identity.fingerprint)
+    for (const other of [{ text: "hellp" }, { channel: "tool:c1" }, { channelStart: 3 }, { attempt: 2 }]) {
+      assert.notStrictEqual(printOf({ ...chunk, ...other }), routed.identity.fingerprint, JSON.stringify(other))
+    }
+    // Whatever the quick check refuses, the schema names, as for any other command.
+    given(Account)
+      .when({ ...chunk, text: "" }, "internal")
+      .thenRefused({ message: "invalid 'effect.stream' command", commandId: chunk.commandId, issuePaths: [["text"]] })
+    given(Account)
+      .when({ ...chunk, extra: 1 }, "internal")
+      .thenRefused({ message: "invalid 'effect.stream' command", commandId: chunk.commandId, issuePaths: [["extra"]] })
+    given(Account)
+      .when({ ...chunk, aggregateType: "thread" }, "internal")
+      .thenRefused({ message: "no aggregate named 'thread'", commandId: chunk.commandId })
+  })
+
   it("refuses a type no aggregate declares", () => {
     given(Account)
       .when({ commandId: "c1", type: "account.rename", accountId: "a1" })

@@ -33,4 +33,28 @@ describe("CommitHints per aggregate", () => {
       assert.isTrue(yield* Queue.isShutdown(closed))
     })
   )
+
+  it.scoped("a follower learns whether the commits that rang it wrote its aggregate's events", () =>
+    Effect.gen(function* () {
+      const hints = yield* CommitHints.make
+      const a = yield* hints.followAggregate("thread", "a")
+      const b = yield* hints.followAggregate("thread", "b")
+      // At first, events may be waiting (nothing was read yet); the flag resets once taken.
+      assert.deepStrictEqual([a.takeEventsFlag(), a.takeEventsFlag()], [true, false])
+      b.takeEventsFlag()
+      const keyA = CommitHints.aggregateKey("thread", "a")
+      const keyB = CommitHints.aggregateKey("thread", "b")
+      // One commit: a's events, b's stream chunks only; both are woken.
+      yield* hints.ringAggregates([keyA, keyB], new Set([keyA]))
+      yield* a.changed
+      yield* b.changed
+      assert.deepStrictEqual([a.takeEventsFlag(), b.takeEventsFlag()], [true, false])
+      // A chunk-only ring does not clear a flag still untaken; a foreign commit ("all") flags everyone.
+      yield* hints.ringAggregates([keyA], new Set([keyA]))
+      yield* hints.ringAggregates([keyA], new Set())
+      assert.isTrue(a.takeEventsFlag())
+      yield* hints.ringAggregates("all")
+      assert.deepStrictEqual([a.takeEventsFlag(), b.takeEventsFlag()], [true, true])
+    })
+  )
 })

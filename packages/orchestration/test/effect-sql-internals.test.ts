@@ -72,6 +72,24 @@ describe("@effect/sql internals the direct statement path relies on", () => {
     })
   )
 
+  it.effect("with a run for statements outside transactions, they go to it", () =>
+    Effect.gen(function* () {
+      const { calls, base, inTransaction } = yield* recording
+      const connection = { execute: () => Effect.succeed([]) } as unknown as Connection
+      const sql = withDirectStatementsInTransactions(
+        base,
+        connection,
+        (text, params) => Effect.sync(() => (calls.push(`direct ${text} ${JSON.stringify(params)}`), [])),
+        (text, params) => Effect.sync(() => (calls.push(`outside ${text} ${JSON.stringify(params)}`), []))
+      )
+      yield* sql`SELECT ${1}`
+      // Under a statement transformer, @effect/sql's own path still runs (on the recording connection).
+      yield* Statement.withTransformer(sql`SELECT ${2}`, (statement) => Effect.succeed(statement))
+      yield* inTransaction(sql`SELECT ${3}`)
+      assert.deepStrictEqual(calls, ["outside SELECT ? [1]", "execute SELECT ? [2]", "execute SELECT ? [3]"])
+    })
+  )
+
   it.effect("a transaction on another connection takes @effect/sql's own path", () =>
     Effect.gen(function* () {
       const { calls, sql } = yield* recording

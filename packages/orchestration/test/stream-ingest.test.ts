@@ -285,6 +285,58 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  it.effect("a chunk behind its effect's settlement in one batch reads the row as the batch left it: stale", () => {
+    const handler = scriptedHandler()
+    const running = gated()
+    handler.behaviors.set("job:s", running.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+      const attempt = (yield* Outbox.find("job:s"))!.attempts
+      const succeed = {
+        type: "effect.succeed",
+        commandId: `outcome:job:s#${attempt}:test`,
+        effectId: "job:s",
+        attempt,
+        aggregateType: "job",
+        aggregateId: "s",
+        by: "reactor",
+        response: { ok: true }
+      }
+      const chunk = {
+        type: "effect.stream",
+        commandId: StreamChunks.chunkCommandId("job:s", attempt, 0, 4),
+        effectId: "job:s",
+        aggregateType: "job",
+        aggregateId: "s",
+        attempt,
+        start: 0,
+        text: "late"
+      }
+      const before = (yield* engine.stats).transactions
+      // Both are queued before the processor runs again: one batch, the settlement first.
+      const [settled, late] = yield* Effect.all(
+        [succeed, chunk].map((command) => Effect.either(engine.dispatchWithReceipt(command, { origin: "internal" }))),
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual((yield* engine.stats).transactions - before, 1, "one batch")
+      assert.isTrue(settled!._tag === "Right")
+      const lateAnswer = late!
+      assert.deepStrictEqual(
+        lateAnswer._tag === "Left"
+          ? [lateAnswer.left._tag, lateAnswer.left._tag === "CommandRejected" && lateAnswer.left.reason]
+          : [],
+        ["CommandRejected", "stale-stream"]
+      )
+      assert.deepStrictEqual(yield* chunksOf("job:s"), [])
+      yield* running.open
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
   it.effect("an ingest of a stale attempt fails with reason stale at its first flush and records nothing", () => {
     const handler = scriptedHandler()
     const running = gated()

@@ -21,7 +21,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
-import { Context, Effect, Layer, Scope, Stream } from "effect"
+import { Context, Effect, type Fiber, Layer, Scope, Stream } from "effect"
 import { withDirectStatementsInTransactions } from "./EffectSqlInternals.js"
 
 export interface SqliteClientOptions {
@@ -82,37 +82,45 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
   Effect.gen(function* () {
     const prepare = makePrepareCache(db, prepareCacheSize)
 
-    /** One step per statement: prepare (cached), bind, run, all synchronously. */
+    /** Prepare (cached), bind, run, all synchronously; the answer as an Effect already done. */
+    const execute = (
+      fiber: Fiber.RuntimeFiber<Rows, SqlError>,
+      sql: string,
+      params: ReadonlyArray<unknown>,
+      mode: "rows" | "raw" | "values"
+    ): Effect.Effect<Rows, SqlError> => {
+      let statement: Database.Statement
+      try {
+        statement = prepare(sql)
+      } catch (cause) {
+        return Effect.fail(prepareFailure(cause))
+      }
+      const safe = Context.get(fiber.currentContext, Client.SafeIntegers)
+      try {
+        if (safe) statement.safeIntegers(true)
+        if (!statement.reader) {
+          const result = statement.run(...params)
+          return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
+        }
+        if (mode === "values") {
+          statement.raw(true)
+          try {
+            return Effect.succeed(statement.all(...params))
+          } finally {
+            statement.raw(false)
+          }
+        }
+        return Effect.succeed(statement.all(...params))
+      } catch (cause) {
+        return Effect.fail(executeFailure(cause))
+      } finally {
+        if (safe) statement.safeIntegers(false)
+      }
+    }
+
+    /** One step per statement. */
     const run = (sql: string, params: ReadonlyArray<unknown>, mode: "rows" | "raw" | "values") =>
-      Effect.withFiberRuntime<Rows, SqlError>((fiber) => {
-        let statement: Database.Statement
-        try {
-          statement = prepare(sql)
-        } catch (cause) {
-          return Effect.fail(prepareFailure(cause))
-        }
-        const safe = Context.get(fiber.currentContext, Client.SafeIntegers)
-        try {
-          if (safe) statement.safeIntegers(true)
-          if (!statement.reader) {
-            const result = statement.run(...params)
-            return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
-          }
-          if (mode === "values") {
-            statement.raw(true)
-            try {
-              return Effect.succeed(statement.all(...params))
-            } finally {
-              statement.raw(false)
-            }
-          }
-          return Effect.succeed(statement.all(...params))
-        } catch (cause) {
-          return Effect.fail(executeFailure(cause))
-        } finally {
-          if (safe) statement.safeIntegers(false)
-        }
-      })
+      Effect.withFiberRuntime<Rows, SqlError>((fiber) => execute(fiber, sql, params, mode))
 
     const connection: Connection = {
       execute: (sql, params, transformRows) =>
@@ -139,6 +147,11 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
         connection
       )
     )
+    /** A statement outside any transaction: at once when none is open on the connection, else after it. */
+    const outsideTransaction = (sql: string, params: ReadonlyArray<unknown>, mode: "rows") =>
+      Effect.withFiberRuntime<Rows, SqlError>((fiber) =>
+        db.inTransaction ? semaphore.withPermits(1)(run(sql, params, mode)) : execute(fiber, sql, params, mode)
+      )
     const client = yield* Client.make({
       acquirer,
       transactionAcquirer,
@@ -148,12 +161,16 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
     // Statements run inside a transaction on this connection go straight to the driver: compile, then
     // one synchronous step. Through @effect/sql's own path each costs ≈ 60 Effect steps (a span, a scope,
     // the connection lookup) and 15–20 µs, about ten times the statement itself; projections and
-    // settlements run several per command (docs/benchmarks.md). The result, the error (SqlError), safe
-    // integers and the connection are the same; what is left out is the per-statement span (the
-    // transaction's batch has one). How it hooks into @effect/sql lives in EffectSqlInternals.ts, the one
-    // module that leans on that package's internals.
+    // settlements run several per command (docs/benchmarks.md). A statement outside a transaction
+    // takes the same step when no transaction is open on the connection (it then cannot run inside
+    // another fiber's: the statement is synchronous), else it waits for the connection's permit.
+    // Readers run one for every wake-up (a thread stream reads its new chunks twenty times a second
+    // per stream); the generic path measured 70–115 µs a read against 4–10 µs. The result, the
+    // error (SqlError), safe integers and the connection are the same; what is left out is the
+    // per-statement span (the transaction's batch has one). How it hooks into @effect/sql lives in
+    // EffectSqlInternals.ts, the one module that leans on that package's internals.
     return {
-      client: withDirectStatementsInTransactions(client, connection, run),
+      client: withDirectStatementsInTransactions(client, connection, run, outsideTransaction),
       connection: SqliteConnection.of({ db, prepare })
     }
   })
