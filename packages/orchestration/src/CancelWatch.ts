@@ -49,6 +49,9 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     const changes = yield* options.changes
     yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(ring, undefined)))
     const pollMs = Duration.toMillis(options.pollInterval ?? "500 millis")
+    // Rung when a performance is watched: with nothing watched there is nothing to ask about, so the
+    // loop waits for this instead of waking at every ring and every poll for nothing.
+    const watching = yield* Queue.sliding<void>(1)
 
     const check = Effect.gen(function* () {
       if (watched.size === 0) return
@@ -72,19 +75,29 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
       Effect.provide(context)
     )
 
+    const ringOrPoll = Effect.race(
+      Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring))),
+      Effect.sleep(Duration.millis(pollMs))
+    )
+    // A ring that came while nothing was watched is kept: it may be a cancel committed just after the
+    // watch began, before this loop woke (the first check then only reads once more than it must).
+    const untilWatched = Queue.take(watching)
     yield* Effect.forkScoped(
       Effect.forever(
-        Effect.race(
-          Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring))),
-          Effect.sleep(Duration.millis(pollMs))
-        ).pipe(Effect.zipRight(check))
+        Effect.suspend(() => (watched.size === 0 ? untilWatched : Effect.void)).pipe(
+          Effect.zipRight(ringOrPoll),
+          Effect.zipRight(check)
+        )
       )
     )
 
     return {
       watch: (effectId, attempt, stop) =>
         Effect.acquireRelease(
-          Effect.sync(() => watched.set(effectId, { attempt, stop })),
+          Effect.sync(() => {
+            watched.set(effectId, { attempt, stop })
+            Queue.unsafeOffer(watching, undefined)
+          }),
           () =>
             Effect.sync(() => {
               if (watched.get(effectId)?.stop === stop) watched.delete(effectId)

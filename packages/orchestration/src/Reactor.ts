@@ -30,6 +30,7 @@ import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
 import * as ReactorCursors from "./ReactorCursors.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import * as TableChanges from "./storage/TableChanges.js"
 import { type KindPolicy, processLossOf, reclaimDeadOwners, settleOutcome, type Verdict } from "./ReactorSettlement.js"
 import { Worker } from "./Worker.js"
 
@@ -347,7 +348,27 @@ export const run = <R>(
       }
     }
 
-    const reclaimDead = (now: number) => reclaimDeadOwners(engine, worker, definition.kinds, kinds, now)
+    // Where only this process writes the store, a poll first asks whether the outbox or the cursors
+    // changed since its last look (storage/TableChanges.ts): an idle poll then reads nothing.
+    const changeCount = Option.getOrUndefined(yield* TableChanges.watch(["outbox", "reactor_cursors"]))
+    /** The change count at which no running row of another owner existed, so none could be reclaimed. */
+    let noOthersAt: number | undefined
+    /** Whether a running row of another owner exists; rows of other owners never appear without a change. */
+    const othersRunning = (changes: number) =>
+      noOthersAt === changes
+        ? Effect.succeed(false)
+        : Effect.map(
+            Outbox.reclaimable(Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, 1, kinds, worker.ownerId),
+            (rows) => {
+              if (rows.length === 0) noOthersAt = changes
+              return rows.length > 0
+            }
+          )
+
+    const reclaimDead = (now: number, changes: number | undefined) =>
+      changes !== undefined && noOthersAt === changes
+        ? Effect.succeed(0)
+        : reclaimDeadOwners(engine, worker, definition.kinds, kinds, now)
 
     const loop = Effect.gen(function* () {
       yield* engine.awaitActivation
@@ -355,12 +376,23 @@ export const run = <R>(
       let coolOff = 100
       let lastReclaim = -Infinity
       let lastAdvance = -Infinity
+      /**
+       * What the last full look found when it claimed nothing and reclaimed nothing: until the tables
+       * change or `until` comes (the next pending row's due time), a look would find the same.
+       */
+      let quiet: { readonly changes: number; readonly until: number } | undefined
       while (!stopping) {
         const step = Effect.gen(function* () {
           const now = yield* Clock.currentTimeMillis
+          // Taken before any read of this look: a change it does not see moves the count.
+          const changes = changeCount?.()
+          if (quiet !== undefined && quiet.changes === changes && now < quiet.until && !settledSinceCursor) {
+            return Math.min(now + pollMs, quiet.until)
+          }
+          quiet = undefined
           if (now - lastReclaim >= pollMs) {
             lastReclaim = now
-            yield* reclaimDead(now)
+            yield* reclaimDead(now, changes)
           }
           // At most once a poll: the advance is a durable write (an fsync holding SQLite's one
           // connection, 2.4 ms a call measured in the end-to-end run), and the claim finds pending rows
@@ -375,15 +407,28 @@ export const run = <R>(
           }
           const free = concurrency - (yield* FiberMap.size(running))
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []
+          let looked = false
           if (free > 0 && !stopping) {
             const space = yield* (yield* FreeSpace).check
             if (!space.belowFloor) {
+              looked = true
               claimed = yield* Outbox.claim({ kinds, owner: worker.ownerId, now, leaseMs, limit: free, after: cursor })
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
           if (free > 0 && claimed.length === free) return now
           const due = yield* Outbox.nextDue(kinds, cursor)
+          // Quiet only when time alone changes nothing before `until`: no due row left unclaimed (it
+          // waits behind its lane, and a later row may come due before the lane frees), and no row of
+          // another owner that a lapse could make reclaimable.
+          if (
+            changes !== undefined &&
+            looked &&
+            claimed.length === 0 &&
+            (due === undefined || due > now) &&
+            !(yield* othersRunning(changes))
+          )
+            quiet = { changes, until: due ?? Number.POSITIVE_INFINITY }
           return due !== undefined && due > now ? Math.min(now + pollMs, due) : now + pollMs
         })
         // When to look again, as a time: the step's reads take time, and a wait computed from the clock

@@ -10,7 +10,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import * as Statement from "@effect/sql/Statement"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Stream } from "effect"
-import { statementPrototype, withDirectStatementsInTransactions } from "../src/storage/EffectSqlInternals.js"
+import { statementPrototype, withDirectStatements } from "../src/storage/EffectSqlInternals.js"
 
 const recording = Effect.gen(function* () {
   const calls: Array<string> = []
@@ -26,8 +26,11 @@ const recording = Effect.gen(function* () {
     compiler: Statement.makeCompilerSqlite(),
     spanAttributes: []
   }).pipe(Effect.provide(Reactivity.layer))
-  const sql = withDirectStatementsInTransactions(base, connection, (text, params) =>
-    Effect.sync(() => (calls.push(`direct ${text} ${JSON.stringify(params)}`), [{ direct: true }]))
+  const sql = withDirectStatements(
+    base,
+    connection,
+    (text, params) => Effect.sync(() => (calls.push(`direct ${text} ${JSON.stringify(params)}`), [{ direct: true }])),
+    (text, params) => Effect.sync(() => (calls.push(`outside ${text} ${JSON.stringify(params)}`), [{ outside: true }]))
   )
   const inTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.provideService(effect, Client.TransactionConnection, [connection, 0] as const)
@@ -63,30 +66,23 @@ describe("@effect/sql internals the direct statement path relies on", () => {
     })
   )
 
-  it.effect("outside a transaction, or under a statement transformer, @effect/sql's own path runs", () =>
+  it.effect("outside any transaction, a statement runs directly through the outside run", () =>
     Effect.gen(function* () {
-      const { calls, sql, inTransaction } = yield* recording
-      yield* sql`SELECT ${1}`
-      yield* inTransaction(Statement.withTransformer(sql`SELECT ${2}`, (statement) => Effect.succeed(statement)))
-      assert.deepStrictEqual(calls, ["execute SELECT ? [1]", "execute SELECT ? [2]"])
+      const { calls, sql } = yield* recording
+      assert.deepStrictEqual(yield* sql`SELECT ${1}`, [{ outside: true }])
+      yield* sql.unsafe("DELETE FROM t WHERE id = ?", [8])
+      assert.deepStrictEqual(calls, ["outside SELECT ? [1]", "outside DELETE FROM t WHERE id = ? [8]"])
     })
   )
 
-  it.effect("with a run for statements outside transactions, they go to it", () =>
+  it.effect("under a statement transformer, @effect/sql's own path runs", () =>
     Effect.gen(function* () {
-      const { calls, base, inTransaction } = yield* recording
-      const connection = { execute: () => Effect.succeed([]) } as unknown as Connection
-      const sql = withDirectStatementsInTransactions(
-        base,
-        connection,
-        (text, params) => Effect.sync(() => (calls.push(`direct ${text} ${JSON.stringify(params)}`), [])),
-        (text, params) => Effect.sync(() => (calls.push(`outside ${text} ${JSON.stringify(params)}`), []))
-      )
-      yield* sql`SELECT ${1}`
-      // Under a statement transformer, @effect/sql's own path still runs (on the recording connection).
-      yield* Statement.withTransformer(sql`SELECT ${2}`, (statement) => Effect.succeed(statement))
-      yield* inTransaction(sql`SELECT ${3}`)
-      assert.deepStrictEqual(calls, ["outside SELECT ? [1]", "execute SELECT ? [2]", "execute SELECT ? [3]"])
+      const { calls, sql, inTransaction } = yield* recording
+      const transformed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+        Statement.withTransformer(effect, (statement) => Effect.succeed(statement))
+      yield* transformed(sql`SELECT ${1}`)
+      yield* inTransaction(transformed(sql`SELECT ${2}`))
+      assert.deepStrictEqual(calls, ["execute SELECT ? [1]", "execute SELECT ? [2]"])
     })
   )
 

@@ -1,7 +1,7 @@
 /**
  * The one module that relies on how @effect/sql 0.52 builds a statement, beyond its typed API. Our
- * SqliteClient runs a statement straight on the driver (one Effect step instead of ≈ 60; outside a
- * transaction, under the connection's permit); to do that it replaces the statement's `commit`, the method Effect calls when a statement
+ * SqliteClient runs a plain statement straight on the driver (one Effect step inside a transaction, a
+ * permit and one step outside, instead of ≈ 60); to do that it replaces the statement's `commit`, the method Effect calls when a statement
  * is yielded. What it assumes, each checked by test/effect-sql-internals.test.ts, which fails loudly
  * when an upgrade changes one of them:
  *
@@ -33,32 +33,27 @@ export const statementPrototype = (client: Client.SqlClient): { readonly commit:
   Object.getPrototypeOf(client.unsafe("SELECT 1")) as { readonly commit: Commit }
 
 /**
- * `client`, except that a statement run inside a transaction on `connection` goes to `run` (compiled,
- * no span, no permit: the transaction already holds it). With `outside`, a statement run outside any
- * transaction goes there (the client's own direct run for that case). Otherwise (no
- * `outside`, a transaction on another connection, a statement transformer) the statement takes
+ * `client`, except that a plain statement goes to the driver in one step: inside a transaction on
+ * `connection`, to `run` (compiled, no span, no permit: the transaction already holds it); outside any
+ * transaction, to `runOutside`, which must hold the connection's permit while the statement runs.
+ * Inside a transaction on another connection, or under a statement transformer, the statement takes
  * @effect/sql's path unchanged.
  */
-export const withDirectStatementsInTransactions = (
+export const withDirectStatements = (
   client: Client.SqlClient,
   connection: Connection,
   run: DirectRun,
-  outside?: DirectRun
+  runOutside: DirectRun
 ): Client.SqlClient => {
   const primitive = statementPrototype(client)
   const genericCommit = primitive.commit
   function directCommit(this: Statement.Statement<unknown>) {
     return Effect.withFiberRuntime<ReadonlyArray<unknown>, SqlError>((fiber) => {
-      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
       if (fiber.getFiberRef(Statement.currentTransformer)._tag === "Some") return genericCommit.call(this)
-      if (transaction._tag === "None") {
-        if (outside === undefined) return genericCommit.call(this)
-        const [sql, params] = this.compile()
-        return outside(sql, params, "rows")
-      }
-      if (transaction.value[0] !== connection) return genericCommit.call(this)
+      const transaction = Context.getOption(fiber.currentContext, Client.TransactionConnection)
+      if (transaction._tag === "Some" && transaction.value[0] !== connection) return genericCommit.call(this)
       const [sql, params] = this.compile()
-      return run(sql, params, "rows")
+      return transaction._tag === "None" ? runOutside(sql, params, "rows") : run(sql, params, "rows")
     })
   }
   const direct = <S>(statement: S): S => {

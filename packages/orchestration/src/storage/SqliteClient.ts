@@ -8,8 +8,11 @@
  *   minutes, so a statement refused once (a table not created yet, a transient error) kept failing.
  * - The prepared-statement cache is a plain LRU `Map`; the upstream `Cache` (hashing, fibers, TTL
  *   clock reads) cost several percent of a dispatch run (docs/benchmarks.md).
- * - Inside a transaction, a statement runs on the driver in one Effect step instead of ≈ 60 (see
- *   EffectSqlInternals.ts): projections and settlements run several per command.
+ * - A statement runs on the driver in one Effect step instead of ≈ 60 (see EffectSqlInternals.ts):
+ *   projections and settlements run several per command, and the reactors' polls several a second.
+ * - A statement outside a transaction holds the connection's permit until it has run. The upstream
+ *   client takes the permit only to hand out the connection, so a transaction of another fiber could
+ *   begin before the statement ran, and the statement then ran inside it (a write rolled back with it).
  * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
  *   run its own statements synchronously inside the transaction it already holds (see
  *   SqliteCommitWriter.ts). Only the SQLite store provides it; another SQLite client goes the generic
@@ -21,8 +24,8 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
-import { Context, Effect, type Fiber, Layer, Scope, Stream } from "effect"
-import { withDirectStatementsInTransactions } from "./EffectSqlInternals.js"
+import { Context, Effect, Layer, Scope, Stream } from "effect"
+import { withDirectStatements } from "./EffectSqlInternals.js"
 
 export interface SqliteClientOptions {
   readonly filename: string
@@ -82,45 +85,37 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
   Effect.gen(function* () {
     const prepare = makePrepareCache(db, prepareCacheSize)
 
-    /** Prepare (cached), bind, run, all synchronously; the answer as an Effect already done. */
-    const execute = (
-      fiber: Fiber.RuntimeFiber<Rows, SqlError>,
-      sql: string,
-      params: ReadonlyArray<unknown>,
-      mode: "rows" | "raw" | "values"
-    ): Effect.Effect<Rows, SqlError> => {
-      let statement: Database.Statement
-      try {
-        statement = prepare(sql)
-      } catch (cause) {
-        return Effect.fail(prepareFailure(cause))
-      }
-      const safe = Context.get(fiber.currentContext, Client.SafeIntegers)
-      try {
-        if (safe) statement.safeIntegers(true)
-        if (!statement.reader) {
-          const result = statement.run(...params)
-          return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
-        }
-        if (mode === "values") {
-          statement.raw(true)
-          try {
-            return Effect.succeed(statement.all(...params))
-          } finally {
-            statement.raw(false)
-          }
-        }
-        return Effect.succeed(statement.all(...params))
-      } catch (cause) {
-        return Effect.fail(executeFailure(cause))
-      } finally {
-        if (safe) statement.safeIntegers(false)
-      }
-    }
-
-    /** One step per statement. */
+    /** One step per statement: prepare (cached), bind, run, all synchronously. */
     const run = (sql: string, params: ReadonlyArray<unknown>, mode: "rows" | "raw" | "values") =>
-      Effect.withFiberRuntime<Rows, SqlError>((fiber) => execute(fiber, sql, params, mode))
+      Effect.withFiberRuntime<Rows, SqlError>((fiber) => {
+        let statement: Database.Statement
+        try {
+          statement = prepare(sql)
+        } catch (cause) {
+          return Effect.fail(prepareFailure(cause))
+        }
+        const safe = Context.get(fiber.currentContext, Client.SafeIntegers)
+        try {
+          if (safe) statement.safeIntegers(true)
+          if (!statement.reader) {
+            const result = statement.run(...params)
+            return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
+          }
+          if (mode === "values") {
+            statement.raw(true)
+            try {
+              return Effect.succeed(statement.all(...params))
+            } finally {
+              statement.raw(false)
+            }
+          }
+          return Effect.succeed(statement.all(...params))
+        } catch (cause) {
+          return Effect.fail(executeFailure(cause))
+        } finally {
+          if (safe) statement.safeIntegers(false)
+        }
+      })
 
     const connection: Connection = {
       execute: (sql, params, transformRows) =>
@@ -136,9 +131,9 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
     }
 
     const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
-    // A transaction holds the permit until its scope closes.
-    const transactionAcquirer = Effect.uninterruptibleMask((restore) =>
+    // The permit is held until the scope closes: for a transaction, until it ends; for one statement
+    // through @effect/sql's path, until it has run (that path runs it inside `Effect.scoped`).
+    const holdPermit = Effect.uninterruptibleMask((restore) =>
       Effect.as(
         Effect.zipRight(
           restore(semaphore.take(1)),
@@ -147,30 +142,23 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
         connection
       )
     )
-    /** A statement outside any transaction: at once when none is open on the connection, else after it. */
-    const outsideTransaction = (sql: string, params: ReadonlyArray<unknown>, mode: "rows") =>
-      Effect.withFiberRuntime<Rows, SqlError>((fiber) =>
-        db.inTransaction ? semaphore.withPermits(1)(run(sql, params, mode)) : execute(fiber, sql, params, mode)
-      )
     const client = yield* Client.make({
-      acquirer,
-      transactionAcquirer,
+      acquirer: holdPermit,
+      transactionAcquirer: holdPermit,
       compiler: Statement.makeCompilerSqlite(),
       spanAttributes: [["db.system.name", "sqlite"]]
     })
-    // Statements run inside a transaction on this connection go straight to the driver: compile, then
-    // one synchronous step. Through @effect/sql's own path each costs ≈ 60 Effect steps (a span, a scope,
-    // the connection lookup) and 15–20 µs, about ten times the statement itself; projections and
-    // settlements run several per command (docs/benchmarks.md). A statement outside a transaction
-    // takes the same step when no transaction is open on the connection (it then cannot run inside
-    // another fiber's: the statement is synchronous), else it waits for the connection's permit.
-    // Readers run one for every wake-up (a thread stream reads its new chunks twenty times a second
-    // per stream); the generic path measured 70–115 µs a read against 4–10 µs. The result, the
-    // error (SqlError), safe integers and the connection are the same; what is left out is the
-    // per-statement span (the transaction's batch has one). How it hooks into @effect/sql lives in
-    // EffectSqlInternals.ts, the one module that leans on that package's internals.
+    const withPermit = semaphore.withPermits(1)
+    // Plain statements go straight to the driver: compile, then one synchronous step (under the
+    // permit when no transaction holds it). Through @effect/sql's own path each costs ≈ 60 Effect
+    // steps (a span, a scope, the connection lookup) and 15–20 µs, about ten times the statement
+    // itself; projections and settlements run several per command (docs/benchmarks.md), the reactors'
+    // polls several a second. The result, the error (SqlError), safe integers and the connection are
+    // the same; what is left out is the per-statement span (a transaction's batch has one). How it
+    // hooks into @effect/sql lives in EffectSqlInternals.ts, the one module that leans on that
+    // package's internals.
     return {
-      client: withDirectStatementsInTransactions(client, connection, run, outsideTransaction),
+      client: withDirectStatements(client, connection, run, (sql, params, mode) => withPermit(run(sql, params, mode))),
       connection: SqliteConnection.of({ db, prepare })
     }
   })
