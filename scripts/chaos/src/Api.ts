@@ -23,9 +23,11 @@ export type ReceiptView = typeof Api.ReceiptView.Type
 export const events = (base: string, after: number) =>
   run(base, (api) => api.events.list({ urlParams: { after, limit: 1000 } }))
 
-/** Up to 1,000 effect rows in `status`. */
-export const effects = (base: string, status: EffectView["status"]) =>
-  run(base, (api) => api.effects.list({ urlParams: { status, limit: 1000 } })).then((page) => page.effects)
+/** Up to `limit` effect rows in `status` (any status when undefined). */
+export const effects = (base: string, status: EffectView["status"] | undefined, limit = 1000) =>
+  run(base, (api) => api.effects.list({ urlParams: status === undefined ? { limit } : { status, limit } })).then(
+    (page) => page.effects
+  )
 
 /** The receipt of `commandId`, or the server's typed refusal (NotFound when it has none). */
 export const receipt = (base: string, commandId: string): Promise<Either.Either<ReceiptView, unknown>> =>

@@ -5,7 +5,7 @@
  * the server's own schemas (a changed shape fails loudly, never guessed at).
  */
 import { Api, ApiErrors } from "@orchestration/server"
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
 
 const accepted = Schema.decodeUnknownSync(Api.DispatchAnswer)
 const rejected = Schema.decodeUnknownSync(ApiErrors.Wire.CommandRejected)
@@ -27,7 +27,7 @@ export interface ClientStats {
   duplicateViolations: Array<string>
 }
 
-export const json = async (url: string, init?: RequestInit): Promise<{ status: number; body: any }> => {
+export const json = async (url: string, init?: RequestInit): Promise<Answer> => {
   const response = await fetch(url, init)
   const text = await response.text()
   let body: unknown = text
@@ -39,6 +39,23 @@ export const json = async (url: string, init?: RequestInit): Promise<{ status: n
   return { status: response.status, body }
 }
 
+/** A raw answer: its status and its body (parsed JSON, or the text when it is not JSON). */
+export interface Answer {
+  readonly status: number
+  readonly body: unknown
+}
+
+/**
+ * The body of an answer with `status`, decoded with the server's schema for that answer; undefined
+ * for any other status. An answer with `status` in another shape throws (it is never guessed at).
+ */
+export const bodyAt = <A, I>(answer: Answer, status: number, schema: Schema.Schema<A, I>): A | undefined =>
+  answer.status === status ? Schema.decodeUnknownSync(schema)(answer.body) : undefined
+
+/** The body, when it has the shape `schema` decodes (a refusal the harness expects); undefined otherwise. */
+export const bodyAs = <A, I>(answer: Answer, schema: Schema.Schema<A, I>): A | undefined =>
+  Option.getOrUndefined(Schema.decodeUnknownOption(schema)(answer.body))
+
 export const makeClient = () => {
   const acked = new Map<string, Ack>()
   const pending = new Map<string, Command>()
@@ -48,7 +65,7 @@ export const makeClient = () => {
 
   /** One attempt. Returns true when the command is settled for this client (acknowledged or refused for good). */
   const attempt = async (base: string, command: Command): Promise<boolean> => {
-    let result: { status: number; body: unknown }
+    let result: Answer
     try {
       result = await json(`${base}/v1/commands`, {
         method: "POST",

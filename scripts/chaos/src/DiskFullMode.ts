@@ -8,7 +8,8 @@ import { spawnSync } from "node:child_process"
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { json, makeClient } from "./Client.js"
+import { Api, ApiErrors, ThreadView, TranscriptView } from "@orchestration/server"
+import { type Answer, bodyAs, bodyAt, json, makeClient } from "./Client.js"
 import { quiesce } from "./Invariants.js"
 import { sleep, start, stop } from "./ServerProcess.js"
 
@@ -18,6 +19,13 @@ const post = (base: string, body: unknown) =>
     headers: { "content-type": "application/json" },
     body: JSON.stringify(body)
   })
+
+/** The turns of a thread read with `GET /v1/threads/:id` (none when it did not answer 200). */
+const turnsOf = (answer: Answer) => bodyAt(answer, 200, ThreadView)?.turns ?? []
+/** A 200 transcript that is not valid. */
+const invalidTranscript = (answer: Answer) => bodyAt(answer, 200, TranscriptView)?.valid === false
+const storageRefusal = (answer: Answer) =>
+  answer.status === 503 ? bodyAs(answer, ApiErrors.Wire.StorageUnavailable) : undefined
 
 /** Writes zeros until the file system says ENOSPC. */
 const fill = (file: string) => {
@@ -53,34 +61,37 @@ const ioErrors = async (log: (line: string) => void) => {
       const command = { commandId: `io-${threadId}`, type: "message.send", threadId, messageId: "m1", text: script }
       for (let attempt = 0; attempt < 5; attempt++) {
         const answer = await post(server.url, command)
-        if (answer.status === 200) {
-          acked.set(command.commandId, answer.body.sequence)
+        const accepted = bodyAt(answer, 200, Api.DispatchAnswer)
+        if (accepted !== undefined) {
+          acked.set(command.commandId, accepted.sequence)
           break
         }
-        if (answer.status !== 503 || answer.body?.error !== "StorageUnavailable") {
+        const refusal = storageRefusal(answer)
+        if (refusal === undefined) {
           counts.silentFailures++
           log(`io-error: ${command.commandId} answered ${answer.status} ${JSON.stringify(answer.body).slice(0, 160)}`)
           break
         }
-        log(
-          `io-error: ${command.commandId} refused visibly (503 ${answer.body.reason ?? answer.body.message}); retrying with the same id`
-        )
+        log(`io-error: ${command.commandId} refused visibly (503 ${refusal.reason}); retrying with the same id`)
       }
     }
     if (!(await quiesce(server.url, threads, 60_000))) counts.stuck++
     for (const threadId of threads) {
-      const thread = await json(`${server.url}/v1/threads/${threadId}`)
-      for (const turn of thread.body?.turns ?? []) {
+      for (const turn of turnsOf(await json(`${server.url}/v1/threads/${threadId}`))) {
         if (!["completed", "failed", "interrupted"].includes(turn.status)) counts.stuck++
         if (turn.status === "failed" && !String(turn.reason).startsWith("storage"))
           log(`io-error: ${threadId} failed for another reason: ${turn.reason}`)
       }
-      const transcript = await json(`${server.url}/v1/threads/${threadId}/transcript`)
-      if (transcript.status === 200 && transcript.body.valid !== true) counts.transcriptViolations++
+      if (invalidTranscript(await json(`${server.url}/v1/threads/${threadId}/transcript`)))
+        counts.transcriptViolations++
     }
     for (const [commandId, sequence] of acked) {
-      const receipt = await json(`${server.url}/v1/commands/${encodeURIComponent(commandId)}`)
-      if (receipt.status !== 200 || receipt.body.sequence !== sequence) counts.ackedLost++
+      const receipt = bodyAt(
+        await json(`${server.url}/v1/commands/${encodeURIComponent(commandId)}`),
+        200,
+        Api.ReceiptView
+      )
+      if (receipt === undefined || receipt.sequence !== sequence) counts.ackedLost++
     }
     counts.recovered = acked.size === threads.length
   } finally {
@@ -144,15 +155,16 @@ export const runDiskFull = async (options: {
       messageId: "m1",
       text: "hello"
     })
-    if (refused.status === 200) client.acked.set("disk-new", { sequence: refused.body.sequence, status: "accepted" })
-    else if (refused.status !== 503 || refused.body?.error !== "StorageUnavailable") {
+    const admitted = bodyAt(refused, 200, Api.DispatchAnswer)
+    if (admitted !== undefined) client.acked.set("disk-new", { sequence: admitted.sequence, status: "accepted" })
+    else if (storageRefusal(refused) === undefined) {
       silentFailures++
       options.log(
         `disk-full: new work while full answered ${refused.status} ${JSON.stringify(refused.body).slice(0, 200)}`
       )
     }
     const health = await json(`${server.url}/health`)
-    if (health.status !== 503 || health.body?.status !== "unavailable") {
+    if (health.status !== 503 || bodyAs(health, Api.HealthReport)?.status !== "unavailable") {
       silentFailures++
       options.log(
         `disk-full: /health while full answered ${health.status} ${JSON.stringify(health.body).slice(0, 200)}`
@@ -160,8 +172,8 @@ export const runDiskFull = async (options: {
     }
     // The long execute finishes in this window; its outcome cannot be written yet.
     await sleep(2_500)
-    const during = await json(`${server.url}/v1/threads/disk-a`)
-    if (during.body?.turns?.[0]?.status === "completed") {
+    const during = turnsOf(await json(`${server.url}/v1/threads/disk-a`))
+    if (during[0]?.status === "completed") {
       silentFailures++
       options.log("disk-full: a turn completed while its result could not be recorded")
     }
@@ -169,8 +181,7 @@ export const runDiskFull = async (options: {
     options.log("disk-full: freeing space")
     rmSync(filler)
     await quiesce(server.url, ["disk-a", "disk-b"], 60_000)
-    const thread = await json(`${server.url}/v1/threads/disk-a`)
-    const turn = thread.body?.turns?.[0]
+    const turn = turnsOf(await json(`${server.url}/v1/threads/disk-a`))[0]
     if (turn === undefined || !["failed", "completed", "interrupted"].includes(turn.status)) {
       stuck++
       options.log(`disk-full: the long turn is ${JSON.stringify(turn)}`)
@@ -178,8 +189,7 @@ export const runDiskFull = async (options: {
       options.log(`disk-full: the long turn failed for another reason: ${turn.reason}`)
     }
     for (const threadId of ["disk-a", "disk-b"]) {
-      const transcript = await json(`${server.url}/v1/threads/${threadId}/transcript`)
-      if (transcript.status === 200 && transcript.body.valid !== true) transcriptViolations++
+      if (invalidTranscript(await json(`${server.url}/v1/threads/${threadId}/transcript`))) transcriptViolations++
     }
     for (const [commandId] of client.acked) {
       const receipt = await json(`${server.url}/v1/commands/${encodeURIComponent(commandId)}`)
@@ -195,8 +205,7 @@ export const runDiskFull = async (options: {
     })
     if (after.status === 200) {
       recovered = await quiesce(server.url, ["disk-c"], 30_000)
-      const done = await json(`${server.url}/v1/threads/disk-c`)
-      recovered &&= done.body?.turns?.[0]?.status === "completed"
+      recovered &&= turnsOf(await json(`${server.url}/v1/threads/disk-c`))[0]?.status === "completed"
     } else {
       options.log(
         `disk-full: after freeing space, new work answered ${after.status} ${JSON.stringify(after.body).slice(0, 200)}`

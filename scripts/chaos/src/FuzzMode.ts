@@ -8,6 +8,8 @@ import { mkdtempSync } from "node:fs"
 import { request } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { Schema } from "effect"
+import * as Api from "./Api.js"
 import { json } from "./Client.js"
 import { allEvents, quiesce } from "./Invariants.js"
 import { type Random, seeded } from "./Random.js"
@@ -265,6 +267,9 @@ const badRead = (random: Random): Probe => {
   ])
 }
 
+/** A typed refusal: every error the server answers with (ApiErrors.Wire) names itself in `error` and says why in `message`. */
+const isTypedError = Schema.is(Schema.Struct({ error: Schema.String, message: Schema.String }))
+
 export const runFuzz = async (options: {
   readonly requests: number
   readonly seed: number
@@ -289,9 +294,7 @@ export const runFuzz = async (options: {
   }
   await quiesce(server.url, ["fuzz-seed"], 30_000)
   const before = JSON.stringify(await allEvents(server.url))
-  const effectIds = ((await json(`${server.url}/v1/effects?limit=20`)).body?.effects ?? []).map(
-    (e: { effectId: string }) => e.effectId
-  )
+  const effectIds = (await Api.effects(server.url, undefined, 20)).map((e) => e.effectId)
   const port = new URL(server.url).port
   let serverErrors = 0
   let untyped = 0
@@ -309,7 +312,7 @@ export const runFuzz = async (options: {
             ? hostile(random, effectIds, port)
             : oversized(random)
     let status = 0
-    let body: any
+    let body: unknown
     let text = ""
     try {
       ;({ status, text } = await send(server.url, probe))
@@ -327,10 +330,7 @@ export const runFuzz = async (options: {
       serverErrors++
       samples.push(`${probe.method} ${probe.path} → ${status}`)
     }
-    if (
-      status >= 400 &&
-      (typeof body !== "object" || body === null || typeof body.error !== "string" || typeof body.message !== "string")
-    ) {
+    if (status >= 400 && !isTypedError(body)) {
       untyped++
       samples.push(
         `${probe.method} ${probe.path.slice(0, 60)} → ${status} untyped ${JSON.stringify(body).slice(0, 120)}`

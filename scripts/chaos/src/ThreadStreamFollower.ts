@@ -7,12 +7,44 @@
  * to the answer its `model.responded` recorded (text and tool-call arguments), and the text the
  * store holds for every attempt (`StoredChunk`) equal to what the reader got.
  */
+import { Thread } from "@orchestration/agents"
+import { Api, ThreadStream } from "@orchestration/server"
+import { Schema } from "effect"
 import { resumableSse } from "./ResumableSse.js"
 
-export interface SseMessage {
-  readonly id: string
-  readonly event: string
-  readonly data: any
+/** One message of the stream, its data decoded with the schema the server serves it with. */
+export type SseMessage =
+  | { readonly id: string; readonly event: "thread-event"; readonly data: typeof Api.EventView.Type }
+  | { readonly id: string; readonly event: "delta"; readonly data: ThreadStream.DeltaView }
+  | { readonly id: string; readonly event: "tool-delta"; readonly data: ThreadStream.ToolDeltaView }
+  | {
+      readonly id: string
+      readonly event: "superseded" | "interrupted" | "failed"
+      readonly data: ThreadStream.PartialView
+    }
+
+const decodeEvent = Schema.decodeUnknownSync(Schema.parseJson(Api.EventView))
+const decodeDelta = Schema.decodeUnknownSync(Schema.parseJson(ThreadStream.DeltaView))
+const decodeToolDelta = Schema.decodeUnknownSync(Schema.parseJson(ThreadStream.ToolDeltaView))
+const decodePartial = Schema.decodeUnknownSync(Schema.parseJson(ThreadStream.PartialView))
+const decodeThreadEvent = Schema.decodeUnknownSync(Thread.ThreadEvent)
+
+/** The message a frame carries; undefined for an event name the judge does not look at. */
+const messageOf = (id: string, event: string, data: string): SseMessage | undefined => {
+  switch (event) {
+    case "thread-event":
+      return { id, event, data: decodeEvent(data) }
+    case "delta":
+      return { id, event, data: decodeDelta(data) }
+    case "tool-delta":
+      return { id, event, data: decodeToolDelta(data) }
+    case "superseded":
+    case "interrupted":
+    case "failed":
+      return { id, event, data: decodePartial(data) }
+    default:
+      return undefined
+  }
 }
 
 export const followThread = (baseUrl: () => string | undefined, threadId: string) => {
@@ -20,7 +52,8 @@ export const followThread = (baseUrl: () => string | undefined, threadId: string
   const client = resumableSse(baseUrl, `/v1/threads/${encodeURIComponent(threadId)}/stream`, (frame) => {
     // A comment or heartbeat has no id, event and data.
     if (frame.id === undefined || frame.event === undefined || frame.data === undefined) return undefined
-    messages.push({ id: frame.id, event: frame.event, data: JSON.parse(frame.data) })
+    const message = messageOf(frame.id, frame.event, frame.data)
+    if (message !== undefined) messages.push(message)
     return frame.id
   })
   return {
@@ -70,6 +103,10 @@ const stepOfEffect = (effectId: string) => {
   return match === null ? undefined : { turnId: match[1]!, step: Number(match[2]) }
 }
 
+/** The thread's own event a stream event carries, decoded with the agents domain's schema (undefined: another aggregate's). */
+const threadEventOf = (event: typeof Api.EventView.Type): Thread.ThreadEvent | undefined =>
+  event.aggregateType === "thread" ? decodeThreadEvent(event.payload) : undefined
+
 /** Pure: the verdict over every thread's messages and the store's chunks. */
 export const judge = (
   threads: ReadonlyArray<{ readonly threadId: string; readonly messages: ReadonlyArray<SseMessage> }>,
@@ -100,18 +137,20 @@ export const judge = (
           v.details.push(`${threadId}: event ${m.data.sequence} seen twice`)
         }
         sequences.add(m.data.sequence)
-        if (m.data.type === "turn.started") followedTurns.add(m.data.payload.turnId)
+        const event = threadEventOf(m.data)
+        if (event?.type === "turn.started") followedTurns.add(event.turnId)
         continue
       }
-      const d = m.data
       if (m.event === "superseded" || m.event === "interrupted" || m.event === "failed") {
+        const d = m.data
         closed.add(`${stepKey(d.turnId, d.step)}@${d.attempt}`)
         if (m.event === "superseded") v.superseded++
         continue
       }
       if (m.event !== "delta" && m.event !== "tool-delta") continue
       v.deltas++
-      const key = channelKey(d.turnId, d.step, d.attempt, m.event === "delta" ? "" : d.toolCallId)
+      const d = m.data
+      const key = channelKey(d.turnId, d.step, d.attempt, m.event === "delta" ? "" : m.data.toolCallId)
       const text = seenText.get(key) ?? ""
       if (d.offset < text.length) {
         v.dups++
@@ -135,8 +174,9 @@ export const judge = (
     }
     // Each answer recorded is its step's last attempt as streamed.
     for (const m of messages) {
-      if (m.event !== "thread-event" || m.data.type !== "model.responded") continue
-      const p = m.data.payload as { turnId: string; step: number; text: string; toolCalls: ReadonlyArray<any> }
+      if (m.event !== "thread-event") continue
+      const p = threadEventOf(m.data)
+      if (p?.type !== "model.responded") continue
       const tried = attempts.get(stepKey(p.turnId, p.step))
       const last = tried === undefined ? 1 : Math.max(...tried)
       const text = seenText.get(channelKey(p.turnId, p.step, last, "")) ?? ""

@@ -10,19 +10,25 @@
 import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { json } from "./Client.js"
+import { Transcript, World } from "@orchestration/agents"
+import { Api, ThreadView, TranscriptView } from "@orchestration/server"
+import { Schema } from "effect"
+import { type Answer, bodyAt, json } from "./Client.js"
 import { quiesce } from "./Invariants.js"
 import { alive, carrying, running } from "./Processes.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
 
 const say = (line = "") => console.log(line)
-const lines = (file: string): Array<any> =>
+/** The lines of a world file (JSON Lines), each decoded with the world's schema for it. */
+const lines = <A, I>(file: string, schema: Schema.Schema<A, I>): Array<A> =>
   existsSync(file)
     ? readFileSync(file, "utf8")
         .split("\n")
         .filter(Boolean)
-        .map((l) => JSON.parse(l))
+        .map((line) => Schema.decodeUnknownSync(Schema.parseJson(schema))(line))
     : []
+/** The turns of `GET /v1/threads/:id` (none when it did not answer 200). */
+const turnsOf = (answer: Answer) => bodyAt(answer, 200, ThreadView)?.turns ?? []
 const post = (base: string, body: unknown) =>
   json(`${base}/v1/commands`, {
     method: "POST",
@@ -60,14 +66,13 @@ const stopByUser = async (server: Server, problems: Array<string>) => {
   await post(server.url, { commandId: "demo-stop-2", type: "turn.interrupt", threadId: "demo", turnId: "demo:m2" })
   let status: string | undefined
   while (Date.now() < asked + 10_000) {
-    status = (await json(`${server.url}/v1/threads/demo`)).body.turns?.[1]?.status
+    status = turnsOf(await json(`${server.url}/v1/threads/demo`))[1]?.status
     if (status === "interrupted" && alive(processes).length === 0) break
     await sleep(20)
   }
   const left = alive(processes)
   say(`demo: the turn is ${status} after ${Date.now() - asked} ms; processes of the command left: ${left.length}`)
-  const thread = await json(`${server.url}/v1/threads/demo`)
-  const call = thread.body.turns?.[1]?.toolCalls?.[0]
+  const call = turnsOf(await json(`${server.url}/v1/threads/demo`))[1]?.toolCalls[0]
   say(`demo:   ${call?.name} (${call?.effectId}): ${call?.status} → ${String(call?.result).slice(0, 160)}`)
   if (status !== "interrupted") problems.push(`the stopped turn is ${status}, not interrupted`)
   if (left.length > 0 || processes.length === 0) problems.push("the stopped command's processes were not ended")
@@ -96,7 +101,9 @@ const main = async () => {
     messageId: "m1",
     text: JSON.stringify(script)
   })
-  say(`demo: message accepted at sequence ${sent.body.sequence} (the intent is durable; the work has not happened yet)`)
+  say(
+    `demo: message accepted at sequence ${bodyAt(sent, 200, Api.DispatchAnswer)?.sequence} (the intent is durable; the work has not happened yet)`
+  )
 
   const executeId = "tool:demo:m1:call_2_0"
   const world = join(dataDir, "world")
@@ -130,30 +137,30 @@ const main = async () => {
     problems.push("reconcile did not report settling the cut-off execute")
   await quiesce(server.url, ["demo"], 60_000)
 
-  const thread = await json(`${server.url}/v1/threads/demo`)
-  const turn = thread.body.turns?.[0]
+  const turn = turnsOf(await json(`${server.url}/v1/threads/demo`))[0]
   say(`demo: turn ${turn?.turnId} is ${turn?.status} after ${turn?.steps} model steps`)
   for (const call of turn?.toolCalls ?? [])
     say(`demo:   ${call.name} (${call.effectId}): ${call.status} → ${String(call.result).slice(0, 140)}`)
   if (turn?.status !== "completed") problems.push(`the turn is ${turn?.status}, not completed`)
-  const execute = (turn?.toolCalls ?? []).find((c: any) => c.name === "execute")
+  const execute = (turn?.toolCalls ?? []).find((c) => c.name === "execute")
   if (!String(execute?.result).startsWith("interrupted: tool.execute"))
     problems.push("the cut-off execute was not answered as interrupted")
 
-  const transcript = await json(`${server.url}/v1/threads/demo/transcript`)
-  say(`demo: transcript (${transcript.body.messages.length} messages, valid=${transcript.body.valid}):`)
-  for (const m of transcript.body.messages) {
-    const text = m.tool_calls
-      ? `calls ${m.tool_calls.map((c: any) => `${c.function.name}#${c.id}`).join(", ")}`
-      : String(m.content).slice(0, 110)
+  const transcript = bodyAt(await json(`${server.url}/v1/threads/demo/transcript`), 200, TranscriptView)
+  const messages = Schema.decodeUnknownSync(Transcript.Transcript)(transcript?.messages ?? [])
+  say(`demo: transcript (${messages.length} messages, valid=${transcript?.valid}):`)
+  for (const m of messages) {
+    const text =
+      "tool_calls" in m && m.tool_calls
+        ? `calls ${m.tool_calls.map((c) => `${c.function.name}#${c.id}`).join(", ")}`
+        : String(m.content).slice(0, 110)
     say(`demo:   ${m.role.padEnd(9)} ${text}`)
   }
-  if (transcript.body.valid !== true)
-    problems.push(`the transcript is invalid: ${JSON.stringify(transcript.body.problems)}`)
+  if (transcript?.valid !== true) problems.push(`the transcript is invalid: ${JSON.stringify(transcript?.problems)}`)
 
-  const ledger = lines(join(world, "ledger.jsonl"))
+  const ledger = lines(join(world, "ledger.jsonl"), World.LedgerEntry)
   const executes = ledger.filter((l) => l.kind === "tool.execute")
-  const versions = lines(join(world, "versions", "docs", "release.md.jsonl"))
+  const versions = lines(join(world, "versions", "docs", "release.md.jsonl"), World.VersionEntry)
   say(`demo: ledger: ${ledger.map((l) => `${l.kind}#${l.attempt}`).join(", ")}`)
   say(`demo: execute performed ${executes.length} time(s); docs/release.md has ${versions.length} version(s)`)
   if (executes.length !== 1) problems.push(`execute was performed ${executes.length} times`)
