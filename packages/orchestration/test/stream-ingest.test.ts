@@ -52,6 +52,23 @@ const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
   Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
 
 /** Refuses the receipts write of stream flushes while `refusing.on`; counts refusals. */
+/** Job `s` whose handler waits at a gate; `start` submits it and returns once its row is running. */
+const gatedRunningJob = () => {
+  const handler = scriptedHandler()
+  const running = gated()
+  handler.behaviors.set("job:s", running.behavior)
+  const start = Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+    yield* eventually(
+      rowIs("job:s", (r) => r.status === "running"),
+      "running"
+    )
+    return engine
+  })
+  return { handler, running, start }
+}
+
 const flushFaults = (code = "SQLITE_FULL") => {
   const refusing = { on: false, refused: 0 }
   const layer = Layer.succeed(StorageFaults, {
@@ -185,16 +202,9 @@ describe("durable stream ingestion", () => {
   )
 
   it.effect("a re-sent flush (same id) is a duplicate answered from its receipt: one copy in the table", () => {
-    const handler = scriptedHandler()
-    const running = gated()
-    handler.behaviors.set("job:s", running.behavior)
+    const { handler, running, start } = gatedRunningJob()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      const engine = yield* start
       const flush = {
         type: "effect.stream",
         commandId: StreamChunks.chunkCommandId("job:s", 1, 0, 5),
@@ -245,16 +255,9 @@ describe("durable stream ingestion", () => {
   })
 
   it.effect("a stale attempt's flush is rejected and writes nothing", () => {
-    const handler = scriptedHandler()
-    const running = gated()
-    handler.behaviors.set("job:s", running.behavior)
+    const { handler, running, start } = gatedRunningJob()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      const engine = yield* start
       const flush = (attempt: number) => ({
         type: "effect.stream",
         commandId: StreamChunks.chunkCommandId("job:s", attempt, 0, 3),
@@ -286,16 +289,9 @@ describe("durable stream ingestion", () => {
   })
 
   it.effect("a chunk behind its effect's settlement in one batch reads the row as the batch left it: stale", () => {
-    const handler = scriptedHandler()
-    const running = gated()
-    handler.behaviors.set("job:s", running.behavior)
+    const { handler, running, start } = gatedRunningJob()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      const engine = yield* start
       const attempt = (yield* Outbox.find("job:s"))!.attempts
       const succeed = {
         type: "effect.succeed",
@@ -338,16 +334,9 @@ describe("durable stream ingestion", () => {
   })
 
   it.effect("an ingest of a stale attempt fails with reason stale at its first flush and records nothing", () => {
-    const handler = scriptedHandler()
-    const running = gated()
-    handler.behaviors.set("job:s", running.behavior)
+    const { handler, running, start } = gatedRunningJob()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      yield* start
       const row = (yield* Outbox.find("job:s"))!
       const failure = yield* Effect.scoped(
         Effect.gen(function* () {
