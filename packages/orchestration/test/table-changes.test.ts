@@ -6,8 +6,9 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { SqliteStore, StoreBackend } from "../src/index.js"
+import * as SqliteClient from "../src/storage/SqliteClient.js"
 import { SqliteConnection } from "../src/storage/SqliteStore.js"
 import { sqliteBackend } from "../src/storage/StoreBackend.js"
 import * as TableChanges from "../src/storage/TableChanges.js"
@@ -54,6 +55,33 @@ describe("TableChanges", () => {
       assert.strictEqual(count(), 1)
       assert.strictEqual(again(), 1)
     }).pipe(Effect.scoped, Effect.provide(store()))
+  )
+
+  it.effect("is absent over a SQLite client without the store's lock, where another process may write", () =>
+    Effect.gen(function* () {
+      // SqliteClient.layer offers the raw connection (SqliteConnection) but takes no EXCLUSIVE lock:
+      // a second writer's rows would never move this process's count, and an idle reactor poll
+      // that trusted it would never read them.
+      const sql = yield* SqlClient
+      yield* sql`CREATE TABLE watched (id INTEGER PRIMARY KEY)`
+      assert.isTrue(Option.isNone(yield* TableChanges.watch(["watched"])), "no count without the store's lock")
+    }).pipe(Effect.scoped, Effect.provide(SqliteClient.layer({ filename: tempDbFile() })))
+  )
+
+  it.effect("is present over SqliteStore.layerOver, which locks the file, when the client offers its connection", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient
+      yield* sql`CREATE TABLE watched (id INTEGER PRIMARY KEY)`
+      assert.isTrue(Option.isSome(yield* TableChanges.watch(["watched"])))
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(
+        Effect.sync(tempDbFile).pipe(
+          Effect.map((filename) => SqliteStore.layerOver({ filename }, SqliteClient.layer({ filename }))),
+          Layer.unwrapEffect
+        )
+      )
+    )
   )
 
   it.effect("is absent on a shared store, where other processes write", () =>

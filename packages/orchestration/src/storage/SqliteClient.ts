@@ -41,7 +41,10 @@ export interface SqliteConnectionShape {
   readonly prepare: (sql: string) => Database.Statement
 }
 
-/** The raw SQLite connection behind the SqlClient, provided only by the SQLite store. */
+/**
+ * The raw SQLite connection behind the SqlClient (this client's layer, and so the SQLite store, offer
+ * it). It says nothing of other writers to the file: that is SqliteStore's `SqliteStoreLock`.
+ */
 export class SqliteConnection extends Context.Tag("orchestration/SqliteConnection")<
   SqliteConnection,
   SqliteConnectionShape

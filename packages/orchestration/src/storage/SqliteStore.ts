@@ -4,7 +4,7 @@
  * design has one writer per store, and the lock is the kernel's, so it dies with a crashed process.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Cause, Effect, Layer, Option } from "effect"
+import { Cause, Context, Effect, Layer, Option } from "effect"
 import { mkdirSync } from "node:fs"
 import { dirname } from "node:path"
 import { StoreLocked, type StorageFailure } from "../Errors.js"
@@ -59,6 +59,23 @@ const lockAndConfigure = (options: SqliteStoreOptions) =>
   })
 
 /**
+ * Present only where the store is this process's alone: the file locked EXCLUSIVE here (or a
+ * ":memory:" database, which no one else can open). SqliteConnection says only that the raw
+ * connection is at hand; a SqliteClient.layer on a file another process also writes offers one too.
+ * What relies on no other writer (TableChanges' count of this process's changes) asks for this.
+ */
+export class SqliteStoreLock extends Context.Tag("orchestration/SqliteStoreLock")<
+  SqliteStoreLock,
+  { readonly filename: string }
+>() {}
+
+const locked = (options: SqliteStoreOptions) =>
+  Layer.effect(
+    SqliteStoreLock,
+    Effect.as(lockAndConfigure(options), SqliteStoreLock.of({ filename: options.filename }))
+  )
+
+/**
  * SqlClient for one SQLite store, locked for this process and configured, plus the raw connection
  * (SqliteConnection) that the processor's commit path uses when it is there.
  */
@@ -66,11 +83,9 @@ export { SqliteConnection }
 
 export const layer = (
   options: SqliteStoreOptions
-): Layer.Layer<SqlClient | SqliteConnection, StoreLocked | StorageFailure> => {
+): Layer.Layer<SqlClient | SqliteConnection | SqliteStoreLock, StoreLocked | StorageFailure> => {
   if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
-  return Layer.effectDiscard(lockAndConfigure(options)).pipe(
-    Layer.provideMerge(SqliteClient.layer({ filename: options.filename }))
-  )
+  return locked(options).pipe(Layer.provideMerge(SqliteClient.layer({ filename: options.filename })))
 }
 
 /**
@@ -88,7 +103,7 @@ export const layer = (
 export const layerOver = <ROut, E, R>(
   options: SqliteStoreOptions,
   client: Layer.Layer<ROut, E, R>
-): Layer.Layer<ROut, StoreLocked | StorageFailure | E, R | Exclude<SqlClient, ROut>> => {
+): Layer.Layer<ROut | SqliteStoreLock, StoreLocked | StorageFailure | E, R | Exclude<SqlClient, ROut>> => {
   if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
   const opened = Layer.catchAllCause(client, (cause): Layer.Layer<ROut, StoreLocked | E, R> => {
     const defect = Cause.dieOption(cause)
@@ -96,5 +111,5 @@ export const layerOver = <ROut, E, R>(
       ? Layer.fail(storeLocked(options.filename))
       : Layer.failCause(cause)
   })
-  return Layer.effectDiscard(lockAndConfigure(options)).pipe(Layer.provideMerge(opened))
+  return locked(options).pipe(Layer.provideMerge(opened))
 }

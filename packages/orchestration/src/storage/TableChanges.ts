@@ -8,13 +8,16 @@
  * A change is counted when its statement runs, before its transaction commits; one rolled back stays
  * counted. Both only make a poll look again when it need not: a reader that takes the count before it
  * reads can never miss a change, since a write it did not see either ran after the count was taken or
- * was rolled back. Where the store is shared (PostgreSQL) or the raw connection is not ours (a
- * SqlClient the application passed in), there is no count and a poll always reads.
+ * was rolled back. Where the store is shared (PostgreSQL), the raw connection is not ours (a
+ * SqlClient the application passed in), or the file is not locked for this process (a bare
+ * SqliteClient.layer: no SqliteStoreLock, so another process may write it), there is no count and a
+ * poll always reads.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type Database from "better-sqlite3"
 import { Effect, Option } from "effect"
 import { SqliteConnection } from "./SqliteClient.js"
+import { SqliteStoreLock } from "./SqliteStore.js"
 import { StoreBackend } from "./StoreBackend.js"
 
 /** Reads the count of rows changed so far in the watched tables (it only ever grows). */
@@ -46,7 +49,8 @@ export const watch = (tables: ReadonlyArray<string>): Effect.Effect<Option.Optio
   Effect.gen(function* () {
     const backend = yield* StoreBackend
     const connection = yield* Effect.serviceOption(SqliteConnection)
-    if (backend.shared || Option.isNone(connection)) return Option.none()
+    const lock = yield* Effect.serviceOption(SqliteStoreLock)
+    if (backend.shared || Option.isNone(connection) || Option.isNone(lock)) return Option.none()
     const byTable = countsOf(connection.value.db)
     const sql = yield* SqlClient
     for (const table of tables) {
