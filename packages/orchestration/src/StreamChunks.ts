@@ -86,25 +86,37 @@ export const decodeStreamQuickly = (raw: Record<string, unknown>): EffectStream 
   return raw as unknown as EffectStream
 }
 
-/** FNV-1a over the UTF-16 code units: a cheap digest of a chunk's text for its fingerprint. */
-const fnv1a = (text: string): string => {
-  let hash = 0x811c9dc5
+/**
+ * A 64-bit digest of a chunk's text over its UTF-16 code units, 16 hex digits: two 32-bit lanes in
+ * one pass, FNV-1a and a multiply-xorshift lane (murmur2's multiplier, another basis) whose shift
+ * folds high bits down, so the two do not collide together where FNV-1a does (its low bits see only
+ * the code units' low bits). With 32 bits alone two texts of one length could collide, and a
+ * conflicting re-send under one id was answered as a duplicate. It runs per flush, on the streaming
+ * path: a few integer operations per code unit, no BigInt.
+ */
+export const textDigest = (text: string): string => {
+  let fnv = 0x811c9dc5
+  let mix = 0x9747b28c
   for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193)
+    const unit = text.charCodeAt(i)
+    fnv = Math.imul(fnv ^ unit, 0x01000193)
+    mix = Math.imul(mix ^ unit, 0x5bd1e995)
+    mix ^= mix >>> 15
   }
-  return (hash >>> 0).toString(16)
+  return (fnv >>> 0).toString(16).padStart(8, "0") + (mix >>> 0).toString(16).padStart(8, "0")
 }
 
 /**
  * The fingerprint of a chunk command, for its receipt: every field but the id, the text as its
- * length and digest. The id (`chunkCommandId`) already names the effect, attempt and range, so a
- * re-sent flush matches; another text or channel under one id is still a conflict. Cheaper than
- * the canonical-JSON SHA-256 of other commands (a chunk is the engine's own, sent per window).
+ * length and digest, the channel fields as they are read (absent: the main channel, starting at
+ * `start`), so naming them where they are implied is the same command. The id (`chunkCommandId`)
+ * already names the effect, attempt and range, so a re-sent flush matches; another text or channel
+ * under one id is still a conflict. Cheaper than the canonical-JSON SHA-256 of other commands (a
+ * chunk is the engine's own, sent per window).
  */
 export const chunkFingerprint = (command: EffectStream): string =>
-  `stream:${command.effectId}#${command.attempt}:${command.start}+${command.text.length}:${fnv1a(command.text)}:` +
-  `${command.aggregateType}:${command.aggregateId}:${command.channel ?? ""}:${command.channelStart ?? ""}`
+  `stream:${command.effectId}#${command.attempt}:${command.start}+${command.text.length}:${textDigest(command.text)}:` +
+  `${command.aggregateType}:${command.aggregateId}:${command.channel ?? ""}:${command.channelStart ?? command.start}`
 
 /**
  * The id of a flush: `ingest:stream:<effectId>#<attempt>:<start>-<end>` (hashed when too long).

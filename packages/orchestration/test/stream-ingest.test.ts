@@ -36,6 +36,15 @@ import {
 
 const END = "\u0000end"
 
+/** Two texts of one length whose 32-bit FNV-1a (over UTF-16 code units) is the same, d080ece7. */
+const FNV1A32_COLLISION = ["kvsdatov", "arohqhqj"] as const
+
+const fnv1a32 = (text: string): number => {
+  let hash = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193)
+  return hash >>> 0
+}
+
 /** A producer the test feeds piece by piece; END finishes it. */
 const feed = () => {
   const queue = Effect.runSync(Queue.unbounded<string>())
@@ -252,6 +261,41 @@ describe("durable stream ingestion", () => {
       )
       yield* running.open
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("a re-send under a flush's id with another text of the same length is a conflict, not a duplicate", () => {
+    const { handler, running, start } = gatedRunningJob()
+    return Effect.gen(function* () {
+      const engine = yield* start
+      // Equal length, equal 32-bit FNV-1a: a fingerprint of that hash alone took them for one text.
+      const [text, colliding] = FNV1A32_COLLISION
+      const flush = {
+        type: "effect.stream",
+        commandId: StreamChunks.chunkCommandId("job:s", 1, 0, text.length),
+        effectId: "job:s",
+        aggregateType: "job",
+        aggregateId: "s",
+        attempt: 1,
+        start: 0,
+        text
+      }
+      assert.isFalse((yield* engine.dispatchWithReceipt(flush, { origin: "internal" })).duplicate)
+      const resent = yield* Effect.either(
+        engine.dispatchWithReceipt({ ...flush, text: colliding }, { origin: "internal" })
+      )
+      assert.deepStrictEqual(resent._tag === "Left" ? resent.left._tag : "answered as a duplicate", "CommandIdConflict")
+      // Naming the channel's start where it is implied (the attempt's start) is the same command.
+      const explicit = { ...flush, channel: "", channelStart: 0 }
+      assert.isTrue((yield* engine.dispatchWithReceipt(explicit, { origin: "internal" })).duplicate)
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:s")).map((c) => c.text),
+        [text]
+      )
+    }).pipe(
+      // Opened however the test ends, so a failed assertion fails it instead of leaving the job gated.
+      Effect.ensuring(running.open),
+      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }))
+    )
   })
 
   it.effect("a stale attempt's flush is rejected and writes nothing", () => {
@@ -832,6 +876,38 @@ describe("StreamChunks.decideChunk (pure)", () => {
     assert.notStrictEqual(id, StreamChunks.chunkCommandId(long, 3, 4096, 8192))
     assert.isTrue(id.startsWith("ingest:stream:"))
     assert.isUndefined(CommandId.commandIdProblem(id, "internal"))
+  })
+
+  it("a chunk's fingerprint tells apart texts that 32-bit FNV-1a does not, with a 64-bit digest", () => {
+    const [text, colliding] = FNV1A32_COLLISION
+    assert.strictEqual(fnv1a32(text), fnv1a32(colliding), "the premise: these collide in 32-bit FNV-1a")
+    assert.strictEqual(text.length, colliding.length)
+    const flush: StreamChunks.EffectStream = {
+      type: "effect.stream",
+      commandId: "ingest:stream:x",
+      ...command,
+      text
+    }
+    assert.notStrictEqual(
+      StreamChunks.chunkFingerprint(flush),
+      StreamChunks.chunkFingerprint({ ...flush, text: colliding })
+    )
+    assert.strictEqual(StreamChunks.chunkFingerprint(flush), StreamChunks.chunkFingerprint({ ...flush }))
+    assert.match(StreamChunks.textDigest(text), /^[0-9a-f]{16}$/)
+    assert.match(StreamChunks.textDigest("a"), /^[0-9a-f]{16}$/, "fixed width, leading zeros kept")
+    assert.strictEqual(
+      StreamChunks.textDigest(text),
+      StreamChunks.textDigest(["kvs", "datov"].join("")),
+      "deterministic"
+    )
+  })
+
+  it("a chunk's fingerprint is the same with its implied channel fields named or left out", () => {
+    const flush: StreamChunks.EffectStream = { type: "effect.stream", commandId: "ingest:stream:x", ...command }
+    const bare = StreamChunks.chunkFingerprint(flush)
+    assert.strictEqual(StreamChunks.chunkFingerprint({ ...flush, channel: "", channelStart: command.start }), bare)
+    assert.notStrictEqual(StreamChunks.chunkFingerprint({ ...flush, channelStart: command.start + 1 }), bare)
+    assert.notStrictEqual(StreamChunks.chunkFingerprint({ ...flush, channel: "tool-1" }), bare)
   })
 
   it("refuses a gap or an overlap", () => {
