@@ -1,7 +1,18 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import { Engine, Reconcile, StorageFailure, StorageFaults, driverError } from "../src/index.js"
+import { Effect, Exit, Layer, Schema } from "effect"
+import {
+  Aggregate,
+  Decision,
+  Engine,
+  Reconcile,
+  StorageFailure,
+  StorageFaults,
+  driverError,
+  type EngineConfig
+} from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import { deadProcess as deadProcessWith, jobPolicies, jobsEngine } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 
@@ -46,7 +57,148 @@ const snapshot = Effect.gen(function* () {
   }
 })
 
+/**
+ * A turn with two tool calls, each in its own lane so both run at once. Like the agents' thread, a
+ * call that fails ends the turn: its outcome cancels the other call (a decision's `cancel`).
+ */
+const TurnEvent = Schema.Union(
+  Aggregate.event("turn.started", {}),
+  Aggregate.event("turn.heard", { effectId: Schema.String, status: Schema.String })
+)
+const Turn = Aggregate.make({
+  name: "turn",
+  commands: { "turn.start": Aggregate.command("turn.start", { turnId: Schema.String }) },
+  events: TurnEvent,
+  aggregateId: (command) => command.turnId,
+  initialState: {},
+  evolve: (state) => state,
+  decide: (_state, command) =>
+    Decision.of<typeof TurnEvent.Type>({
+      events: [{ type: "turn.started" }],
+      effects: ["a", "b"].map((call) => ({
+        id: `call:${command.turnId}:${call}`,
+        kind: "tool",
+        payload: {},
+        lane: `call:${command.turnId}:${call}`
+      }))
+    }),
+  onOutcome: (_state, outcome) =>
+    Decision.of<typeof TurnEvent.Type>({
+      events: [{ type: "turn.heard", effectId: outcome.effectId, status: outcome.status }],
+      cancel:
+        outcome.status === "failed" && outcome.effectId.endsWith(":a")
+          ? [{ effectId: outcome.effectId.replace(/:a$/, ":b"), reason: "the turn ended" }]
+          : []
+    })
+})
+const turnConfig: EngineConfig = { aggregates: [Turn], projections: [], activation: "manual" }
+const turnEngine = (filename: string, config: Partial<EngineConfig> = {}) =>
+  Engine.layer({ ...turnConfig, ...config }).pipe(Layer.provideMerge(TestStore.layer({ filename })))
+
+const settle = (call: "a" | "b", outcome: Record<string, unknown>) => ({
+  commandId: `settle:${call}`,
+  effectId: `call:t1:${call}`,
+  attempt: 1,
+  aggregateType: "turn",
+  aggregateId: "t1",
+  by: "reactor",
+  ...outcome
+})
+const failA = settle("a", {
+  type: "effect.fail",
+  error: { message: "disk full", code: "SQLITE_FULL", reason: "storage" }
+})
+const succeedB = settle("b", { type: "effect.succeed", response: { ok: true } })
+const retryB = settle("b", {
+  type: "effect.fail",
+  error: { message: "try again", reason: "handler" },
+  retryAt: 5_000
+})
+
+/** Both calls of turn t1 started and claimed by a worker: running at attempt 1. */
+const runningCalls = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.activate
+  yield* engine.dispatchWithReceipt({ commandId: "start-t1", type: "turn.start", turnId: "t1" })
+  const claimed = yield* Outbox.claim({
+    kinds: ["tool"],
+    owner: "worker",
+    now: 0,
+    leaseMs: 60_000,
+    limit: 10,
+    after: 0
+  })
+  assert.strictEqual(claimed.length, 2)
+})
+
+const turnSnapshot = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  return {
+    outbox: yield* sql`SELECT * FROM outbox ORDER BY sequence`,
+    receipts: yield* sql`SELECT * FROM receipts ORDER BY command_id`,
+    events:
+      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`
+  }
+})
+
+/** The settlements in one batch (one page), and one command per batch: answers and stores. */
+const pagedAndSingle = (commands: ReadonlyArray<unknown>) =>
+  Effect.gen(function* () {
+    const paged = tempDbFile()
+    const single = tempDbFile()
+    yield* runningCalls.pipe(Effect.provide(turnEngine(paged)))
+    yield* runningCalls.pipe(Effect.provide(turnEngine(single)))
+    const pagedAnswers = yield* Effect.flatMap(Engine.Engine, (engine) => engine.dispatchManyDuringBoot(commands)).pipe(
+      Effect.provide(turnEngine(paged))
+    )
+    const singleAnswers = yield* Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.activate
+      return yield* Effect.forEach(commands, (command) =>
+        Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
+      )
+    }).pipe(Effect.provide(turnEngine(single, { maxBatch: 1 })))
+    const status = (answers: ReadonlyArray<Exit.Exit<unknown, unknown>>) =>
+      answers.map((a) =>
+        Exit.isSuccess(a) ? "accepted" : Exit.isFailure(a) ? String((a.cause as any).error?.reason) : ""
+      )
+    return {
+      paged: { answers: status(pagedAnswers), store: yield* turnSnapshot.pipe(Effect.provide(turnEngine(paged))) },
+      single: { answers: status(singleAnswers), store: yield* turnSnapshot.pipe(Effect.provide(turnEngine(single))) }
+    }
+  })
+
+const rowOf = (store: { outbox: ReadonlyArray<any> }, effectId: string) =>
+  store.outbox.find((r) => r.effect_id === effectId)
+
 describe("settlement pages", () => {
+  it.effect(
+    "a settlement whose aggregate cancels a running sibling makes that sibling's later settle in the same page stale, as one by one",
+    () =>
+      Effect.gen(function* () {
+        const { paged, single } = yield* pagedAndSingle([failA, succeedB])
+        assert.deepStrictEqual(single.answers, ["accepted", "stale-outcome"])
+        assert.deepStrictEqual(paged.answers, single.answers)
+        const b = rowOf(paged.store, "call:t1:b")
+        // Cancelled by the turn; the worker still holds the lease until it says its handler stopped.
+        assert.deepStrictEqual([b.status, b.response, b.lease_owner], ["cancelled", null, "worker"])
+        assert.deepStrictEqual(paged.store, single.store)
+      })
+  )
+
+  it.effect(
+    "a cancel of a sibling whose settlement the page has not written yet applies to the row as that settlement left it, as one by one",
+    () =>
+      Effect.gen(function* () {
+        // B's failure sends it back to pending (a retry later); A's failure then cancels it.
+        const { paged, single } = yield* pagedAndSingle([retryB, failA])
+        assert.deepStrictEqual(single.answers, ["accepted", "accepted"])
+        assert.deepStrictEqual(paged.answers, single.answers)
+        assert.strictEqual(rowOf(paged.store, "call:t1:b").status, "cancelled")
+        assert.deepStrictEqual(paged.store, single.store)
+      })
+  )
+
   it.effect(
     "a page of settlements stores the same rows, reasons, receipts and events as settling them one by one",
     () =>
