@@ -44,14 +44,22 @@ const twoOnOneRow = [
 
 const policies = jobPolicies
 
-/** Everything the settlements wrote, in a comparable order. */
-const snapshot = Effect.gen(function* () {
+/** The engine's rows the settlements wrote, in a comparable order. */
+const engineSnapshot = Effect.gen(function* () {
   const sql = yield* SqlClient
   return {
     outbox: yield* sql`SELECT * FROM outbox ORDER BY sequence`,
     receipts: yield* sql`SELECT * FROM receipts ORDER BY command_id`,
     events:
-      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`,
+      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`
+  }
+})
+
+/** Everything the jobs' settlements wrote, in a comparable order. */
+const snapshot = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  return {
+    ...(yield* engineSnapshot),
     jobs: yield* sql`SELECT * FROM job_status ORDER BY effect_id`,
     cursors: yield* sql`SELECT reactor, position FROM reactor_cursors ORDER BY reactor`
   }
@@ -131,16 +139,6 @@ const runningCalls = Effect.gen(function* () {
   assert.strictEqual(claimed.length, 2)
 })
 
-const turnSnapshot = Effect.gen(function* () {
-  const sql = yield* SqlClient
-  return {
-    outbox: yield* sql`SELECT * FROM outbox ORDER BY sequence`,
-    receipts: yield* sql`SELECT * FROM receipts ORDER BY command_id`,
-    events:
-      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`
-  }
-})
-
 /**
  * The settlements in one batch (one page), and one command per batch: the same answers (these) and
  * the same stores. Returns B's row as the page left it.
@@ -165,8 +163,8 @@ const sameAsOneByOne = (commands: ReadonlyArray<unknown>, answers: ReadonlyArray
       exits.map((a) => (Exit.isSuccess(a) ? "accepted" : String((a.cause as any).error?.reason)))
     assert.deepStrictEqual(status(singleAnswers), answers)
     assert.deepStrictEqual(status(pagedAnswers), answers)
-    const pagedStore = yield* turnSnapshot.pipe(Effect.provide(turnEngine(paged)))
-    assert.deepStrictEqual(pagedStore, yield* turnSnapshot.pipe(Effect.provide(turnEngine(single))))
+    const pagedStore = yield* engineSnapshot.pipe(Effect.provide(turnEngine(paged)))
+    assert.deepStrictEqual(pagedStore, yield* engineSnapshot.pipe(Effect.provide(turnEngine(single))))
     return pagedStore.outbox.find((r: any) => r.effect_id === "call:t1:b") as any
   })
 
