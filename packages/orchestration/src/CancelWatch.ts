@@ -97,6 +97,9 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
           Effect.sync(() => {
             watched.set(effectId, { attempt, stop })
             Queue.unsafeOffer(watching, undefined)
+            // Its cancel may have committed (and rung) before now, and that ring may have been taken
+            // by a check that read only the others watched then: ask again, not at the next poll.
+            Queue.unsafeOffer(ring, undefined)
           }),
           () =>
             Effect.sync(() => {

@@ -222,15 +222,21 @@ export const applyProjections = (
     }
   })
 
-/** The decision's cancels and timers, in the command's savepoint after its outbox rows. */
+/**
+ * The decision's cancels and timers, in the command's savepoint after its outbox rows. A cancel of a
+ * row the batch's page has read goes into the page, which would otherwise write its stale view of
+ * the row over it (SettlementPage.cancel); any other is written at once.
+ */
 const writeCancelsAndTimers = (
   item: QueuedCommand,
+  page: SettlementPage.SettlementPage,
   decision: Decision<any>,
   now: number
 ): Effect.Effect<void, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
     const { aggregate, identity } = item
     for (const cancel of decision.cancel) {
+      if (page.cancel(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)) continue
       yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
     }
     // Timers go in their own table (Timers.ts), after the outbox, in the same savepoint.
@@ -303,7 +309,7 @@ export const decideAndWrite = (
       yield* deps.writer.insertOutbox(effectRows)
     }
 
-    yield* writeCancelsAndTimers(item, decision, now)
+    yield* writeCancelsAndTimers(item, env.page, decision, now)
 
     const lastSequence = records.at(-1)?.sequence ?? head
     if (writeCommand === undefined) {

@@ -10,6 +10,11 @@
  * command that failed drops it (`drop`), so the page writes exactly what the one-by-one path would.
  * A command that is not a settlement may read or write outbox rows, so the processor flushes the
  * page before it and forgets what the page read (`flush`).
+ *
+ * A decision's `cancel` of a row the page has read goes through the page too (`cancel`): a direct
+ * UPDATE would be shadowed by the page, which still holds the row as it was read (a later settle of
+ * it would be decided against `running` and applied) and writes its own change over the cancel at
+ * `flush` (a requeue or a retry the page has not written yet would undo it).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -38,9 +43,22 @@ export interface SettlementPage {
   readonly apply: (effectId: string, attempt: number, change: RowChange, now: number) => Effect.Effect<void>
   /** `apply`, run at once. */
   readonly stage: (effectId: string, attempt: number, change: RowChange, now: number) => void
-  /** The current command committed to its savepoint: its staged change joins the page. */
+  /**
+   * A decision's cancel (Outbox.cancelUnsettled), staged like a settlement's change when the page has
+   * read the row: a pending or running row of this aggregate, as the batch has left it, is cancelled
+   * and keeps its lease. False when the page has not read the row: the caller writes the cancel
+   * itself, and nothing in the page can shadow it.
+   */
+  readonly cancel: (
+    effectId: string,
+    aggregateType: string,
+    aggregateId: string,
+    reason: string,
+    now: number
+  ) => boolean
+  /** The current command committed to its savepoint: its staged changes join the page, in order. */
   readonly keep: () => void
-  /** The current command failed or was rejected: its staged change is dropped. */
+  /** The current command failed or was rejected: its staged changes are dropped. */
   readonly drop: () => void
   /** Writes the page's changes (one statement per table) and forgets the rows it read. */
   readonly flush: Effect.Effect<void, SqlError, SqlClient>
@@ -68,7 +86,17 @@ export const make = (): SettlementPage => {
   const known = new Map<string, Outbox.OutboxRow | undefined>()
   const changes: Array<Outbox.PagedChange> = []
   const positions = new Map<string, number>()
-  let staged: Staged | undefined
+  // The current command's changes: its settlement's, then its decision's cancels.
+  let staged: Array<Staged> = []
+
+  /** The row as the batch has left it, with the current command's staged changes. */
+  const current = (effectId: string): Outbox.OutboxRow | undefined => {
+    for (let i = staged.length - 1; i >= 0; i--) {
+      const s = staged[i]!
+      if (s.row.effectId === effectId) return changed(s.row, s.change, s.now)
+    }
+    return known.get(effectId)
+  }
 
   const prefetch = (effectIds: ReadonlyArray<string>) =>
     Effect.gen(function* () {
@@ -87,16 +115,24 @@ export const make = (): SettlementPage => {
       : Effect.tap(Outbox.find(effectId), (row) => Effect.sync(() => known.set(effectId, row)))
 
   const stage = (effectId: string, attempt: number, change: RowChange, now: number) => {
-    const row = known.get(effectId)
+    const row = current(effectId)
     // decideSettlement applied the change to the row `find` returned, so the page knows it.
     if (row === undefined || row.attempts !== attempt) return
-    staged = { row, change, now }
+    staged.push({ row, change, now })
   }
 
-  const keep = () => {
-    if (staged === undefined) return
-    const { row, change, now } = staged
-    staged = undefined
+  const cancel = (effectId: string, aggregateType: string, aggregateId: string, reason: string, now: number) => {
+    const row = current(effectId)
+    if (row === undefined) return false
+    // As cancelUnsettled's WHERE: only this aggregate's rows, only unsettled ones.
+    if (row.aggregateType !== aggregateType || row.aggregateId !== aggregateId) return true
+    if (row.status !== "pending" && row.status !== "running") return true
+    const error = JSON.stringify({ message: reason, reason: "cancelled" })
+    staged.push({ row, change: { status: "cancelled", error, keepLease: true }, now })
+    return true
+  }
+
+  const keepOne = ({ row, change, now }: Staged) => {
     const next: Outbox.PagedChange = {
       effectId: row.effectId,
       sequence: row.sequence,
@@ -118,8 +154,14 @@ export const make = (): SettlementPage => {
     known.set(row.effectId, changed(row, change, now))
   }
 
+  const keep = () => {
+    const kept = staged
+    staged = []
+    for (const s of kept) keepOne(s)
+  }
+
   const flush = Effect.suspend(() => {
-    staged = undefined
+    staged = []
     known.clear()
     if (changes.length === 0) return Effect.void
     const page = changes.splice(0, changes.length)
@@ -140,9 +182,10 @@ export const make = (): SettlementPage => {
     peek: (effectId) => (known.has(effectId) ? { row: known.get(effectId) } : undefined),
     apply: (effectId, attempt, change, now) => Effect.sync(() => stage(effectId, attempt, change, now)),
     stage,
+    cancel,
     keep,
     drop: () => {
-      staged = undefined
+      staged = []
     },
     flush
   }

@@ -1,10 +1,10 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Deferred, Effect, Queue, Stream, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
 import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
-import { submit } from "./fixtures/Jobs.js"
+import { jobsEngine, submit } from "./fixtures/Jobs.js"
 import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const operator = (action: "retry" | "cancel", commandId: string, effectId: string, jobId: string) => ({
@@ -137,6 +137,44 @@ describe("a cancel whose signal was lost", () => {
       assert.match((stopped.error as { message: string }).message, /^cancelled elsewhere; it had started/)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
   })
+})
+
+describe("the watch's own loop", () => {
+  it.scoped(
+    "a cancel whose ring came before its performance was watched, while another was, is seen at once, not at the next poll",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.activate
+        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+        yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+        const claimed = yield* Outbox.claim({
+          kinds: ["work.safe"],
+          owner: "me",
+          now: 0,
+          leaseMs: 60_000,
+          limit: 10,
+          after: 0
+        })
+        assert.strictEqual(claimed.length, 2)
+        const rings = yield* Queue.unbounded<void>()
+        const watch = yield* CancelWatch.make({ ownerId: "me", changes: Effect.succeed(Stream.fromQueue(rings)) })
+        const stopOne = yield* Deferred.make<void>()
+        const stopTwo = yield* Deferred.make<void>()
+        yield* watch.watch("job:j1", 1, stopOne)
+        yield* settle
+        // j2 is cancelled and its commit rings before its performer registers the watch: the ring is
+        // taken by a check that read only j1.
+        const sql = yield* SqlClient
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
+        yield* Queue.offer(rings, undefined)
+        yield* settle
+        yield* watch.watch("job:j2", 1, stopTwo)
+        // No clock moves: the poll (500 ms) never comes.
+        yield* eventually(Deferred.isDone(stopTwo), "j2's cancel seen without the poll")
+        assert.isFalse(yield* Deferred.isDone(stopOne))
+      }).pipe(Effect.provide(jobsEngine()))
+  )
 })
 
 describe("the watch's rules, given/when/then", () => {

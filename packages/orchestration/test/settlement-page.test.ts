@@ -1,7 +1,18 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
-import { Engine, Reconcile, StorageFailure, StorageFaults, driverError } from "../src/index.js"
+import { Effect, Exit, Layer, Schema } from "effect"
+import {
+  Aggregate,
+  Decision,
+  Engine,
+  Reconcile,
+  StorageFailure,
+  StorageFaults,
+  driverError,
+  type EngineConfig
+} from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import { deadProcess as deadProcessWith, jobPolicies, jobsEngine } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 
@@ -33,20 +44,151 @@ const twoOnOneRow = [
 
 const policies = jobPolicies
 
-/** Everything the settlements wrote, in a comparable order. */
-const snapshot = Effect.gen(function* () {
+/** The engine's rows the settlements wrote, in a comparable order. */
+const engineSnapshot = Effect.gen(function* () {
   const sql = yield* SqlClient
   return {
     outbox: yield* sql`SELECT * FROM outbox ORDER BY sequence`,
     receipts: yield* sql`SELECT * FROM receipts ORDER BY command_id`,
     events:
-      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`,
+      yield* sql`SELECT sequence, event_id, aggregate_id, version, type, payload, command_id FROM events ORDER BY sequence`
+  }
+})
+
+/** Everything the jobs' settlements wrote, in a comparable order. */
+const snapshot = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  return {
+    ...(yield* engineSnapshot),
     jobs: yield* sql`SELECT * FROM job_status ORDER BY effect_id`,
     cursors: yield* sql`SELECT reactor, position FROM reactor_cursors ORDER BY reactor`
   }
 })
 
+/**
+ * A turn with two tool calls, each in its own lane so both run at once. Like the agents' thread, a
+ * call that fails ends the turn: its outcome cancels the other call (a decision's `cancel`).
+ */
+const TurnEvent = Schema.Union(
+  Aggregate.event("turn.started", {}),
+  Aggregate.event("turn.heard", { effectId: Schema.String, status: Schema.String })
+)
+const Turn = Aggregate.make({
+  name: "turn",
+  commands: { "turn.start": Aggregate.command("turn.start", { turnId: Schema.String }) },
+  events: TurnEvent,
+  aggregateId: (command) => command.turnId,
+  initialState: {},
+  evolve: (state) => state,
+  decide: (_state, command) =>
+    Decision.of<typeof TurnEvent.Type>({
+      events: [{ type: "turn.started" }],
+      effects: ["a", "b"].map((call) => ({
+        id: `call:${command.turnId}:${call}`,
+        kind: "tool",
+        payload: {},
+        lane: `call:${command.turnId}:${call}`
+      }))
+    }),
+  onOutcome: (_state, outcome) =>
+    Decision.of<typeof TurnEvent.Type>({
+      events: [{ type: "turn.heard", effectId: outcome.effectId, status: outcome.status }],
+      cancel:
+        outcome.status === "failed" && outcome.effectId.endsWith(":a")
+          ? [{ effectId: outcome.effectId.replace(/:a$/, ":b"), reason: "the turn ended" }]
+          : []
+    })
+})
+const turnConfig: EngineConfig = { aggregates: [Turn], projections: [], activation: "manual" }
+const turnEngine = (filename: string, config: Partial<EngineConfig> = {}) =>
+  Engine.layer({ ...turnConfig, ...config }).pipe(Layer.provideMerge(TestStore.layer({ filename })))
+
+const settle = (call: "a" | "b", outcome: Record<string, unknown>) => ({
+  commandId: `settle:${call}`,
+  effectId: `call:t1:${call}`,
+  attempt: 1,
+  aggregateType: "turn",
+  aggregateId: "t1",
+  by: "reactor",
+  ...outcome
+})
+const failA = settle("a", {
+  type: "effect.fail",
+  error: { message: "disk full", code: "SQLITE_FULL", reason: "storage" }
+})
+const succeedB = settle("b", { type: "effect.succeed", response: { ok: true } })
+const retryB = settle("b", {
+  type: "effect.fail",
+  error: { message: "try again", reason: "handler" },
+  retryAt: 5_000
+})
+
+/** Both calls of turn t1 started and claimed by a worker: running at attempt 1. */
+const runningCalls = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.activate
+  yield* engine.dispatchWithReceipt({ commandId: "start-t1", type: "turn.start", turnId: "t1" })
+  const claimed = yield* Outbox.claim({
+    kinds: ["tool"],
+    owner: "worker",
+    now: 0,
+    leaseMs: 60_000,
+    limit: 10,
+    after: 0
+  })
+  assert.strictEqual(claimed.length, 2)
+})
+
+/**
+ * The settlements in one batch (one page), and one command per batch: the same answers (these) and
+ * the same stores. Returns B's row as the page left it.
+ */
+const sameAsOneByOne = (commands: ReadonlyArray<unknown>, answers: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const paged = tempDbFile()
+    const single = tempDbFile()
+    yield* runningCalls.pipe(Effect.provide(turnEngine(paged)))
+    yield* runningCalls.pipe(Effect.provide(turnEngine(single)))
+    const pagedAnswers = yield* Effect.flatMap(Engine.Engine, (engine) => engine.dispatchManyDuringBoot(commands)).pipe(
+      Effect.provide(turnEngine(paged))
+    )
+    const singleAnswers = yield* Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.activate
+      return yield* Effect.forEach(commands, (command) =>
+        Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
+      )
+    }).pipe(Effect.provide(turnEngine(single, { maxBatch: 1 })))
+    const status = (exits: ReadonlyArray<Exit.Exit<unknown, unknown>>) =>
+      exits.map((a) => (Exit.isSuccess(a) ? "accepted" : String((a.cause as any).error?.reason)))
+    assert.deepStrictEqual(status(singleAnswers), answers)
+    assert.deepStrictEqual(status(pagedAnswers), answers)
+    const pagedStore = yield* engineSnapshot.pipe(Effect.provide(turnEngine(paged)))
+    assert.deepStrictEqual(pagedStore, yield* engineSnapshot.pipe(Effect.provide(turnEngine(single))))
+    return pagedStore.outbox.find((r: any) => r.effect_id === "call:t1:b") as any
+  })
+
 describe("settlement pages", () => {
+  it.effect(
+    "a settlement whose aggregate cancels a running sibling makes that sibling's later settle in the same page stale, as one by one",
+    () =>
+      Effect.gen(function* () {
+        const b = yield* sameAsOneByOne([failA, succeedB], ["accepted", "stale-outcome"])
+        // Cancelled by the turn; the worker still holds the lease until it says its handler stopped.
+        assert.deepStrictEqual([b.status, b.response, b.lease_owner], ["cancelled", null, "worker"])
+      })
+  )
+
+  it.effect(
+    "a cancel of a sibling whose settlement the page has not written yet applies to the row as that settlement left it, as one by one",
+    () =>
+      Effect.gen(function* () {
+        // B's failure sends it back to pending (a retry later); A's failure then cancels it.
+        const b = yield* sameAsOneByOne([retryB, failA], ["accepted", "accepted"])
+        assert.strictEqual(b.status, "cancelled")
+      })
+  )
+
   it.effect(
     "a page of settlements stores the same rows, reasons, receipts and events as settling them one by one",
     () =>
