@@ -24,6 +24,16 @@ const wait = (ms: number) => Effect.promise(() => new Promise<void>((resolve) =>
 
 const engineIn = (context: Context.Context<any>) => Effect.provide(Engine.Engine, context)
 
+/** Two engines, as two processes would run them, on one new store (and that store's name). */
+const twoEnginesOnOneStore = Effect.suspend(() => {
+  const file = tempDbFile()
+  return Effect.all([
+    Effect.flatMap(Layer.build(engineLayer({ filename: file })), engineIn),
+    Effect.flatMap(Layer.build(engineLayer({ filename: file })), engineIn),
+    Effect.succeed(file)
+  ])
+})
+
 describe("commit order across processes", () => {
   it.scoped("a reader never sees a later sequence before an earlier, still-open transaction commits", () =>
     Effect.gen(function* () {
@@ -84,9 +94,7 @@ describe("commit order across processes", () => {
 describe("one receipt per command across processes", () => {
   it.scoped("concurrent duplicates sent to two engines commit once; the loser gets the winner's answer", () =>
     Effect.gen(function* () {
-      const file = tempDbFile()
-      const engineA = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
-      const engineB = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
+      const [engineA, engineB, file] = yield* twoEnginesOnOneStore
       const ids = Array.from({ length: 20 }, (_, i) => `dup-${i}`)
       const answers = yield* Effect.forEach(
         ids,
@@ -119,9 +127,7 @@ describe("one receipt per command across processes", () => {
 
   it.scoped("an aggregate written by two engines in turn never decides on stale cached state", () =>
     Effect.gen(function* () {
-      const file = tempDbFile()
-      const engineA = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
-      const engineB = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
+      const [engineA, engineB, file] = yield* twoEnginesOnOneStore
       yield* engineA.dispatchWithReceipt(open("open-1", "shared"))
       for (let i = 0; i < 10; i++) {
         const engine = i % 2 === 0 ? engineB : engineA
@@ -231,9 +237,7 @@ describe("ambiguous commits", () => {
 describe("aggregate hints across processes", () => {
   it.scoped("ringAggregate on one engine wakes another engine's readers of that aggregate, with no commit", () =>
     Effect.gen(function* () {
-      const file = tempDbFile()
-      const engineA = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
-      const engineB = yield* engineIn(yield* Layer.build(engineLayer({ filename: file })))
+      const [engineA, engineB] = yield* twoEnginesOnOneStore
       let rings = 0
       yield* Effect.forkScoped(
         Stream.runForEach(yield* engineB.aggregateChanges("account", "acc-r"), () => Effect.sync(() => rings++))
