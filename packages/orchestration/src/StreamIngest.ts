@@ -26,7 +26,7 @@
  * (or the final `flush`), so every delta a reader gets is well-formed text; a surrogate that has no
  * other half is recorded as U+FFFD.
  */
-import { Deferred, Duration, Effect, Either, Fiber, Queue, Schedule, Schema, type Scope, Stream } from "effect"
+import { Deferred, Duration, Effect, Either, Exit, Fiber, Schedule, Schema, type Scope, Stream } from "effect"
 import { Engine } from "./Engine.js"
 import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import type { OutboxRow } from "./Outbox.js"
@@ -204,8 +204,29 @@ export const make = (
     let failure: StreamNotRecorded | undefined
     const failedSignal = yield* Deferred.make<never, StreamNotRecorded>()
     const lock = yield* Effect.makeSemaphore(1)
-    const dataArrived = yield* Queue.sliding<void>(1)
-    const sizeReached = yield* Queue.sliding<void>(1)
+    /**
+     * What the flusher waits for, when it waits: a first write (`data`), or its window's end or
+     * the flush size (`size`; the window's end completes `wake` through FlushWindows.join). One
+     * Deferred a wait, completed by whichever comes first, instead of two fibers raced a window.
+     */
+    let waiting: { readonly until: "data" | "size"; readonly wake: Deferred.Deferred<void> } | undefined
+    /** A write landed: wakes the flusher if it waits for data, or for the size now reached. */
+    const ring = () => {
+      if (waiting === undefined) return
+      if (waiting.until === "size" && pendingBytes < flushBytes) return
+      Deferred.unsafeDone(waiting.wake, Exit.void)
+      waiting = undefined
+    }
+    /** Waits on `wake` unless `ready` already holds; the check and the wait's setup are one step, so no write falls between them. */
+    const waitFor = (until: "data" | "size", ready: () => boolean) =>
+      Effect.flatMap(Deferred.make<void>(), (wake) =>
+        Effect.suspend(() => {
+          if (ready()) return Effect.void
+          waiting = { until, wake }
+          const join = until === "size" ? windows.join(flushEvery, wake) : Effect.void
+          return Effect.zipRight(join, Deferred.await(wake))
+        })
+      )
 
     const fail = (error: StreamNotRecorded) =>
       Effect.suspend(() => {
@@ -283,36 +304,42 @@ export const make = (
     const aheadOfEarlierRun = (error: DispatchError, index: number) =>
       index > 0 && error instanceof CommandRejected && error.reason === "stream-out-of-order"
 
-    /** One round of `flushBuffered`: the runs buffered now. Answers not taken (a run failed) end with its scope. */
-    const round = Effect.gen(function* () {
-      const runs = planRuns()
-      const answers = yield* Effect.forEach(runs, (run) => Effect.forkScoped(Effect.either(send(run))))
-      for (const [index, run] of runs.entries()) {
-        const answer = yield* Fiber.join(answers[index]!)
-        if (Either.isRight(answer)) {
-          yield* landed(run)
-          continue
-        }
-        if (!isTransient(answer.left) && !aheadOfEarlierRun(answer.left, index)) {
-          return yield* fail(notRecorded(effectId, attempt, answer.left, run.start))
-        }
-        // A refused run's answer was its first try (the retries wait as for any refusal); a run
-        // found ahead is sent again at once.
-        let first: DispatchError | undefined = isTransient(answer.left) ? answer.left : undefined
-        const again = Effect.suspend(() => {
-          const refused = first
-          first = undefined
-          return refused === undefined ? send(run) : Effect.fail(refused)
-        })
-        yield* again.pipe(
-          Effect.retry({ schedule, while: isTransient }),
-          Effect.matchEffect({
-            onFailure: (error) => fail(notRecorded(effectId, attempt, error, run.start)),
-            onSuccess: () => landed(run)
+    /**
+     * One round of `flushBuffered`: the runs buffered now. Answers not taken (a run failed) end with
+     * its scope. One run (one channel, the common case) is sent without a fiber of its own.
+     */
+    const round = (runs: ReadonlyArray<Run>) =>
+      Effect.gen(function* () {
+        const answers =
+          runs.length === 1
+            ? [Effect.either(send(runs[0]!))]
+            : (yield* Effect.forEach(runs, (run) => Effect.forkScoped(Effect.either(send(run))))).map(Fiber.join)
+        for (const [index, run] of runs.entries()) {
+          const answer = yield* answers[index]!
+          if (Either.isRight(answer)) {
+            yield* landed(run)
+            continue
+          }
+          if (!isTransient(answer.left) && !aheadOfEarlierRun(answer.left, index)) {
+            return yield* fail(notRecorded(effectId, attempt, answer.left, run.start))
+          }
+          // A refused run's answer was its first try (the retries wait as for any refusal); a run
+          // found ahead is sent again at once.
+          let first: DispatchError | undefined = isTransient(answer.left) ? answer.left : undefined
+          const again = Effect.suspend(() => {
+            const refused = first
+            first = undefined
+            return refused === undefined ? send(run) : Effect.fail(refused)
           })
-        )
-      }
-    })
+          yield* again.pipe(
+            Effect.retry({ schedule, while: isTransient }),
+            Effect.matchEffect({
+              onFailure: (error) => fail(notRecorded(effectId, attempt, error, run.start)),
+              onSuccess: () => landed(run)
+            })
+          )
+        }
+      })
 
     /**
      * Sends everything buffered: every channel's run at once, so a window's text and tool-call
@@ -323,19 +350,19 @@ export const make = (
      */
     const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
       Effect.gen(function* () {
-        while (pending.length > 0 && failure === undefined) yield* Effect.scoped(round)
+        while (pending.length > 0 && failure === undefined) {
+          yield* Effect.scoped(round(planRuns()))
+        }
         if (failure !== undefined) return yield* failure
       })
     )
 
     const flusher = Effect.gen(function* () {
       while (true) {
-        // Writes during a flush find the buffer non-empty and ring nothing: go on without waiting.
-        if (pending.length === 0) yield* Queue.take(dataArrived)
-        yield* Queue.takeAll(sizeReached)
-        if (pendingBytes < flushBytes) {
-          yield* Effect.raceFirst(windows.windowEnd(flushEvery), Queue.take(sizeReached))
-        }
+        // Writes during a flush find the buffer non-empty: go on without waiting.
+        yield* waitFor("data", () => pending.length > 0)
+        yield* waitFor("size", () => pendingBytes >= flushBytes)
+        waiting = undefined
         yield* flushBuffered
       }
     })
@@ -351,33 +378,42 @@ export const make = (
     // swallow-ok: a failed flush is kept in `failure` (and `failed`); every later write and flush fails with it.
     yield* Effect.forkScoped(Effect.catchAll(flusher, () => Effect.void))
 
+    /** Takes a piece into the buffer (synchronously) and wakes the flusher if it waits for it. */
+    const append = (text: string, channel: string, permits: number, bytes: number) => {
+      pending.push(text)
+      channels.push(channel)
+      held.push(permits)
+      sizes.push(bytes)
+      pendingBytes += bytes
+      ring()
+    }
+
     /** Buffers `text` as it is (no pair held back). */
     const buffer = (text: string, channel: string): Effect.Effect<void, StreamNotRecorded> =>
       Effect.suspend(() => {
         if (failure !== undefined) return Effect.fail(failure)
         if (text.length === 0) return Effect.void
         const bytes = utf8Bytes(text)
+        const full = pendingBytes > 0 && pendingBytes + bytes > maxBuffered
+        // The common write (room in the buffer, no shared budget) is taken in this one step.
+        if (!full && budget === undefined) {
+          append(text, channel, 0, bytes)
+          return Effect.void
+        }
         // Full: wait for the flush in flight, then send the rest ourselves; the producer is slowed.
-        const room = pendingBytes > 0 && pendingBytes + bytes > maxBuffered ? flushBuffered : Effect.void
+        const room = full ? flushBuffered : Effect.void
         // A write larger than the whole budget takes all of it (it waits until every other stream's is back).
         const permits = budget === undefined ? 0 : Math.min(bytes, budget.totalBytes)
         const share = budget === undefined ? Effect.void : budget.semaphore.take(permits)
-        const append = Effect.suspend(() => {
-          const wasEmpty = pendingBytes === 0
-          pending.push(text)
-          channels.push(channel)
-          held.push(permits)
-          sizes.push(bytes)
-          pendingBytes += bytes
-          const signals: Array<Effect.Effect<boolean>> = []
-          if (wasEmpty) signals.push(Queue.offer(dataArrived, undefined))
-          if (pendingBytes >= flushBytes) signals.push(Queue.offer(sizeReached, undefined))
-          return Effect.asVoid(Effect.all(signals))
-        })
         // Permits taken are recorded at once (an interruption in between would leak them).
         return Effect.zipRight(
           room,
-          Effect.uninterruptibleMask((restore) => Effect.zipRight(restore(share), append))
+          Effect.uninterruptibleMask((restore) =>
+            Effect.zipRight(
+              restore(share),
+              Effect.sync(() => append(text, channel, permits, bytes))
+            )
+          )
         )
       })
 

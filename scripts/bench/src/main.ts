@@ -149,6 +149,8 @@ for (const streams of [1, 16, 64]) {
   const label = `streaming, ${streams} × 50 tokens/s`
   results.addValue(`${label}: delta latency p50 (provider → SSE)`, "ms", r.latencyP50Ms)
   results.addValue(`${label}: delta latency p99 (provider → SSE)`, "ms", r.latencyP99Ms)
+  results.addValue(`${label}: latency after the flush window ends, p99`, "ms", r.afterWindowP99Ms)
+  results.addValue(`${label}: CPU of the process`, "ms/s", r.cpuMsPerSecond)
   results.addValue(`${label}: deltas delivered`, "deltas/s", r.deltasPerSecond)
   results.addValue(`${label}: transactions`, "commits/s", r.transactionsPerSecond)
   results.addValue(`${label}: chunk commits`, "chunks/s", r.commitsPerSecond)

@@ -1,0 +1,122 @@
+/**
+ * `node dist/src/ChunkCost.js [streams] [chunks] [readers]`: the engine's cost per stream chunk alone: `streams`
+ * handlers each write and flush `chunks` chunks one at a time (no provider timing, no windows to wait for),
+ * optionally with one ThreadStream reader per stream (as Streaming.ts's). Prints CPU µs per chunk (inflated by
+ * the op supervision that counts Effect steps and fibers: compare runs of this tool only), steps and fibers per
+ * chunk (deterministic: a change that removes work shows exactly), and the run's span for a `--cpu-prof` profile.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Boot, Engine, type FlushWindows, type Reactor, SqliteStore, StreamIngest } from "@orchestration/engine"
+import { ThreadStream } from "@orchestration/server"
+import { Effect, Fiber, Layer, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
+import { bump, effectKind } from "./BenchDomain.js"
+import { benchConfig, runBench, storeFile } from "./EngineStack.js"
+import { rulesFor } from "./Streaming.js"
+import { withTempDir } from "./TempDir.js"
+
+const streams = Number(process.argv[2] ?? 64)
+const chunks = Number(process.argv[3] ?? 100)
+const withReaders = process.argv[4] === "readers"
+const run = "cost"
+
+let fibers = 0
+let steps = 0
+class Counting extends Supervisor.AbstractSupervisor<void> {
+  value = Effect.void
+  override onStart() {
+    fibers++
+  }
+  override onEffect() {
+    steps++
+  }
+}
+const main = (dir: string) =>
+  runBench(
+    Effect.supervised(new Counting())(
+      Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))(
+        Effect.gen(function* () {
+          const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
+            name: "bench-stream",
+            kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
+            concurrency: streams,
+            handle: (row) =>
+              Effect.scoped(
+                Effect.gen(function* () {
+                  const ingest = yield* StreamIngest.make({ effect: row })
+                  for (let i = 0; i < chunks; i++) {
+                    yield* ingest.write("tok ")
+                    yield* ingest.flush
+                  }
+                })
+              ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.as({ ok: true }))
+          }
+          const context = yield* Layer.build(
+            Boot.layer({ reactors: [reactor], activation: "on-boot", retention: false }).pipe(
+              Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })),
+              Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
+            )
+          )
+          const engine = yield* Engine.Engine.pipe(Effect.provide(context))
+          const sql = yield* SqlClient.pipe(Effect.provide(context))
+          const rules = rulesFor(run)
+          const readers = withReaders
+            ? yield* Effect.forEach(
+                Array.from({ length: streams }, (_, i) => i),
+                (i) => {
+                  let delivered = 0
+                  return ThreadStream.follow({ engine, sql, rules, threadId: `c-${i}`, from: ThreadStream.start }).pipe(
+                    Stream.map((m) => ({ m, sse: ThreadStream.formatMessage(m) })),
+                    Stream.tap(({ m }) =>
+                      Effect.sync(() => {
+                        if (m.kind === "delta") delivered = m.data.offset + m.data.text.length
+                      })
+                    ),
+                    Stream.takeUntil(() => delivered >= chunks * 4),
+                    Stream.runDrain,
+                    Effect.fork
+                  )
+                }
+              )
+            : []
+          const f0 = fibers
+          const st0 = steps
+          const s0 = yield* engine.stats
+          const from = Number(process.hrtime.bigint() / 1000n)
+          const cpu0 = process.cpuUsage()
+          const t0 = performance.now()
+          for (let i = 0; i < streams; i++) yield* engine.dispatchWithReceipt(bump(run, i, i))
+          if (withReaders) yield* Fiber.joinAll(readers)
+          else {
+            while (true) {
+              const [row] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM outbox WHERE status = 'succeeded'`
+              if (Number(row?.n) >= streams) break
+              yield* Effect.sleep("20 millis")
+            }
+          }
+          const cpu = process.cpuUsage(cpu0)
+          const s1 = yield* engine.stats
+          const wall = performance.now() - t0
+          const n = streams * chunks
+          console.log(
+            JSON.stringify({
+              streams,
+              chunks,
+              withReaders,
+              wallMs: Math.round(wall),
+              cpuUsPerChunk: Math.round((cpu.user + cpu.system) / n),
+              chunksPerSec: Math.round(n / (wall / 1000)),
+              fibersPerChunk: (fibers - f0) / n,
+              stepsPerChunk: Math.round((steps - st0) / n),
+              tx: s1.transactions - s0.transactions,
+              user: cpu.user,
+              sys: cpu.system,
+              from,
+              to: Number(process.hrtime.bigint() / 1000n)
+            })
+          )
+        })
+      )
+    )
+  )
+
+await withTempDir("chunkcost", main)
