@@ -17,6 +17,7 @@ import type { ProcessorDeps, QueuedCommand } from "./Processor.js"
 import { handles } from "./Projection.js"
 import type * as Receipts from "./Receipts.js"
 import type * as SettlementPage from "./SettlementPage.js"
+import type { StreamChunk } from "./StreamChunks.js"
 import type { DispatchAnswer } from "./StoredAnswers.js"
 import type { StorageFaultsShape } from "./storage/StorageFaults.js"
 import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
@@ -53,6 +54,8 @@ export interface Written {
 /** What every command of a batch shares, looked up once per batch. */
 export interface BatchEnv {
   readonly page: SettlementPage.SettlementPage
+  /** The stream chunks the batch's commands appended (Processor.Decide). */
+  readonly appended: Array<StreamChunk>
   /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
   readonly faults: StorageFaultsShape | undefined
   readonly clock: Clock.Clock
@@ -273,7 +276,7 @@ export const decideAndWrite = (
     const commandId = identity.commandId
     const now = env.clock.unsafeCurrentTimeMillis()
     const ctx = decideContext(identity, now)
-    const decision = yield* item.decide(current.state, ctx, env.page)
+    const decision = yield* item.decide(current.state, ctx, env.page, env.appended)
     // Refused for now, not for good (Processor.Decide): no receipt.
     if (decision instanceof EffectActionRefused || decision instanceof CommandRejected) return decision
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)

@@ -22,6 +22,7 @@ import {
 } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
 import * as FlushWindows from "./FlushWindows.js"
+import * as StreamTails from "./StreamTails.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -195,6 +196,7 @@ interface BatchRunnerDeps {
   readonly commitWriter: CommitWriter.CommitWriter
   readonly hints: CommitHints.CommitHints
   readonly counters: { transactions: number; abandonedBatches: number; committedCommands: number }
+  readonly tails: StreamTails.StreamTailsShape
 }
 
 /**
@@ -208,14 +210,14 @@ const batchRunner =
     batch: ReadonlyArray<QueuedCommand>,
     answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
   ): Effect.Effect<ReadonlyArray<CommandResult>> => {
-    const { sql, writer, head, states, projections, commitWriter, hints, counters } = deps
+    const { sql, writer, head, states, projections, commitWriter, hints, counters, tails } = deps
     return writer
       .withPermits(1)(
         Effect.gen(function* () {
           const before = head.value
           const committedBefore = counters.committedCommands
           counters.transactions++
-          const results = yield* processBatch({ states, projections, head, writer: commitWriter }, batch, () => {
+          const results = yield* processBatch({ states, projections, head, writer: commitWriter, tails }, batch, () => {
             counters.abandonedBatches++
           })
           let outboxChanged = false
@@ -274,7 +276,8 @@ export const make = (config: EngineConfig) =>
     const writer = yield* Effect.makeSemaphore(1)
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
 
-    const runBatch = batchRunner({ sql, writer, head, states, projections, commitWriter, hints, counters })
+    const tails = yield* StreamTails.StreamTails
+    const runBatch = batchRunner({ sql, writer, head, states, projections, commitWriter, hints, counters, tails })
 
     const processor = Effect.gen(function* () {
       yield* lifecycle.awaitActivation
@@ -295,7 +298,8 @@ export const make = (config: EngineConfig) =>
       sql,
       aggregate: router.aggregate,
       subscribeCommits: hints.subscribeCommits,
-      subscribeAggregate: hints.subscribeAggregate
+      subscribeAggregate: hints.subscribeAggregate,
+      tails
     })
 
     /**
@@ -389,6 +393,8 @@ export const make = (config: EngineConfig) =>
 
 /**
  * The engine over an already-provided SqlClient (see storage/SqliteStore for the embedded store),
- * with the flush windows its streams share (FlushWindows).
+ * with the flush windows its streams share (FlushWindows) and the tails of the streams it writes
+ * (StreamTails: kept only where this process is the store's one writer).
  */
-export const layer = (config: EngineConfig) => Layer.merge(Layer.scoped(Engine, make(config)), FlushWindows.layer)
+export const layer = (config: EngineConfig) =>
+  Layer.merge(Layer.scoped(Engine, make(config)).pipe(Layer.provideMerge(StreamTails.layer)), FlushWindows.layer)

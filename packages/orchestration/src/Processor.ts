@@ -26,6 +26,8 @@ import * as Outbox from "./Outbox.js"
 import * as Owners from "./Owners.js"
 import type { Projection } from "./Projection.js"
 import type * as Receipts from "./Receipts.js"
+import type { StreamChunk } from "./StreamChunks.js"
+import type { StreamTailsShape } from "./StreamTails.js"
 import * as SettlementPage from "./SettlementPage.js"
 import * as SettlementWrites from "./SettlementWrites.js"
 import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
@@ -48,7 +50,9 @@ export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
 export type Decide = (
   state: unknown,
   ctx: DecideContext,
-  page: SettlementPage.SettlementPage
+  page: SettlementPage.SettlementPage,
+  /** Stream chunks this command appends go here too (StreamTails learns them once the batch commits). */
+  appended: Array<StreamChunk>
 ) => Effect.Effect<
   Decision<any> | Rejection | EffectActionRefused | CommandRejected,
   SqlError | CommandDefect,
@@ -134,6 +138,8 @@ interface BatchOutcome {
   readonly results: ReadonlyArray<CommandResult>
   readonly states: ReadonlyMap<string, AggregateState>
   readonly head: number
+  /** The stream chunks the batch appended, in order. */
+  readonly appended: ReadonlyArray<StreamChunk>
 }
 
 export interface ProcessorDeps {
@@ -143,6 +149,8 @@ export interface ProcessorDeps {
   readonly head: { value: number }
   /** The batch's own writes: the SQLite store's raw-connection writer, or the generic one. */
   readonly writer: CommitWriter
+  /** Told the chunks each committed batch appended, and the effects it settled (none: no tails). */
+  readonly tails?: StreamTailsShape
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -182,6 +190,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       const page = SettlementPage.make()
       const env: BatchEnv = {
         page,
+        appended: [],
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
@@ -249,7 +258,10 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
                 decideAndWrite(deps, env, item, loaded, head)
               )
         )
+        // A command rolled back to its savepoint, or refused, appended nothing that will commit.
+        const appendedBefore = env.appended.length
         const exit = isolate ? yield* deps.writer.savepoint(body, isStorageCause) : yield* Effect.exit(body)
+        if (Exit.isFailure(exit) || !("answer" in exit.value)) env.appended.length = appendedBefore
         if (!isolate && Exit.isFailure(exit)) {
           if (isStorageCause(exit.cause)) return yield* Effect.failCause(exit.cause)
           return yield* Effect.fail(new NeedsIsolation(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
@@ -270,9 +282,21 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       yield* writeRun
       yield* page.flush
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
-      return { results, states, head } satisfies BatchOutcome
+      return { results, states, head, appended: env.appended } satisfies BatchOutcome
     })
   )
+
+/** The effects whose settlement (or operator action) a committed batch accepted: no more chunks will follow. */
+const settledEffects = (items: ReadonlyArray<QueuedCommand>, results: ReadonlyArray<CommandResult>) => {
+  const settled: Array<string> = []
+  for (const [index, item] of items.entries()) {
+    const result = results[index]
+    if (item.settles && item.effectId !== undefined && result !== undefined && Exit.isSuccess(result)) {
+      settled.push(item.effectId)
+    }
+  }
+  return settled
+}
 
 /**
  * How many times a batch that lost a race to another writer (StorageErrors.isLostRace) runs again
@@ -296,6 +320,10 @@ export const processBatch = (
     Effect.map((outcome) => {
       for (const [key, state] of outcome.states) deps.states.set(key, state)
       deps.head.value = outcome.head
+      if (deps.tails !== undefined) {
+        deps.tails.committed(outcome.appended)
+        deps.tails.forget(settledEffects(items, outcome.results))
+      }
       return outcome.results
     }),
     Effect.catchAll((failure): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {

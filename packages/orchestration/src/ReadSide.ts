@@ -13,6 +13,7 @@ import * as EventLog from "./EventLog.js"
 import * as Outbox from "./Outbox.js"
 import * as Receipts from "./Receipts.js"
 import * as StreamChunks from "./StreamChunks.js"
+import type { StreamTailsShape } from "./StreamTails.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
 export interface ReadEventsOptions {
@@ -59,8 +60,10 @@ export const make = (options: {
     aggregateType: string,
     aggregateId: string
   ) => Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
+  /** The chunks this process committed last, answering reads at a live attempt's end without the table. */
+  readonly tails: StreamTailsShape
 }): ReadSide => {
-  const { sql } = options
+  const { sql, tails } = options
 
   const readEvents = (read: ReadEventsOptions = {}) =>
     EventLog.read({
@@ -106,11 +109,16 @@ export const make = (options: {
       Effect.provideService(SqlClient, sql)
     )
 
-  const readStreamChunks = (effectId: string, read: StreamChunks.ReadChunksOptions = {}) =>
-    StreamChunks.read(effectId, read).pipe(
-      Effect.mapError(toStorageFailure("read stream chunks")),
-      Effect.provideService(SqlClient, sql)
-    )
+  const readStreamChunks = (effectId: string, read: StreamChunks.ReadChunksOptions = {}) => {
+    const tail =
+      read.after === undefined ? undefined : tails.read(effectId, read.after, StreamChunks.pageLimit(read.limit))
+    return tail !== undefined
+      ? Effect.succeed(tail)
+      : StreamChunks.read(effectId, read).pipe(
+          Effect.mapError(toStorageFailure("read stream chunks")),
+          Effect.provideService(SqlClient, sql)
+        )
+  }
 
   const settledStatuses: ReadonlyArray<string> = ["succeeded", "failed", "cancelled"]
   const findEffect = (effectId: string) =>

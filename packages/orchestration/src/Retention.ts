@@ -4,9 +4,10 @@
  * treated as a new command: clients must not retry a command id older than the receipt period.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Clock, Duration, Effect, Layer } from "effect"
+import { Clock, Duration, Effect, Layer, Option } from "effect"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import * as StreamChunks from "./StreamChunks.js"
+import { StreamTails } from "./StreamTails.js"
 
 export interface RetentionOptions {
   /** How long a settled outbox row is kept after its last update. Default 7 days. */
@@ -64,8 +65,11 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
       Duration.toMillis(options.settledStreams ?? defaults.settledStreams),
       Duration.toMillis(options.settledEffects ?? defaults.settledEffects)
     )
-    const streamChunks = yield* StreamChunks.compactSettled(batch, now - streamsPeriod)
-    return { effects: effects.length, receipts: receipts.length, streamChunks }
+    const compacted = yield* StreamChunks.compactSettled(batch, now - streamsPeriod)
+    // Their tails go with them, so no reader is answered with text the table no longer holds.
+    const tails = yield* Effect.serviceOption(StreamTails)
+    if (Option.isSome(tails)) tails.value.forget(new Set(compacted))
+    return { effects: effects.length, receipts: receipts.length, streamChunks: compacted.length }
   }).pipe(Effect.mapError(toStorageFailure("retention")))
 
 /** The background pruner: failures are logged and retried at the next round (nothing is lost by waiting). */

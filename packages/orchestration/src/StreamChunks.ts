@@ -294,6 +294,9 @@ export interface ReadChunksOptions {
   readonly limit?: number
 }
 
+/** A read's page size: `limit` within 1..10,000, 500 when not given. */
+export const pageLimit = (limit: number | undefined): number => Math.min(Math.max(limit ?? 500, 1), 10_000)
+
 /** The effect's chunks, all attempts, ordered by attempt then offset. */
 export const read = (
   effectId: string,
@@ -301,7 +304,7 @@ export const read = (
 ): Effect.Effect<ReadonlyArray<StreamChunk>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
-    const limit = Math.min(Math.max(options.limit ?? 500, 1), 10_000)
+    const limit = pageLimit(options.limit)
     const after = options.after ?? { attempt: 0, end: 0 }
     const rows = yield* sql<RawChunk>`SELECT * FROM effect_stream_chunks WHERE effect_id = ${effectId}
       AND (attempt > ${after.attempt} OR (attempt = ${after.attempt} AND start_offset >= ${after.end}))
@@ -311,11 +314,14 @@ export const read = (
 
 /**
  * Deletes the chunks of settled effects (succeeded, failed, cancelled), at most `batchSize` effects
- * per call; returns how many chunks went. A running or pending effect keeps its chunks. With
+ * per call; returns the effect id of each chunk that went (so its length is how many went). A running or pending effect keeps its chunks. With
  * `settledBefore`, only effects settled (last updated) before it; an effect whose outbox row was
  * pruned already (Retention) counts as settled long ago: its chunks go.
  */
-export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.Effect<number, SqlError, SqlClient> =>
+export const compactSettled = (
+  batchSize = 500,
+  settledBefore?: number
+): Effect.Effect<ReadonlyArray<string>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const before = settledBefore ?? Number.MAX_SAFE_INTEGER
@@ -324,7 +330,7 @@ export const compactSettled = (batchSize = 500, settledBefore?: number): Effect.
         WHERE o.effect_id IS NULL OR (o.status IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < ${before})
         LIMIT ${batchSize}
       ) RETURNING effect_id`
-    return deleted.length
+    return deleted.map((row) => row.effect_id)
   })
 
 /**
@@ -345,7 +351,7 @@ export const readsThroughPage = (aggregate: AnyAggregate): boolean => aggregate.
  */
 export const decideStreamCommand =
   (aggregate: AnyAggregate, identity: Receipts.CommandIdentity, command: EffectStream): Decide =>
-  (state, ctx, page) =>
+  (state, ctx, page, appended) =>
     Effect.gen(function* () {
       const row = readsThroughPage(aggregate)
         ? yield* page.find(command.effectId)
@@ -381,7 +387,7 @@ export const decideStreamCommand =
       }
       // The aggregate may refuse to project a chunk; the chunk is the engine's record and still lands.
       if (decision._tag === "Rejection") decision = Decision.none()
-      yield* append({
+      const chunk: StreamChunk = {
         effectId: command.effectId,
         attempt: command.attempt,
         start: verdict.notice.start,
@@ -391,6 +397,8 @@ export const decideStreamCommand =
         committedAt: ctx.now,
         channel: verdict.notice.channel,
         channelStart: verdict.notice.channelStart
-      })
+      }
+      yield* append(chunk)
+      appended.push(chunk)
       return decision
     })

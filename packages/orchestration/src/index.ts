@@ -36,6 +36,7 @@ export type { EffectError, EffectOutcome, FailureReason } from "./EffectOutcomes
 export * as FaultPoints from "./FaultPoints.js"
 export * as FreeSpace from "./FreeSpace.js"
 export { FlushWindows } from "./FlushWindows.js"
+export { StreamTails } from "./StreamTails.js"
 export * as Ingestion from "./Ingestion.js"
 export * as Reactor from "./Reactor.js"
 export { EffectFailure } from "./Reactor.js"

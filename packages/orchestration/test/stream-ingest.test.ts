@@ -732,7 +732,7 @@ describe("durable stream ingestion", () => {
       assert.strictEqual((yield* Retention.pruneOnce({ settledEffects: "1 hour" })).streamChunks, 0)
       assert.strictEqual((yield* chunksOf("job:done")).length, 1)
       const deleted = yield* StreamChunks.compactSettled()
-      assert.strictEqual(deleted, 1)
+      assert.strictEqual(deleted.length, 1)
       assert.deepStrictEqual(yield* chunksOf("job:done"), [])
       assert.deepStrictEqual(
         (yield* chunksOf("job:live")).map((c) => c.text),
