@@ -95,73 +95,80 @@ const receiptFaults = () => {
 }
 
 describe("stream tails on the engine (SQLite file)", () => {
-  it.effect("every read answered by the tail equals the table's, a refused flush included; compaction empties it", () => {
-    const handler = scriptedHandler()
-    const queue = Effect.runSync(Queue.unbounded<string>())
-    const faults = receiptFaults()
-    return Effect.gen(function* () {
-      handler.behaviors.set(
-        "job:s",
-        yield* streaming(Stream.fromQueue(queue).pipe(Stream.takeWhile((piece) => piece !== END)), {
-          flushBytes: 3,
-          retry: { maxRetries: 20, base: "100 millis", cap: "100 millis" }
-        })
-      )
-      const engine = yield* Engine.Engine
-      const tails = yield* StreamTails
-      const sql = yield* SqlClient
-      const fromTable = (end: number) =>
-        StreamChunks.read("job:s", { after: { attempt: 1, end }, limit: 500 }).pipe(Effect.provideService(SqlClient, sql))
-      const landed = (end: number) =>
-        eventually(
-          Effect.map(fromTable(0), (chunks) => chunks.at(-1)?.end === end),
-          `landed to ${end}`
+  it.effect(
+    "every read answered by the tail equals the table's, a refused flush included; compaction empties it",
+    () => {
+      const handler = scriptedHandler()
+      const queue = Effect.runSync(Queue.unbounded<string>())
+      const faults = receiptFaults()
+      return Effect.gen(function* () {
+        handler.behaviors.set(
+          "job:s",
+          yield* streaming(Stream.fromQueue(queue).pipe(Stream.takeWhile((piece) => piece !== END)), {
+            flushBytes: 3,
+            retry: { maxRetries: 20, base: "100 millis", cap: "100 millis" }
+          })
         )
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        Effect.map(Outbox.find("job:s"), (row) => row?.status === "running"),
-        "running"
+        const engine = yield* Engine.Engine
+        const tails = yield* StreamTails
+        const sql = yield* SqlClient
+        const fromTable = (end: number) =>
+          StreamChunks.read("job:s", { after: { attempt: 1, end }, limit: 500 }).pipe(
+            Effect.provideService(SqlClient, sql)
+          )
+        const landed = (end: number) =>
+          eventually(
+            Effect.map(fromTable(0), (chunks) => chunks.at(-1)?.end === end),
+            `landed to ${end}`
+          )
+        yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:s"), (row) => row?.status === "running"),
+          "running"
+        )
+        yield* Queue.offer(queue, "abc")
+        yield* landed(3)
+        // A flush whose chunk row was written, then its receipt refused: the batch rolled back.
+        faults.refusing.on = true
+        yield* Queue.offer(queue, "def")
+        yield* eventually(
+          Effect.sync(() => faults.refusing.refused >= 1),
+          "refused"
+        )
+        assert.deepStrictEqual(texts(tails.read("job:s", { attempt: 1, end: 0 }, 500)), ["abc"])
+        faults.refusing.on = false
+        yield* TestClock.adjust("100 millis")
+        yield* landed(6)
+        yield* Queue.offer(queue, "ghi")
+        yield* landed(9)
+        for (const end of [0, 3, 6, 9]) {
+          const table = yield* fromTable(end)
+          const tail = tails.read("job:s", { attempt: 1, end }, 500)
+          assert.deepStrictEqual(tail, table, `at ${end}`)
+          assert.deepStrictEqual(yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end } }), table)
+        }
+        assert.deepStrictEqual(texts(yield* fromTable(0)), ["abc", "def", "ghi"])
+        yield* Queue.offer(queue, END)
+        yield* eventually(
+          Effect.map(Outbox.find("job:s"), (row) => row?.status === "succeeded"),
+          "succeeded"
+        )
+        // Settled: the table answers again.
+        assert.strictEqual(tails.read("job:s", { attempt: 1, end: 0 }, 500), undefined)
+        // A tail still held when compaction deletes its chunks (text a cancelled performer flushed as it
+        // stopped, after its settlement) goes with them.
+        tails.committed(yield* fromTable(0))
+        assert.deepStrictEqual(texts(tails.read("job:s", { attempt: 1, end: 0 }, 500)), ["abc", "def", "ghi"])
+        yield* TestClock.adjust("1 millis")
+        const pruned = yield* Retention.pruneOnce({ settledStreams: "0 millis", settledEffects: "1 hour" })
+        assert.strictEqual(pruned.streamChunks, 3)
+        assert.strictEqual(tails.read("job:s", { attempt: 1, end: 0 }, 500), undefined)
+        assert.deepStrictEqual(yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end: 0 } }), [])
+      }).pipe(
+        Effect.provide(
+          stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer))
+        )
       )
-      yield* Queue.offer(queue, "abc")
-      yield* landed(3)
-      // A flush whose chunk row was written, then its receipt refused: the batch rolled back.
-      faults.refusing.on = true
-      yield* Queue.offer(queue, "def")
-      yield* eventually(
-        Effect.sync(() => faults.refusing.refused >= 1),
-        "refused"
-      )
-      assert.deepStrictEqual(texts(tails.read("job:s", { attempt: 1, end: 0 }, 500)), ["abc"])
-      faults.refusing.on = false
-      yield* TestClock.adjust("100 millis")
-      yield* landed(6)
-      yield* Queue.offer(queue, "ghi")
-      yield* landed(9)
-      for (const end of [0, 3, 6, 9]) {
-        const table = yield* fromTable(end)
-        const tail = tails.read("job:s", { attempt: 1, end }, 500)
-        assert.deepStrictEqual(tail, table, `at ${end}`)
-        assert.deepStrictEqual(yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end } }), table)
-      }
-      assert.deepStrictEqual(texts(yield* fromTable(0)), ["abc", "def", "ghi"])
-      yield* Queue.offer(queue, END)
-      yield* eventually(
-        Effect.map(Outbox.find("job:s"), (row) => row?.status === "succeeded"),
-        "succeeded"
-      )
-      // Settled: the table answers again.
-      assert.strictEqual(tails.read("job:s", { attempt: 1, end: 0 }, 500), undefined)
-      // A tail still held when compaction deletes its chunks (text a cancelled performer flushed as it
-      // stopped, after its settlement) goes with them.
-      tails.committed(yield* fromTable(0))
-      assert.deepStrictEqual(texts(tails.read("job:s", { attempt: 1, end: 0 }, 500)), ["abc", "def", "ghi"])
-      yield* TestClock.adjust("1 millis")
-      const pruned = yield* Retention.pruneOnce({ settledStreams: "0 millis", settledEffects: "1 hour" })
-      assert.strictEqual(pruned.streamChunks, 3)
-      assert.strictEqual(tails.read("job:s", { attempt: 1, end: 0 }, 500), undefined)
-      assert.deepStrictEqual(yield* engine.readStreamChunks("job:s", { after: { attempt: 1, end: 0 } }), [])
-    }).pipe(
-      Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(faults.layer)))
-    )
-  })
+    }
+  )
 })
