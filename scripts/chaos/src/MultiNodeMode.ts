@@ -130,6 +130,10 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       await startNode(i)
     }
     const base = nodes[0]!.url
+    // One more turn per thread with no kill after it: the readers, spread over the nodes, see it only
+    // if a commit made by another node wakes their stream (no reconnect catches them up this time).
+    for (const threadId of threads) client.submit(message(random, threadId, next))
+    next++
     while (!(await client.flush(base))) await sleep(100)
     let quiet = await quiesce(base, [...threads, ...tickThreads], 600_000)
     // Cron has minute granularity: the last tick that must have fired is the latest minute boundary
