@@ -16,7 +16,7 @@ import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
 import { alive, carrying, descendantsOf, unstartedOrphans } from "./Processes.js"
 import { follow } from "./SseFollower.js"
 import { readStoredChunks } from "./StoredChunks.js"
-import { followThread, judge } from "./ThreadStreamFollower.js"
+import { followThread, judge, settleReaders } from "./ThreadStreamFollower.js"
 import { message, threadIds } from "./Workload.js"
 
 export interface CrashOptions {
@@ -135,13 +135,9 @@ export const runCrash = async (options: CrashOptions) => {
   while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
   await follower.stop()
   // Each thread's reader has reached its thread's last event (the stream ends nowhere by itself).
-  const events = await allEvents(final.url)
-  for (const reader of readers) {
-    const last = Math.max(0, ...events.filter((e) => e.aggregateId === reader.threadId).map((e) => e.sequence))
-    while (reader.reached() < last && Date.now() < deadline) await sleep(50)
-    await reader.stop()
-  }
+  const behind = await settleReaders(readers, await allEvents(final.url), deadline)
   const report = await check(final.url, dataDir, client, threads, follower.seen)
+  report.details.push(...behind)
   if (sandboxLeft > 0) report.details.push(`${sandboxLeft} sandbox processes outlived their killed server`)
   if (!quiet) report.details.push("the system did not quiesce within 600 s")
   const exit = await stop(final)

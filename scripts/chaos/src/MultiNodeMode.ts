@@ -5,6 +5,9 @@
  * it under the same NODE_ID. The same invariants as the single-node run are checked at the end,
  * except that the log may have gaps (rolled-back sequences); it must never skip or reorder.
  * Cron triggers (`* * * * *`, put before the kills) must fire each minute up to the last due one exactly once.
+ * One SSE reader per thread follows its stream (the turns' answers stream in deltas) from whichever
+ * node it is on; when that node dies it resumes on another with Last-Event-ID, so a resume crosses
+ * processes. After the run its messages are judged against the answers and the chunks in PostgreSQL.
  */
 import { FaultPoints } from "@orchestration/engine"
 import { TestStore } from "@orchestration/engine/testing"
@@ -16,6 +19,8 @@ import { allEvents, check, quiesce } from "./Invariants.js"
 import { seeded } from "./Random.js"
 import { kill, type Server, sleep, start, stop } from "./ServerProcess.js"
 import { follow } from "./SseFollower.js"
+import { readStoredChunksPostgres } from "./StoredChunks.js"
+import { followThread, judge, settleReaders } from "./ThreadStreamFollower.js"
 import * as Triggers from "./Triggers.js"
 import { message, threadIds } from "./Workload.js"
 
@@ -51,7 +56,19 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     const up = live()
     return up.length === 0 ? undefined : up[0]!.url
   }
+  /**
+   * Reader `i` is on node `i mod n` while that node is up and otherwise on the next live one, so the
+   * readers spread over the nodes and each kill sends some of them to another process mid-stream.
+   */
+  const urlFor = (i: number) => () => {
+    for (let k = 0; k < nodes.length; k++) {
+      const node = nodes[(i + k) % nodes.length]
+      if (node !== undefined && live().includes(node)) return node.url
+    }
+    return undefined
+  }
   const follower = follow(anyUrl)
+  const readers = threads.map((threadId, i) => followThread(urlFor(i), threadId))
   let kills = 0
   let next = 0
 
@@ -113,6 +130,10 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
       await startNode(i)
     }
     const base = nodes[0]!.url
+    // One more turn per thread with no kill after it: the readers, spread over the nodes, see it only
+    // if a commit made by another node wakes their stream (no reconnect catches them up this time).
+    for (const threadId of threads) client.submit(message(random, threadId, next))
+    next++
     while (!(await client.flush(base))) await sleep(100)
     let quiet = await quiesce(base, [...threads, ...tickThreads], 600_000)
     // Cron has minute granularity: the last tick that must have fired is the latest minute boundary
@@ -133,16 +154,38 @@ export const runMultiNode = async (options: MultiNodeOptions) => {
     const deadline = Date.now() + 10_000
     while (follower.seen.length < total && Date.now() < deadline) await sleep(50)
     await follower.stop()
+    const behind = await settleReaders(readers, events, deadline)
     const report = await check(base, dataDir, client, [...threads, ...tickThreads], follower.seen, {
       gapsAllowed: true
     })
+    report.details.push(...behind)
     if (!quiet) report.details.push("the system did not quiesce within 600 s")
     for (const node of live()) {
       const exit = await stop(node)
       if (exit.code !== 0) report.details.push(`SIGTERM exit code ${exit.code}`)
     }
-    return { cycles: options.cycles, kills, acked: client.stats.acked, report, ticks, dataDir, quiet }
+    // Read with every node stopped: no flush or compaction moves under the judge.
+    const stored = await readStoredChunksPostgres(database.url)
+    // Retention compacts the chunks of settled steps: the store's half of the judgement covers what is left.
+    options.log(`chaos: judging ${stored.length} stream chunks left in PostgreSQL`)
+    const stream = judge(readers, stored)
+    report.details.push(...stream.details.slice(0, 30))
+    const reconnects = readers.reduce((n, r) => n + r.connects(), 0)
+    return {
+      cycles: options.cycles,
+      kills,
+      acked: client.stats.acked,
+      report,
+      ticks,
+      stream,
+      reconnects,
+      dataDir,
+      quiet
+    }
   } finally {
+    // Stopped before the database goes (a reader left running would keep reconnecting).
+    for (const reader of readers) await reader.stop()
+    await follower.stop()
     for (const node of nodes) if (node !== undefined) await kill(node)
     await TestStore.dropRunDatabase(database.name)
   }

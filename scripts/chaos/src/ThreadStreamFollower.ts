@@ -11,6 +11,7 @@ import { Thread } from "@orchestration/agents"
 import { Api, ThreadStream } from "@orchestration/server"
 import { Schema } from "effect"
 import { resumableSse } from "./ResumableSse.js"
+import { sleep } from "./ServerProcess.js"
 
 /** One message of the stream, its data decoded with the schema the server serves it with. */
 export type SseMessage =
@@ -64,6 +65,32 @@ export const followThread = (baseUrl: () => string | undefined, threadId: string
     reached: () => Number(client.lastId()?.split(":")[0] ?? 0),
     stop: client.stop
   }
+}
+
+export type ThreadReader = ReturnType<typeof followThread>
+
+/**
+ * Waits (until `deadline`) for each reader to reach its thread's last event in `events`, then stops
+ * them all. Answers a line for each reader left behind: the judge counts only what readers got, so a
+ * stream that stopped following (a lost wake-up, a resume that stalls) must fail the run itself.
+ */
+export const settleReaders = async (
+  readers: ReadonlyArray<ThreadReader>,
+  events: ReadonlyArray<typeof Api.EventView.Type>,
+  deadline: number
+): Promise<Array<string>> => {
+  const behind: Array<string> = []
+  for (const reader of readers) {
+    const last = Math.max(
+      0,
+      ...events.filter((e) => e.aggregateType === "thread" && e.aggregateId === reader.threadId).map((e) => e.sequence)
+    )
+    while (reader.reached() < last && Date.now() < deadline) await sleep(50)
+    await reader.stop()
+    if (reader.reached() < last)
+      behind.push(`sse reader of ${reader.threadId} stopped at ${reader.reached()}; its thread's last event is ${last}`)
+  }
+  return behind
 }
 
 /** A chunk as the store holds it (effect_stream_chunks). */

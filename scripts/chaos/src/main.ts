@@ -5,6 +5,7 @@
  * three summary lines, the `chaos:` line last. Exits 1 on any violation.
  */
 import { runCrash } from "./CrashMode.js"
+import type { StreamVerdict } from "./ThreadStreamFollower.js"
 
 const args = process.argv.slice(2)
 const flag = (name: string) => args.includes(`--${name}`)
@@ -17,6 +18,21 @@ const value = (name: string, fallback: number) => {
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`)
+
+/** The stream judge's counters as both summary lines print them. */
+const streamFields = (s: StreamVerdict, reconnects: number) =>
+  `sse_deltas=${s.deltas} sse_dups=${s.dups} sse_gaps=${s.gaps} sse_unmarked=${s.unmarked} sse_superseded=${s.superseded} ` +
+  `sse_answer_mismatches=${s.answerMismatches} sse_reconnects=${reconnects} store_chunk_overlaps=${s.storeDuplicates} store_reader_mismatches=${s.storeMismatches}`
+
+/** No stream violation, and something streamed (a run whose readers saw no delta proves nothing about them). */
+const streamClean = (s: StreamVerdict) =>
+  s.deltas > 0 &&
+  s.dups === 0 &&
+  s.gaps === 0 &&
+  s.unmarked === 0 &&
+  s.answerMismatches === 0 &&
+  s.storeDuplicates === 0 &&
+  s.storeMismatches === 0
 
 const main = async () => {
   const quick = flag("quick")
@@ -36,9 +52,10 @@ const main = async () => {
     console.log(
       `chaos: postgres nodes=${nodes} cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} ` +
         `duplicate_effects=${r.duplicateEffects} transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled} ` +
-        `trigger_ticks=${t.ticks} duplicate_ticks=${t.duplicates} missed_ticks=${t.missed}`
+        `trigger_ticks=${t.ticks} duplicate_ticks=${t.duplicates} missed_ticks=${t.missed} ${streamFields(result.stream, result.reconnects)}`
     )
     const ok =
+      streamClean(result.stream) &&
       r.lost === 0 &&
       r.duplicateEffects === 0 &&
       r.transcriptViolations === 0 &&
@@ -82,17 +99,10 @@ const main = async () => {
     `chaos: cycles=${result.cycles} kills=${result.kills} acked=${result.acked} lost=${r.lost} duplicate_effects=${r.duplicateEffects} ` +
       `transcript_violations=${r.transcriptViolations} unsettled=${r.unsettled} sandbox_runs=${r.sandboxRuns} ` +
       `max_runs_per_effect=${r.maxRunsPerEffect} sandbox_processes_at_kills=${result.sandboxSeen} sandbox_processes_left=${result.sandboxLeft} sandbox_orphans_swept_at_boot=${result.sandboxSwept} ` +
-      `sse_deltas=${s.deltas} sse_dups=${s.dups} sse_gaps=${s.gaps} sse_unmarked=${s.unmarked} sse_superseded=${s.superseded} ` +
-      `sse_answer_mismatches=${s.answerMismatches} sse_reconnects=${result.reconnects} store_chunk_overlaps=${s.storeDuplicates} store_reader_mismatches=${s.storeMismatches}`
+      streamFields(s, result.reconnects)
   )
   const ok =
-    s.deltas > 0 &&
-    s.dups === 0 &&
-    s.gaps === 0 &&
-    s.unmarked === 0 &&
-    s.answerMismatches === 0 &&
-    s.storeDuplicates === 0 &&
-    s.storeMismatches === 0 &&
+    streamClean(s) &&
     r.lost === 0 &&
     r.duplicateEffects === 0 &&
     r.transcriptViolations === 0 &&
