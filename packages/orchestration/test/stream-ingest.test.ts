@@ -11,11 +11,9 @@ import {
   Aggregate,
   CommandId,
   Decision,
-  driverError,
   EffectFailure,
   Engine,
   Retention,
-  StorageFaults,
   StreamChunks,
   StreamIngest
 } from "../src/index.js"
@@ -25,6 +23,7 @@ import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
 import {
   eventually,
+  flushFaults,
   streamServices,
   gated,
   scriptedHandler,
@@ -60,7 +59,6 @@ const chunkCount = (effectId: string, n: number) => Effect.map(chunksOf(effectId
 const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
   Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
 
-/** Refuses the receipts write of stream flushes while `refusing.on`; counts refusals. */
 /** Job `s` whose handler waits at a gate; `start` submits it and returns once its row is running. */
 const gatedRunningJob = () => {
   const handler = scriptedHandler()
@@ -76,19 +74,6 @@ const gatedRunningJob = () => {
     return engine
   })
   return { handler, running, start }
-}
-
-const flushFaults = (code = "SQLITE_FULL") => {
-  const refusing = { on: false, refused: 0 }
-  const layer = Layer.succeed(StorageFaults, {
-    before: (point, commandId) =>
-      Effect.suspend(() => {
-        if (!refusing.on || point !== "receipts" || !commandId.startsWith("ingest:stream:")) return Effect.void
-        refusing.refused++
-        return Effect.fail(driverError(code, `${code}: injected at receipts`))
-      })
-  })
-  return { refusing, layer }
 }
 
 describe("durable stream ingestion", () => {

@@ -8,12 +8,12 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Queue, Stream, TestClock } from "effect"
-import { driverError, Engine, Retention, StorageFaults, StreamChunks, StreamTails } from "../src/index.js"
+import { Engine, Retention, StreamChunks, StreamTails } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as Tails from "../src/StreamTails.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { submit } from "./fixtures/Jobs.js"
-import { eventually, scriptedHandler, stack, streaming, testReactor } from "./fixtures/reactors.js"
+import { eventually, flushFaults, scriptedHandler, stack, streaming, testReactor } from "./fixtures/reactors.js"
 
 const chunk = (attempt: number, start: number, text: string, effectId = "e"): StreamChunks.StreamChunk => ({
   effectId,
@@ -80,27 +80,13 @@ describe("stream tails (pure)", () => {
 
 const END = "\u0000end"
 
-/** Refuses the receipts write of stream flushes (after the chunk's own row was written) while on. */
-const receiptFaults = () => {
-  const refusing = { on: false, refused: 0 }
-  const layer = Layer.succeed(StorageFaults, {
-    before: (point, commandId) =>
-      Effect.suspend(() => {
-        if (!refusing.on || point !== "receipts" || !commandId.startsWith("ingest:stream:")) return Effect.void
-        refusing.refused++
-        return Effect.fail(driverError("SQLITE_IOERR", "SQLITE_IOERR: injected at receipts"))
-      })
-  })
-  return { refusing, layer }
-}
-
 describe("stream tails on the engine (SQLite file)", () => {
   it.effect(
     "every read answered by the tail equals the table's, a refused flush included; compaction empties it",
     () => {
       const handler = scriptedHandler()
       const queue = Effect.runSync(Queue.unbounded<string>())
-      const faults = receiptFaults()
+      const faults = flushFaults("SQLITE_IOERR")
       return Effect.gen(function* () {
         handler.behaviors.set(
           "job:s",

@@ -5,13 +5,11 @@
  * the op supervision that counts Effect steps and fibers: compare runs of this tool only), steps and fibers per
  * chunk (deterministic: a change that removes work shows exactly), and the run's span for a `--cpu-prof` profile.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
-import { Boot, Engine, type FlushWindows, type Reactor, SqliteStore, StreamIngest } from "@orchestration/engine"
 import { ThreadStream } from "@orchestration/server"
-import { Effect, Fiber, Layer, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
-import { bump, effectKind } from "./BenchDomain.js"
-import { benchConfig, runBench, storeFile } from "./EngineStack.js"
-import { rulesFor } from "./Streaming.js"
+import { Effect, Fiber, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
+import { bump } from "./BenchDomain.js"
+import { runBench } from "./EngineStack.js"
+import { rulesFor, streamingEngine } from "./Streaming.js"
 import { withTempDir } from "./TempDir.js"
 
 const streams = Number(process.argv[2] ?? 64)
@@ -35,29 +33,14 @@ const main = (dir: string) =>
     Effect.supervised(new Counting())(
       Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))(
         Effect.gen(function* () {
-          const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
-            name: "bench-stream",
-            kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
-            concurrency: streams,
-            handle: (row) =>
-              Effect.scoped(
-                Effect.gen(function* () {
-                  const ingest = yield* StreamIngest.make({ effect: row })
-                  for (let i = 0; i < chunks; i++) {
-                    yield* ingest.write("tok ")
-                    yield* ingest.flush
-                  }
-                })
-              ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.as({ ok: true }))
-          }
-          const context = yield* Layer.build(
-            Boot.layer({ reactors: [reactor], activation: "on-boot", retention: false }).pipe(
-              Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })),
-              Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
-            )
+          const { engine, sql } = yield* streamingEngine(dir, streams, (ingest) =>
+            Effect.gen(function* () {
+              for (let i = 0; i < chunks; i++) {
+                yield* ingest.write("tok ")
+                yield* ingest.flush
+              }
+            })
           )
-          const engine = yield* Engine.Engine.pipe(Effect.provide(context))
-          const sql = yield* SqlClient.pipe(Effect.provide(context))
           const rules = rulesFor(run)
           const readers = withReaders
             ? yield* Effect.forEach(

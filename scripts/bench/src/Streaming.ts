@@ -19,6 +19,7 @@ import {
   Engine,
   type EventRecord,
   type FlushWindows,
+  type Outbox,
   type Reactor,
   SqliteStore,
   StreamIngest
@@ -87,6 +88,41 @@ export const rulesFor = (run: string): ThreadStream.ThreadStreamRules => ({
 
 const effectIdOf = (run: string, i: number) => CommandId.boundedId("", `${bump(run, i, i).commandId}:0`)
 
+/**
+ * The engine under the streaming measurements: one reactor whose handler records each bumped
+ * counter's effect through StreamIngest (`produce` writes to it), over a synchronous=FULL file store.
+ */
+export const streamingEngine = (
+  dir: string,
+  streams: number,
+  produce: (
+    ingest: StreamIngest.StreamIngest,
+    row: Outbox.OutboxRow
+  ) => Effect.Effect<void, StreamIngest.StreamNotRecorded>
+) =>
+  Effect.gen(function* () {
+    const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
+      name: "bench-stream",
+      kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
+      concurrency: streams,
+      handle: (row) =>
+        Effect.scoped(Effect.flatMap(StreamIngest.make({ effect: row }), (ingest) => produce(ingest, row))).pipe(
+          Effect.mapError(StreamIngest.toEffectFailure),
+          Effect.as({ ok: true })
+        )
+    }
+    const context = yield* Layer.build(
+      Boot.layer({ reactors: [reactor], activation: "on-boot", retention: false }).pipe(
+        Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })),
+        Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
+      )
+    )
+    return {
+      engine: yield* Engine.Engine.pipe(Effect.provide(context)),
+      sql: yield* SqlClient.pipe(Effect.provide(context))
+    }
+  })
+
 export const runStreaming = (dir: string, streams: number, seconds: number, tokensPerSecond = 50) =>
   runBench(
     Effect.gen(function* () {
@@ -94,38 +130,23 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
       const period = 1_000 / tokensPerSecond
       const run = "stream"
       const clocks = new Map<string, StreamClock>()
-      const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
-        name: "bench-stream",
-        kinds: { [effectKind]: { onProcessLoss: "replay-safe" as const, timeout: "10 minutes" as const } },
-        concurrency: streams,
-        handle: (row) =>
-          Effect.scoped(
-            Effect.gen(function* () {
-              const clock = { start: nowMs() }
-              clocks.set(row.aggregateId, clock)
-              const ingest = yield* StreamIngest.make({ effect: row })
-              // The provider: token i arrives at its due time (a loop, not a Stream: a Stream's
-              // per-element machinery cost more CPU than the engine's share, see docs/benchmarks.md).
-              const produce = Effect.gen(function* () {
-                for (let i = 1; i <= deltas; i++) {
-                  const wait = clock.start + i * period - nowMs()
-                  if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-                  yield* ingest.write(token)
-                }
-              })
-              yield* Effect.raceFirst(produce, ingest.failed)
-              yield* ingest.flush
-            })
-          ).pipe(Effect.mapError(StreamIngest.toEffectFailure), Effect.as({ ok: true }))
-      }
-      const context = yield* Layer.build(
-        Boot.layer({ reactors: [reactor], activation: "on-boot", retention: false }).pipe(
-          Layer.provideMerge(Engine.layer({ ...benchConfig, activation: "manual" })),
-          Layer.provideMerge(SqliteStore.layer({ filename: storeFile(dir), synchronous: "FULL" }))
-        )
+      const { engine, sql } = yield* streamingEngine(dir, streams, (ingest, row) =>
+        Effect.gen(function* () {
+          const clock = { start: nowMs() }
+          clocks.set(row.aggregateId, clock)
+          // The provider: token i arrives at its due time (a loop, not a Stream: a Stream's
+          // per-element machinery cost more CPU than the engine's share, see docs/benchmarks.md).
+          const produce = Effect.gen(function* () {
+            for (let i = 1; i <= deltas; i++) {
+              const wait = clock.start + i * period - nowMs()
+              if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+              yield* ingest.write(token)
+            }
+          })
+          yield* Effect.raceFirst(produce, ingest.failed)
+          yield* ingest.flush
+        })
       )
-      const engine = yield* Engine.Engine.pipe(Effect.provide(context))
-      const sql = yield* SqlClient.pipe(Effect.provide(context))
       const rules = rulesFor(run)
       const latencies: Array<number> = []
       const afterWindow: Array<number> = []
