@@ -163,6 +163,13 @@ describe("several server processes on one PostgreSQL database", () => {
             return rows.find((r) => r.status === "running")
           })
         )
+        // Mid-effect means started: the claim commits before the handler records its start in the
+        // world's ledger, so a kill right after the row shows running may land before the start
+        // (seen under load in CI: the ledger then held nothing and the count below was 0).
+        yield* waitUntil(
+          "the execute's start in the ledger",
+          Effect.sync(() => (ledger(d.dataDir).some((e) => e.effectId === row.effectId) ? true : undefined))
+        )
         const holder = String(row.leaseOwner).startsWith("node-a:") ? a : b
         const survivor = holder === a ? b : a
         const killedAt = Date.now()
