@@ -295,7 +295,8 @@ export const make = (config: EngineConfig) =>
       sql,
       aggregate: router.aggregate,
       subscribeCommits: hints.subscribeCommits,
-      subscribeAggregate: hints.subscribeAggregate
+      subscribeAggregate: hints.subscribeAggregate,
+      horizon: backend.horizon
     })
 
     /**

@@ -41,8 +41,10 @@
  *   advance whose cursor is still below the row but whose stale snapshot moves it above.)
  *
  * A long-open transaction anywhere in the cluster holds xmin, so every horizon, back: readers stall
- * (nothing is skipped), which needs a health signal once this is wired in.
+ * (nothing is skipped) until it ends.
  */
+import { Effect } from "effect"
+
 /** What one statement saw: the newest visible sequence, and an xid assigned after its snapshot. */
 export interface Observation {
   readonly newest: number
@@ -107,3 +109,16 @@ export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon =>
     BigInt(row.xmin),
     row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) }
   )
+
+/** How soon a reader with rows waiting above its horizon looks again without a hint. */
+export const RECHECK_MS = 10
+
+/**
+ * Waits RECHECK_MS of wall-clock time. Not the Clock service's time: what a reader waits for is other
+ * transactions of the database ending, which happens in real time whatever clock the process's
+ * fibers read (a TestClock in tests), and may happen without a hint (a rollback, another database's).
+ */
+export const recheckSoon: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), RECHECK_MS)
+  return Effect.sync(() => clearTimeout(timer))
+})
