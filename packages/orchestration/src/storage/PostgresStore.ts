@@ -85,6 +85,7 @@ const makeBackend = (
   // Our own notifications come back to us too; our commits already rang locally, so they are skipped.
   const self = randomUUID()
   const lockKey = (name: string) => `orchestration:${schema}:${name}`
+  const writers = CommitHorizon.writersName(schema)
   // One horizon per table for every reader of this process; each refresh moves it (CommitHorizon.step
   // may take observations in any order: each says something true of the store forever after).
   const horizons: Record<"events" | "outbox", CommitHorizon.Horizon> = {
@@ -101,8 +102,8 @@ const makeBackend = (
         // With `appendLock`: the lock, held to COMMIT, in a statement of its own (a statement's snapshot
         // is taken when it starts, so reads in the statement that waited would miss the commit waited for).
         if (appendLock) yield* sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`
-        // One round trip: the transaction's id before any sequence (CommitHorizon.WRITER_XID_FIRST) and
-        // the hint to other processes (delivered at COMMIT; a rolled-back batch notifies nobody), the
+        // One round trip: the transaction's id before any sequence and the schema's writers' lock
+        // (CommitHorizon.WRITER_XID_FIRST), the hint to other processes (delivered at COMMIT; a rolled-back batch notifies nobody), the
         // batch's receipts, the committed versions of its cached aggregates, and the log head.
         const versions =
           cached.length === 0
@@ -118,7 +119,8 @@ const makeBackend = (
           ${versions}
           UNION ALL
           SELECT NULL, NULL, NULL, ${sql.literal(receiptNulls)}, NULL, (SELECT MAX(sequence) FROM events)
-          FROM (SELECT pg_current_xact_id(), pg_notify(${channel}, ${self})) AS w`
+          FROM (SELECT pg_current_xact_id(), pg_advisory_xact_lock_shared(hashtext(${writers})::bigint & 4294967295),
+            pg_notify(${channel}, ${self})) AS w`
         const receipts = new Map<string, Receipts.Receipt>()
         const committed = new Map<string, number>()
         let head: number | undefined
@@ -145,7 +147,7 @@ const makeBackend = (
         const sql = yield* SqlClient
         const look = (observe: boolean) =>
           Effect.map(
-            sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe]),
+            sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
             (rows) => {
               horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
             }
