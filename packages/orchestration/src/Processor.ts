@@ -180,7 +180,11 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           const state = seen.has(key) ? undefined : deps.states.cached(key)
           seen.add(key)
           if (state !== undefined) {
-            cached.push({ aggregateType: identity.aggregateType, aggregateId: identity.aggregateId, version: state.version })
+            cached.push({
+              aggregateType: identity.aggregateType,
+              aggregateId: identity.aggregateId,
+              version: state.version
+            })
           }
         }
       }

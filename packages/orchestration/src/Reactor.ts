@@ -432,7 +432,8 @@ export const run = <R>(
           if (free > 0 && claimed.length === free) return now
           // Rows committed above the horizon wait for transactions that may end without a hint (a
           // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
-          if (horizon.waiting) yield* Effect.forkDaemon(Effect.zipRight(CommitHorizon.recheckSoon, Queue.offer(wake, undefined)))
+          if (horizon.waiting)
+            yield* Effect.forkDaemon(Effect.zipRight(CommitHorizon.recheckSoon, Queue.offer(wake, undefined)))
           const due = yield* Outbox.nextDue(kinds, cursor)
           // Quiet only when time alone changes nothing before `until`: no due row left unclaimed (it
           // waits behind its lane, and a later row may come due before the lane frees), and no row of

@@ -40,7 +40,8 @@ export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now
           // deadlock two reactors creating their cursors at once.
           const exists = yield* sql`SELECT 1 FROM reactor_cursors WHERE reactor = ${reactor}`
           if (exists.length === 0) yield* sql`LOCK TABLE reactor_cursors IN EXCLUSIVE MODE`
-          else yield* sql`SELECT 1 FROM reactor_cursors WHERE reactor = ${reactor} ${sql.literal(backend.lockForUpdate)}`
+          else
+            yield* sql`SELECT 1 FROM reactor_cursors WHERE reactor = ${reactor} ${sql.literal(backend.lockForUpdate)}`
         }
         return yield* sql<{ position: number }>`INSERT INTO reactor_cursors (reactor, position, updated_at)
           SELECT ${reactor}, COALESCE(

@@ -115,11 +115,14 @@ export const make = (options: {
         let cursor = follow.after ?? 0
         const next = Effect.gen(function* () {
           while (true) {
-            const { page, waiting } = yield* readPage({
-              after: cursor,
-              limit: 500,
-              ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
-            }, false)
+            const { page, waiting } = yield* readPage(
+              {
+                after: cursor,
+                limit: 500,
+                ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
+              },
+              false
+            )
             if (page.length > 0) {
               cursor = page[page.length - 1]!.sequence
               return Chunk.fromIterable(page)

@@ -112,6 +112,13 @@ export const observeStatement = (table: "events" | "outbox") =>
         AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS writers,
     CASE WHEN $1::boolean AND pg_current_xact_id_if_assigned() IS NULL THEN pg_current_xact_id()::text END AS after`
 
+/** How long (ms) the schema's oldest running writer (`$1`: writersName) has been open; NULL when none. */
+export const oldestWriterStatement = `SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp() - MIN(a.xact_start)) * 1000)::bigint AS ms
+  FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid
+  WHERE w.locktype = 'advisory' AND w.granted AND w.classid = 0 AND w.objsubid = 1
+    AND w.objid = (hashtext($1)::bigint & 4294967295)::oid
+    AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+
 export interface ObservationRow {
   readonly newest: number | string
   /** The 32-bit xids (epoch-less, as pg_locks shows them) of the schema's running writers. */
@@ -127,7 +134,7 @@ const XID_SPACE = 2n ** 32n
  * (0, 2^31) modulo 2^32.
  */
 export const xidBefore = (xid32: bigint, after: bigint): boolean => {
-  const difference = (((after % XID_SPACE) - xid32) % XID_SPACE + XID_SPACE) % XID_SPACE
+  const difference = ((((after % XID_SPACE) - xid32) % XID_SPACE) + XID_SPACE) % XID_SPACE
   return difference > 0n && difference < XID_SPACE / 2n
 }
 
@@ -140,11 +147,7 @@ export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon => {
   const waiting = horizon.waiting
   const olderRunning = waiting !== undefined && row.writers.some((xid) => xidBefore(BigInt(xid), waiting.after))
   const xmin = waiting === undefined ? 0n : olderRunning ? waiting.after : waiting.after + 1n
-  return step(
-    horizon,
-    xmin,
-    row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) }
-  )
+  return step(horizon, xmin, row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) })
 }
 
 /** How soon a reader with rows waiting above its horizon looks again without a hint. */

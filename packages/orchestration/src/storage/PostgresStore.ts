@@ -126,11 +126,14 @@ const makeBackend = (
         let head: number | undefined
         for (const row of rows) {
           if (row.command_id !== null) receipts.set(row.command_id, Receipts.toReceipt(row))
-          else if (row.version !== null) committed.set(versionKey(row.aggregate_type, row.aggregate_id), Number(row.version))
+          else if (row.version !== null)
+            committed.set(versionKey(row.aggregate_type, row.aggregate_id), Number(row.version))
           else head = Number(row.head ?? 0)
         }
         // Another process wrote a version since this one cached the state: the cached state is stale.
-        const stale = cached.filter((c) => (committed.get(versionKey(c.aggregateType, c.aggregateId)) ?? 0) !== c.version)
+        const stale = cached.filter(
+          (c) => (committed.get(versionKey(c.aggregateType, c.aggregateId)) ?? 0) !== c.version
+        )
         return { stale, head, receipts }
       }),
     orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
@@ -159,6 +162,11 @@ const makeBackend = (
         const current = horizons[table]
         return { trusted: current.trusted, waiting: current.waiting !== undefined }
       }),
+    oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
+      Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
+        rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Number(rows[0].ms)
+      )
+    ),
     lockForUpdate: "FOR UPDATE",
     lockForShare: "FOR SHARE",
     exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) =>
@@ -225,7 +233,10 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
     )
   )
   const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }
-  const backend = Layer.succeed(StoreBackend, makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess, options.appendLock ?? false))
+  const backend = Layer.succeed(
+    StoreBackend,
+    makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess, options.appendLock ?? false)
+  )
   return Layer.mergeAll(backend, ensureSchema).pipe(
     Layer.provideMerge(client),
     Layer.mapError(toStorageFailure("open: postgres"))

@@ -78,6 +78,12 @@ export interface StoreBackendShape {
    * a transaction that has written (its id would predate the observation). SQLite: no cap.
    */
   readonly horizon: (table: "events" | "outbox") => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
+  /**
+   * How long (ms) the oldest running writer of the store has had its transaction open, or undefined
+   * when none runs or the store has no commit horizon (SQLite). It holds every reader's horizon back:
+   * readers of the whole log and reactors stall behind it (nothing is skipped). For /health.
+   */
+  readonly oldestWriterMs: Effect.Effect<number | undefined, SqlError, SqlClient>
   /** `FOR UPDATE` where the store has it: a read that a later write in its transaction depends on. */
   readonly lockForUpdate: string
   /** `FOR SHARE` where the store has it: a read whose row must not change until the transaction ends. */
@@ -111,6 +117,7 @@ export const sqliteBackend: StoreBackendShape = {
   beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
   orderedWithDispatch: (body) => body,
   horizon: () => Effect.succeed(unbounded),
+  oldestWriterMs: Effect.succeed(undefined),
   lockForUpdate: "",
   lockForShare: "",
   exclusively: (_name, body) => body,

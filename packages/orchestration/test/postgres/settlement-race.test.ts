@@ -28,7 +28,12 @@ const engineOn = Effect.gen(function* () {
   const [{ schema }] = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`.pipe(Effect.orDie)) as [
     { schema: string }
   ]
-  return { engine, sql, schema, inStore: <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store) }
+  return {
+    engine,
+    sql,
+    schema,
+    inStore: <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
+  }
 })
 
 /** A session of its own, its transaction open (after `statement`) until `commit`. */
@@ -56,37 +61,40 @@ const fail = (attempt: number) => ({
   error: { message: "no" }
 })
 
+/** The job's effect row, claimed (running at attempt 1) as a reactor would. */
+const claimJob = Effect.suspend(() =>
+  Outbox.claim({ kinds: ["work.safe"], owner: "owner-A", now: Date.now() + 1_000, leaseMs: 30_000, limit: 1, after: 0 })
+)
+
 describe("two settlements of one row from unordered writers", () => {
-  it.scopedLive("a settlement decided while another writer's settlement of the row is open decides on what it left", () =>
-    Effect.gen(function* () {
-      const { engine, sql, schema, inStore } = yield* engineOn
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      const claimed = yield* inStore(
-        Outbox.claim({ kinds: ["work.safe"], owner: "owner-A", now: Date.now() + 1_000, leaseMs: 30_000, limit: 1, after: 0 })
-      )
-      assert.strictEqual(claimed.length, 1)
-      // The other process settles attempt 1 as succeeded, its transaction still open.
-      const other = yield* otherProcess(
-        `UPDATE ${schema}.outbox SET status = 'succeeded', lease_owner = NULL, lease_expires_at = NULL WHERE effect_id = 'job:j1'`
-      )
-      const settle = yield* Effect.fork(Effect.exit(engine.dispatchWithReceipt(fail(1), { origin: "internal" })))
-      yield* blockedBehind(sql, other.pid, "the settlement's read of the row waits for the open one")
-      yield* other.commit
-      const answer = yield* Fiber.join(settle)
-      // Decided on `succeeded`: a stale outcome, and the row keeps the first settlement.
-      assert.isTrue(Exit.isFailure(answer), `the second settlement was answered ${String(answer)}`)
-      const row = yield* inStore(Outbox.find("job:j1"))
-      assert.strictEqual(row?.status, "succeeded")
-    })
+  it.scopedLive(
+    "a settlement decided while another writer's settlement of the row is open decides on what it left",
+    () =>
+      Effect.gen(function* () {
+        const { engine, sql, schema, inStore } = yield* engineOn
+        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+        const claimed = yield* inStore(claimJob)
+        assert.strictEqual(claimed.length, 1)
+        // The other process settles attempt 1 as succeeded, its transaction still open.
+        const other = yield* otherProcess(
+          `UPDATE ${schema}.outbox SET status = 'succeeded', lease_owner = NULL, lease_expires_at = NULL WHERE effect_id = 'job:j1'`
+        )
+        const settle = yield* Effect.fork(Effect.exit(engine.dispatchWithReceipt(fail(1), { origin: "internal" })))
+        yield* blockedBehind(sql, other.pid, "the settlement's read of the row waits for the open one")
+        yield* other.commit
+        const answer = yield* Fiber.join(settle)
+        // Decided on `succeeded`: a stale outcome, and the row keeps the first settlement.
+        assert.isTrue(Exit.isFailure(answer), `the second settlement was answered ${String(answer)}`)
+        const row = yield* inStore(Outbox.find("job:j1"))
+        assert.strictEqual(row?.status, "succeeded")
+      })
   )
 
   it.scopedLive("a row change whose row moved since it was read changes nothing and is a lost race", () =>
     Effect.gen(function* () {
       const { engine, inStore } = yield* engineOn
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      const [row] = yield* inStore(
-        Outbox.claim({ kinds: ["work.safe"], owner: "owner-A", now: Date.now() + 1_000, leaseMs: 30_000, limit: 1, after: 0 })
-      )
+      const [row] = yield* inStore(claimJob)
       const change = (effectId: string, fromStatus: Outbox.OutboxStatus): Outbox.PagedChange => ({
         effectId,
         sequence: row!.sequence,
@@ -102,7 +110,10 @@ describe("two settlements of one row from unordered writers", () => {
         now: 1
       })
       // Read as pending, but the row is running now: one alike group, and one of distinct changes.
-      for (const changes of [[change("job:j1", "pending")], [change("job:j1", "pending"), change("job:none", "running")]]) {
+      for (const changes of [
+        [change("job:j1", "pending")],
+        [change("job:j1", "pending"), change("job:none", "running")]
+      ]) {
         const exit = yield* inStore(Effect.exit(Outbox.applyChanges(changes)))
         assert.isTrue(Exit.isFailure(exit))
         if (Exit.isFailure(exit)) {
