@@ -32,7 +32,7 @@ export const cursor = (reactor: string) =>
  */
 export const advanceCursor = (reactor: string, kinds: ReadonlyArray<string>, now: number, upTo?: number) =>
   Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
-    backend.orderedWithDispatch(
+    backend.inOwnTransaction(
       Effect.gen(function* () {
         const below = upTo === undefined ? sql.literal("") : sql` AND sequence <= ${upTo}`
         if (backend.lockForUpdate !== "") {

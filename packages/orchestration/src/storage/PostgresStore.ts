@@ -136,7 +136,7 @@ const makeBackend = (
         )
         return { stale, head, receipts }
       }),
-    orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
+    inOwnTransaction: <A, E, R>(body: Effect.Effect<A, E, R>) =>
       Effect.flatMap(SqlClient, (sql) =>
         sql.withTransaction(
           appendLock

@@ -71,7 +71,7 @@ export interface StoreBackendShape {
    * write computed from a read of other rows (a reactor cursor) takes its row lock first in `body`
    * (`lockForUpdate`): see ReactorCursors.ts. SQLite serializes every write already.
    */
-  readonly orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
+  readonly inOwnTransaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
   /**
    * The commit horizon of a table's `sequence` for this process's readers of the whole table (the
    * log's followers, reactor claims and cursor advances), refreshed by this call. Must not run inside
@@ -115,7 +115,7 @@ export const sqliteBackend: StoreBackendShape = {
   beginWrite: "BEGIN IMMEDIATE",
   shared: false,
   beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
-  orderedWithDispatch: (body) => body,
+  inOwnTransaction: (body) => body,
   horizon: () => Effect.succeed(unbounded),
   oldestWriterMs: Effect.succeed(undefined),
   lockForUpdate: "",
