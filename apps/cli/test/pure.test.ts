@@ -136,7 +136,15 @@ describe("the status report", () => {
       engine: { active: true, head: 1, queueDepth: 0 },
       reactors: [],
       outbox: { pending: 0, running: 0, failed: 0, quarantined: 0 },
-      database: { backend: "sqlite", nodeId: "n", connected: true, latencyMs: 1, acceptsWrites: true, liveOwners: [] },
+      database: {
+        backend: "sqlite",
+        nodeId: "n",
+        connected: true,
+        latencyMs: 1,
+        acceptsWrites: true,
+        liveOwners: [],
+        oldestWriterMs: 0
+      },
       components: [
         { name: "mcp:fixture", status: "ok", message: "ready, 4 tools" },
         { name: "mcp:broken", status: "degraded", message: "failed: failed to start: spawn nope ENOENT" }

@@ -18,6 +18,12 @@ import { StoreWritability } from "./StoreWritability.js"
 /** A due row waiting longer than this makes the server `degraded`. */
 export const stalledAfterMs = 60_000
 
+/**
+ * A writer of the store open longer than this makes the server `degraded` (PostgreSQL): it holds
+ * the commit horizon back, so reactors and followers of the log stall behind it (nothing is skipped).
+ */
+export const writerOpenAfterMs = 30_000
+
 /** Pure: the status from the facts. */
 export const statusOf = (facts: {
   readonly active: boolean
@@ -28,12 +34,14 @@ export const statusOf = (facts: {
   readonly oldestPendingAgeMs: number
   readonly quarantined: number
   readonly componentsDegraded?: number
+  readonly oldestWriterMs?: number
 }): HealthReport["status"] => {
   if (!facts.active || facts.belowFloor || !facts.writable) return "unavailable"
   if (
     facts.oldestPendingAgeMs > stalledAfterMs ||
     facts.freeBytes < 2 * facts.floorBytes ||
     facts.quarantined > 0 ||
+    (facts.oldestWriterMs ?? 0) > writerOpenAfterMs ||
     (facts.componentsDegraded ?? 0) > 0
   )
     return "degraded"
@@ -66,6 +74,11 @@ const databaseReport = Effect.gen(function* () {
   )
   const now = yield* Clock.currentTimeMillis
   const latencyMs = now - started
+  // swallow-ok: a read for the report; a store that cannot answer it is reported by the probe above.
+  const oldestWriterMs =
+    acceptsWrites._tag === "Some"
+      ? yield* backend.oldestWriterMs.pipe(Effect.orElseSucceed(() => undefined))
+      : undefined
   const liveOwners =
     acceptsWrites._tag === "Some"
       ? // swallow-ok: a read for the report; if it fails right after the probe answered, this process is the one live owner it knows.
@@ -79,7 +92,8 @@ const databaseReport = Effect.gen(function* () {
     connected: acceptsWrites._tag === "Some",
     latencyMs,
     acceptsWrites: acceptsWrites._tag === "Some" && acceptsWrites.value,
-    liveOwners
+    liveOwners,
+    oldestWriterMs: oldestWriterMs ?? 0
   }
 })
 
@@ -119,7 +133,8 @@ export const report = Effect.gen(function* () {
       floorBytes: space.floorBytes,
       oldestPendingAgeMs: Math.max(0, ...reactors.map((r) => r.oldestPendingAgeMs)),
       quarantined: counts.quarantined ?? 0,
-      componentsDegraded: components.filter((c) => c.status !== "ok").length
+      componentsDegraded: components.filter((c) => c.status !== "ok").length,
+      oldestWriterMs: database.oldestWriterMs
     }),
     storage: { freeBytes: space.freeBytes, floorBytes: space.floorBytes, writable },
     engine: { active, head: stats.head, queueDepth: stats.queueDepth },

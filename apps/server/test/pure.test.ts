@@ -63,6 +63,8 @@ describe("health status", () => {
   it("ok, degraded when work waits over a minute or space nears the floor, unavailable when new work is refused", () => {
     assert.strictEqual(statusOf(facts), "ok")
     assert.strictEqual(statusOf({ ...facts, oldestPendingAgeMs: 61_000 }), "degraded")
+    assert.strictEqual(statusOf({ ...facts, oldestWriterMs: 29_000 }), "ok")
+    assert.strictEqual(statusOf({ ...facts, oldestWriterMs: 31_000 }), "degraded")
     assert.strictEqual(statusOf({ ...facts, freeBytes: 150 }), "degraded")
     assert.strictEqual(statusOf({ ...facts, belowFloor: true }), "unavailable")
     assert.strictEqual(statusOf({ ...facts, writable: false }), "unavailable")

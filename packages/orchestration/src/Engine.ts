@@ -299,7 +299,8 @@ export const make = (config: EngineConfig) =>
       aggregate: router.aggregate,
       subscribeCommits: hints.subscribeCommits,
       subscribeAggregate: hints.subscribeAggregate,
-      tails
+      tails,
+      horizon: backend.horizon
     })
 
     /**

@@ -144,12 +144,16 @@ export interface ReadOptions {
   readonly after: number
   readonly limit: number
   readonly aggregateId?: string | undefined
+  /** The log's commit horizon (StoreBackend.horizon): a read of the whole log stops at it. */
+  readonly upTo?: number | undefined
 }
 
 export const read = (options: ReadOptions) =>
   Effect.flatMap(SqlClient, (sql) =>
     options.aggregateId === undefined
-      ? sql<EventRow>`SELECT * FROM events WHERE sequence > ${options.after} ORDER BY sequence LIMIT ${options.limit}`
+      ? sql<EventRow>`SELECT * FROM events WHERE sequence > ${options.after}${
+          options.upTo === undefined ? sql.literal("") : sql` AND sequence <= ${options.upTo}`
+        } ORDER BY sequence LIMIT ${options.limit}`
       : sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${options.aggregateId} AND sequence > ${options.after}
           ORDER BY sequence LIMIT ${options.limit}`
   ).pipe(Effect.map((rows) => rows.map(toRecord)))

@@ -4,11 +4,12 @@
  * renewal, hand-back) is a conditional UPDATE here, and settling goes through the front door. Effect
  * ids are deterministic, so writing the same intent twice leaves one row.
  */
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
 import type { QuarantineRecord } from "./Quarantine.js"
+import { LOST_RACE_CODE } from "./storage/StorageErrors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
@@ -158,6 +159,19 @@ export const find = (effectId: string) =>
     Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0])))
   )
 
+/**
+ * `find` for a decision in a dispatch batch: on a shared store the row is share-locked to the end of
+ * the transaction, so a settlement of another process waits for it (a stream chunk decided on a
+ * running row then commits before the row is seen settled, never after: ReadSide's chunk follower
+ * ends on the first settled status it reads) and a change decided on it is not undone under it.
+ */
+export const findForDecision = (effectId: string) =>
+  Effect.flatMap(
+    Effect.zip(SqlClient, StoreBackend),
+    ([sql, backend]) =>
+      sql<Row>`SELECT * FROM outbox WHERE effect_id = ${effectId} ${sql.literal(backend.lockForShare)}`
+  ).pipe(Effect.map((rows) => (rows[0] === undefined ? undefined : toRow(rows[0]))))
+
 export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHolder"]): SettlementTarget => ({
   effectId: row.effectId,
   kind: row.kind,
@@ -173,17 +187,26 @@ export const toTarget = (row: OutboxRow, leaseHolder?: SettlementTarget["leaseHo
   operatorActions: row.operatorActions
 })
 
-/** The rows of these effects, by effect id (a settlement page's read). */
+/**
+ * The rows of these effects, by effect id (a settlement page's read), locked as `findForDecision`'s,
+ * in effect id order so two batches that lock overlapping pages take their locks in one order.
+ */
 export const findMany = (effectIds: ReadonlyArray<string>) =>
-  Effect.flatMap(SqlClient, (sql) => sql<Row>`SELECT * FROM outbox WHERE ${sql.in("effect_id", effectIds)}`).pipe(
-    Effect.map((rows) => new Map(rows.map((r) => [r.effect_id, toRow(r)])))
-  )
+  Effect.flatMap(
+    Effect.zip(SqlClient, StoreBackend),
+    ([sql, backend]) =>
+      sql<Row>`SELECT * FROM outbox WHERE ${sql.in("effect_id", effectIds)}${sql.literal(
+        backend.lockForShare === "" ? "" : ` ORDER BY effect_id ${backend.lockForShare}`
+      )}`
+  ).pipe(Effect.map((rows) => new Map(rows.map((r) => [r.effect_id, toRow(r)]))))
 
 /** One row's settlement in a page (SettlementPage.ts): a RowChange, with the row it was decided on. */
 export interface PagedChange {
   readonly effectId: string
   readonly sequence: number
   readonly attempt: number
+  /** The status the change was decided on: the write matches it (compare-and-set). */
+  readonly fromStatus: OutboxStatus
   readonly status: RowChange["status"]
   readonly availableAt: number | undefined
   readonly response: string | null | undefined
@@ -199,6 +222,7 @@ export interface PagedChange {
 /** Pure: `first` then `second` on one row, as one change (what applying both in order leaves). */
 export const composeChanges = (first: PagedChange, second: PagedChange): PagedChange => ({
   ...second,
+  fromStatus: first.fromStatus,
   availableAt: second.availableAt ?? first.availableAt,
   response: second.response === undefined ? first.response : second.response,
   error: second.error === undefined ? first.error : second.error,
@@ -211,6 +235,7 @@ export const composeChanges = (first: PagedChange, second: PagedChange): PagedCh
 const changeKey = (c: PagedChange) =>
   JSON.stringify([
     c.attempt,
+    c.fromStatus,
     c.status,
     c.availableAt ?? null,
     c.response === undefined ? 0 : 1,
@@ -233,6 +258,21 @@ export const groupChanges = (changes: ReadonlyArray<PagedChange>): ReadonlyArray
   }
   return [...groups.values()]
 }
+
+/**
+ * Fails the batch as a lost race (StorageErrors.isLostRace) when fewer rows matched than were changed:
+ * a row's status or attempt moved since the page read it, under a writer not ordered with this one.
+ * Never on SQLite (one writer); on PostgreSQL the batch runs again and decides on the row as it is.
+ */
+const allMatched = (changed: ReadonlyArray<unknown>, expected: number) =>
+  changed.length === expected
+    ? Effect.void
+    : Effect.fail(
+        new SqlError({
+          cause: { code: LOST_RACE_CODE },
+          message: `settlement lost a race: ${expected - changed.length} of ${expected} rows changed since they were read`
+        })
+      )
 
 /**
  * A page of settlements, each row as it would be left changed alone, in few statements: rows that
@@ -262,10 +302,10 @@ const applyDistinctChanges = (changes: ReadonlyArray<PagedChange>) =>
           CAST(${c.availableAt ?? null} AS BIGINT), CAST(${c.response === undefined ? 0 : 1} AS INTEGER),
           CAST(${c.response ?? null} AS TEXT), CAST(${c.error === undefined ? 0 : 1} AS INTEGER),
           CAST(${c.error ?? null} AS TEXT), CAST(${c.keepLease ? 1 : 0} AS INTEGER),
-          CAST(${c.operatorActions} AS INTEGER), CAST(${c.now} AS BIGINT))`
+          CAST(${c.operatorActions} AS INTEGER), CAST(${c.now} AS BIGINT), CAST(${c.fromStatus} AS TEXT))`
       )
     )
-    yield* sql`UPDATE outbox SET status = c.column3,
+    const changed = yield* sql`UPDATE outbox SET status = c.column3,
         available_at = COALESCE(c.column4, outbox.available_at),
         response = CASE WHEN c.column5 = 1 THEN c.column6 ELSE outbox.response END,
         error = CASE WHEN c.column7 = 1 THEN c.column8 ELSE outbox.error END,
@@ -274,7 +314,9 @@ const applyDistinctChanges = (changes: ReadonlyArray<PagedChange>) =>
         operator_actions = outbox.operator_actions + c.column10,
         updated_at = c.column11
       FROM (VALUES ${values}) AS c
-      WHERE outbox.effect_id = c.column1 AND outbox.attempts = c.column2`
+      WHERE outbox.effect_id = c.column1 AND outbox.attempts = c.column2 AND outbox.status = c.column12
+      RETURNING effect_id`
+    yield* allMatched(changed, changes.length)
   })
 
 /**
@@ -292,11 +334,11 @@ const applyChangeTo = (alike: ReadonlyArray<PagedChange>) =>
         lease_expires_at = CASE WHEN ${c.keepLease ? 1 : 0} = 1 THEN lease_expires_at ELSE NULL END,
         operator_actions = operator_actions + ${c.operatorActions},
         updated_at = ${c.now}
-      WHERE attempts = ${c.attempt} AND ${sql.in(
+      WHERE attempts = ${c.attempt} AND status = ${c.fromStatus} AND ${sql.in(
         "effect_id",
         alike.map((a) => a.effectId)
-      )}`
-  }).pipe(Effect.asVoid)
+      )} RETURNING effect_id`.pipe(Effect.flatMap((changed) => allMatched(changed, alike.length)))
+  })
 
 /**
  * Cancels a pending or running row of this aggregate (a decision's `cancel`); settled rows are left as
@@ -325,11 +367,14 @@ export interface ClaimRequest {
   readonly limit: number
   /** Rows at or below this sequence are all settled for these kinds. */
   readonly after: number
+  /** The outbox's commit horizon (StoreBackend.horizon): no row above it is claimed (a reactor passes it). */
+  readonly upTo?: number | undefined
 }
 
 /**
  * Claims due pending rows in one conditional UPDATE: running, attempts+1, leased to `owner`. A row
- * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order; a
+ * is not claimable while an earlier unsettled row of its lane exists, so a lane runs in order (only
+ * true of rows at or below the commit horizon: every earlier row of their lanes is visible); a
  * quarantined row is unsettled (its outcome is not recorded yet) and holds its lane until an
  * operator releases or fails it.
  */
@@ -342,7 +387,7 @@ export const claim = (request: ClaimRequest) =>
       WHERE sequence IN (
         SELECT o.sequence FROM outbox o
         WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
-          AND o.sequence > ${request.after}
+          AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
           AND NOT EXISTS (
             SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
           )

@@ -32,7 +32,7 @@ import * as SettlementPage from "./SettlementPage.js"
 import * as SettlementWrites from "./SettlementWrites.js"
 import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
 import { StorageFaults } from "./storage/StorageFaults.js"
-import { StoreBackend } from "./storage/StoreBackend.js"
+import { type CachedVersion, StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { isLostRace } from "./storage/StorageErrors.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
@@ -175,14 +175,30 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
   writeTransaction(
     "dispatch",
     Effect.gen(function* () {
-      // Shared store (PostgreSQL): take the append lock, then forget cached state another process
-      // made stale. After this, receipts and versions read below cannot change under the batch.
+      // Shared store (PostgreSQL): the transaction's id first, then forget cached state another
+      // process made stale. Another writer may still commit a receipt or a version before this batch
+      // does: the unique constraints refuse this batch's, and processBatch runs it again (isLostRace).
       const commandIds = items.map((i) => i.identity.commandId)
-      const start = yield* (yield* StoreBackend).beginBatch(deps.head.value, commandIds)
-      if (start.foreign !== undefined) {
-        for (const a of start.foreign.aggregates) deps.states.drop(keyOf(a.aggregateType, a.aggregateId))
-        deps.head.value = Math.max(deps.head.value, start.foreign.head)
+      const backend = yield* StoreBackend
+      const cached: Array<CachedVersion> = []
+      if (backend.shared) {
+        const seen = new Set<string>()
+        for (const { identity } of items) {
+          const key = keyOf(identity.aggregateType, identity.aggregateId)
+          const state = seen.has(key) ? undefined : deps.states.cached(key)
+          seen.add(key)
+          if (state !== undefined) {
+            cached.push({
+              aggregateType: identity.aggregateType,
+              aggregateId: identity.aggregateId,
+              version: state.version
+            })
+          }
+        }
       }
+      const start = yield* backend.beginBatch(cached, commandIds)
+      for (const a of start.stale) deps.states.drop(keyOf(a.aggregateType, a.aggregateId))
+      if (start.head !== undefined) deps.head.value = Math.max(deps.head.value, start.head)
       const receipts = start.receipts ?? (yield* deps.writer.findReceipts(commandIds))
       const fresh = items.filter((i) => !receipts.has(i.identity.commandId))
       // Cold aggregates in one read per type, before the batch writes anything (committed state only).

@@ -30,6 +30,8 @@ import { FreeSpace } from "./FreeSpace.js"
 import * as Outbox from "./Outbox.js"
 import * as ReactorCursors from "./ReactorCursors.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import * as CommitHorizon from "./storage/CommitHorizon.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 import * as TableChanges from "./storage/TableChanges.js"
 import { type KindPolicy, processLossOf, reclaimDeadOwners, settleOutcome, type Verdict } from "./ReactorSettlement.js"
 import { Worker } from "./Worker.js"
@@ -312,6 +314,7 @@ export const run = <R>(
   Effect.gen(function* () {
     const engine = yield* Engine
     const worker = yield* Worker
+    const backend = yield* StoreBackend
     const context = yield* Effect.context<SqlClient | R>()
     const kinds = Object.keys(definition.kinds)
     const retry: RetryPolicy = { ...defaultRetry, ...definition.retry }
@@ -397,10 +400,12 @@ export const run = <R>(
           // At most once a poll: the advance is a durable write (an fsync holding SQLite's one
           // connection, 2.4 ms a call measured in the end-to-end run), and the claim finds pending rows
           // through its status index whatever the cursor, so a cursor that lags by a poll costs nothing.
+          // The outbox's commit horizon (shared store): claims and the advance stay at or below it.
+          const horizon = yield* backend.horizon("outbox")
           if (settledSinceCursor && now - lastAdvance >= pollMs) {
             settledSinceCursor = false
             lastAdvance = now
-            cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now)
+            cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now, horizon.trusted)
           } else {
             // Another writer (an operator retry, a peer's requeue) may have moved the cursor back.
             cursor = yield* ReactorCursors.cursor(definition.name)
@@ -412,11 +417,23 @@ export const run = <R>(
             const space = yield* (yield* FreeSpace).check
             if (!space.belowFloor) {
               looked = true
-              claimed = yield* Outbox.claim({ kinds, owner: worker.ownerId, now, leaseMs, limit: free, after: cursor })
+              claimed = yield* Outbox.claim({
+                kinds,
+                owner: worker.ownerId,
+                now,
+                leaseMs,
+                limit: free,
+                after: cursor,
+                upTo: horizon.trusted
+              })
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
           if (free > 0 && claimed.length === free) return now
+          // Rows committed above the horizon wait for transactions that may end without a hint (a
+          // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
+          if (horizon.waiting)
+            yield* Effect.forkDaemon(Effect.zipRight(CommitHorizon.recheckSoon, Queue.offer(wake, undefined)))
           const due = yield* Outbox.nextDue(kinds, cursor)
           // Quiet only when time alone changes nothing before `until`: no due row left unclaimed (it
           // waits behind its lane, and a later row may come due before the lane frees), and no row of

@@ -2,7 +2,11 @@
  * The engine's read side: the log by sequence, the log followed live, stored events decoded with
  * their aggregate's schema, and receipts. Reads never wait for the processor; they see what
  * committed. Following catches up from the table, then waits for a commit hint and reads again, so
- * every event is delivered once, in order, with no gap.
+ * every event is delivered once, in order, with no gap. A read of the whole log stops at the store's
+ * commit horizon (StoreBackend.horizon): on PostgreSQL a row may commit after a later one, and a
+ * reader past it would skip it. A read of one aggregate needs none: its versions, so its sequences,
+ * commit in order (a writer of version n+1 decided on version n committed; the unique version
+ * constraint refuses one that did not).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Chunk, Effect, Option, Queue, type Scope, Stream } from "effect"
@@ -14,7 +18,9 @@ import * as Outbox from "./Outbox.js"
 import * as Receipts from "./Receipts.js"
 import * as StreamChunks from "./StreamChunks.js"
 import type { StreamTailsShape } from "./StreamTails.js"
+import * as CommitHorizon from "./storage/CommitHorizon.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import type { StoreBackendShape } from "./storage/StoreBackend.js"
 
 export interface ReadEventsOptions {
   readonly after?: number
@@ -50,6 +56,9 @@ export interface ReadSide {
   ) => Stream.Stream<StreamChunks.StreamChunk, StorageFailure>
 }
 
+/** How long a one-shot read of the whole log waits for the horizon to reach the head it saw. */
+const READ_BARRIER_MS = 5_000
+
 export const make = (options: {
   readonly sql: SqlClient
   readonly aggregate: (name: string) => AnyAggregate | undefined
@@ -62,15 +71,44 @@ export const make = (options: {
   ) => Effect.Effect<Queue.Dequeue<void>, never, Scope.Scope>
   /** The chunks this process committed last, answering reads at a live attempt's end without the table. */
   readonly tails: StreamTailsShape
+  readonly horizon: StoreBackendShape["horizon"]
 }): ReadSide => {
   const { sql, tails } = options
 
-  const readEvents = (read: ReadEventsOptions = {}) =>
-    EventLog.read({
-      after: read.after ?? 0,
-      limit: Math.min(Math.max(read.limit ?? 100, 1), 10_000),
-      aggregateId: read.aggregateId
+  /**
+   * The horizon once it reaches every row committed before the call (bounded in real time: a
+   * transaction left open anywhere in the cluster holds it back, and then the read returns less, never
+   * past a row that may still commit). A one-shot read then sees the commits its caller waited for.
+   */
+  const horizonReachingHead = Effect.gen(function* () {
+    const head = yield* EventLog.head
+    const deadline = Date.now() + READ_BARRIER_MS
+    while (true) {
+      const view = yield* options.horizon("events")
+      if (view.trusted === undefined || view.trusted >= head || Date.now() >= deadline) return view
+      yield* CommitHorizon.recheckSoon
+    }
+  })
+
+  /** A page, and whether rows above the horizon wait for open transactions (look again without a hint). */
+  const readPage = (read: ReadEventsOptions, reachHead: boolean) =>
+    Effect.gen(function* () {
+      const horizon =
+        read.aggregateId !== undefined
+          ? undefined
+          : reachHead
+            ? yield* horizonReachingHead
+            : yield* options.horizon("events")
+      const page = yield* EventLog.read({
+        after: read.after ?? 0,
+        limit: Math.min(Math.max(read.limit ?? 100, 1), 10_000),
+        aggregateId: read.aggregateId,
+        upTo: horizon?.trusted
+      })
+      return { page, waiting: horizon?.waiting === true }
     }).pipe(Effect.mapError(toStorageFailure("read events")), Effect.provideService(SqlClient, sql))
+
+  const readEvents = (read: ReadEventsOptions = {}) => Effect.map(readPage(read, true), ({ page }) => page)
 
   const followEvents = (follow: FollowOptions = {}) =>
     Stream.unwrapScoped(
@@ -80,16 +118,21 @@ export const make = (options: {
         let cursor = follow.after ?? 0
         const next = Effect.gen(function* () {
           while (true) {
-            const page = yield* readEvents({
-              after: cursor,
-              limit: 500,
-              ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
-            })
+            const { page, waiting } = yield* readPage(
+              {
+                after: cursor,
+                limit: 500,
+                ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
+              },
+              false
+            )
             if (page.length > 0) {
               cursor = page[page.length - 1]!.sequence
               return Chunk.fromIterable(page)
             }
-            yield* Queue.take(hints)
+            // Rows above the horizon wait for transactions that may end without a hint (a rollback).
+            if (waiting) yield* Effect.race(Queue.take(hints), CommitHorizon.recheckSoon)
+            else yield* Queue.take(hints)
           }
         })
         return Stream.repeatEffectChunk(next)

@@ -112,7 +112,7 @@ export const make = (): SettlementPage => {
   const find = (effectId: string) =>
     known.has(effectId)
       ? Effect.succeed(known.get(effectId))
-      : Effect.tap(Outbox.find(effectId), (row) => Effect.sync(() => known.set(effectId, row)))
+      : Effect.tap(Outbox.findForDecision(effectId), (row) => Effect.sync(() => known.set(effectId, row)))
 
   const stage = (effectId: string, attempt: number, change: RowChange, now: number) => {
     const row = current(effectId)
@@ -137,6 +137,7 @@ export const make = (): SettlementPage => {
       effectId: row.effectId,
       sequence: row.sequence,
       attempt: row.attempts,
+      fromStatus: row.status,
       status: change.status,
       availableAt: change.availableAt,
       response: change.response,

@@ -355,7 +355,7 @@ export const decideStreamCommand =
     Effect.gen(function* () {
       const row = readsThroughPage(aggregate)
         ? yield* page.find(command.effectId)
-        : yield* Outbox.find(command.effectId)
+        : yield* Outbox.findForDecision(command.effectId)
       const end = row === undefined ? 0 : yield* recordedEnd(command.effectId, command.attempt)
       const verdict = decideChunk(row, command, end)
       if (verdict._tag === "Stale") return Decision.reject("stale-stream", verdict.message)

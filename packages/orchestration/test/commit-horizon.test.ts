@@ -37,11 +37,25 @@ describe("commit horizon", () => {
   })
 
   it("reads an observation row: no R (the statement's transaction already had an xid) observes nothing", () => {
-    const row = { newest: "20", xmin: "90", after: null }
+    const row = { newest: "20", writers: [], after: null }
     assert.deepStrictEqual(CommitHorizon.fromRow(CommitHorizon.initial, row), CommitHorizon.initial)
     assert.deepStrictEqual(CommitHorizon.fromRow(CommitHorizon.initial, { ...row, after: "100" }).waiting, {
       newest: 20,
       after: 100n
     })
+  })
+
+  it("trusts the waiting observation once no writer of the schema older than R runs, across xid wraparound", () => {
+    const waiting = { trusted: 0, waiting: { newest: 20, after: 100n } }
+    // a writer with xid 99 still runs: nothing is trusted; one with 100 (R itself) or later does not count
+    assert.strictEqual(
+      CommitHorizon.fromRow(waiting, { newest: 25, writers: ["99", "100", "150"], after: null }).trusted,
+      0
+    )
+    assert.strictEqual(CommitHorizon.fromRow(waiting, { newest: 25, writers: ["100", "150"], after: null }).trusted, 20)
+    // R = 2^32 + 5 (epoch 1, xid 5): a writer at 32-bit xid 4294967290 (epoch 0) is older; 7 is not
+    const wrapped = { trusted: 0, waiting: { newest: 20, after: 2n ** 32n + 5n } }
+    assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["4294967290"], after: null }).trusted, 0)
+    assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["7"], after: null }).trusted, 20)
   })
 })

@@ -132,7 +132,12 @@ export const HealthReport = Schema.Struct({
     /** PostgreSQL: false on a read-only or recovering (standby) server. */
     acceptsWrites: Schema.Boolean,
     /** Live worker processes on this store (their owner ids), this one included. */
-    liveOwners: Schema.Array(Schema.String)
+    liveOwners: Schema.Array(Schema.String),
+    /**
+     * PostgreSQL: how long (ms) the oldest open writer of the store has been open (0: none). Over 30 s
+     * the status is degraded: it holds back the commit horizon that reactors and log readers wait on.
+     */
+    oldestWriterMs: Schema.Number
   }),
   /** The domain's own components (e.g. `mcp:<server>`); a degraded one makes the status degraded. */
   components: Schema.Array(

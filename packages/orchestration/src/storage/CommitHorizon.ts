@@ -1,24 +1,25 @@
 /**
  * The commit horizon: how a reader of "rows after sequence N" on PostgreSQL can stay correct when
- * writers are NOT serialized by the append lock (issue 20). NOT WIRED IN: the store still takes the
- * append lock (StoreBackend.ts), under which every committed row is visible in sequence order and
- * this horizon would always equal the log head. This module is the reader's rule, proven by
- * test/postgres/commit-horizon.test.ts against the forms that skip rows; docs/benchmarks-postgres.md
- * says what is left before the lock can go.
+ * writers are NOT serialized by the append lock (issue 20). The PostgreSQL store keeps one horizon
+ * per table per process (PostgresStore.ts); the log's followers, reactor claims and cursor advances
+ * read through it. This module is the reader's rule, proven by test/postgres/commit-horizon.test.ts
+ * against the forms that skip rows.
  *
  * Without the lock, sequences are handed out in one order and committed in another: row 11 can be
  * visible while row 10 is still uncommitted, and a cursor moved to 11 would skip 10 for good. The
  * reader therefore trusts a sequence L only once no transaction that could still commit a row at or
  * below L is running:
  *
- * - Writers take their transaction id before any sequence (`WRITER_XID_FIRST`), so a transaction
+ * - Writers take their transaction id before any sequence (`WRITER_XID_FIRST`, which also takes the
+ *   schema's writers' lock so readers can tell this schema's writers from the cluster's), so a transaction
  *   whose xid was assigned after a reader's snapshot takes only sequences above everything that
  *   snapshot saw.
  * - A reader observes, in ONE statement: L, the newest sequence its snapshot sees, and R, an xid
  *   assigned during that statement (so after the snapshot). Every transaction that could hold an
  *   uncommitted sequence ≤ L has an xid below R.
- * - A later statement whose snapshot has xmin > R sees every one of those ended: from then on
- *   every row ≤ L that will ever exist is visible, and L is trusted.
+ * - A later statement that finds every writer of the schema older than R ended (`fromRow`; the
+ *   cluster-wide form is a snapshot's xmin > R) sees every one of those ended: from then on every
+ *   row ≤ L that will ever exist is visible, and L is trusted.
  *
  * Why not the snapshot's in-progress list (`pg_snapshot_xip`) instead of R: a snapshot lists only
  * xids below its xmax (the newest *completed* xid + 1). A writer that took its xid after the newest
@@ -40,9 +41,11 @@
  *   first and the advance's snapshot sees the row. (Today's `WHERE position >= row` misses an
  *   advance whose cursor is still below the row but whose stale snapshot moves it above.)
  *
- * A long-open transaction anywhere in the cluster holds xmin, so every horizon, back: readers stall
- * (nothing is skipped), which needs a health signal once this is wired in.
+ * A long-open writer of the schema holds the horizon back: readers stall (nothing is skipped) until
+ * it ends. Transactions of other schemas and databases do not (they hold no writers' lock here).
  */
+import { Effect } from "effect"
+
 /** What one statement saw: the newest visible sequence, and an xid assigned after its snapshot. */
 export interface Observation {
   readonly newest: number
@@ -79,31 +82,83 @@ export const step = (horizon: Horizon, xmin: bigint, observed: Observation | und
 export const wantsObservation = (horizon: Horizon) => horizon.waiting === undefined
 
 /**
- * First statement of every writing transaction (and what a `DEFAULT` of the sequence columns would
- * do, so no writer can forget it): the xid before any sequence.
+ * The writers' lock of one schema: every transaction that writes its sequences holds it, shared,
+ * from its first statement on. The horizon waits for those writers only: the snapshot's xmin is the
+ * whole cluster's, and a transaction left open in another schema or database (another test, another
+ * application) would stall every reader of this one.
  */
-export const WRITER_XID_FIRST = "SELECT pg_current_xact_id()"
+export const writersName = (schema: string) => `orchestration:${schema}:writers`
 
 /**
- * The observation statement for one table with a `sequence` column: L, the snapshot's xmin and (when
- * `$1` is true) R. R is only taken in a transaction without an xid of its own: an xid assigned by an
- * earlier statement predates this snapshot, and would not bound the writers that are still running.
+ * First statement of every writing transaction (`$1`: writersName): the xid before any sequence,
+ * and the writers' lock (the key's high half is 0, so pg_locks shows it as classid 0, objid key).
+ */
+export const WRITER_XID_FIRST =
+  "SELECT pg_current_xact_id(), pg_advisory_xact_lock_shared(hashtext($1)::bigint & 4294967295)"
+
+/**
+ * The observation statement for one table with a `sequence` column: L, the 32-bit xids of the
+ * schema's running writers (`$2`: writersName), and (when `$1` is true) R. R is only taken in a
+ * transaction without an xid of its own: an xid assigned by an earlier statement predates this
+ * snapshot, and would not bound the writers that are still running. The writers come from ONE read
+ * of pg_locks (their writers' lock joined to each one's own transactionid lock).
  */
 export const observeStatement = (table: "events" | "outbox") =>
-  `SELECT (SELECT COALESCE(MAX(sequence), 0) FROM ${table}) AS newest,
-    pg_snapshot_xmin(pg_current_snapshot())::text AS xmin,
+  `WITH l AS MATERIALIZED (SELECT pid, locktype, database, classid, objid, objsubid, transactionid, granted FROM pg_locks)
+  SELECT (SELECT COALESCE(MAX(sequence), 0) FROM ${table}) AS newest,
+    ARRAY(SELECT x.transactionid::text FROM l w JOIN l x ON x.pid = w.pid AND x.locktype = 'transactionid' AND x.granted
+      WHERE w.locktype = 'advisory' AND w.granted AND w.classid = 0 AND w.objsubid = 1
+        AND w.objid = (hashtext($2)::bigint & 4294967295)::oid
+        AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS writers,
     CASE WHEN $1::boolean AND pg_current_xact_id_if_assigned() IS NULL THEN pg_current_xact_id()::text END AS after`
+
+/** How long (ms) the schema's oldest running writer (`$1`: writersName) has been open; NULL when none. */
+export const oldestWriterStatement = `SELECT FLOOR(EXTRACT(EPOCH FROM clock_timestamp() - MIN(a.xact_start)) * 1000)::bigint AS ms
+  FROM pg_locks w JOIN pg_stat_activity a ON a.pid = w.pid
+  WHERE w.locktype = 'advisory' AND w.granted AND w.classid = 0 AND w.objsubid = 1
+    AND w.objid = (hashtext($1)::bigint & 4294967295)::oid
+    AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
 export interface ObservationRow {
   readonly newest: number | string
-  readonly xmin: string
+  /** The 32-bit xids (epoch-less, as pg_locks shows them) of the schema's running writers. */
+  readonly writers: ReadonlyArray<string>
   readonly after: string | null
 }
 
-/** Pure: the horizon after an observation statement's row. */
-export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon =>
-  step(
-    horizon,
-    BigInt(row.xmin),
-    row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) }
-  )
+const XID_SPACE = 2n ** 32n
+
+/**
+ * Pure: whether a running writer's 32-bit xid is older than R. xids wrap around at 2^32 and
+ * PostgreSQL keeps every running one within 2^31 of the newest, so "older" is a difference in
+ * (0, 2^31) modulo 2^32.
+ */
+export const xidBefore = (xid32: bigint, after: bigint): boolean => {
+  const difference = ((((after % XID_SPACE) - xid32) % XID_SPACE) + XID_SPACE) % XID_SPACE
+  return difference > 0n && difference < XID_SPACE / 2n
+}
+
+/**
+ * Pure: the horizon after an observation statement's row. The row gives the step what a snapshot's
+ * xmin would, but for this schema's writers alone: above the waiting R when no writer older than R
+ * is still running, at R otherwise.
+ */
+export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon => {
+  const waiting = horizon.waiting
+  const olderRunning = waiting !== undefined && row.writers.some((xid) => xidBefore(BigInt(xid), waiting.after))
+  const xmin = waiting === undefined ? 0n : olderRunning ? waiting.after : waiting.after + 1n
+  return step(horizon, xmin, row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) })
+}
+
+/** How soon a reader with rows waiting above its horizon looks again without a hint. */
+export const RECHECK_MS = 10
+
+/**
+ * Waits RECHECK_MS of wall-clock time. Not the Clock service's time: what a reader waits for is other
+ * transactions of the database ending, which happens in real time whatever clock the process's
+ * fibers read (a TestClock in tests), and may happen without a hint (a rollback, another database's).
+ */
+export const recheckSoon: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const timer = setTimeout(() => resume(Effect.void), RECHECK_MS)
+  return Effect.sync(() => clearTimeout(timer))
+})

@@ -59,8 +59,8 @@ const DERIVED_RECEIPT_COLUMNS = new Set(["first_sequence", "last_sequence"])
 
 /**
  * A command's events, outbox rows and receipt in ONE statement (data-modifying CTEs): three round
- * trips become one, and under the append lock every round trip saved is one fewer that every other
- * process waits through. The receipt's first and last sequence come from the events' RETURNING
+ * trips become one, and every round trip saved is one fewer that the transaction stays open (and
+ * holds the readers' commit horizon back). The receipt's first and last sequence come from the events' RETURNING
  * (the last is the given log head when there are none), so it equals what the three statements wrote.
  */
 const commandStatement = () => {

@@ -2,7 +2,8 @@
  * Opening the shared store: PostgreSQL through @effect/sql-pg, for several server processes on one
  * database. The engine's SQL is the same as on SQLite; what differs lives in the StoreBackend this
  * layer provides (see StoreBackend.ts): the append lock, LISTEN/NOTIFY hints, SKIP LOCKED claims,
- * node-id locks and cross-process migrations.
+ * node-id locks, cross-process migrations, and the commit horizon that lets dispatches of several
+ * processes run side by side (issue 20).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -12,8 +13,9 @@ import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { NodeIdInUse, StorageFailure } from "../Errors.js"
 import * as Receipts from "../Receipts.js"
+import * as CommitHorizon from "./CommitHorizon.js"
 import * as PgSessions from "./PgSessions.js"
-import { StoreBackend, type ForeignCommits, type StoreBackendShape } from "./StoreBackend.js"
+import { StoreBackend, type StoreBackendShape } from "./StoreBackend.js"
 import { toStorageFailure } from "./StorageErrors.js"
 
 export interface PostgresStoreOptions {
@@ -31,6 +33,12 @@ export interface PostgresStoreOptions {
    * id was taken before the lock could be taken again). Default: log and end the process (SIGTERM).
    */
   readonly onNodeIdLost?: (error: NodeIdInUse) => Effect.Effect<void>
+  /**
+   * Serialize every dispatch of every process on the schema with one append lock, as before issue 20
+   * (default false: dispatches run side by side, readers gate on the commit horizon). For comparison
+   * and as a way back; the horizon's readers, version checks and compare-and-set run either way.
+   */
+  readonly appendLock?: boolean
 }
 
 const endProcess = (error: NodeIdInUse) =>
@@ -50,6 +58,14 @@ const types = {
       : pg.types.getTypeParser(oid, format as "text")) as any
 }
 
+const versionKey = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`
+
+/** The receipt columns after command_id, aggregate_type and aggregate_id, as NULLs (beginBatch's other rows). */
+const receiptNulls = Receipts.columns
+  .slice(3)
+  .map(() => "NULL")
+  .join(", ")
+
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,40}$/
 
 /** The URL with the schema as the connection's search_path. */
@@ -62,49 +78,97 @@ const withSearchPath = (url: string, schema: string) => {
 const makeBackend = (
   sessions: PgSessions.SessionOptions,
   schema: string,
-  onNodeIdLost: (error: NodeIdInUse) => Effect.Effect<void>
+  onNodeIdLost: (error: NodeIdInUse) => Effect.Effect<void>,
+  appendLock: boolean
 ): StoreBackendShape => {
   const channel = `orchestration_${schema}`
   // Our own notifications come back to us too; our commits already rang locally, so they are skipped.
   const self = randomUUID()
   const lockKey = (name: string) => `orchestration:${schema}:${name}`
+  const writers = CommitHorizon.writersName(schema)
+  // One horizon per table for every reader of this process; each refresh moves it (CommitHorizon.step
+  // may take observations in any order: each says something true of the store forever after).
+  const horizons: Record<"events" | "outbox", CommitHorizon.Horizon> = {
+    events: CommitHorizon.initial,
+    outbox: CommitHorizon.initial
+  }
   return {
     dialect: "postgres",
     beginWrite: "BEGIN",
     shared: true,
-    beginBatch: (knownHead, commandIds) =>
+    beginBatch: (cached, commandIds) =>
       Effect.gen(function* () {
         const sql = yield* SqlClient
-        // The append lock, held to COMMIT, and the hint to other processes, delivered at COMMIT (a
-        // rolled-back batch notifies nobody). Its own statement: a statement's snapshot is taken when
-        // it starts, so reads in the statement that waited for the lock would miss the commit waited for.
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")})), pg_notify(${channel}, ${self})`
-        // One round trip for both reads: the batch's receipts, and what other processes committed.
-        const rows = yield* sql<Receipts.ReceiptRow & { last: number | null }>`
-          SELECT r.*, NULL::bigint AS last FROM receipts r WHERE ${sql.in("r.command_id", commandIds)}
+        // With `appendLock`: the lock, held to COMMIT, in a statement of its own (a statement's snapshot
+        // is taken when it starts, so reads in the statement that waited would miss the commit waited for).
+        if (appendLock) yield* sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`
+        // One round trip: the transaction's id before any sequence and the schema's writers' lock
+        // (CommitHorizon.WRITER_XID_FIRST), the hint to other processes (delivered at COMMIT; a rolled-back batch notifies nobody), the
+        // batch's receipts, the committed versions of its cached aggregates, and the log head.
+        const versions =
+          cached.length === 0
+            ? sql.literal("")
+            : sql`UNION ALL
+          SELECT NULL, e.aggregate_type, e.aggregate_id, ${sql.literal(receiptNulls)}, MAX(e.version), NULL FROM events e
+          WHERE (e.aggregate_type, e.aggregate_id) IN (VALUES ${sql.csv(
+            cached.map((c) => sql`(CAST(${c.aggregateType} AS TEXT), CAST(${c.aggregateId} AS TEXT))`)
+          )})
+          GROUP BY e.aggregate_type, e.aggregate_id`
+        const rows = yield* sql<Receipts.ReceiptRow & { version: number | null; head: number | null }>`
+          SELECT r.*, NULL::bigint AS version, NULL::bigint AS head FROM receipts r WHERE ${sql.in("r.command_id", commandIds)}
+          ${versions}
           UNION ALL
-          SELECT NULL, aggregate_type, aggregate_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, MAX(sequence)
-          FROM events WHERE sequence > ${knownHead} GROUP BY aggregate_type, aggregate_id`
+          SELECT NULL, NULL, NULL, ${sql.literal(receiptNulls)}, NULL, (SELECT MAX(sequence) FROM events)
+          FROM (SELECT pg_current_xact_id(), pg_advisory_xact_lock_shared(hashtext(${writers})::bigint & 4294967295),
+            pg_notify(${channel}, ${self})) AS w`
         const receipts = new Map<string, Receipts.Receipt>()
-        const aggregates: Array<ForeignCommits["aggregates"][number]> = []
-        let head = knownHead
+        const committed = new Map<string, number>()
+        let head: number | undefined
         for (const row of rows) {
-          if (row.last === null) receipts.set(row.command_id, Receipts.toReceipt(row))
-          else {
-            aggregates.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id })
-            head = Math.max(head, Number(row.last))
-          }
+          if (row.command_id !== null) receipts.set(row.command_id, Receipts.toReceipt(row))
+          else if (row.version !== null)
+            committed.set(versionKey(row.aggregate_type, row.aggregate_id), Number(row.version))
+          else head = Number(row.head ?? 0)
         }
-        const foreign = aggregates.length === 0 ? undefined : ({ head, aggregates } satisfies ForeignCommits)
-        return { foreign, receipts }
+        // Another process wrote a version since this one cached the state: the cached state is stale.
+        const stale = cached.filter(
+          (c) => (committed.get(versionKey(c.aggregateType, c.aggregateId)) ?? 0) !== c.version
+        )
+        return { stale, head, receipts }
       }),
-    orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) =>
+    inOwnTransaction: <A, E, R>(body: Effect.Effect<A, E, R>) =>
       Effect.flatMap(SqlClient, (sql) =>
         sql.withTransaction(
-          // Waits for an open dispatch to commit; the body's statements then read fresh snapshots.
-          Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`, body)
+          appendLock
+            ? // Waits for an open dispatch to commit; the body's statements then read fresh snapshots.
+              Effect.zipRight(sql`SELECT pg_advisory_xact_lock(hashtext(${lockKey("append")}))`, body)
+            : body
         )
       ),
+    horizon: (table) =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient
+        const look = (observe: boolean) =>
+          Effect.map(
+            sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
+            (rows) => {
+              horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
+            }
+          )
+        yield* look(CommitHorizon.wantsObservation(horizons[table]))
+        // The writers an observation waits for have often committed by now (the hint that woke the
+        // reader came from one): a second look, without an xid, trusts it at once then.
+        if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
+        const current = horizons[table]
+        return { trusted: current.trusted, waiting: current.waiting !== undefined }
+      }),
+    oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
+      Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
+        rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Number(rows[0].ms)
+      )
+    ),
+    lockForUpdate: "FOR UPDATE",
+    lockForShare: "FOR SHARE",
     exclusively: <A, E, R>(name: string, body: Effect.Effect<A, E, R>) =>
       Effect.scoped(
         Effect.gen(function* () {
@@ -169,7 +233,10 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
     )
   )
   const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }
-  const backend = Layer.succeed(StoreBackend, makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess))
+  const backend = Layer.succeed(
+    StoreBackend,
+    makeBackend(sessions, schema, options.onNodeIdLost ?? endProcess, options.appendLock ?? false)
+  )
   return Layer.mergeAll(backend, ensureSchema).pipe(
     Layer.provideMerge(client),
     Layer.mapError(toStorageFailure("open: postgres"))

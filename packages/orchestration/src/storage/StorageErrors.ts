@@ -38,13 +38,21 @@ export const reasonForCode = (code: string): StorageFailureReason => {
 }
 
 /**
- * Pure: does this failure of a dispatch on a SHARED store mean another writer committed first (a
- * unique violation: the same receipt, or the same aggregate version)? Then the batch is run again on
- * fresh state: a duplicate finds the stored answer, a version clash decides again. Only a writer
- * that is not ordered with this one (another process, not under the append lock) can cause it.
+ * Pure: does this failure of a dispatch on a SHARED store mean another writer committed first? A
+ * unique violation (the same receipt, or the same aggregate version), a settlement whose row changed
+ * since the batch read it (LOST_RACE_CODE), or a deadlock between two batches (40P01, PostgreSQL
+ * aborted this one). Then the batch is run again on fresh state: a duplicate finds the stored
+ * answer, a version clash or a moved row decides again. Only a writer that is not ordered with this
+ * one (another process) can cause it.
  */
 export const isLostRace = (failure: StorageFailure): boolean =>
-  failure.reason === "constraint" && failure.code === "23505"
+  (failure.reason === "constraint" && failure.code === "23505") || failure.reason === "serialization"
+
+/**
+ * The code a write that lost a compare-and-set raises (a settlement's row moved since it was read):
+ * PostgreSQL's own "could not serialize access due to concurrent update", which is what it is.
+ */
+export const LOST_RACE_CODE = "40001"
 
 /** A write the schema refused: which constraint, under which driver code, and the driver's words. */
 export interface ConstraintViolation {

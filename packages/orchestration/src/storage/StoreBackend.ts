@@ -4,11 +4,13 @@
  *
  * - SQLite is held by one process (an EXCLUSIVE file lock), so every write is already serialized and
  *   every committed row is visible in sequence order.
- * - PostgreSQL is shared by several server processes. Each dispatch transaction first takes one
- *   transaction-scoped advisory lock (the *append lock*): sequences are handed out and committed one
- *   transaction at a time, so a reader of "rows after N" can never see N+1 before N (gaps from
- *   rollbacks are allowed, skips never), receipts stay unique under duplicates from two processes,
- *   and the in-memory aggregate cache is re-validated against what other processes committed.
+ * - PostgreSQL is shared by several server processes, whose dispatch transactions run side by side
+ *   (issue 20): each takes its transaction id before any sequence, sequences commit out of order, and
+ *   every reader of "rows after N" of a whole table reads only up to its commit horizon
+ *   (CommitHorizon.ts), so a row that commits late is seen late, never skipped. Receipts and
+ *   aggregate versions are unique constraints (a losing writer runs again on fresh state), cached
+ *   aggregate state is re-validated by version at each batch, and settlements compare-and-set.
+ *   `appendLock: true` (PostgresStore) restores the old schema-wide append lock on top of this.
  *
  * The default value is SQLite's, so an engine over `SqliteStore.layer` needs nothing else.
  */
@@ -18,20 +20,35 @@ import { Context, Effect, type Scope, Stream } from "effect"
 import type { NodeIdInUse } from "../Errors.js"
 import type { Receipt } from "../Receipts.js"
 
-/** What other processes committed since this one last looked (PostgreSQL only). */
-export interface ForeignCommits {
-  /** The log head after them. */
-  readonly head: number
-  /** Aggregates they wrote events for: their cached state is stale. */
-  readonly aggregates: ReadonlyArray<{ readonly aggregateType: string; readonly aggregateId: string }>
+/** An aggregate whose state the process holds, at the version it holds. */
+export interface CachedVersion {
+  readonly aggregateType: string
+  readonly aggregateId: string
+  readonly version: number
 }
 
-/** What a dispatch transaction learns as it begins. */
+/** What a dispatch transaction learns as it begins (PostgreSQL only). */
 export interface BatchStart {
-  readonly foreign: ForeignCommits | undefined
+  /** Cached aggregates whose committed version is another than the cached one: their state is stale. */
+  readonly stale: ReadonlyArray<{ readonly aggregateType: string; readonly aggregateId: string }>
+  /** The log head as the batch's first statement saw it (undefined: the store did not look). */
+  readonly head: number | undefined
   /** The batch's receipts when the store read them with its first statement; else the writer reads them. */
   readonly receipts: ReadonlyMap<string, Receipt> | undefined
 }
+
+/**
+ * A reader's commit horizon for one table: every row at or below `trusted` that will ever commit is
+ * visible now (undefined: no cap, every committed row is, as on SQLite). `waiting`: newer rows were
+ * seen that are not trusted yet, so a reader that found nothing should look again soon even without
+ * a hint (the transactions it waits for may end without one: a rollback, another database's).
+ */
+export interface CommitHorizonView {
+  readonly trusted: number | undefined
+  readonly waiting: boolean
+}
+
+const unbounded: CommitHorizonView = { trusted: undefined, waiting: false }
 
 export interface StoreBackendShape {
   readonly dialect: "sqlite" | "postgres"
@@ -40,21 +57,37 @@ export interface StoreBackendShape {
   /** Whether running rows of a dead previous incarnation may belong to live peers (shared store). */
   readonly shared: boolean
   /**
-   * First step of every dispatch transaction, given the head this process knows and the batch's
-   * command ids. PostgreSQL takes the append lock, then reads what other processes committed and
-   * the batch's receipts in one round trip; SQLite has nothing to do.
+   * First step of every dispatch transaction, given the cached versions of the batch's aggregates and
+   * its command ids. PostgreSQL takes the transaction's id before any sequence (CommitHorizon.ts) and
+   * rings the other processes at COMMIT, and in the same round trip reads the batch's receipts, the
+   * committed versions of those aggregates and the log head; SQLite has nothing to do.
    */
   readonly beginBatch: (
-    knownHead: number,
+    cached: ReadonlyArray<CachedVersion>,
     commandIds: ReadonlyArray<string>
   ) => Effect.Effect<BatchStart, SqlError, SqlClient>
   /**
-   * Runs `body` in a transaction ordered with every dispatch transaction (PostgreSQL: it takes the
-   * append lock): it sees each dispatch that committed before it, and none commits while it runs. A
-   * write computed from a read of other rows (a reactor cursor) cannot then be based on a snapshot
-   * that a concurrent dispatch has already made stale. SQLite serializes every write already.
+   * Runs `body` in a transaction of its own (with `appendLock`, ordered with every dispatch). A
+   * write computed from a read of other rows (a reactor cursor) takes its row lock first in `body`
+   * (`lockForUpdate`): see ReactorCursors.ts. SQLite serializes every write already.
    */
-  readonly orderedWithDispatch: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
+  readonly inOwnTransaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R | SqlClient>
+  /**
+   * The commit horizon of a table's `sequence` for this process's readers of the whole table (the
+   * log's followers, reactor claims and cursor advances), refreshed by this call. Must not run inside
+   * a transaction that has written (its id would predate the observation). SQLite: no cap.
+   */
+  readonly horizon: (table: "events" | "outbox") => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
+  /**
+   * How long (ms) the oldest running writer of the store has had its transaction open, or undefined
+   * when none runs or the store has no commit horizon (SQLite). It holds every reader's horizon back:
+   * readers of the whole log and reactors stall behind it (nothing is skipped). For /health.
+   */
+  readonly oldestWriterMs: Effect.Effect<number | undefined, SqlError, SqlClient>
+  /** `FOR UPDATE` where the store has it: a read that a later write in its transaction depends on. */
+  readonly lockForUpdate: string
+  /** `FOR SHARE` where the store has it: a read whose row must not change until the transaction ends. */
+  readonly lockForShare: string
   /** Runs `body` while no other process runs it (migrations and projection setup at boot). */
   readonly exclusively: <A, E, R>(
     name: string,
@@ -81,8 +114,12 @@ export const sqliteBackend: StoreBackendShape = {
   dialect: "sqlite",
   beginWrite: "BEGIN IMMEDIATE",
   shared: false,
-  beginBatch: () => Effect.succeed({ foreign: undefined, receipts: undefined }),
-  orderedWithDispatch: (body) => body,
+  beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
+  inOwnTransaction: (body) => body,
+  horizon: () => Effect.succeed(unbounded),
+  oldestWriterMs: Effect.succeed(undefined),
+  lockForUpdate: "",
+  lockForShare: "",
   exclusively: (_name, body) => body,
   foreignCommitHints: Stream.empty,
   notifyOthers: Effect.void,

@@ -52,7 +52,7 @@ afterEach(async () => {
 const writer = async () => {
   const client = await connect()
   await client.query("BEGIN")
-  await client.query(CommitHorizon.WRITER_XID_FIRST)
+  await client.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)])
   return {
     event: async (aggregateId: string, version: number) =>
       Number(
@@ -97,7 +97,10 @@ const naiveFollower = (client: pg.Client, table: "events" | "outbox") => {
 const horizonOf = (client: pg.Client, table: "events" | "outbox") => {
   let horizon = CommitHorizon.initial
   return async () => {
-    const [row] = await rows(client, CommitHorizon.observeStatement(table), [CommitHorizon.wantsObservation(horizon)])
+    const [row] = await rows(client, CommitHorizon.observeStatement(table), [
+      CommitHorizon.wantsObservation(horizon),
+      CommitHorizon.writersName(schema)
+    ])
     horizon = CommitHorizon.fromRow(horizon, row as unknown as CommitHorizon.ObservationRow)
     return horizon.trusted
   }

@@ -2,16 +2,13 @@
  * Reactor cursors against concurrent dispatches, in two sessions: an operator retry that moves a
  * cursor back must not be undone by a cursor advance that read the outbox before the retry committed.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer } from "effect"
-import { EffectOutcomes, Engine } from "../../src/index.js"
+import { Effect, Fiber } from "effect"
+import { EffectOutcomes } from "../../src/index.js"
 import * as Outbox from "../../src/Outbox.js"
 import * as ReactorCursors from "../../src/ReactorCursors.js"
-import * as TestStore from "../../src/testing/TestStore.js"
-import { jobsConfig, submit } from "../fixtures/Jobs.js"
-import { tempDbFile } from "../fixtures/harness.js"
-import { blockedBehind, holdAt } from "./sessions.js"
+import { submit } from "../fixtures/Jobs.js"
+import { blockedBehind, engineHeldAt } from "./sessions.js"
 
 const settlement = (type: string, commandId: string, attempt: number, extra: Record<string, unknown>) => ({
   type,
@@ -26,19 +23,7 @@ const settlement = (type: string, commandId: string, attempt: number, extra: Rec
 describe("reactor cursors across sessions", () => {
   it.scoped("a cursor advance that started before an operator retry committed cannot strand the retried row", () =>
     Effect.gen(function* () {
-      const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
-      const sql = yield* Effect.provide(SqlClient, store)
-      const hold = holdAt("dispatch.before-commit", sql)
-      const engine = yield* Effect.provide(
-        Engine.Engine,
-        yield* Layer.build(
-          Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(
-            Layer.provide(hold.layer),
-            Layer.provide(Layer.succeedContext(store))
-          )
-        )
-      )
-      const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
+      const { sql, hold, engine, inStore } = yield* engineHeldAt("dispatch.before-commit")
       const kinds = ["work.safe"]
 
       // j1 ran once and failed for good; the reactor's cursor then moved past it.

@@ -3,10 +3,13 @@
  * fault point, learn its backend pid, and wait (on the server's own lock table, not on a timer) until
  * another session is blocked behind it. Interleavings then happen in a fixed order.
  */
-import type { SqlClient } from "@effect/sql/SqlClient"
-import { Deferred, Effect, Layer } from "effect"
-import { FaultPoints } from "../../src/index.js"
+import { SqlClient } from "@effect/sql/SqlClient"
+import { Deferred, Effect, Layer, type Scope } from "effect"
+import { Engine, FaultPoints } from "../../src/index.js"
 import type { FaultPointName } from "../../src/FaultPoints.js"
+import * as TestStore from "../../src/testing/TestStore.js"
+import { jobsConfig } from "../fixtures/Jobs.js"
+import { tempDbFile } from "../fixtures/harness.js"
 
 /** Real time for network round trips (never the TestClock): PostgreSQL answers asynchronously. */
 export const wait = (ms: number) => Effect.promise(() => new Promise<void>((resolve) => setTimeout(resolve, ms)))
@@ -54,3 +57,22 @@ export const blockedBehind = (sql: SqlClient, pid: number, what: string) =>
     }
     return yield* Effect.dieMessage(`never blocked: ${what}`)
   })
+
+/** A jobs engine on a fresh schema whose transactions can be held at `point` (holdAt), with its store. */
+export const engineHeldAt = (point: FaultPointName) =>
+  Effect.gen(function* () {
+    const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
+    const sql = yield* Effect.provide(SqlClient, store)
+    const hold = holdAt(point, sql)
+    const engine = yield* Effect.provide(
+      Engine.Engine,
+      yield* Layer.build(
+        Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(
+          Layer.provide(hold.layer),
+          Layer.provide(Layer.succeedContext(store))
+        )
+      )
+    )
+    const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
+    return { store, sql, hold, engine, inStore }
+  }) satisfies Effect.Effect<unknown, unknown, Scope.Scope>

@@ -53,7 +53,14 @@ const report = (run: RunResult, startedAt: number, extra: Record<string, number>
   )
 }
 
-const store = () => PostgresStore.layer({ url: options.url, schema: options.schema, maxConnections: 8 })
+// BENCH_PG_APPEND_LOCK=1 measures the schema-wide append lock that issue 20 replaced, on the same build.
+const store = () =>
+  PostgresStore.layer({
+    url: options.url,
+    schema: options.schema,
+    maxConnections: 8,
+    appendLock: process.env.BENCH_PG_APPEND_LOCK === "1"
+  })
 
 const dispatch = Effect.gen(function* () {
   const context = yield* Layer.build(Engine.layer(benchConfig).pipe(Layer.provideMerge(store())))
