@@ -110,6 +110,9 @@ export interface StoreBackendShape {
   readonly holdNodeId: (nodeId: string) => Effect.Effect<void, NodeIdInUse | SqlError, SqlClient | Scope.Scope>
 }
 
+/** SQLite has one writer, this process: no other writer can hold a horizon back. */
+const noOtherWriter: number | undefined = undefined
+
 export const sqliteBackend: StoreBackendShape = {
   dialect: "sqlite",
   beginWrite: "BEGIN IMMEDIATE",
@@ -117,7 +120,7 @@ export const sqliteBackend: StoreBackendShape = {
   beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
   inOwnTransaction: (body) => body,
   horizon: () => Effect.succeed(unbounded),
-  oldestWriterMs: Effect.succeed(undefined),
+  oldestWriterMs: Effect.succeed(noOtherWriter),
   lockForUpdate: "",
   lockForShare: "",
   exclusively: (_name, body) => body,

@@ -4,47 +4,12 @@
  * aggregate version is not its answer. The batch runs again on fresh state: a duplicate finds the
  * stored answer, a version clash decides again after the winner's event.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer } from "effect"
-import pg from "pg"
-import { Engine } from "../../src/index.js"
-import * as TestStore from "../../src/testing/TestStore.js"
-import { jobsConfig, submit } from "../fixtures/Jobs.js"
-import { tempDbFile } from "../fixtures/harness.js"
-import { blockedBehind } from "./sessions.js"
+import { Effect, Exit, Fiber } from "effect"
+import { submit } from "../fixtures/Jobs.js"
+import { blockedBehind, engineOn, otherSession } from "./sessions.js"
 
 const cancel = (jobId: string, commandId: string) => ({ commandId, type: "job.cancel", jobId, effectIds: [] })
-
-/** An engine on its own schema, and that schema's name. */
-const engineOn = Effect.gen(function* () {
-  const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
-  const sql = yield* Effect.provide(SqlClient, store)
-  const engine = yield* Effect.provide(
-    Engine.Engine,
-    yield* Layer.build(
-      Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(Layer.provide(Layer.succeedContext(store)))
-    )
-  )
-  const [{ schema }] = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`.pipe(Effect.orDie)) as [
-    { schema: string }
-  ]
-  return { engine, sql, schema }
-})
-
-/** A session of its own that writes without the append lock, its transaction open until `commit`. */
-const unorderedWriter = (statement: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
-      await client.connect()
-      await client.query("BEGIN")
-      await client.query(statement)
-      const pid = Number((await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid)
-      return { client, pid, commit: Effect.promise(() => client.query("COMMIT")) }
-    }),
-    ({ client }) => Effect.promise(() => client.end())
-  )
 
 describe("a dispatch that loses a race to an unordered writer", () => {
   it.scopedLive("a receipt committed first under the same command id becomes the stored answer", () =>
@@ -53,7 +18,7 @@ describe("a dispatch that loses a race to an unordered writer", () => {
       const winner = yield* engineOn
       const won = yield* winner.engine.dispatchWithReceipt(submit("j1", "work.safe"))
       const loser = yield* engineOn
-      const writer = yield* unorderedWriter(
+      const writer = yield* otherSession(
         `INSERT INTO ${loser.schema}.receipts SELECT * FROM ${winner.schema}.receipts WHERE command_id = 'submit-j1'`
       )
       const dispatch = yield* Effect.fork(Effect.exit(loser.engine.dispatchWithReceipt(submit("j1", "work.safe"))))
@@ -79,7 +44,7 @@ describe("a dispatch that loses a race to an unordered writer", () => {
       yield* winner.engine.dispatchWithReceipt(cancel("j1", "cancel-by-winner"))
       const loser = yield* engineOn
       yield* loser.engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      const writer = yield* unorderedWriter(
+      const writer = yield* otherSession(
         `INSERT INTO ${loser.schema}.events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
         SELECT event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at
         FROM ${winner.schema}.events WHERE aggregate_id = 'j1' AND version = 2`

@@ -4,6 +4,7 @@
  * another session is blocked behind it. Interleavings then happen in a fixed order.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
+import pg from "pg"
 import { Deferred, Effect, Layer, type Scope } from "effect"
 import { Engine, FaultPoints } from "../../src/index.js"
 import type { FaultPointName } from "../../src/FaultPoints.js"
@@ -76,3 +77,38 @@ export const engineHeldAt = (point: FaultPointName) =>
     const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
     return { store, sql, hold, engine, inStore }
   }) satisfies Effect.Effect<unknown, unknown, Scope.Scope>
+
+/** An engine on its own schema (the run's database), that schema's name, and its store for table reads. */
+export const engineOn = Effect.gen(function* () {
+  const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
+  const sql = yield* Effect.provide(SqlClient, store)
+  const engine = yield* Effect.provide(
+    Engine.Engine,
+    yield* Layer.build(
+      Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(Layer.provide(Layer.succeedContext(store)))
+    )
+  )
+  const [{ schema }] = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`.pipe(Effect.orDie)) as [
+    { schema: string }
+  ]
+  return {
+    engine,
+    sql,
+    schema,
+    inStore: <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
+  }
+})
+
+/** A session of its own (a raw writer not ordered with the engine's), its transaction open after `statement` until `commit`. */
+export const otherSession = (statement: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
+      await client.connect()
+      await client.query("BEGIN")
+      await client.query(statement)
+      const pid = Number((await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid)
+      return { client, pid, commit: Effect.promise(() => client.query("COMMIT")) }
+    }),
+    ({ client }) => Effect.promise(() => client.end())
+  )

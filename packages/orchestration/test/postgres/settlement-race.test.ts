@@ -4,51 +4,13 @@
  * on the row the first left, never on the row as it was before, and a write whose row moved since
  * it was read is a lost race (run again), never a blind overwrite.
  */
-import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer } from "effect"
-import pg from "pg"
-import { EffectOutcomes, Engine } from "../../src/index.js"
+import { Effect, Exit, Fiber } from "effect"
+import { EffectOutcomes } from "../../src/index.js"
 import * as Outbox from "../../src/Outbox.js"
 import { isLostRace, toStorageFailure } from "../../src/storage/StorageErrors.js"
-import * as TestStore from "../../src/testing/TestStore.js"
-import { jobsConfig, submit } from "../fixtures/Jobs.js"
-import { tempDbFile } from "../fixtures/harness.js"
-import { blockedBehind } from "./sessions.js"
-
-const engineOn = Effect.gen(function* () {
-  const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
-  const sql = yield* Effect.provide(SqlClient, store)
-  const engine = yield* Effect.provide(
-    Engine.Engine,
-    yield* Layer.build(
-      Engine.layer({ ...jobsConfig, activation: "on-start" }).pipe(Layer.provide(Layer.succeedContext(store)))
-    )
-  )
-  const [{ schema }] = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`.pipe(Effect.orDie)) as [
-    { schema: string }
-  ]
-  return {
-    engine,
-    sql,
-    schema,
-    inStore: <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
-  }
-})
-
-/** A session of its own, its transaction open (after `statement`) until `commit`. */
-const otherProcess = (statement: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
-      await client.connect()
-      await client.query("BEGIN")
-      await client.query(statement)
-      const pid = Number((await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid)
-      return { client, pid, commit: Effect.promise(() => client.query("COMMIT")) }
-    }),
-    ({ client }) => Effect.promise(() => client.end())
-  )
+import { submit } from "../fixtures/Jobs.js"
+import { blockedBehind, engineOn, otherSession } from "./sessions.js"
 
 const fail = (attempt: number) => ({
   type: "effect.fail",
@@ -76,7 +38,7 @@ describe("two settlements of one row from unordered writers", () => {
         const claimed = yield* inStore(claimJob)
         assert.strictEqual(claimed.length, 1)
         // The other process settles attempt 1 as succeeded, its transaction still open.
-        const other = yield* otherProcess(
+        const other = yield* otherSession(
           `UPDATE ${schema}.outbox SET status = 'succeeded', lease_owner = NULL, lease_expires_at = NULL WHERE effect_id = 'job:j1'`
         )
         const settle = yield* Effect.fork(Effect.exit(engine.dispatchWithReceipt(fail(1), { origin: "internal" })))
