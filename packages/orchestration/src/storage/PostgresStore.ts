@@ -86,12 +86,16 @@ const makeBackend = (
   const self = randomUUID()
   const lockKey = (name: string) => `orchestration:${schema}:${name}`
   const writers = CommitHorizon.writersName(schema)
-  // One horizon per table for every reader of this process; each refresh moves it (CommitHorizon.step
-  // may take observations in any order: each says something true of the store forever after).
+  // One horizon per table for every reader of this process; each refresh moves it.
   const horizons: Record<"events" | "outbox", CommitHorizon.Horizon> = {
     events: CommitHorizon.initial,
     outbox: CommitHorizon.initial
   }
+  // One look at a time per table: a look's list of running writers only speaks for writers older
+  // than the waiting R if it was read after R was assigned. Two readers' looks in flight together
+  // could apply an older list to a newer R, and trust a row a writer not in that list may still
+  // commit below.
+  const looking = { events: Effect.unsafeMakeSemaphore(1), outbox: Effect.unsafeMakeSemaphore(1) }
   return {
     dialect: "postgres",
     beginWrite: "BEGIN",
@@ -146,22 +150,24 @@ const makeBackend = (
         )
       ),
     horizon: (table) =>
-      Effect.gen(function* () {
-        const sql = yield* SqlClient
-        const look = (observe: boolean) =>
-          Effect.map(
-            sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
-            (rows) => {
-              horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
-            }
-          )
-        yield* look(CommitHorizon.wantsObservation(horizons[table]))
-        // The writers an observation waits for have often committed by now (the hint that woke the
-        // reader came from one): a second look, without an xid, trusts it at once then.
-        if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
-        const current = horizons[table]
-        return { trusted: current.trusted, waiting: current.waiting !== undefined }
-      }),
+      looking[table].withPermits(1)(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient
+          const look = (observe: boolean) =>
+            Effect.map(
+              sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
+              (rows) => {
+                horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
+              }
+            )
+          yield* look(CommitHorizon.wantsObservation(horizons[table]))
+          // The writers an observation waits for have often committed by now (the hint that woke the
+          // reader came from one): a second look, without an xid, trusts it at once then.
+          if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
+          const current = horizons[table]
+          return { trusted: current.trusted, waiting: current.waiting !== undefined }
+        })
+      ),
     oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
       Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
         rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Number(rows[0].ms)
