@@ -27,6 +27,7 @@ export default defineConfig({
       "test/table-columns.test.ts",
       "test/audit.test.ts",
       "test/commit-writers.test.ts",
+      "test/deferred-runs.test.ts",
       "test/timers.test.ts",
       "test/stream-ingest.test.ts",
       "test/stream-channels.test.ts",

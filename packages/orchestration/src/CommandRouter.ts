@@ -183,7 +183,8 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
       identity,
       aggregate: target.aggregate,
       decide: decideCommand(target.aggregate, identity, decoded.right),
-      settles: false
+      settles: false,
+      pure: true
     }
   }
 

@@ -5,7 +5,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { type Clock, Effect, Schema } from "effect"
+import { type Clock, Effect, Exit, Schema } from "effect"
 import type { AnyAggregate, DecideContext, Decision, EventRecord, Rejection } from "./Aggregate.js"
 import type { AggregateState } from "./AggregateStates.js"
 import { canonicalJson } from "./CanonicalJson.js"
@@ -14,11 +14,12 @@ import { CommandDefect, CommandRejected, EffectActionRefused } from "./Errors.js
 import type * as EventLog from "./EventLog.js"
 import * as Outbox from "./Outbox.js"
 import type { ProcessorDeps, QueuedCommand } from "./Processor.js"
-import { handles } from "./Projection.js"
+import { handles, type ProjectedEvent } from "./Projection.js"
 import type * as Receipts from "./Receipts.js"
 import type * as SettlementPage from "./SettlementPage.js"
 import type { StreamChunk } from "./StreamChunks.js"
 import type { DispatchAnswer } from "./StoredAnswers.js"
+import type { CommandRows } from "./storage/CommitWriter.js"
 import type { StorageFaultsShape } from "./storage/StorageFaults.js"
 import { constraintViolation, type ConstraintViolation } from "./storage/StorageErrors.js"
 import * as Timers from "./Timers.js"
@@ -270,13 +271,43 @@ export const decideAndWrite = (
   current: AggregateState,
   head: number
 ): Effect.Effect<Written | CommandRejected | EffectActionRefused, SqlError | CommandDefect, SqlClient> =>
+  Effect.flatMap(decide(env, item, current), ({ decision, now }) =>
+    writeDecided(deps, env, item, current, head, decision, now)
+  )
+
+/** What a command's decider answered, and the time it decided at. */
+export interface Decided {
+  readonly decision: Decision<any> | Rejection | EffectActionRefused | CommandRejected
+  readonly now: number
+}
+
+export const decide = (
+  env: BatchEnv,
+  item: QueuedCommand,
+  current: AggregateState
+): Effect.Effect<Decided, SqlError | CommandDefect, SqlClient> =>
+  Effect.suspend(() => {
+    const now = env.clock.unsafeCurrentTimeMillis()
+    return Effect.map(
+      item.decide(current.state, decideContext(item.identity, now), env.page, env.appended),
+      (decision) => ({ decision, now })
+    )
+  })
+
+/** A decided command's writes, at once: its events, projections, outbox rows, cancels, timers and receipt. */
+export const writeDecided = (
+  deps: ProcessorDeps,
+  env: BatchEnv,
+  item: QueuedCommand,
+  current: AggregateState,
+  head: number,
+  decision: Decided["decision"],
+  now: number
+): Effect.Effect<Written | CommandRejected | EffectActionRefused, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
     const faults = env.faults
     const { aggregate, identity } = item
     const commandId = identity.commandId
-    const now = env.clock.unsafeCurrentTimeMillis()
-    const ctx = decideContext(identity, now)
-    const decision = yield* item.decide(current.state, ctx, env.page, env.appended)
     // Refused for now, not for good (Processor.Decide): no receipt.
     if (decision instanceof EffectActionRefused || decision instanceof CommandRejected) return decision
     if (decision._tag === "Rejection") return yield* writeRejection(deps, env, identity, decision, head, now)
@@ -342,4 +373,148 @@ export const decideAndWrite = (
       },
       state: { state: evolved.state, version: current.version + records.length }
     } satisfies Written
+  })
+
+/**
+ * A command of a deferred run (Processor.ts): decided, encoded, its rows waiting for the run's one
+ * write (CommitWriter.writeCommands). An accepted decision or a rejection's receipt alone.
+ */
+export interface Deferred extends DeferredRows {
+  readonly _tag: "Deferred"
+  /** The aggregate after the command. */
+  readonly state: AggregateState
+}
+
+/** A command's rows waiting for its run's write (a deferred run's, or a run of settlements'). */
+export interface DeferredRows {
+  /** Its place in the batch. */
+  readonly index: number
+  readonly identity: Receipts.CommandIdentity
+  readonly rows: CommandRows
+  /** The decided events, in order, for the projections (none for a rejection). */
+  readonly events: ReadonlyArray<unknown>
+  readonly rejection: Rejection | undefined
+}
+
+/**
+ * The rows a decided command would write, to be written with its run; `undefined` when it must be
+ * written at once because it writes other tables too (cancels, timers), and the command's defect
+ * when evolving or planning its effects throws.
+ */
+export const deferrable = (
+  index: number,
+  item: QueuedCommand,
+  current: AggregateState,
+  decision: Decision<any> | Rejection,
+  now: number
+): Deferred | CommandDefect | undefined => {
+  const { identity } = item
+  if (decision._tag === "Rejection") {
+    const receipt = rejectionReceipt(identity, decision, 0, now)
+    return {
+      _tag: "Deferred",
+      index,
+      identity,
+      rows: { events: [], effects: [], receipt },
+      events: [],
+      rejection: decision,
+      state: current
+    }
+  }
+  if (decision.cancel.length > 0 || decision.timers !== undefined || decision.cancelTimers !== undefined) {
+    return undefined
+  }
+  const evolved = evolveAndEncode(item, current, decision.events)
+  if (evolved instanceof CommandDefect) return evolved
+  const planned = plannedEffects(item, decision, now)
+  if (planned instanceof CommandDefect) return planned
+  const newEvents = newEventsOf(item, current, evolved.encoded, now)
+  return {
+    _tag: "Deferred",
+    index,
+    identity,
+    rows: {
+      events: newEvents,
+      effects: planned.effectRows,
+      receipt: { ...identity, status: "accepted", effectIds: planned.effectIds, rejection: null, acceptedAt: now }
+    },
+    events: decision.events,
+    rejection: undefined,
+    state: { state: evolved.state, version: current.version + newEvents.length }
+  }
+}
+
+/** What a deferred run's write answered: each command's result by its batch index, and the new head. */
+export interface WrittenDeferred {
+  readonly answers: ReadonlyArray<{
+    readonly index: number
+    readonly result: Exit.Exit<DispatchAnswer, CommandRejected>
+  }>
+  readonly head: number
+}
+
+/**
+ * A deferred run in one write, then its events through the projections: each projection takes the
+ * run's events it reads at once (`applyMany`) or one by one. A projection's constraint violation or
+ * throw is a defect of some command of the run (which one, the batch's re-run with savepoints tells);
+ * any other SQL error is the store's.
+ */
+export const writeDeferred = (
+  deps: ProcessorDeps,
+  run: ReadonlyArray<DeferredRows>,
+  head: number
+): Effect.Effect<WrittenDeferred, SqlError | CommandDefect, SqlClient> =>
+  Effect.gen(function* () {
+    const records = yield* deps.writer.writeCommands!(
+      run.map((d) => d.rows),
+      head
+    )
+    let last = head
+    const answers: Array<WrittenDeferred["answers"][number]> = []
+    for (const [i, d] of run.entries()) {
+      const { identity } = d
+      if (d.rejection !== undefined) {
+        answers.push({ index: d.index, result: Exit.fail(rejectedAnswer(identity, d.rejection)) })
+        continue
+      }
+      const own = records[i]!
+      last = own.at(-1)?.sequence ?? last
+      answers.push({
+        index: d.index,
+        result: Exit.succeed({
+          commandId: identity.commandId,
+          status: "accepted",
+          aggregateType: identity.aggregateType,
+          aggregateId: identity.aggregateId,
+          sequence: last,
+          events: own,
+          effectIds: d.rows.receipt.effectIds,
+          duplicate: false
+        })
+      })
+    }
+    const blame = run[0]!.identity
+    for (const projection of deps.projections) {
+      const projected: Array<ProjectedEvent> = []
+      for (const [i, d] of run.entries()) {
+        for (const [e, record] of records[i]!.entries()) {
+          if (handles(projection, record)) projected.push({ event: d.events[e], record })
+        }
+      }
+      if (projected.length === 0) continue
+      const apply =
+        projection.applyMany !== undefined
+          ? Effect.suspend(() => projection.applyMany!(projected))
+          : Effect.forEach(projected, (p) => Effect.suspend(() => projection.apply(p.event, p.record)), {
+              discard: true
+            })
+      yield* apply.pipe(
+        Effect.catchAll((error) => {
+          const violation = constraintViolation(error)
+          return Effect.fail(violation === undefined ? error : constraintDefect(blame, projection.name, violation))
+        }),
+        Effect.catchAllDefect((error) => Effect.fail(commandDefect(blame, "projection", error)))
+      )
+    }
+    return { answers, head: last }
   })

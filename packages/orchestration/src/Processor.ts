@@ -14,7 +14,7 @@ import { Decision, type AnyAggregate, type DecideContext, type Rejection } from 
 import { keyOf, type AggregateState, type AggregateStates } from "./AggregateStates.js"
 import {
   type AggregateUnavailable,
-  type CommandDefect,
+  CommandDefect,
   CommandRejected,
   EffectActionRefused,
   StorageFailure,
@@ -36,6 +36,7 @@ import { type CachedVersion, StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { isLostRace } from "./storage/StorageErrors.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
+import * as CommandWrite from "./CommandWrite.js"
 import { type BatchEnv, commandDefect, decideAndWrite } from "./CommandWrite.js"
 
 export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
@@ -76,6 +77,11 @@ export interface QueuedCommand {
   readonly effectId?: string
   /** A settlement as decoded, so its batch can decide it at once and write it with others (SettlementWrites.ts). */
   readonly settlement?: SettlementCommand
+  /**
+   * Its decision reads nothing but the aggregate's state (a domain command): where the store writes
+   * several commands in one statement, its rows may wait for the others of its run (deferred runs).
+   */
+  readonly pure?: boolean
 }
 
 const readsPage = (item: QueuedCommand): boolean => item.settles || item.throughPage === true
@@ -217,6 +223,50 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       const states = new Map<string, AggregateState>()
       let head = deps.head.value
       const results: Array<CommandResult> = new Array(items.length)
+      // Deferred runs (PostgreSQL): consecutive pure commands are decided at once and their rows
+      // written together, one statement for the run's events, outbox rows and receipts
+      // (CommitWriter.writeCommands), then the run's projections. Only without savepoints: a command
+      // of the run that fails after its decision sends the batch to its re-run with savepoints, where
+      // every command writes alone. Not under injected storage faults, whose points are per command.
+      const writeCommands = isolate || env.faults !== undefined ? undefined : deps.writer.writeCommands
+      const pending: Array<CommandWrite.Deferred> = []
+      const writePending = Effect.suspend(
+        (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
+          pending.length === 0
+            ? Effect.void
+            : CommandWrite.writeDeferred(deps, pending.splice(0), head).pipe(
+                Effect.catchAllCause(
+                  (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
+                    isStorageCause(cause)
+                      ? Effect.failCause(cause as Cause.Cause<SqlError>)
+                      : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
+                ),
+                Effect.map((written) => {
+                  for (const answer of written.answers) results[answer.index] = answer.result
+                  head = written.head
+                })
+              )
+      )
+      // A pure command of a deferred run: decided now, its rows written with its run's.
+      type DeferOrWrite = Effect.Effect<
+        CommandWrite.Deferred | CommandWrite.Written | CommandRejected | EffectActionRefused,
+        SqlError | CommandDefect | NeedsIsolation,
+        SqlClient
+      >
+      const deferOrWrite = (item: QueuedCommand, index: number, current: AggregateState): DeferOrWrite =>
+        Effect.flatMap(CommandWrite.decide(env, item, current), ({ decision, now }): DeferOrWrite => {
+          if (decision instanceof EffectActionRefused || decision instanceof CommandRejected) {
+            return Effect.succeed(decision)
+          }
+          const deferred = CommandWrite.deferrable(index, item, current, decision, now)
+          if (deferred instanceof CommandDefect) return Effect.fail(deferred)
+          if (deferred !== undefined) return Effect.succeed(deferred)
+          // It writes other tables too (cancels, timers): the run so far first, then this one at once.
+          return Effect.zipRight(
+            writePending,
+            Effect.suspend(() => CommandWrite.writeDecided(deps, env, item, current, head, decision, now))
+          )
+        })
       // The run's writes go out before any other command writes, so the log keeps the batch's order.
       const writeRun = Effect.suspend(
         (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
@@ -248,6 +298,8 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           yield* writeRun
           yield* page.flush
         } else if (index >= readUpTo) {
+          // A run of settlements reads outbox rows: the deferred run's are written first.
+          yield* writePending
           // The rows of this run of settlements (and chunks reading through the page), in one read.
           const run: Array<string> = []
           for (readUpTo = index; readUpTo < items.length && readsPage(items[readUpTo]!); readUpTo++) {
@@ -266,13 +318,15 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           }
         }
         yield* writeRun
+        const defer = writeCommands !== undefined && item.pure === true
+        if (!defer) yield* writePending
+        const write = (state: AggregateState) =>
+          defer ? deferOrWrite(item, index, state) : decideAndWrite(deps, env, item, state, head)
         const body = Effect.suspend(() =>
           // The batch's own newer state first, then the committed cache, then a replay.
           current !== undefined
-            ? decideAndWrite(deps, env, item, current, head)
-            : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), (loaded) =>
-                decideAndWrite(deps, env, item, loaded, head)
-              )
+            ? write(current)
+            : Effect.flatMap(deps.states.load(item.aggregate, item.identity.aggregateId), write)
         )
         // A command rolled back to its savepoint, or refused, appended nothing that will commit.
         const appendedBefore = env.appended.length
@@ -280,6 +334,9 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         if (Exit.isFailure(exit) || !("answer" in exit.value)) env.appended.length = appendedBefore
         if (!isolate && Exit.isFailure(exit)) {
           if (isStorageCause(exit.cause)) return yield* Effect.failCause(exit.cause)
+          // A deferred run written before this command failed (deferOrWrite): already the batch's answer.
+          const failed = Cause.failureOption(exit.cause)
+          if (Option.isSome(failed) && failed.value instanceof NeedsIsolation) return yield* Effect.fail(failed.value)
           return yield* Effect.fail(new NeedsIsolation(exit.cause as Cause.Cause<CommandDefect | AggregateUnavailable>))
         }
         if (Exit.isFailure(exit)) {
@@ -288,13 +345,18 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         } else if (exit.value instanceof CommandRejected || exit.value instanceof EffectActionRefused) {
           page.drop()
           results[index] = Exit.fail(exit.value)
-        } else {
+        } else if ("answer" in exit.value) {
           page.keep()
           states.set(key, exit.value.state)
           head = exit.value.answer.sequence
           results[index] = Exit.succeed(exit.value.answer)
+        } else {
+          // Deferred: its answer comes with its run's write (writePending).
+          pending.push(exit.value)
+          states.set(key, exit.value.state)
         }
       }
+      yield* writePending
       yield* writeRun
       yield* page.flush
       yield* (yield* FaultPoints).hit("dispatch.before-commit")

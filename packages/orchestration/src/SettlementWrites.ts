@@ -22,11 +22,13 @@ import type { AggregateState } from "./AggregateStates.js"
 import {
   applyProjections,
   type BatchEnv,
+  type DeferredRows,
   decideContext,
   evolveAndEncode,
   newEventsOf,
   rejectedAnswer,
-  rejectionReceipt
+  rejectionReceipt,
+  writeDeferred
 } from "./CommandWrite.js"
 import { decideSettlement } from "./EffectOutcomes.js"
 import { CommandDefect } from "./Errors.js"
@@ -85,6 +87,28 @@ export interface SettlementWrites {
     head: number
   ) => Effect.Effect<WrittenRun, SqlError | CommandDefect, SqlClient>
 }
+
+/** A decided settlement as the rows of a deferred run (CommandWrite.writeDeferred): the same receipt either way. */
+const deferredRows = (d: Decided): DeferredRows =>
+  d._tag === "Stale"
+    ? {
+        index: d.index,
+        identity: d.identity,
+        rows: { events: [], effects: [], receipt: rejectionReceipt(d.identity, d.rejection, 0, d.now) },
+        events: [],
+        rejection: d.rejection
+      }
+    : {
+        index: d.index,
+        identity: d.identity,
+        rows: {
+          events: d.newEvents,
+          effects: [],
+          receipt: { ...d.identity, status: "accepted", effectIds: [], rejection: null, acceptedAt: d.now }
+        },
+        events: d.events,
+        rejection: undefined
+      }
 
 /** A decision this path writes alone: events only (no effects, cancels or timers). */
 const eventsOnly = (decision: Decision<any>) =>
@@ -147,6 +171,11 @@ export const make = (page: SettlementPage.SettlementPage): SettlementWrites => {
       const decided = run
       run = []
       const faults = env.faults
+      // Where the store writes several commands in one statement (PostgreSQL): the run's events and
+      // receipts together, then its projections (CommandWrite.writeDeferred), one round trip fewer.
+      if (faults === undefined && deps.writer.writeCommands !== undefined) {
+        return yield* writeDeferred(deps, decided.map(deferredRows), head)
+      }
       if (faults) {
         for (const d of decided) if (d._tag === "Accepted") yield* faults.before("events", d.identity.commandId)
       }

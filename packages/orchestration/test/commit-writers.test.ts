@@ -7,6 +7,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import type { EventRecord } from "../src/Aggregate.js"
 import type { NewEvent } from "../src/EventLog.js"
 import type { NewOutboxRow } from "../src/Outbox.js"
 import type { Receipt } from "../src/Receipts.js"
@@ -152,7 +153,103 @@ const commandsOn = (pick: "store" | "generic") =>
     return { answers, rows: yield* rows }
   }).pipe(Effect.provide(TestStore.layer()))
 
+/**
+ * A run of four commands (events and an effect; a rejection; no events but an effect; events) through
+ * writeCommands where the store has it, else one by one as the processor writes them alone: each
+ * receipt's last sequence is its own last event, else the newest before it, else the head given.
+ */
+const runWrites = (writer: CommitWriter.CommitWriter) =>
+  writeTransaction(
+    "test",
+    Effect.gen(function* () {
+      const base = (commandId: string, over: Partial<Receipt>) => {
+        const { firstSequence: _f, lastSequence: _l, ...rest } = receipt(commandId, over)
+        return rest
+      }
+      const run: ReadonlyArray<CommitWriter.CommandRows> = [
+        {
+          events: [event(5, "c1"), event(6, "c1")],
+          effects: [outboxRow("mail-1", "c1", 1_500)],
+          receipt: base("c1", { effectIds: ["mail-1"] })
+        },
+        {
+          events: [],
+          effects: [],
+          receipt: base("c2", { status: "rejected", effectIds: [], rejection: { reason: "closed", message: "no" } })
+        },
+        { events: [], effects: [outboxRow("mail-2", "c3", 1_600)], receipt: base("c3", { effectIds: ["mail-2"] }) },
+        { events: [event(7, "c4")], effects: [], receipt: base("c4", { effectIds: [] }) }
+      ]
+      // A rejection first in its run, with nothing before it: its receipt holds the head given.
+      const lone: ReadonlyArray<CommitWriter.CommandRows> = [
+        {
+          events: [],
+          effects: [],
+          receipt: base("c5", { status: "rejected", effectIds: [], rejection: { reason: "closed", message: "no" } })
+        }
+      ]
+      const write = (commands: ReadonlyArray<CommitWriter.CommandRows>, head: number) =>
+        writer.writeCommands !== undefined
+          ? writer.writeCommands(commands, head)
+          : Effect.gen(function* () {
+              let last = head
+              const out: Array<ReadonlyArray<EventRecord>> = []
+              for (const c of commands) {
+                const records = yield* writer.appendEvents(c.events)
+                yield* writer.insertOutbox(c.effects)
+                last = records.at(-1)?.sequence ?? last
+                yield* writer.insertReceipts([
+                  { ...c.receipt, firstSequence: records[0]?.sequence ?? null, lastSequence: last }
+                ])
+                out.push(records)
+              }
+              return out
+            })
+      const records = yield* write(run, 40)
+      const more = yield* write(lone, 77)
+      return { records, more }
+    })
+  )
+
+const runOn = (pick: "store" | "generic") =>
+  Effect.gen(function* () {
+    yield* migrate
+    const writer = pick === "generic" ? CommitWriter.genericCommitWriter : yield* CommitWriter.forStore
+    const answers = yield* runWrites(writer)
+    return { answers, rows: yield* rows }
+  }).pipe(Effect.provide(TestStore.layer()))
+
 describe("commit writers", () => {
+  it.effect("a run of commands written at once leaves the rows and answers of each written alone", () =>
+    Effect.gen(function* () {
+      const fast = yield* runOn("store")
+      const reference = yield* runOn("generic")
+      assert.deepStrictEqual(fast.answers, reference.answers)
+      assert.deepStrictEqual(fast.rows, reference.rows)
+      const receipts = reference.rows.receipts as ReadonlyArray<{
+        command_id: string
+        status: string
+        first_sequence: unknown
+        last_sequence: unknown
+      }>
+      const seq = (v: unknown) => (v === null ? null : Number(v))
+      assert.deepStrictEqual(
+        receipts.map((r) => [r.command_id, r.status, seq(r.first_sequence), seq(r.last_sequence)]),
+        [
+          ["c1", "accepted", 1, 2],
+          ["c2", "rejected", null, 2],
+          ["c3", "accepted", null, 2],
+          ["c4", "accepted", 3, 3],
+          ["c5", "rejected", null, 77]
+        ]
+      )
+      assert.deepStrictEqual(
+        fast.answers.records.map((r) => r.map((e) => Number(e.sequence))),
+        [[1, 2], [], [], [3]]
+      )
+    })
+  )
+
   it.effect("a command written in one statement leaves the rows and answer of the three separate writes", () =>
     Effect.gen(function* () {
       const fast = yield* commandsOn("store")

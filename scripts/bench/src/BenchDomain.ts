@@ -52,6 +52,18 @@ export const Counters = Projection.make(Counter, {
         ON CONFLICT (counter_id) DO UPDATE SET total = bench_counters.total + 1, updated_seq = excluded.updated_seq`.pipe(
         Effect.asVoid
       )
+    ),
+  // The same upsert for a run of events (several commands' of one batch) in one statement: per
+  // counter, its count added and its newest sequence kept, what `apply` one by one leaves.
+  applyMany: (run) =>
+    Effect.flatMap(SqlClient, (sql) =>
+      sql`INSERT INTO bench_counters (counter_id, total, updated_seq)
+        SELECT column1, COUNT(*), MAX(column2) FROM (VALUES ${sql.csv(
+          run.map(({ record }) => sql`(${record.aggregateId}, CAST(${record.sequence} AS INTEGER))`)
+        )}) AS v GROUP BY column1
+        ON CONFLICT (counter_id) DO UPDATE SET total = bench_counters.total + excluded.total, updated_seq = excluded.updated_seq`.pipe(
+        Effect.asVoid
+      )
     )
 })
 

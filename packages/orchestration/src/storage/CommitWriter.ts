@@ -22,6 +22,13 @@ import { sqliteCommitWriter } from "./SqliteCommitWriter.js"
 import { StoreBackend } from "./StoreBackend.js"
 import { savepoint } from "./Transactions.js"
 
+/** One command's rows for CommitWriter.writeCommands: an accepted command's, or a rejection's receipt alone. */
+export interface CommandRows {
+  readonly events: ReadonlyArray<EventLog.NewEvent>
+  readonly effects: ReadonlyArray<Outbox.NewOutboxRow>
+  readonly receipt: Omit<Receipts.Receipt, "firstSequence" | "lastSequence">
+}
+
 export interface CommitWriter {
   readonly findReceipts: (
     commandIds: ReadonlyArray<string>
@@ -45,6 +52,17 @@ export interface CommitWriter {
     receipt: Omit<Receipts.Receipt, "firstSequence" | "lastSequence">,
     logHead: number
   ) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
+  /**
+   * Several commands' events, outbox rows and receipts at once, in order, where the store can do that
+   * in one round trip (PostgreSQL; the processor's deferred runs, Processor.ts). A receipt's sequences
+   * are its own events' first and last; a command without events gets no first, and as last the
+   * newest sequence of the commands before it in the list, else `logHead`: what writeCommand would
+   * have written for each in turn. Answers each command's event records.
+   */
+  readonly writeCommands?: (
+    commands: ReadonlyArray<CommandRows>,
+    logHead: number
+  ) => Effect.Effect<ReadonlyArray<ReadonlyArray<EventRecord>>, SqlError, SqlClient>
   /** See Transactions.savepoint: a non-storage failure rolls back to the savepoint and is returned. */
   readonly savepoint: <A, E, R>(
     body: Effect.Effect<A, E, R>,
