@@ -461,10 +461,21 @@ export interface WrittenDeferred {
  */
 export const writeDeferred = (
   deps: ProcessorDeps,
+  env: BatchEnv,
   run: ReadonlyArray<DeferredRows>,
   head: number
 ): Effect.Effect<WrittenDeferred, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
+    const faults = env.faults
+    // Injected faults at each command's points, in the order a command written alone meets them; one
+    // fails the whole transaction, as any refused write of an optimistic batch does.
+    if (faults) {
+      for (const d of run) {
+        if (d.rows.events.length > 0) yield* faults.before("events", d.identity.commandId)
+        if (d.rows.effects.length > 0) yield* faults.before("outbox", d.identity.commandId)
+        yield* faults.before("receipts", d.identity.commandId)
+      }
+    }
     const records = yield* deps.writer.writeCommands!(
       run.map((d) => d.rows),
       head
@@ -498,7 +509,9 @@ export const writeDeferred = (
       const projected: Array<ProjectedEvent> = []
       for (const [i, d] of run.entries()) {
         for (const [e, record] of records[i]!.entries()) {
-          if (handles(projection, record)) projected.push({ event: d.events[e], record })
+          if (!handles(projection, record)) continue
+          if (faults) yield* faults.before("projections", d.identity.commandId)
+          projected.push({ event: d.events[e], record })
         }
       }
       if (projected.length === 0) continue

@@ -223,18 +223,18 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       const states = new Map<string, AggregateState>()
       let head = deps.head.value
       const results: Array<CommandResult> = new Array(items.length)
-      // Deferred runs (PostgreSQL): consecutive pure commands are decided at once and their rows
-      // written together, one statement for the run's events, outbox rows and receipts
-      // (CommitWriter.writeCommands), then the run's projections. Only without savepoints: a command
-      // of the run that fails after its decision sends the batch to its re-run with savepoints, where
-      // every command writes alone. Not under injected storage faults, whose points are per command.
-      const writeCommands = isolate || env.faults !== undefined ? undefined : deps.writer.writeCommands
+      // Deferred runs: consecutive pure commands are decided at once and their rows written together
+      // (CommitWriter.writeCommands: on PostgreSQL one statement for the run's events, outbox rows and
+      // receipts; on SQLite one synchronous loop), then the run's projections. Only without
+      // savepoints: a command of the run that fails after its decision sends the batch to its re-run
+      // with savepoints, where every command writes alone.
+      const writeCommands = isolate ? undefined : deps.writer.writeCommands
       const pending: Array<CommandWrite.Deferred> = []
       const writePending = Effect.suspend(
         (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
           pending.length === 0
             ? Effect.void
-            : CommandWrite.writeDeferred(deps, pending.splice(0), head).pipe(
+            : CommandWrite.writeDeferred(deps, env, pending.splice(0), head).pipe(
                 Effect.catchAllCause(
                   (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
                     isStorageCause(cause)

@@ -171,10 +171,11 @@ export const make = (page: SettlementPage.SettlementPage): SettlementWrites => {
       const decided = run
       run = []
       const faults = env.faults
-      // Where the store writes several commands in one statement (PostgreSQL): the run's events and
-      // receipts together, then its projections (CommandWrite.writeDeferred), one round trip fewer.
-      if (faults === undefined && deps.writer.writeCommands !== undefined) {
-        return yield* writeDeferred(deps, decided.map(deferredRows), head)
+      // Where the store writes a run of commands at once (CommitWriter.writeCommands): the run's events
+      // and receipts together, then its projections (CommandWrite.writeDeferred); on PostgreSQL one
+      // round trip fewer.
+      if (deps.writer.writeCommands !== undefined) {
+        return yield* writeDeferred(deps, env, decided.map(deferredRows), head)
       }
       if (faults) {
         for (const d of decided) if (d._tag === "Accepted") yield* faults.before("events", d.identity.commandId)

@@ -1,17 +1,15 @@
 /**
- * Deferred runs (Processor.ts): where the store writes several commands in one statement
- * (PostgreSQL, CommitWriter.writeCommands), a batch's pure commands are decided at once and their
- * events, outbox rows and receipts written together, then their projections, set-based where a
- * projection offers `applyMany`. A batch must answer and write exactly what its commands dispatched
- * one at a time do: the same sequences, receipts (a rejection's and a no-event command's last
- * sequence included), outbox rows, timers and read model. Runs on both stores (SQLite has no
- * deferred runs: there it is the reference behaviour, checked the same way).
+ * Deferred runs (Processor.ts): a batch's pure commands are decided at once and their events,
+ * outbox rows and receipts written together (CommitWriter.writeCommands: one statement on
+ * PostgreSQL), then their projections, set-based where a projection offers `applyMany`. A batch
+ * must answer and write exactly what its commands dispatched one at a time do: the same sequences,
+ * receipts (a rejection's and a no-event command's last sequence included), outbox rows, timers
+ * and read model. Runs on both stores.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Fiber, Schema } from "effect"
 import { Aggregate, Decision, Engine, Projection } from "../src/index.js"
-import * as TestStore from "../src/testing/TestStore.js"
 import { engineLayer, waitForQueueDepth } from "./fixtures/harness.js"
 
 const Added = Aggregate.event("tally.added", { n: Schema.Number })
@@ -160,9 +158,9 @@ describe("deferred runs", () => {
           ["r-1", 2]
         ]
       )
-      // Where the store writes runs (PostgreSQL), the projection took each run at once: a-1 and a-2
-      // before m-1 (whose timer is written at once, alone), then a-3 and a-4.
-      assert.deepStrictEqual(runs, TestStore.testStoreKind() === "postgres" ? [2, 2] : [])
+      // The projection took each run at once: a-1 and a-2 before m-1 (whose timer is written at once,
+      // alone), then a-3 and a-4.
+      assert.deepStrictEqual(runs, [2, 2])
     })
   )
 })

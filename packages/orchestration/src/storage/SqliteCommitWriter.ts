@@ -80,6 +80,27 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
       const statement = conn.prepare(INSERT_RECEIPT.text)
       for (const r of receipts) statement.run(INSERT_RECEIPT.values(r))
     }),
+  // A deferred run (CommitWriter.writeCommands) in one synchronous loop: each command's events,
+  // outbox rows and receipt in turn, as the processor writes a command alone.
+  writeCommands: (commands, logHead) =>
+    run(() => {
+      const events = conn.prepare(INSERT_EVENT.text)
+      const outbox = conn.prepare(INSERT_OUTBOX.text)
+      const receipts = conn.prepare(INSERT_RECEIPT.text)
+      let last = logHead
+      return commands.map((c) => {
+        const records = c.events.map((e) => {
+          const { sequence } = events.get(INSERT_EVENT.values(e)) as { sequence: number }
+          return EventLog.recordOf(e, Number(sequence))
+        })
+        for (const r of c.effects) outbox.run(INSERT_OUTBOX.values(r))
+        last = records.at(-1)?.sequence ?? last
+        receipts.run(
+          INSERT_RECEIPT.values({ ...c.receipt, firstSequence: records[0]?.sequence ?? null, lastSequence: last })
+        )
+        return records
+      })
+    }),
   // The same rules as Transactions.savepoint, with its statements run inline (fewer Effect steps).
   savepoint: <A, E, R>(body: Effect.Effect<A, E, R>, isStorageFailure: (cause: Cause.Cause<E>) => boolean) =>
     Effect.suspend((): Effect.Effect<Exit.Exit<A, E>, E | SqlError, R> => {
