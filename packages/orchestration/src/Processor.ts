@@ -227,8 +227,8 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       // (CommitWriter.writeCommands: on PostgreSQL one statement for the run's events, outbox rows and
       // receipts; on SQLite one synchronous loop), then the run's projections. Only without
       // savepoints: a command of the run that fails after its decision sends the batch to its re-run
-      // with savepoints, where every command writes alone.
-      const writeCommands = isolate ? undefined : deps.writer.writeCommands
+      // with savepoints, where every command writes alone. A batch of one has nothing to group.
+      const writeCommands = isolate || items.length === 1 ? undefined : deps.writer.writeCommands
       const pending: Array<CommandWrite.Deferred> = []
       const writePending = Effect.suspend(
         (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
