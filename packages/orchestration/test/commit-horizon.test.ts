@@ -46,6 +46,20 @@ describe("commit horizon", () => {
     })
   })
 
+  it("knows rows seen above the horizon with nothing waiting on them need an observation", () => {
+    // given 20 waiting, a statement without an xid that trusts it while seeing 25
+    const trusted = CommitHorizon.fromRow(
+      { trusted: 0, waiting: { newest: 20, after: 100n } },
+      { newest: 25, writers: [], after: null }
+    )
+    // then 21..25 are neither trusted nor waited on: only an observation can trust them
+    assert.deepStrictEqual(trusted, { trusted: 20, waiting: undefined })
+    assert.isTrue(CommitHorizon.unobserved(trusted, 25))
+    assert.isFalse(CommitHorizon.unobserved(trusted, 20))
+    // while something waits, its own look follows: nothing is unobserved
+    assert.isFalse(CommitHorizon.unobserved({ trusted: 0, waiting: { newest: 20, after: 100n } }, 25))
+  })
+
   it("trusts the waiting observation once no writer of the schema older than R runs, across xid wraparound", () => {
     const waiting = { trusted: 0, waiting: { newest: 20, after: 100n } }
     // a writer with xid 99 still runs: nothing is trusted; one with 100 (R itself) or later does not count

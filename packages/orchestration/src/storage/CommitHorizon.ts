@@ -82,6 +82,14 @@ export const step = (horizon: Horizon, xmin: bigint, observed: Observation | und
 export const wantsObservation = (horizon: Horizon) => horizon.waiting === undefined
 
 /**
+ * Pure: whether a statement that saw `newest` left rows above the horizon that nothing waits on (it
+ * trusted what waited and took no xid of its own). Only an observation can trust them; a reader told
+ * nothing waits would not look again until its next hint.
+ */
+export const unobserved = (horizon: Horizon, newest: number) =>
+  horizon.waiting === undefined && newest > horizon.trusted
+
+/**
  * The writers' lock of one schema: every transaction that writes its sequences holds it, shared,
  * from its first statement on. The horizon waits for those writers only: the snapshot's xmin is the
  * whole cluster's, and a transaction left open in another schema or database (another test, another

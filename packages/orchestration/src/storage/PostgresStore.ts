@@ -91,7 +91,12 @@ const makeBackend = (
     events: CommitHorizon.initial,
     outbox: CommitHorizon.initial
   }
-  /** One look: an observation statement (when nothing is waiting), then a second one if something is. */
+  /**
+   * One look. Its answer covers every row committed before it started: at or below `trusted`, or
+   * `waiting` (the reader looks again soon without a hint). A reader woken by a commit's hint relies on
+   * it: trusting an older observation alone could leave the hinted row above `trusted` with nothing
+   * waiting, and the reader asleep until its poll.
+   */
   const lookAt = (table: "events" | "outbox") =>
     Effect.gen(function* () {
       const sql = yield* SqlClient
@@ -100,11 +105,15 @@ const makeBackend = (
           sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
           (rows) => {
             horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
+            return Number(rows[0]!.newest)
           }
         )
-      yield* look(CommitHorizon.wantsObservation(horizons[table]))
+      const observed = CommitHorizon.wantsObservation(horizons[table])
+      const newest = yield* look(observed)
+      // A statement without an xid trusted what waited but saw newer rows: observe them.
+      if (!observed && CommitHorizon.unobserved(horizons[table], newest)) yield* look(true)
       // The writers an observation waits for have often committed by now (the hint that woke the
-      // reader came from one): a second look, without an xid, trusts it at once then.
+      // reader came from one): a further look, without an xid, trusts it at once then.
       if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
     })
   // One look at a time per table, coalesced (CommitHorizon.serialLooks): a look's list of running

@@ -63,4 +63,40 @@ describe("looks at the commit horizon", () => {
         assert.deepStrictEqual(yield* Effect.provide(backend.horizon("events"), store), { trusted: 2, waiting: false })
       })
   )
+
+  it.scopedLive(
+    "a look that trusts what waited also covers the rows committed since (a reader woken by their hint is not left without a recheck)",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Layer.build(TestStore.layer())
+        const sql = yield* Effect.provide(SqlClient, store)
+        const backend = yield* Effect.provide(StoreBackend, store)
+        const horizon = Effect.provide(backend.horizon("events"), store)
+        const schema = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
+        yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
+        // given a writer holding sequence 1 open, and sequence 2 committed: the horizon waits on 2
+        const holding = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const writer = yield* Effect.fork(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql.unsafe(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)])
+              yield* sql`INSERT INTO events DEFAULT VALUES`
+              yield* Deferred.succeed(holding, undefined)
+              yield* Deferred.await(release)
+            })
+          )
+        )
+        yield* Deferred.await(holding)
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        assert.deepStrictEqual(yield* horizon, { trusted: 0, waiting: true })
+        // when the writer commits, sequence 3 commits after it (its hint wakes a reader), and the reader looks
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(writer)
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        // then the reader's horizon reaches 3, or says rows wait (so it looks again without another hint)
+        const view = yield* horizon
+        assert.isTrue(view.trusted === 3 || view.waiting, `3 committed before the look; got ${JSON.stringify(view)}`)
+      })
+  )
 })
