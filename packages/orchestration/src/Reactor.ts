@@ -402,12 +402,20 @@ export const run = <R>(
           // through its status index whatever the cursor, so a cursor that lags by a poll costs nothing.
           // The outbox's commit horizon (shared store): claims and the advance stay at or below it.
           const horizon = yield* backend.horizon("outbox")
+          /** The next due time after `now`, when read with the cursor (see below). */
+          let dueLater: { readonly due: number | undefined } | undefined
           if (settledSinceCursor && now - lastAdvance >= pollMs) {
             settledSinceCursor = false
             lastAdvance = now
             cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now, horizon.trusted)
+          } else if (changes === undefined) {
+            // Another writer (an operator retry, a peer's requeue) may have moved the cursor back. Without
+            // a change count there is no quiet look, which alone needs rows due by `now` too: the step's
+            // wake-up time needs only the next due after `now`, read in the same round trip.
+            const read = yield* ReactorCursors.cursorAndNextDue(definition.name, kinds, now)
+            cursor = read.cursor
+            dueLater = { due: read.due }
           } else {
-            // Another writer (an operator retry, a peer's requeue) may have moved the cursor back.
             cursor = yield* ReactorCursors.cursor(definition.name)
           }
           const free = concurrency - (yield* FiberMap.size(running))
@@ -434,7 +442,7 @@ export const run = <R>(
           // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
           if (horizon.waiting)
             yield* Effect.forkDaemon(Effect.zipRight(CommitHorizon.recheckSoon, Queue.offer(wake, undefined)))
-          const due = yield* Outbox.nextDue(kinds, cursor)
+          const due = dueLater === undefined ? yield* Outbox.nextDue(kinds, cursor) : dueLater.due
           // Quiet only when time alone changes nothing before `until`: no due row left unclaimed (it
           // waits behind its lane, and a later row may come due before the lane frees), and no row of
           // another owner that a lapse could make reclaimable.

@@ -59,6 +59,9 @@ export interface ReadSide {
 /** How long a one-shot read of the whole log waits for the horizon to reach the head it saw. */
 const READ_BARRIER_MS = 5_000
 
+/** Rows a follower of the log reads at a time. */
+const FOLLOW_PAGE = 500
+
 export const make = (options: {
   readonly sql: SqlClient
   readonly aggregate: (name: string) => AnyAggregate | undefined
@@ -116,18 +119,29 @@ export const make = (options: {
         // Subscribe before the first read: a commit between the read and the wait still rings.
         const hints = yield* options.subscribeCommits
         let cursor = follow.after ?? 0
+        /**
+         * The last page was short of its limit and nothing waits above the horizon: it read every row
+         * committed before its look (the horizon covers those, StoreBackend.horizon), so only a later
+         * commit brings more, and that commit rings. The next read waits for its hint.
+         */
+        let drained = false
         const next = Effect.gen(function* () {
           while (true) {
+            if (drained) {
+              drained = false
+              yield* Queue.take(hints)
+            }
             const { page, waiting } = yield* readPage(
               {
                 after: cursor,
-                limit: 500,
+                limit: FOLLOW_PAGE,
                 ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
               },
               false
             )
             if (page.length > 0) {
               cursor = page[page.length - 1]!.sequence
+              drained = page.length < FOLLOW_PAGE && !waiting
               return Chunk.fromIterable(page)
             }
             // Rows above the horizon wait for transactions that may end without a hint (a rollback).

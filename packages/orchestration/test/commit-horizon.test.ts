@@ -5,6 +5,7 @@
  * test/postgres/commit-horizon.test.ts.
  */
 import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Either, Fiber, Option } from "effect"
 import * as CommitHorizon from "../src/storage/CommitHorizon.js"
 
 describe("commit horizon", () => {
@@ -45,6 +46,20 @@ describe("commit horizon", () => {
     })
   })
 
+  it("knows rows seen above the horizon with nothing waiting on them need an observation", () => {
+    // given 20 waiting, a statement without an xid that trusts it while seeing 25
+    const trusted = CommitHorizon.fromRow(
+      { trusted: 0, waiting: { newest: 20, after: 100n } },
+      { newest: 25, writers: [], after: null }
+    )
+    // then 21..25 are neither trusted nor waited on: only an observation can trust them
+    assert.deepStrictEqual(trusted, { trusted: 20, waiting: undefined })
+    assert.isTrue(CommitHorizon.unobserved(trusted, 25))
+    assert.isFalse(CommitHorizon.unobserved(trusted, 20))
+    // while something waits, its own look follows: nothing is unobserved
+    assert.isFalse(CommitHorizon.unobserved({ trusted: 0, waiting: { newest: 20, after: 100n } }, 25))
+  })
+
   it("trusts the waiting observation once no writer of the schema older than R runs, across xid wraparound", () => {
     const waiting = { trusted: 0, waiting: { newest: 20, after: 100n } }
     // a writer with xid 99 still runs: nothing is trusted; one with 100 (R itself) or later does not count
@@ -58,4 +73,110 @@ describe("commit horizon", () => {
     assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["4294967290"], after: null }).trusted, 0)
     assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["7"], after: null }).trusted, 20)
   })
+})
+
+/**
+ * A table's looks under CommitHorizon.serialLooks, with a look that stops until the test lets it
+ * finish (or fail, look number `failing`): `started` counts looks run, `horizon` is the number of the
+ * newest look that finished, which is what a caller reads once it has its permit's outcome.
+ */
+const gatedLooks = (failing?: number) =>
+  Effect.gen(function* () {
+    const gates: Array<Deferred.Deferred<void>> = []
+    const begun: Array<Deferred.Deferred<void>> = []
+    for (let i = 0; i < 10; i++) {
+      gates.push(yield* Deferred.make<void>())
+      begun.push(yield* Deferred.make<void>())
+    }
+    const state = { started: 0, horizon: 0 }
+    const serial = CommitHorizon.serialLooks(
+      Effect.suspend(() => {
+        const number = ++state.started
+        return Effect.zipRight(
+          Effect.zipRight(Deferred.succeed(begun[number - 1]!, undefined), Deferred.await(gates[number - 1]!)),
+          number === failing
+            ? Effect.fail("connection lost" as const)
+            : Effect.sync(() => {
+                state.horizon = number
+              })
+        )
+      })
+    )
+    /** A caller, forked; it has arrived (counted the looks started) once this returns. */
+    const caller = Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.either(Effect.map(serial, () => state.horizon)))
+      yield* Effect.yieldNow()
+      return fiber
+    })
+    return {
+      state,
+      caller,
+      /** Whether a caller has its result once every fiber that can move has moved. */
+      done: (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+        Effect.gen(function* () {
+          for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+          return Option.isSome(yield* Fiber.poll(fiber))
+        }),
+      /** Waits until look `n` (from 1) has begun, then lets it finish. */
+      finish: (n: number) => Effect.zipRight(Deferred.await(begun[n - 1]!), Deferred.succeed(gates[n - 1]!, undefined)),
+      begun: (n: number) => Deferred.await(begun[n - 1]!)
+    }
+  })
+
+describe("serial looks", () => {
+  it.effect("callers queued behind a look share the one look that starts after they arrived", () =>
+    Effect.gen(function* () {
+      const looks = yield* gatedLooks()
+      // given a look in flight
+      const first = yield* looks.caller
+      yield* looks.begun(1)
+      // when six callers arrive while it runs, and it finishes
+      const queued: Array<Fiber.RuntimeFiber<Either.Either<number, "connection lost">>> = []
+      for (let i = 0; i < 6; i++) queued.push(yield* looks.caller)
+      yield* looks.finish(1)
+      assert.deepStrictEqual(yield* Fiber.join(first), Either.right(1))
+      // then one more look serves all six
+      yield* looks.finish(2)
+      for (const fiber of queued) assert.isTrue(yield* looks.done(fiber))
+      for (const fiber of queued) assert.deepStrictEqual(yield* Fiber.join(fiber), Either.right(2))
+      assert.strictEqual(looks.state.started, 2)
+    })
+  )
+
+  it.effect("a caller never gets the result of a look that started before it arrived", () =>
+    Effect.gen(function* () {
+      const looks = yield* gatedLooks()
+      // given a look in flight (its MAX(sequence) may predate a commit the next caller was hinted of)
+      const first = yield* looks.caller
+      yield* looks.begun(1)
+      // when a caller arrives now, and that look finishes
+      const late = yield* looks.caller
+      yield* looks.finish(1)
+      assert.deepStrictEqual(yield* Fiber.join(first), Either.right(1))
+      // then the late caller runs a look of its own, and gets that look's result
+      assert.isFalse(yield* looks.done(late))
+      yield* looks.finish(2)
+      assert.deepStrictEqual(yield* Fiber.join(late), Either.right(2))
+      assert.strictEqual(looks.state.started, 2)
+    })
+  )
+
+  it.effect("a failed look serves nobody: a caller queued behind it looks itself", () =>
+    Effect.gen(function* () {
+      const looks = yield* gatedLooks(2)
+      const first = yield* looks.caller
+      yield* looks.begun(1)
+      // given two callers that arrived during look 1; the first of them runs look 2, which fails
+      const failed = yield* looks.caller
+      const next = yield* looks.caller
+      yield* looks.finish(1)
+      yield* looks.finish(2)
+      assert.deepStrictEqual(yield* Fiber.join(first), Either.right(1))
+      assert.deepStrictEqual(yield* Fiber.join(failed), Either.left("connection lost" as const))
+      // then the other runs look 3 rather than reading what look 1 left
+      assert.isFalse(yield* looks.done(next))
+      yield* looks.finish(3)
+      assert.deepStrictEqual(yield* Fiber.join(next), Either.right(3))
+    })
+  )
 })

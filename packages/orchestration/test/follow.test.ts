@@ -1,7 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Stream } from "effect"
+import * as Statement from "@effect/sql/Statement"
+import { Chunk, Effect, Fiber, Queue, Stream } from "effect"
 import { Engine } from "../src/index.js"
 import { engineLayer } from "./fixtures/harness.js"
+import { settle } from "./fixtures/reactors.js"
 
 describe("reading the log", () => {
   it.effect("followEvents during concurrent dispatch yields sequences 1..N exactly once, in order", () =>
@@ -42,6 +44,43 @@ describe("reading the log", () => {
         seen,
         Array.from({ length: total }, (_, i) => i + 1)
       )
+    }).pipe(Effect.provide(engineLayer()))
+  )
+
+  it.effect("a follower reads the log once per commit: after a short page it waits for the next hint", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const reads = { counting: false, count: 0 }
+      const received = yield* Queue.unbounded<number>()
+      const open = (i: number) =>
+        engine.dispatchWithReceipt({ commandId: `open-${i}`, type: "account.open", accountId: `acc-${i}`, owner: "o" })
+      const follower = yield* Effect.fork(
+        engine.followEvents({ after: 0 }).pipe(
+          Stream.take(4),
+          Stream.runForEach((event) => Queue.offer(received, event.sequence)),
+          Statement.withTransformer((statement) =>
+            Effect.sync(() => {
+              if (reads.counting && statement.compile()[0].startsWith("SELECT * FROM events WHERE sequence >"))
+                reads.count += 1
+              return statement
+            })
+          )
+        )
+      )
+      // given a follower that has read the first commit and settled
+      yield* open(1)
+      assert.strictEqual(yield* Queue.take(received), 1)
+      yield* settle
+      reads.counting = true
+      // when three more commits come, each received before the next
+      for (let i = 2; i <= 4; i++) {
+        yield* open(i)
+        assert.strictEqual(yield* Queue.take(received), i)
+      }
+      yield* Fiber.join(follower)
+      // then it read once per commit's hint: a page of one row left nothing to read until the next
+      // commit (reading again at once after each page would make five)
+      assert.strictEqual(reads.count, 3)
     }).pipe(Effect.provide(engineLayer()))
   )
 

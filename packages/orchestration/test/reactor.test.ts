@@ -75,6 +75,34 @@ describe("reactors: timing under TestClock", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 
+  it.effect("a retry wakes the reactor at its due time, long before the next poll", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:j1", (row) =>
+      row.attempts < 2
+        ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true }))
+        : Effect.succeed("ok")
+    )
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "pending" && row.attempts === 1),
+        "first failure settled"
+      )
+      assert.strictEqual((yield* Outbox.find("job:j1"))!.availableAt, 1_000)
+      yield* TestClock.adjust("999 millis")
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+      // the poll is a minute away: only the step's due time can wake it now
+      yield* TestClock.adjust("1 millis")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "second attempt at 1 s"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, { pollInterval: "1 minute" })])))
+  })
+
   it.effect(
     "backoff is honoured exactly: a retryable failure runs again at attempt 2 after 1 s, attempt 3 after 2 s more",
     () => {

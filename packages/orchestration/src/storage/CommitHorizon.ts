@@ -82,6 +82,14 @@ export const step = (horizon: Horizon, xmin: bigint, observed: Observation | und
 export const wantsObservation = (horizon: Horizon) => horizon.waiting === undefined
 
 /**
+ * Pure: whether a statement that saw `newest` left rows above the horizon that nothing waits on (it
+ * trusted what waited and took no xid of its own). Only an observation can trust them; a reader told
+ * nothing waits would not look again until its next hint.
+ */
+export const unobserved = (horizon: Horizon, newest: number) =>
+  horizon.waiting === undefined && newest > horizon.trusted
+
+/**
  * The writers' lock of one schema: every transaction that writes its sequences holds it, shared,
  * from its first statement on. The horizon waits for those writers only: the snapshot's xmin is the
  * whole cluster's, and a transaction left open in another schema or database (another test, another
@@ -148,6 +156,44 @@ export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon => {
   const olderRunning = waiting !== undefined && row.writers.some((xid) => xidBefore(BigInt(xid), waiting.after))
   const xmin = waiting === undefined ? 0n : olderRunning ? waiting.after : waiting.after + 1n
   return step(horizon, xmin, row.after === null ? undefined : { newest: Number(row.newest), after: BigInt(row.after) })
+}
+
+/**
+ * Runs a table's looks one at a time, and lets a caller skip its own look when another caller's did
+ * the work for it. A look's running-writers list only speaks for an R assigned before that list was
+ * read, so two looks of one table must never be in flight together; callers that queue behind a look
+ * would each run one more (0.7 looks per operation in the end-to-end bench, issue 20).
+ *
+ * The freshness rule: a caller's horizon comes from a look that STARTED after the caller arrived. A
+ * reader woken by a commit hint then never reads a horizon older than the commit hinted at (a look
+ * already in flight at its arrival may have read MAX(sequence) before that commit). So a caller
+ * remembers how many looks had started when it arrived, and once it holds the permit skips its look
+ * only if a look numbered above that has completed. Skipping is sound whatever happened in between:
+ * the horizon only moves forward and is always safe to read. A failed or interrupted look completes
+ * nothing, so the next caller looks itself.
+ */
+export const serialLooks = <E, R>(look: Effect.Effect<void, E, R>): Effect.Effect<void, E, R> => {
+  const permit = Effect.unsafeMakeSemaphore(1)
+  /** Looks started so far; a look's number is this count once it has started. */
+  let started = 0
+  /** The number of the newest look that completed (looks run one at a time, so numbers complete in order). */
+  let completed = 0
+  return Effect.suspend(() => {
+    const arrival = started
+    return permit.withPermits(1)(
+      Effect.suspend(() => {
+        if (completed > arrival) return Effect.void
+        started += 1
+        const number = started
+        return Effect.tap(
+          look,
+          Effect.sync(() => {
+            completed = number
+          })
+        )
+      })
+    )
+  })
 }
 
 /** How soon a reader with rows waiting above its horizon looks again without a hint. */

@@ -91,11 +91,39 @@ const makeBackend = (
     events: CommitHorizon.initial,
     outbox: CommitHorizon.initial
   }
-  // One look at a time per table: a look's list of running writers only speaks for writers older
-  // than the waiting R if it was read after R was assigned. Two readers' looks in flight together
-  // could apply an older list to a newer R, and trust a row a writer not in that list may still
-  // commit below.
-  const looking = { events: Effect.unsafeMakeSemaphore(1), outbox: Effect.unsafeMakeSemaphore(1) }
+  /**
+   * One look. Its answer covers every row committed before it started: at or below `trusted`, or
+   * `waiting` (the reader looks again soon without a hint). A reader woken by a commit's hint relies on
+   * it: trusting an older observation alone could leave the hinted row above `trusted` with nothing
+   * waiting, and the reader asleep until its poll.
+   */
+  const lookAt = (table: "events" | "outbox") =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient
+      const look = (observe: boolean) =>
+        Effect.map(
+          sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
+          (rows) => {
+            horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
+            return Number(rows[0]!.newest)
+          }
+        )
+      const observed = CommitHorizon.wantsObservation(horizons[table])
+      const newest = yield* look(observed)
+      // A statement without an xid trusted what waited but saw newer rows: observe them.
+      if (!observed && CommitHorizon.unobserved(horizons[table], newest)) yield* look(true)
+      // The writers an observation waits for have often committed by now (the hint that woke the
+      // reader came from one): a further look, without an xid, trusts it at once then.
+      if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
+    })
+  // One look at a time per table, coalesced (CommitHorizon.serialLooks): a look's list of running
+  // writers only speaks for writers older than the waiting R if it was read after R was assigned. Two
+  // readers' looks in flight together could apply an older list to a newer R, and trust a row a
+  // writer not in that list may still commit below.
+  const looks = {
+    events: CommitHorizon.serialLooks(lookAt("events")),
+    outbox: CommitHorizon.serialLooks(lookAt("outbox"))
+  }
   return {
     dialect: "postgres",
     beginWrite: "BEGIN",
@@ -150,24 +178,10 @@ const makeBackend = (
         )
       ),
     horizon: (table) =>
-      looking[table].withPermits(1)(
-        Effect.gen(function* () {
-          const sql = yield* SqlClient
-          const look = (observe: boolean) =>
-            Effect.map(
-              sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
-              (rows) => {
-                horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
-              }
-            )
-          yield* look(CommitHorizon.wantsObservation(horizons[table]))
-          // The writers an observation waits for have often committed by now (the hint that woke the
-          // reader came from one): a second look, without an xid, trusts it at once then.
-          if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
-          const current = horizons[table]
-          return { trusted: current.trusted, waiting: current.waiting !== undefined }
-        })
-      ),
+      Effect.map(looks[table], () => {
+        const current = horizons[table]
+        return { trusted: current.trusted, waiting: current.waiting !== undefined }
+      }),
     oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
       Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
         rows[0]?.ms === null || rows[0]?.ms === undefined ? undefined : Number(rows[0].ms)

@@ -75,7 +75,9 @@ export interface StoreBackendShape {
   /**
    * The commit horizon of a table's `sequence` for this process's readers of the whole table (the
    * log's followers, reactor claims and cursor advances), refreshed by this call. Must not run inside
-   * a transaction that has written (its id would predate the observation). SQLite: no cap.
+   * a transaction that has written (its id would predate the observation). Every row committed before
+   * the call is at or below `trusted`, or `waiting` is set: a reader woken by a commit's hint either
+   * reads that commit or knows to look again. SQLite: no cap.
    */
   readonly horizon: (table: "events" | "outbox") => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
   /**
