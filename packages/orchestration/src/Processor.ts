@@ -228,23 +228,27 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       // receipts; on SQLite one synchronous loop), then the run's projections. Only without
       // savepoints: a command of the run that fails after its decision sends the batch to its re-run
       // with savepoints, where every command writes alone. A batch of one has nothing to group.
-      const writeCommands = isolate || items.length === 1 ? undefined : deps.writer.writeCommands
+      const deferring = !isolate && items.length > 1
+      // A written run's answers, and the head after it. Its write failing fails the transaction: a
+      // storage failure as it is, anything else (a projection's defect) as NeedsIsolation.
+      const takeAnswers = (written: SettlementWrites.WrittenRun) =>
+        Effect.sync(() => {
+          for (const answer of written.answers) results[answer.index] = answer.result
+          head = written.head
+        })
+      const runFailure = (
+        cause: Cause.Cause<SqlError | CommandDefect>
+      ): Effect.Effect<never, SqlError | NeedsIsolation> =>
+        isStorageCause(cause)
+          ? Effect.failCause(cause as Cause.Cause<SqlError>)
+          : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
       const pending: Array<CommandWrite.Deferred> = []
       const writePending = Effect.suspend(
         (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
           pending.length === 0
             ? Effect.void
-            : CommandWrite.writeDeferred(deps, env, pending.splice(0), head).pipe(
-                Effect.catchAllCause(
-                  (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
-                    isStorageCause(cause)
-                      ? Effect.failCause(cause as Cause.Cause<SqlError>)
-                      : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
-                ),
-                Effect.map((written) => {
-                  for (const answer of written.answers) results[answer.index] = answer.result
-                  head = written.head
-                })
+            : Effect.flatMap(CommandWrite.writeDeferred(deps, env, pending.splice(0), head), takeAnswers).pipe(
+                Effect.catchAllCause(runFailure)
               )
       )
       // A pure command of a deferred run: decided now, its rows written with its run's.
@@ -272,18 +276,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
         (): Effect.Effect<void, SqlError | NeedsIsolation, SqlClient> =>
           settlements === undefined || !settlements.pending()
             ? Effect.void
-            : settlements.write(deps, env, head).pipe(
-                Effect.catchAllCause(
-                  (cause): Effect.Effect<never, SqlError | NeedsIsolation> =>
-                    isStorageCause(cause)
-                      ? Effect.failCause(cause as Cause.Cause<SqlError>)
-                      : Effect.fail(new NeedsIsolation(cause as Cause.Cause<CommandDefect>))
-                ),
-                Effect.map((written) => {
-                  for (const answer of written.answers) results[answer.index] = answer.result
-                  head = written.head
-                })
-              )
+            : Effect.flatMap(settlements.write(deps, env, head), takeAnswers).pipe(Effect.catchAllCause(runFailure))
       )
       // Items before this index have had their rows read (or were not settlements).
       let readUpTo = 0
@@ -318,7 +311,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
           }
         }
         yield* writeRun
-        const defer = writeCommands !== undefined && item.pure === true
+        const defer = deferring && item.pure === true
         if (!defer) yield* writePending
         const write = (state: AggregateState) =>
           defer ? deferOrWrite(item, index, state) : decideAndWrite(deps, env, item, state, head)

@@ -16,17 +16,15 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit } from "effect"
+import { Effect } from "effect"
 import { Decision, type Rejection } from "./Aggregate.js"
 import type { AggregateState } from "./AggregateStates.js"
 import {
-  applyProjections,
   type BatchEnv,
   type DeferredRows,
   decideContext,
   evolveAndEncode,
   newEventsOf,
-  rejectedAnswer,
   rejectionReceipt,
   writeDeferred
 } from "./CommandWrite.js"
@@ -170,61 +168,9 @@ export const make = (page: SettlementPage.SettlementPage): SettlementWrites => {
     Effect.gen(function* () {
       const decided = run
       run = []
-      const faults = env.faults
-      // Where the store writes a run of commands at once (CommitWriter.writeCommands): the run's events
-      // and receipts together, then its projections (CommandWrite.writeDeferred); on PostgreSQL one
-      // round trip fewer.
-      if (deps.writer.writeCommands !== undefined) {
-        return yield* writeDeferred(deps, env, decided.map(deferredRows), head)
-      }
-      if (faults) {
-        for (const d of decided) if (d._tag === "Accepted") yield* faults.before("events", d.identity.commandId)
-      }
-      const records = yield* deps.writer.appendEvents(
-        decided.flatMap((d) => (d._tag === "Accepted" ? d.newEvents : []))
-      )
-      const receipts: Array<Receipts.Receipt> = []
-      const answers: Array<WrittenRun["answers"][number]> = []
-      let last = head
-      let offset = 0
-      for (const d of decided) {
-        const { identity, index } = d
-        if (d._tag === "Stale") {
-          receipts.push(rejectionReceipt(identity, d.rejection, last, d.now))
-          answers.push({ index, result: Exit.fail(rejectedAnswer(identity, d.rejection)) })
-          continue
-        }
-        const mine = records.slice(offset, offset + d.newEvents.length)
-        offset += mine.length
-        if (deps.projections.length > 0) yield* applyProjections(deps, env, identity, d.events, mine)
-        const first = mine[0]?.sequence ?? null
-        last = mine.at(-1)?.sequence ?? last
-        receipts.push({
-          ...identity,
-          status: "accepted",
-          firstSequence: first,
-          lastSequence: last,
-          effectIds: [],
-          rejection: null,
-          acceptedAt: d.now
-        })
-        answers.push({
-          index,
-          result: Exit.succeed({
-            commandId: identity.commandId,
-            status: "accepted",
-            aggregateType: identity.aggregateType,
-            aggregateId: identity.aggregateId,
-            sequence: last,
-            events: mine,
-            effectIds: [],
-            duplicate: false
-          })
-        })
-      }
-      if (faults) for (const receipt of receipts) yield* faults.before("receipts", receipt.commandId)
-      yield* deps.writer.insertReceipts(receipts)
-      return { answers, head: last } satisfies WrittenRun
+      // The run's events and receipts together (CommitWriter.writeCommands: one statement on
+      // PostgreSQL), then its projections, as a run of pure commands is written.
+      return yield* writeDeferred(deps, env, decided.map(deferredRows), head)
     })
 
   return { decide, pending: () => run.length > 0, write }

@@ -7,7 +7,6 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import type { EventRecord } from "../src/Aggregate.js"
 import type { NewEvent } from "../src/EventLog.js"
 import type { NewOutboxRow } from "../src/Outbox.js"
 import type { Receipt } from "../src/Receipts.js"
@@ -155,7 +154,7 @@ const commandsOn = (pick: "store" | "generic") =>
 
 /**
  * A run of four commands (events and an effect; a rejection; no events but an effect; events) through
- * writeCommands where the store has it, else one by one as the processor writes them alone: each
+ * writeCommands (the generic writer's writes them one by one, as the processor writes one alone): each
  * receipt's last sequence is its own last event, else the newest before it, else the head given.
  */
 const runWrites = (writer: CommitWriter.CommitWriter) =>
@@ -189,22 +188,7 @@ const runWrites = (writer: CommitWriter.CommitWriter) =>
         }
       ]
       const write = (commands: ReadonlyArray<CommitWriter.CommandRows>, head: number) =>
-        writer.writeCommands !== undefined
-          ? writer.writeCommands(commands, head)
-          : Effect.gen(function* () {
-              let last = head
-              const out: Array<ReadonlyArray<EventRecord>> = []
-              for (const c of commands) {
-                const records = yield* writer.appendEvents(c.events)
-                yield* writer.insertOutbox(c.effects)
-                last = records.at(-1)?.sequence ?? last
-                yield* writer.insertReceipts([
-                  { ...c.receipt, firstSequence: records[0]?.sequence ?? null, lastSequence: last }
-                ])
-                out.push(records)
-              }
-              return out
-            })
+        writer.writeCommands(commands, head)
       const records = yield* write(run, 40)
       const more = yield* write(lone, 77)
       return { records, more }

@@ -54,12 +54,12 @@ export interface CommitWriter {
   ) => Effect.Effect<ReadonlyArray<EventRecord>, SqlError, SqlClient>
   /**
    * Several commands' events, outbox rows and receipts at once, in order, where the store can do that
-   * in one round trip (PostgreSQL; the processor's deferred runs, Processor.ts). A receipt's sequences
+   * in one round trip on PostgreSQL (the processor's deferred runs, Processor.ts). A receipt's sequences
    * are its own events' first and last; a command without events gets no first, and as last the
    * newest sequence of the commands before it in the list, else `logHead`: what writeCommand would
    * have written for each in turn. Answers each command's event records.
    */
-  readonly writeCommands?: (
+  readonly writeCommands: (
     commands: ReadonlyArray<CommandRows>,
     logHead: number
   ) => Effect.Effect<ReadonlyArray<ReadonlyArray<EventRecord>>, SqlError, SqlClient>
@@ -76,6 +76,20 @@ export const genericCommitWriter: CommitWriter = {
   appendEvents: EventLog.append,
   insertOutbox: Outbox.insert,
   insertReceipts: (receipts) => Effect.forEach(receipts, Receipts.insert, { discard: true }),
+  // Each command in turn, as the processor writes one alone: the reference for the stores' own.
+  writeCommands: (commands, logHead) =>
+    Effect.suspend(() => {
+      let last = logHead
+      return Effect.forEach(commands, (c) =>
+        Effect.gen(function* () {
+          const records = yield* EventLog.append(c.events)
+          yield* Outbox.insert(c.effects)
+          last = records.at(-1)?.sequence ?? last
+          yield* Receipts.insert({ ...c.receipt, firstSequence: records[0]?.sequence ?? null, lastSequence: last })
+          return records
+        })
+      )
+    }),
   savepoint
 }
 
