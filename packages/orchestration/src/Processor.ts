@@ -1,10 +1,12 @@
 /**
  * The single writer. It takes queued commands in batches and commits each batch in ONE transaction
- * (group commit): per command a receipt lookup, the pure decision, then events, projections, outbox
- * rows and the receipt, each command under its own savepoint so a rejection or a defect stays its
- * own. A storage error is different: SQLite may have rolled back the whole transaction, so the batch
- * is abandoned and its commands are re-run one per transaction. A projection's constraint violation
- * is not a storage error: it is the command's defect, rolled back to its savepoint like any other.
+ * (group commit): the batch's receipts read at once, then per command the pure decision, events,
+ * projections, outbox rows and the receipt. A batch first runs optimistically, without savepoints:
+ * runs of pure commands are decided at once and written together (deferred runs, CommitWriter.
+ * writeCommands), settlements likewise (SettlementWrites). If a command fails after writing (a
+ * defect, a projection's constraint violation), the batch runs again with a savepoint per command so
+ * the failure stays that command's. A storage error is different: SQLite may have rolled back the
+ * whole transaction, so the batch is abandoned and its commands are re-run one per transaction.
  * Nothing is answered before COMMIT.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
