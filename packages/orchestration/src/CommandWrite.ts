@@ -471,7 +471,7 @@ export const writeDeferred = (
     // fails the whole transaction, as any refused write of an optimistic batch does.
     if (faults) {
       for (const d of run) {
-        if (d.rows.events.length > 0) yield* faults.before("events", d.identity.commandId)
+        if (d.rejection === undefined) yield* faults.before("events", d.identity.commandId)
         if (d.rows.effects.length > 0) yield* faults.before("outbox", d.identity.commandId)
         yield* faults.before("receipts", d.identity.commandId)
       }

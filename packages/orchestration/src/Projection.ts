@@ -28,6 +28,8 @@ export interface Projection<E = any> {
    * statements. It must leave the tables exactly as `apply` over each event in order would; the
    * processor uses it for the commands a batch writes together (Processor.ts), and `apply` wherever
    * an event is written alone (a batch re-run with savepoints, an operator's action, a rebuild).
+   * In a run, each projection takes all of the run's events after the run's rows are written, not
+   * event by event between them: one more reason a projection reads only its own tables.
    */
   readonly applyMany?: (run: ReadonlyArray<ProjectedEvent<E>>) => ProjectionEffect
 }

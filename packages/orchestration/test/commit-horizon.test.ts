@@ -75,6 +75,51 @@ describe("commit horizon", () => {
   })
 })
 
+describe("one look", () => {
+  // A scripted observation statement: what it sees, and whether an observing one fails.
+  const scripted = (db: { newest: number; writers: Array<string>; failObserve: boolean }) => {
+    let xid = 100n
+    return (observe: boolean) =>
+      observe && db.failObserve
+        ? Effect.fail("connection lost" as const)
+        : Effect.succeed<CommitHorizon.ObservationRow>({
+            newest: db.newest,
+            writers: [...db.writers],
+            after: observe ? String(xid++) : null
+          })
+  }
+
+  it.effect("covers every row committed before it: one that trusts what waited observes the newer rows", () =>
+    Effect.gen(function* () {
+      // given row 10 observed while writer 50 (an older xid) still runs, then row 12 committed
+      const db = { newest: 10, writers: ["50"], failObserve: false }
+      const statement = scripted(db)
+      const waiting = yield* CommitHorizon.look(CommitHorizon.initial, statement)
+      assert.deepStrictEqual([waiting.trusted, waiting.waiting?.newest], [0, 10])
+      db.newest = 12
+      db.writers = []
+      // when the next look trusts 10, then it observes 12 (waiting on it, or trusting it)
+      const after = yield* CommitHorizon.look(waiting, statement)
+      assert.isTrue(after.trusted >= 12 || after.waiting?.newest === 12)
+    })
+  )
+
+  it.effect("stopped half-way, it answers nothing: no horizon that trusted what waited without seeing newer rows", () =>
+    Effect.gen(function* () {
+      const db = { newest: 10, writers: ["50"], failObserve: false }
+      const statement = scripted(db)
+      const waiting = yield* CommitHorizon.look(CommitHorizon.initial, statement)
+      // given row 12 committed and the writer 50 ended, when the look's observing statement fails
+      db.newest = 12
+      db.writers = []
+      db.failObserve = true
+      const stopped = yield* Effect.either(CommitHorizon.look(waiting, statement))
+      // then it fails whole (PostgresStore keeps the horizon it had, still waiting on 10)
+      assert.deepStrictEqual(stopped, Either.left("connection lost" as const))
+    })
+  )
+})
+
 /**
  * A table's looks under CommitHorizon.serialLooks, with a look that stops until the test lets it
  * finish (or fail, look number `failing`): `started` counts looks run, `horizon` is the number of the

@@ -90,6 +90,33 @@ export const unobserved = (horizon: Horizon, newest: number) =>
   horizon.waiting === undefined && newest > horizon.trusted
 
 /**
+ * One look from `start`: an observation statement (with an xid only when nothing waits), another that
+ * observes when the first trusted what waited but saw newer rows (`unobserved`), and a last one without
+ * an xid when something still waits (its writers have often committed by now). Its answer covers every
+ * row committed before it started. The horizon is computed here and answered whole: the caller stores
+ * it only once the look has succeeded, because a look stopped half-way (a lost connection, an
+ * interruption) could leave a horizon that trusted what waited without observing the newer rows, and a
+ * caller that skips its own look behind a completed one (serialLooks) would read that.
+ */
+export const look = <E, R>(
+  start: Horizon,
+  statement: (observe: boolean) => Effect.Effect<ObservationRow, E, R>
+): Effect.Effect<Horizon, E, R> =>
+  Effect.gen(function* () {
+    let horizon = start
+    const once = (observe: boolean) =>
+      Effect.map(statement(observe), (row) => {
+        horizon = fromRow(horizon, row)
+        return Number(row.newest)
+      })
+    const observed = wantsObservation(horizon)
+    const newest = yield* once(observed)
+    if (!observed && unobserved(horizon, newest)) yield* once(true)
+    if (!wantsObservation(horizon)) yield* once(false)
+    return horizon
+  })
+
+/**
  * The writers' lock of one schema: every transaction that writes its sequences holds it, shared,
  * from its first statement on. The horizon waits for those writers only: the snapshot's xmin is the
  * whole cluster's, and a transaction left open in another schema or database (another test, another

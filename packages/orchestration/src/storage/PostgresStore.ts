@@ -98,24 +98,20 @@ const makeBackend = (
    * waiting, and the reader asleep until its poll.
    */
   const lookAt = (table: "events" | "outbox") =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient
-      const look = (observe: boolean) =>
-        Effect.map(
-          sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
-          (rows) => {
-            horizons[table] = CommitHorizon.fromRow(horizons[table], rows[0]!)
-            return Number(rows[0]!.newest)
-          }
+    Effect.flatMap(SqlClient, (sql) =>
+      Effect.suspend(() =>
+        CommitHorizon.look(horizons[table], (observe) =>
+          Effect.map(
+            sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
+            (rows) => rows[0]!
+          )
         )
-      const observed = CommitHorizon.wantsObservation(horizons[table])
-      const newest = yield* look(observed)
-      // A statement without an xid trusted what waited but saw newer rows: observe them.
-      if (!observed && CommitHorizon.unobserved(horizons[table], newest)) yield* look(true)
-      // The writers an observation waits for have often committed by now (the hint that woke the
-      // reader came from one): a further look, without an xid, trusts it at once then.
-      if (!CommitHorizon.wantsObservation(horizons[table])) yield* look(false)
-    })
+      ).pipe(
+        Effect.map((horizon) => {
+          horizons[table] = horizon
+        })
+      )
+    )
   // One look at a time per table, coalesced (CommitHorizon.serialLooks): a look's list of running
   // writers only speaks for writers older than the waiting R if it was read after R was assigned. Two
   // readers' looks in flight together could apply an older list to a newer R, and trust a row a
