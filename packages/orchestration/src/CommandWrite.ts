@@ -476,7 +476,7 @@ export const writeDeferred = (
         yield* faults.before("receipts", d.identity.commandId)
       }
     }
-    const records = yield* deps.writer.writeCommands!(
+    const records = yield* deps.writer.writeCommands(
       run.map((d) => d.rows),
       head
     )

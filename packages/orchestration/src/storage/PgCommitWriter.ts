@@ -58,31 +58,55 @@ const INSERT_RECEIPTS = unnestStatement(Receipts.insertShape)
 const DERIVED_RECEIPT_COLUMNS = new Set(["first_sequence", "last_sequence"])
 
 /**
- * A command's events, outbox rows and receipt in ONE statement (data-modifying CTEs): three round
- * trips become one, and every round trip saved is one fewer that the transaction stays open (and
- * holds the readers' commit horizon back). The receipt's first and last sequence come from the events' RETURNING
- * (the last is the given log head when there are none), so it equals what the three statements wrote.
+ * What the one-command and the run statements share: the events and outbox inserts, then the
+ * receipt's bound columns, then the log head, numbered in that order; and the receipt's SELECT list,
+ * given how each statement derives the sequences and reads a bound column.
  */
-const commandStatement = () => {
-  const events = unnestStatement(EventLog.insertShape, " RETURNING sequence, event_id")
+const commandParts = (eventsReturning: string) => {
+  const events = unnestStatement(EventLog.insertShape, ` RETURNING ${eventsReturning}`)
   const eventParameters = TableColumns.bound(EventLog.insertShape).length
   const outbox = unnestStatement(Outbox.insertShape, "", eventParameters + 1)
   const outboxParameters = TableColumns.bound(Outbox.insertShape).length
   const receiptBound = TableColumns.bound(Receipts.insertShape).filter((c) => !DERIVED_RECEIPT_COLUMNS.has(c.name))
   const first = eventParameters + outboxParameters + 1
   const head = first + receiptBound.length
-  const receiptSources = Receipts.insertShape.columns.map((c) => {
-    if ("constant" in c) return TableColumns.literal(c.constant)
-    if (c.name === "first_sequence") return "(SELECT MIN(sequence) FROM e)"
-    if (c.name === "last_sequence") return `COALESCE((SELECT MAX(sequence) FROM e), $${head}::bigint)`
-    if ("sameAs" in c) throw new Error("receipts has no sameAs column")
-    const index = receiptBound.findIndex((b) => b.name === c.name)
-    return `$${first + index}::${c.type === "int" ? "bigint" : "text"}`
-  })
+  const receiptSelect = (
+    derived: { readonly first: string; readonly last: string },
+    bound: (index: number, type: "text" | "int") => string
+  ) =>
+    Receipts.insertShape.columns
+      .map((c) => {
+        if ("constant" in c) return TableColumns.literal(c.constant)
+        if (c.name === "first_sequence") return derived.first
+        if (c.name === "last_sequence") return derived.last
+        if ("sameAs" in c) throw new Error("receipts has no sameAs column")
+        return bound(
+          receiptBound.findIndex((b) => b.name === c.name),
+          c.type
+        )
+      })
+      .join(", ")
+  const receiptColumns = TableColumns.names(Receipts.insertShape).join(", ")
+  return { events, outbox, receiptBound, first, head, receiptSelect, receiptColumns }
+}
+
+/**
+ * A command's events, outbox rows and receipt in ONE statement (data-modifying CTEs): three round
+ * trips become one, and every round trip saved is one fewer that the transaction stays open (and
+ * holds the readers' commit horizon back). The receipt's first and last sequence come from the events' RETURNING
+ * (the last is the given log head when there are none), so it equals what the three statements wrote.
+ */
+const commandStatement = () => {
+  const { events, outbox, receiptBound, first, head, receiptSelect, receiptColumns } =
+    commandParts("sequence, event_id")
+  const select = receiptSelect(
+    { first: "(SELECT MIN(sequence) FROM e)", last: `COALESCE((SELECT MAX(sequence) FROM e), $${head}::bigint)` },
+    (index, type) => `$${first + index}::${type === "int" ? "bigint" : "text"}`
+  )
   return {
     text:
       `WITH e AS (${events.text}), o AS (${outbox.text}), ` +
-      `r AS (INSERT INTO receipts (${TableColumns.names(Receipts.insertShape).join(", ")}) SELECT ${receiptSources.join(", ")}) ` +
+      `r AS (INSERT INTO receipts (${receiptColumns}) SELECT ${select}) ` +
       "SELECT sequence, event_id FROM e",
     values: (
       rows: ReadonlyArray<EventLog.NewEvent>,
@@ -102,29 +126,21 @@ const WRITE_COMMAND = commandStatement()
  * receipt without events takes the newest sequence of the receipts before it, else the log head.
  */
 const commandsStatement = () => {
-  const events = unnestStatement(EventLog.insertShape, " RETURNING sequence, event_id, command_id")
-  const eventParameters = TableColumns.bound(EventLog.insertShape).length
-  const outbox = unnestStatement(Outbox.insertShape, "", eventParameters + 1)
-  const outboxParameters = TableColumns.bound(Outbox.insertShape).length
-  const receiptBound = TableColumns.bound(Receipts.insertShape).filter((c) => !DERIVED_RECEIPT_COLUMNS.has(c.name))
-  const first = eventParameters + outboxParameters + 1
-  const head = first + receiptBound.length
+  const { events, outbox, receiptBound, first, head, receiptSelect, receiptColumns } = commandParts(
+    "sequence, event_id, command_id"
+  )
   const commandColumn = receiptBound.findIndex((c) => c.name === "command_id")
-  const receiptSources = Receipts.insertShape.columns.map((c) => {
-    if ("constant" in c) return TableColumns.literal(c.constant)
-    if (c.name === "first_sequence") return "s.first"
-    if (c.name === "last_sequence")
-      return `COALESCE((SELECT MAX(b.last) FROM s b WHERE b.ord <= c.ord), $${head}::bigint)`
-    if ("sameAs" in c) throw new Error("receipts has no sameAs column")
-    return `c.c${receiptBound.findIndex((b) => b.name === c.name) + 1}`
-  })
+  const select = receiptSelect(
+    { first: "s.first", last: `COALESCE((SELECT MAX(b.last) FROM s b WHERE b.ord <= c.ord), $${head}::bigint)` },
+    (index) => `c.c${index + 1}`
+  )
   const receiptArrays = receiptBound.map((b, i) => `$${first + i}::${arrayType(b.type)}`)
   return {
     text:
       `WITH e AS (${events.text}), o AS (${outbox.text}), ` +
       `c AS (SELECT * FROM unnest(${receiptArrays.join(", ")}) WITH ORDINALITY AS r(${receiptBound.map((_, i) => `c${i + 1}`).join(", ")}, ord)), ` +
       `s AS (SELECT c.ord, MIN(e.sequence) AS first, MAX(e.sequence) AS last FROM c JOIN e ON e.command_id = c.c${commandColumn + 1} GROUP BY c.ord), ` +
-      `r AS (INSERT INTO receipts (${TableColumns.names(Receipts.insertShape).join(", ")}) SELECT ${receiptSources.join(", ")} FROM c LEFT JOIN s ON s.ord = c.ord) ` +
+      `r AS (INSERT INTO receipts (${receiptColumns}) SELECT ${select} FROM c LEFT JOIN s ON s.ord = c.ord) ` +
       "SELECT sequence, event_id FROM e",
     values: (commands: ReadonlyArray<CommandRows>, logHead: number) => {
       // The derived columns are not bound: the statement computes them.
