@@ -22,6 +22,8 @@ interface Options {
   readonly ops: number
   /** Distinguishes the command ids of processes that share a schema. */
   readonly tag: string
+  /** dispatch: settled rows (a year's history) written in bulk before the warm-up. */
+  readonly history?: number
 }
 
 const mode = process.argv[2]
@@ -62,9 +64,42 @@ const store = () =>
     appendLock: process.env.BENCH_PG_APPEND_LOCK === "1"
   })
 
+/**
+ * `rows` commands' worth of engine rows (event, receipt, outbox row, read-model row; one aggregate and
+ * lane each, as many independent commands leave), written by SQL in bulk: `succeeded` is settled
+ * history, `running` rows claimed by an owner that is gone. Then ANALYZE, as autovacuum would have
+ * done on a store that grew to this size.
+ */
+const loadRows = (sql: SqlClient, rows: number, status: "succeeded" | "running") =>
+  Effect.gen(function* () {
+    const now = Date.now()
+    const running = status === "running"
+    for (let from = 0; from < rows; from += 100_000) {
+      const to = Math.min(rows, from + 100_000) - 1
+      yield* sql`WITH e AS (
+          INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
+          SELECT 'hist-' || i || '/e0', 'counter', 'h-' || i, 1, 'counter.bumped', 1, '{"type":"counter.bumped","n":' || i || '}', 'hist-' || i, ${now}
+          FROM generate_series(${from}::int, ${to}::int) AS i RETURNING sequence, aggregate_id, command_id),
+        r AS (INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
+            last_sequence, effect_ids, rejection, accepted_at)
+          SELECT command_id, 'counter', aggregate_id, 'counter.bump', 'fp-' || command_id, 'accepted', sequence, sequence,
+            '["' || command_id || ':0"]', NULL, ${now} FROM e)
+        INSERT INTO bench_counters (counter_id, total, updated_seq) SELECT aggregate_id, 1, sequence FROM e`
+      yield* sql`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
+          available_at, lease_owner, lease_expires_at, response, created_at, updated_at)
+        SELECT 'hist-' || i || ':0', 'hist-' || i, 'counter', 'h-' || i, ${effectKind}, '{"n":' || i || '}', 'counter:h-' || i,
+          ${status}, 1, ${now}, ${running ? "dead-owner" : null}, ${running ? now + 60_000 : null},
+          ${running ? null : '{"ok":true}'}, ${now}, ${now}
+        FROM generate_series(${from}::int, ${to}::int) AS i`
+    }
+    yield* sql`ANALYZE`
+  })
+
 const dispatch = Effect.gen(function* () {
   const context = yield* Layer.build(Engine.layer(benchConfig).pipe(Layer.provideMerge(store())))
   const engine = yield* Effect.provide(Engine.Engine, context)
+  if ((options.history ?? 0) > 0)
+    yield* loadRows(yield* Effect.provide(SqlClient, context), options.history!, "succeeded")
   const c = Array.from({ length: options.clients }, (_, i) => i)
   yield* Effect.forEach(
     c,
@@ -151,23 +186,8 @@ const reconcile = Effect.gen(function* () {
   const context = yield* Layer.build(
     Engine.layer({ ...benchConfig, activation: "manual" }).pipe(Layer.provideMerge(store()))
   )
-  const sql = yield* Effect.provide(SqlClient, context)
-  const now = Date.now()
   const n = options.ops
-  yield* sql`WITH e AS (
-      INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
-      SELECT 'hist-' || i || '/e0', 'counter', 'h-' || i, 1, 'counter.bumped', 1, '{"type":"counter.bumped","n":' || i || '}', 'hist-' || i, ${now}
-      FROM generate_series(0, ${n - 1}) AS i RETURNING sequence, aggregate_id, command_id),
-    r AS (INSERT INTO receipts (command_id, aggregate_type, aggregate_id, command_type, fingerprint, status, first_sequence,
-        last_sequence, effect_ids, rejection, accepted_at)
-      SELECT command_id, 'counter', aggregate_id, 'counter.bump', 'fp-' || command_id, 'accepted', sequence, sequence,
-        '["' || command_id || ':0"]', NULL, ${now} FROM e)
-    INSERT INTO bench_counters (counter_id, total, updated_seq) SELECT aggregate_id, 1, sequence FROM e`
-  yield* sql`INSERT INTO outbox (effect_id, command_id, aggregate_type, aggregate_id, kind, payload, lane, status, attempts,
-      available_at, lease_owner, lease_expires_at, created_at, updated_at)
-    SELECT 'hist-' || i || ':0', 'hist-' || i, 'counter', 'h-' || i, ${effectKind}, '{"n":' || i || '}', 'counter:h-' || i,
-      'running', 1, ${now}, 'dead-owner', ${now + 60_000}, ${now}, ${now}
-    FROM generate_series(0, ${n - 1}) AS i`
+  yield* loadRows(yield* Effect.provide(SqlClient, context), n, "running")
   yield* Effect.promise(go)
   const startedAt = Date.now()
   const start = performance.now()

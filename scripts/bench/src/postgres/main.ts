@@ -3,7 +3,8 @@
  * machine's PostgreSQL server, in the same run: dispatch throughput with one process and with three
  * processes on one schema (16 clients each); end to end (command → effect → outcome) with one
  * process; and the peer on the same database and workload, DBOS Transact (a workflow per command with
- * one step per effect). Each figure is the median of its rounds; results go to
+ * one step per effect); dispatch again on a store holding a year's settled history. Each figure is the
+ * median of its rounds; results go to
  * docs/benchmarks-postgres.md and a last summary line.
  */
 import { TestStore } from "@orchestration/engine/testing"
@@ -20,6 +21,8 @@ const clients = 16
 const pickupOps = quick ? 100 : 300
 // The quick profile reconciles fewer rows; its 10k figure is scaled linearly and labelled as such.
 const reconcileRows = quick ? 2_000 : 10_000
+// Dispatch again on a store holding this much settled history: a store a year old must serve like a new one.
+const historyRows = quick ? 100_000 : 1_000_000
 const child = fileURLToPath(new URL("./Child.js", import.meta.url))
 const log = (line: string) => process.stderr.write(`${line}\n`)
 
@@ -41,12 +44,13 @@ const runProcesses = async (
   url: string,
   schema: string,
   opsEach: number,
-  clientsEach = clients
+  clientsEach = clients,
+  history = 0
 ): Promise<Array<ChildResult>> => {
   const procs = Array.from({ length: count }, (_, i) => {
     const p = spawn(
       process.execPath,
-      [child, mode, JSON.stringify({ url, schema, clients: clientsEach, ops: opsEach, tag: `p${i}` })],
+      [child, mode, JSON.stringify({ url, schema, clients: clientsEach, ops: opsEach, tag: `p${i}`, history })],
       {
         stdio: ["pipe", "pipe", "inherit"]
       }
@@ -88,8 +92,8 @@ const median = (values: ReadonlyArray<number>) => {
 
 const main = async () => {
   const database = await TestStore.createRunDatabase("orch_bench")
-  const rates: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
-  const p50s: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [] }
+  const rates: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [], history: [] }
+  const p50s: Record<string, Array<number>> = { dispatch1: [], dispatch3: [], e2e: [], dbos: [], history: [] }
   const pickups: Array<number> = []
   const reconciles: Array<number> = []
   try {
@@ -110,10 +114,21 @@ const main = async () => {
       // Pickup on a quiet engine: one client, so the figure is the doorbell and the claim, not a queue.
       const pickup = await runProcesses("e2e", 1, database.url, TestStore.freshSchema(), pickupOps, 1)
       pickups.push(pickup[0]!.pickupP50!)
+      const history = await runProcesses(
+        "dispatch",
+        1,
+        database.url,
+        TestStore.freshSchema(),
+        ops,
+        clients,
+        historyRows
+      )
+      rates.history!.push(rateOf(history))
+      p50s.history!.push(history[0]!.p50)
       const recon = await runProcesses("reconcile", 1, database.url, TestStore.freshSchema(), reconcileRows)
       reconciles.push((recon[0]!.seconds * 1000 * 10_000) / reconcileRows)
       log(
-        `bench-postgres: round ${round}/${rounds}: pickup p50 ${fmt(pickups.at(-1)!, 2)} ms, reconcile_10k ${fmt(reconciles.at(-1)!)} ms`
+        `bench-postgres: round ${round}/${rounds}: pickup p50 ${fmt(pickups.at(-1)!, 2)} ms, reconcile_10k ${fmt(reconciles.at(-1)!)} ms, dispatch after history ${fmt(rates.history!.at(-1)!)} /s`
       )
       log(
         `bench-postgres: round ${round}/${rounds}: dispatch 1p ${fmt(rates.dispatch1!.at(-1)!)} /s, 3p ${fmt(rates.dispatch3!.at(-1)!)} /s, end to end ${fmt(rates.e2e!.at(-1)!)} /s, DBOS ${fmt(rates.dbos!.at(-1)!)} /s`
@@ -126,6 +141,7 @@ const main = async () => {
   const spreadOf = (k: string) => `${fmt(Math.min(...rates[k]!))} / ${fmt(m(k))} / ${fmt(Math.max(...rates[k]!))}`
   const scaleout = m("dispatch3") / m("dispatch1")
   const vsDbos = m("e2e") / m("dbos")
+  const flatHistory = m("history") / m("dispatch1")
   const spread = (values: ReadonlyArray<number>, digits = 0) =>
     `${fmt(Math.min(...values), digits)} / ${fmt(median(values), digits)} / ${fmt(Math.max(...values), digits)}`
   const reconcileLabel =
@@ -153,12 +169,14 @@ const main = async () => {
     "|---|---|---:|---:|",
     `| engine dispatch, 1 process | cmd/s | ${spreadOf("dispatch1")} | ${fmt(median(p50s.dispatch1!), 2)} |`,
     `| engine dispatch, 3 processes on one schema (sum) | cmd/s | ${spreadOf("dispatch3")} | ${fmt(median(p50s.dispatch3!), 2)} |`,
+    `| engine dispatch, 1 process, after ${historyRows.toLocaleString("en-US")} settled rows | cmd/s | ${spreadOf("history")} | ${fmt(median(p50s.history!), 2)} |`,
     `| engine end to end (command → effect → outcome), 1 process | /s | ${spreadOf("e2e")} | ${fmt(median(p50s.e2e!), 2)} |`,
     `| DBOS Transact: workflow per command, one step, ${clients} concurrent workflows | workflows/s | ${spreadOf("dbos")} | ${fmt(median(p50s.dbos!), 2)} |`,
     `| engine pickup (acknowledgement → handler start), 1 client | ms (p50) | ${spread(pickups, 2)} | |`,
     `| engine ${reconcileLabel} | ms | ${spread(reconciles)} | |`,
     "",
-    `Ratios: three processes ÷ one = **${fmt(scaleout, 2)}**; our end to end ÷ DBOS = **${fmt(vsDbos, 2)}**.`,
+    `Ratios: three processes ÷ one = **${fmt(scaleout, 2)}**; our end to end ÷ DBOS = **${fmt(vsDbos, 2)}**; ` +
+      `dispatch after ${historyRows.toLocaleString("en-US")} settled rows ÷ on an empty store = **${fmt(flatHistory, 2)}**.`,
     ""
   ]
   const file = fileURLToPath(new URL("../../../../../docs/benchmarks-postgres.md", import.meta.url))
@@ -179,11 +197,11 @@ const main = async () => {
       ? `${doc.trimEnd()}\n\n${section}\n`
       : `${doc.slice(0, start)}${section}${doc.slice(end + "<!-- bench-postgres:end -->".length)}`
   writeFileSync(file, doc)
-  for (const line of lines.slice(5, 13)) console.log(line)
+  for (const line of lines.slice(5, 14)) console.log(line)
   console.log(
     `bench-postgres: dispatch_1p=${fmt(m("dispatch1"))} dispatch_3p=${fmt(m("dispatch3"))} scaleout=${fmt(scaleout, 2)} ` +
       `e2e=${fmt(m("e2e"))} dbos=${fmt(m("dbos"))} dbos_concurrent_workflows=${clients} vs_dbos=${fmt(vsDbos, 2)} ` +
-      `pickup_p50_ms=${fmt(median(pickups), 2)} reconcile_10k_ms=${fmt(median(reconciles))}`
+      `pickup_p50_ms=${fmt(median(pickups), 2)} reconcile_10k_ms=${fmt(median(reconciles))} flat_history=${fmt(flatHistory, 2)}`
   )
 }
 
