@@ -57,6 +57,8 @@ export interface BatchEnv {
   readonly page: SettlementPage.SettlementPage
   /** The stream chunks the batch's commands appended (Processor.Decide). */
   readonly appended: Array<StreamChunk>
+  /** Set when a command of the batch wrote timers (only ever errs towards set: a rolled-back write stays). */
+  readonly touched: { timers: boolean }
   /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
   readonly faults: StorageFaultsShape | undefined
   readonly clock: Clock.Clock
@@ -233,17 +235,18 @@ export const applyProjections = (
  */
 const writeCancelsAndTimers = (
   item: QueuedCommand,
-  page: SettlementPage.SettlementPage,
+  env: BatchEnv,
   decision: Decision<any>,
   now: number
 ): Effect.Effect<void, SqlError | CommandDefect, SqlClient> =>
   Effect.gen(function* () {
     const { aggregate, identity } = item
     for (const cancel of decision.cancel) {
-      if (page.cancel(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)) continue
+      if (env.page.cancel(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)) continue
       yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
     }
     // Timers go in their own table (Timers.ts), after the outbox, in the same savepoint.
+    if (decision.cancelTimers !== undefined || decision.timers !== undefined) env.touched.timers = true
     if (decision.cancelTimers !== undefined) {
       yield* Timers.cancel(aggregate.name, identity.aggregateId, decision.cancelTimers, now)
     }
@@ -343,7 +346,7 @@ export const writeDecided = (
       yield* deps.writer.insertOutbox(effectRows)
     }
 
-    yield* writeCancelsAndTimers(item, env.page, decision, now)
+    yield* writeCancelsAndTimers(item, env, decision, now)
 
     const lastSequence = records.at(-1)?.sequence ?? head
     if (writeCommand === undefined) {

@@ -1,6 +1,7 @@
 /**
  * The hints the engine rings after a commit: `commits` (events were written; the new log head),
- * `outboxChanges` (outbox rows were added, cancelled or settled) and `aggregateChanges` (a command
+ * `outboxChanges` (outbox rows were added, cancelled or settled), `timerChanges` (timers were
+ * scheduled or cancelled) and `aggregateChanges` (a command
  * of this one aggregate was accepted: its events, its effects' rows or its effects' stream chunks
  * changed). A hint is a wake-up, never data: a reader re-reads the table, and losing a hint delays
  * work, never loses it. Each is a sliding queue of one (a slow reader gets the latest hint, not a
@@ -24,6 +25,8 @@ export interface CommitHints {
   readonly ringCommit: (head: number) => Effect.Effect<boolean>
   /** Rings after a commit that may have changed outbox rows. */
   readonly ringOutbox: Effect.Effect<boolean>
+  /** Rings after a commit that scheduled or cancelled timers. */
+  readonly ringTimers: Effect.Effect<boolean>
   /**
    * Subscribes now, in the caller's scope, and gives the stream of commit hints rung from then on:
    * a reader that subscribes, then reads the table, then follows the stream misses no commit.
@@ -31,6 +34,8 @@ export interface CommitHints {
   readonly commits: Effect.Effect<Stream.Stream<number>, never, Scope.Scope>
   /** The same for outbox changes. */
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /** The same for timer changes. */
+  readonly timerChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /** Engine-internal: the commit hints as a queue, for a reader that waits between table reads. */
   readonly subscribeCommits: Effect.Effect<Queue.Dequeue<number>, never, Scope.Scope>
   /**
@@ -76,6 +81,7 @@ export const aggregateKey = (aggregateType: string, aggregateId: string): string
 export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   const commits = yield* PubSub.sliding<number>(1)
   const outboxChanges = yield* PubSub.sliding<void>(1)
+  const timerChanges = yield* PubSub.sliding<void>(1)
   /** The readers of each aggregate: a commit rings only the queues under its aggregates' keys. */
   const readers = new Map<string, Set<Reader>>()
   /**
@@ -115,8 +121,10 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   return {
     ringCommit: (head) => PubSub.publish(commits, head),
     ringOutbox: PubSub.publish(outboxChanges, undefined),
+    ringTimers: PubSub.publish(timerChanges, undefined),
     commits: Stream.fromPubSub(commits, { scoped: true }),
     outboxChanges: Stream.fromPubSub(outboxChanges, { scoped: true }),
+    timerChanges: Stream.fromPubSub(timerChanges, { scoped: true }),
     subscribeCommits: PubSub.subscribe(commits),
     ringAggregates: ring,
     subscribeAggregate: (aggregateType, aggregateId) =>
@@ -149,6 +157,12 @@ export const forwardForeign = (
     ),
     Stream.retry(Schedule.spaced("1 second")),
     Stream.runForEach(() =>
-      hints.ringCommit(head.value).pipe(Effect.zipRight(hints.ringOutbox), Effect.zipRight(hints.ringAggregates("all")))
+      hints
+        .ringCommit(head.value)
+        .pipe(
+          Effect.zipRight(hints.ringOutbox),
+          Effect.zipRight(hints.ringTimers),
+          Effect.zipRight(hints.ringAggregates("all"))
+        )
     )
   )

@@ -95,6 +95,11 @@ export interface EngineShape {
    */
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /**
+   * A hint after every commit that scheduled or cancelled timers, and after any other process's
+   * commit; never data. Subscribes when yielded, as `outboxChanges` does.
+   */
+  readonly timerChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /**
    * A hint after every commit that accepted a command of this aggregate (its events, its effects'
    * rows, its effects' stream chunks changed), and after any other process's commit; never data.
    * Subscribes when yielded, as `outboxChanges` does. A stream chunk rings only this hint.
@@ -217,9 +222,14 @@ const batchRunner =
           const before = head.value
           const committedBefore = counters.committedCommands
           counters.transactions++
-          const results = yield* processBatch({ states, projections, head, writer: commitWriter, tails }, batch, () => {
-            counters.abandonedBatches++
-          })
+          const touched = { timers: false }
+          const results = yield* processBatch(
+            { states, projections, head, writer: commitWriter, tails, touched },
+            batch,
+            () => {
+              counters.abandonedBatches++
+            }
+          )
           let outboxChanged = false
           const changed = new Set<string>()
           /** The aggregates whose events this batch wrote (their followers read events again). */
@@ -239,6 +249,7 @@ const batchRunner =
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
+          if (touched.timers) yield* hints.ringTimers
           answer(results)
           if (changed.size > 0) yield* hints.ringAggregates(changed, withEvents)
           return results
@@ -356,6 +367,7 @@ export const make = (config: EngineConfig) =>
       isActive: Effect.sync(() => lifecycle.phase() === "open"),
       stopAdmitting: lifecycle.stopAdmitting,
       outboxChanges: hints.outboxChanges,
+      timerChanges: hints.timerChanges,
       aggregateChanges: (aggregateType, aggregateId) =>
         Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),
       ringAggregate: (aggregateType, aggregateId) =>

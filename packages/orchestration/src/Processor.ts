@@ -148,6 +148,8 @@ interface BatchOutcome {
   readonly head: number
   /** The stream chunks the batch appended, in order. */
   readonly appended: ReadonlyArray<StreamChunk>
+  /** Whether a command of the batch scheduled or cancelled timers. */
+  readonly timers: boolean
 }
 
 export interface ProcessorDeps {
@@ -159,6 +161,8 @@ export interface ProcessorDeps {
   readonly writer: CommitWriter
   /** Told the chunks each committed batch appended, and the effects it settled (none: no tails). */
   readonly tails?: StreamTailsShape
+  /** Set when a committed batch scheduled or cancelled timers (the engine then rings the timer loop). */
+  readonly touched?: { timers: boolean }
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -215,6 +219,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       const env: BatchEnv = {
         page,
         appended: [],
+        touched: { timers: false },
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
@@ -355,7 +360,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       yield* writeRun
       yield* page.flush
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
-      return { results, states, head, appended: env.appended } satisfies BatchOutcome
+      return { results, states, head, appended: env.appended, timers: env.touched.timers } satisfies BatchOutcome
     })
   )
 
@@ -393,6 +398,7 @@ export const processBatch = (
     Effect.map((outcome) => {
       for (const [key, state] of outcome.states) deps.states.set(key, state)
       deps.head.value = outcome.head
+      if (outcome.timers && deps.touched !== undefined) deps.touched.timers = true
       if (deps.tails !== undefined) {
         deps.tails.committed(outcome.appended)
         deps.tails.forget(settledEffects(items, outcome.results))
