@@ -28,6 +28,7 @@ export default defineConfig({
       "test/audit.test.ts",
       "test/commit-writers.test.ts",
       "test/deferred-runs.test.ts",
+      "test/claim-next-due.test.ts",
       "test/timers.test.ts",
       "test/stream-ingest.test.ts",
       "test/stream-channels.test.ts",

@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
 import type { QuarantineRecord } from "./Quarantine.js"
 import { LOST_RACE_CODE } from "./storage/StorageErrors.js"
-import { StoreBackend } from "./storage/StoreBackend.js"
+import { StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
 /** `quarantined`: its owning aggregate could not record its settlement; parked for an operator (Quarantine.ts). */
@@ -379,22 +379,55 @@ export interface ClaimRequest {
  * operator releases or fails it.
  */
 export const claim = (request: ClaimRequest) =>
-  Effect.flatMap(
-    Effect.zip(SqlClient, StoreBackend),
-    ([sql, backend]) =>
-      sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
-        lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
-      WHERE sequence IN (
-        SELECT o.sequence FROM outbox o
-        WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
-          AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
-          AND NOT EXISTS (
-            SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
-          )
-        ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
+  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) => claimStatement(sql, backend, request)).pipe(
+    Effect.map(claimedRows)
+  )
+
+/** The claim's UPDATE (see `claim`). */
+const claimStatement = (sql: SqlClient, backend: StoreBackendShape, request: ClaimRequest) =>
+  sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
+    lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
+  WHERE sequence IN (
+    SELECT o.sequence FROM outbox o
+    WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
+      AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
+      AND NOT EXISTS (
+        SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
       )
-      RETURNING *`
-  ).pipe(Effect.map((rows) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)))
+    ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
+  )
+  RETURNING *`
+
+const claimedRows = (rows: ReadonlyArray<Row>) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)
+
+/**
+ * `claim`, and the earliest time after `now` at which a pending row of these kinds comes due
+ * (undefined: none), for the reactor's next wake-up. On PostgreSQL in ONE round trip: the UPDATE in
+ * a CTE, the due time read from the same snapshot (so it still sees the rows being claimed as
+ * pending, but they are due by `now` and not counted). A row that becomes pending or due later than
+ * this statement does so in a commit that rings the reactor. SQLite has no UPDATE in a CTE: two
+ * statements.
+ */
+export const claimWithNextDue = (request: ClaimRequest) =>
+  Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
+    backend.dialect === "postgres"
+      ? Effect.map(
+          sql<Row & { next_due: number | string | null }>`WITH claimed AS (${claimStatement(sql, backend, request)}),
+            due AS (SELECT MIN(available_at) AS next_due FROM outbox
+              WHERE status = 'pending' AND ${sql.in("kind", request.kinds)} AND available_at > ${request.now})
+          SELECT c.*, d.next_due FROM due d LEFT JOIN claimed c ON TRUE`,
+          (rows) => ({
+            // With nothing claimed, the one row is the due time's alone (the claimed columns NULL).
+            claimed: claimedRows(rows.filter((r) => r.effect_id !== null)),
+            due: rows[0]?.next_due === null || rows[0]?.next_due === undefined ? undefined : Number(rows[0].next_due)
+          })
+        )
+      : Effect.zipWith(
+          Effect.map(claimStatement(sql, backend, request), claimedRows),
+          nextDueAfter(request.kinds, request.now),
+          (claimed, due) => ({ claimed, due })
+        )
+  )
 
 /**
  * Runs a conditional UPDATE of one row that ends `RETURNING effect_id`: true when the row still
@@ -527,6 +560,15 @@ export const reclaimable = (
         AND (w.owner_id IS NULL OR w.stopped_at IS NOT NULL OR w.heartbeat_at < ${deadBefore})
       ORDER BY o.sequence LIMIT ${limit}`
   ).pipe(Effect.map((rows) => rows.map(toRow)))
+
+/** The earliest time after `now` at which a pending row of these kinds comes due, if any. */
+const nextDueAfter = (kinds: ReadonlyArray<string>, now: number) =>
+  Effect.flatMap(
+    SqlClient,
+    (sql) =>
+      sql<{ due: number | string | null }>`SELECT MIN(available_at) AS due FROM outbox
+      WHERE status = 'pending' AND ${sql.in("kind", kinds)} AND available_at > ${now}`
+  ).pipe(Effect.map((rows) => (rows[0]?.due === null || rows[0]?.due === undefined ? undefined : Number(rows[0].due))))
 
 /** The earliest time a pending row of these kinds becomes due, if any. */
 export const nextDue = (kinds: ReadonlyArray<string>, after: number) =>

@@ -21,27 +21,6 @@ export const cursor = (reactor: string) =>
   ).pipe(Effect.map((rows) => Number(rows[0]?.position ?? 0)))
 
 /**
- * The cursor and, in the same round trip, the earliest time after `now` at which a pending row of
- * these kinds after it comes due (undefined: none). For a reactor step that reads both anyway: a row
- * due by `now` is the claim's business, and a row that becomes pending or due later than this read
- * does so in a commit that rings the reactor.
- */
-export const cursorAndNextDue = (reactor: string, kinds: ReadonlyArray<string>, now: number) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) => sql<{ position: number | string; due: number | string | null }>`
-      WITH c AS (SELECT COALESCE((SELECT position FROM reactor_cursors WHERE reactor = ${reactor}), 0) AS position)
-      SELECT c.position, (SELECT MIN(available_at) FROM outbox
-        WHERE status = 'pending' AND ${sql.in("kind", kinds)} AND sequence > c.position AND available_at > ${now}) AS due
-      FROM c`
-  ).pipe(
-    Effect.map((rows) => ({
-      cursor: Number(rows[0]?.position ?? 0),
-      due: rows[0]?.due === null || rows[0]?.due === undefined ? undefined : Number(rows[0].due)
-    }))
-  )
-
-/**
  * Moves the cursor to just below the oldest unsettled row of these kinds (or to the newest row when
  * all are settled), never above `upTo` (the outbox's commit horizon; undefined on SQLite). In its
  * own transaction: the cursor's row lock, then the position from a read taken after it.
