@@ -131,7 +131,9 @@ const commandsStatement = () => {
   )
   const commandColumn = receiptBound.findIndex((c) => c.name === "command_id")
   const select = receiptSelect(
-    { first: "s.first", last: `COALESCE((SELECT MAX(b.last) FROM s b WHERE b.ord <= c.ord), $${head}::bigint)` },
+    // The running maximum over the batch's order, as a window: a subquery per receipt over the
+    // receipts before it was quadratic (a reconcile page of 2,000 settlements: 0.67 s a statement).
+    { first: "s.first", last: `COALESCE(MAX(s.last) OVER (ORDER BY c.ord), $${head}::bigint)` },
     (index) => `c.c${index + 1}`
   )
   const receiptArrays = receiptBound.map((b, i) => `$${first + i}::${arrayType(b.type)}`)
