@@ -14,6 +14,7 @@ import {
   Effect,
   Either,
   Exit,
+  Fiber,
   FiberMap,
   Layer,
   Option,
@@ -219,9 +220,15 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
     )
     let inDoubt = false
     const lost = yield* Deferred.make<void>()
+    const startedAt = yield* Clock.currentTimeMillis
+    // The handler's fiber is forked first, so the scheduler starts it ahead of the fibers the watch
+    // and the renewal wake (the watch's first read of the row would otherwise run on the one
+    // connection between the claim and the handler's start). Both are set up before this fiber
+    // yields, so before the handler runs. In the performance's scope: an interrupted performance
+    // (shutdown) stops its handler before it hands the row back.
+    const handler = yield* Effect.forkScoped(env.definition.handle(row))
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
     yield* env.cancels.watch(row.effectId, row.attempts, lost)
-    const startedAt = yield* Clock.currentTimeMillis
     yield* Effect.forkScoped(
       Effect.gen(function* () {
         let retryIn = 100
@@ -243,20 +250,22 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
         }
       })
     )
-    const performed = yield* env.definition
-      .handle(row)
-      .pipe(
-        Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
-        Effect.exit,
-        Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
-      )
-    if (performed === "lease-lost") {
-      // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
+    const ended = yield* Effect.raceAll([
+      Fiber.await(handler),
+      Deferred.await(lost).pipe(Effect.as("lease-lost" as const)),
+      Effect.sleep(policy.timeout).pipe(Effect.as("timed-out" as const))
+    ])
+    // Lost or timed out: the handler is stopped (and waited for) before anything is recorded.
+    if (typeof ended === "string") yield* Fiber.interrupt(handler)
+    if (ended === "lease-lost") {
+      // Say so, in case a cancel kept the lease.
       yield* acknowledgeStopped(env, row, startedAt)
       return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
         effectId: row.effectId
       })
     }
+    const performed: Exit.Exit<unknown, EffectFailure | TimedOut> =
+      ended === "timed-out" ? Exit.fail(new TimedOut()) : ended
     if (inDoubt) {
       // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
       // settle anyway; the settle records the refusal, and its transaction re-checks the row.
@@ -437,7 +446,10 @@ export const run = <R>(
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
-          if (free > 0 && claimed.length === free) return now
+          // Every free slot taken: nothing more can be claimed until a performance ends, and each one
+          // rings `wake` as it ends. Looking again at once ran a step of reads on SQLite's one
+          // connection between the claim's commit and the handlers' start (the pickup path).
+          if (free > 0 && claimed.length === free) return now + pollMs
           // Rows committed above the horizon wait for transactions that may end without a hint (a
           // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
           if (horizon.waiting)

@@ -10,6 +10,7 @@ import { Cause, Clock, Duration, Effect, Exit, Option, Queue, type Scope, Stream
 import { Engine, type EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, InvalidCommand } from "./Errors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
+import * as TableChanges from "./storage/TableChanges.js"
 import * as Timers from "./Timers.js"
 
 export interface TimerLoopOptions {
@@ -85,16 +86,32 @@ export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, 
     const backend = yield* StoreBackend
     // Alone on the store, every claim is a dead process's; on a shared store a claim waits out its lease.
     const start = backend.shared ? Effect.void : Timers.releaseAllClaims
+    // Where only this process writes the store, a ring after a commit that changed no timer row (most
+    // commands) reads nothing: the next due time read last is still the table's, since time alone
+    // does not move it (storage/TableChanges.ts). The read ran on SQLite's one connection right
+    // after every commit, where a reactor's claim waited behind it.
+    const changeCount = Option.getOrUndefined(yield* TableChanges.watch(["timers"]))
+    let lastRead: { readonly changes: number; readonly next: number | undefined } | undefined
+    const nextDue = Effect.suspend(() => {
+      // Taken before the read: a change the read does not see moves the count.
+      const changes = changeCount?.()
+      if (changes !== undefined && lastRead?.changes === changes) return Effect.succeed(lastRead.next)
+      return Effect.tap(Timers.nextDue(), (next) =>
+        Effect.sync(() => {
+          lastRead = changes === undefined ? undefined : { changes, next }
+        })
+      )
+    })
     const round = Effect.gen(function* () {
       yield* Queue.takeAll(wake)
       // Every accepted command rings the wake; most schedule no timer. Read the next due time first
       // (one indexed SELECT) and claim (an UPDATE, a write on SQLite's one connection, ahead of the
       // reactors' claims) only when a timer is due: claiming on every ring cost the commit → claim
       // pickup about 1 ms at p50 in `pnpm bench --quick`.
-      const before = yield* Timers.nextDue()
+      const before = yield* nextDue
       const due = before !== undefined && before <= (yield* Clock.currentTimeMillis)
       const retry = due ? yield* fireDue(engine, resolved) : false
-      const next = due ? yield* Timers.nextDue() : before
+      const next = due ? yield* nextDue : before
       const now = yield* Clock.currentTimeMillis
       const sleepMs = retry ? 1_000 : Math.min(maxSleepMs, next === undefined ? maxSleepMs : Math.max(0, next - now))
       yield* Effect.raceFirst(Effect.sleep(Duration.millis(sleepMs)), Queue.take(wake))
