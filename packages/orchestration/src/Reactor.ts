@@ -363,6 +363,11 @@ export const run = <R>(
     // Where only this process writes the store, a poll first asks whether the outbox or the cursors
     // changed since its last look (storage/TableChanges.ts): an idle poll then reads nothing.
     const changeCount = Option.getOrUndefined(yield* TableChanges.watch(["outbox", "reactor_cursors"]))
+    // The cursors alone: a step re-reads its cursor only when some cursor row changed since it last
+    // read it (an operator retry or a requeue moving it back), not after every commit of the outbox.
+    const cursorChanges = Option.getOrUndefined(yield* TableChanges.watch(["reactor_cursors"]))
+    /** The cursor count when `cursor` was last read (undefined: read it at the next step). */
+    let cursorReadAt: number | undefined
     /** The change count at which no running row of another owner existed, so none could be reclaimed. */
     let noOthersAt: number | undefined
     /** Whether a running row of another owner exists; rows of other owners never appear without a change. */
@@ -417,6 +422,7 @@ export const run = <R>(
             settledSinceCursor = false
             lastAdvance = now
             cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now, horizon.trusted)
+            cursorReadAt = undefined
           } else if (changes === undefined) {
             // Another writer (an operator retry, a peer's requeue) may have moved the cursor back. Without
             // a change count there is no quiet look, which alone needs rows due by `now` too: the step's
@@ -425,7 +431,12 @@ export const run = <R>(
             cursor = read.cursor
             dueLater = { due: read.due }
           } else {
-            cursor = yield* ReactorCursors.cursor(definition.name)
+            // Taken before the read: a change the read does not see moves the count.
+            const cursorCount = cursorChanges?.()
+            if (cursorCount === undefined || cursorCount !== cursorReadAt) {
+              cursor = yield* ReactorCursors.cursor(definition.name)
+              cursorReadAt = cursorCount
+            }
           }
           const free = concurrency - (yield* FiberMap.size(running))
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []

@@ -199,8 +199,10 @@ describe("command router", () => {
       Object.fromEntries(Object.entries(requeue).filter(([key]) => key !== "by"))
     ]
     for (const raw of variants) {
-      const schema = raw.type === "effect.requeue" ? EffectOutcomes.EffectRequeue : EffectOutcomes.EffectSucceed
-      const decoded = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })(raw)
+      const decoded: Either.Either<unknown, unknown> =
+        raw.type === "effect.requeue"
+          ? Schema.decodeUnknownEither(EffectOutcomes.EffectRequeue, { onExcessProperty: "error" })(raw)
+          : Schema.decodeUnknownEither(EffectOutcomes.EffectSucceed, { onExcessProperty: "error" })(raw)
       const quick = EffectOutcomes.decodeSettlementQuickly(raw)
       // Refused by the quick check is fine (the schema then decides); accepted must mean accepted, as is.
       if (quick !== undefined) {
