@@ -145,27 +145,9 @@ export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"),
 export const EffectCancel = Schema.Struct({ type: Schema.Literal("effect.cancel"), ...operatorFields })
 export type OperatorCommand = typeof EffectRetry.Type | typeof EffectCancel.Type
 
-/** The keys `EffectRequeue` and `EffectSucceed` allow: any other key is refused by their schemas. */
-const requeueKeys = new Set([
-  "type",
-  "commandId",
-  "effectId",
-  "aggregateType",
-  "aggregateId",
-  "by",
-  "attempt",
-  "reason"
-])
-const succeedKeys = new Set([
-  "type",
-  "commandId",
-  "effectId",
-  "aggregateType",
-  "aggregateId",
-  "by",
-  "attempt",
-  "response"
-])
+/** The keys `EffectRequeue` and `EffectSucceed` allow (their fields): any other key is refused by their schemas. */
+const requeueKeys = new Set(Object.keys(EffectRequeue.fields))
+const succeedKeys = new Set(Object.keys(EffectSucceed.fields))
 const isSettledBy = Schema.is(SettledBy)
 
 /**

@@ -213,12 +213,14 @@ describe("command router", () => {
     // The common shapes take the quick way; the router's answer is the schema path's.
     assert.isDefined(EffectOutcomes.decodeSettlementQuickly(requeue))
     assert.isDefined(EffectOutcomes.decodeSettlementQuickly(settlement))
-    given(Account)
-      .when(requeue, "internal")
-      .thenRouted({ aggregateType: "account", aggregateId: "a1", settles: true })
+    given(Account).when(requeue, "internal").thenRouted({ aggregateType: "account", aggregateId: "a1", settles: true })
     given(Account)
       .when({ ...requeue, reason: 7 }, "internal")
-      .thenRefused({ message: "invalid 'effect.requeue' command", commandId: requeue.commandId, issuePaths: [["reason"]] })
+      .thenRefused({
+        message: "invalid 'effect.requeue' command",
+        commandId: requeue.commandId,
+        issuePaths: [["reason"]]
+      })
   })
 
   it("refuses a type no aggregate declares", () => {
