@@ -11,7 +11,7 @@ import { Either, ParseResult, Schema } from "effect"
 import type { AnyAggregate } from "./Aggregate.js"
 import { fingerprint } from "./CanonicalJson.js"
 import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
-import { settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
+import { decodeSettlementQuickly, settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
 import { InvalidCommand } from "./Errors.js"
 import { decideCommand, decideSettlementCommand, type QueuedCommand } from "./Processor.js"
 import type * as Receipts from "./Receipts.js"
@@ -104,12 +104,29 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     return { command, aggregate, identity: identityOf(raw, aggregate, command.aggregateId) }
   }
 
+  /**
+   * An engine command a quick check decoded (StreamChunks, EffectOutcomes), under its aggregate;
+   * undefined when there is none to go on, so the schema's decode says what is wrong.
+   */
+  const quickly = <C extends { readonly aggregateType: string; readonly aggregateId: string }>(
+    raw: Record<string, unknown>,
+    quick: C | undefined,
+    print?: string
+  ) => {
+    const aggregate = quick === undefined ? undefined : aggregatesByName.get(quick.aggregateType)
+    return quick === undefined || aggregate === undefined
+      ? undefined
+      : { command: quick, aggregate, identity: identityOf(raw, aggregate, quick.aggregateId, print) }
+  }
+
   const routeSettlement = (
     raw: Record<string, unknown>,
     decode: Decoder,
     commandId: string | undefined
   ): QueuedCommand | InvalidCommand => {
-    const routed = toEffectAggregate<SettlementCommand>(raw, decode, commandId)
+    const routed =
+      quickly<SettlementCommand>(raw, decodeSettlementQuickly(raw)) ??
+      toEffectAggregate<SettlementCommand>(raw, decode, commandId)
     if (routed instanceof InvalidCommand) return routed
     const { command: settlement, aggregate, identity } = routed
     return {
@@ -129,15 +146,9 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
    */
   const routeStream = (raw: Record<string, unknown>, commandId: string | undefined): QueuedCommand | InvalidCommand => {
     const quick = decodeStreamQuickly(raw)
-    const aggregate = quick === undefined ? undefined : aggregatesByName.get(quick.aggregateType)
     const routed =
-      quick !== undefined && aggregate !== undefined
-        ? {
-            command: quick,
-            aggregate,
-            identity: identityOf(raw, aggregate, quick.aggregateId, chunkFingerprint(quick))
-          }
-        : toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
+      (quick === undefined ? undefined : quickly(raw, quick, chunkFingerprint(quick))) ??
+      toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
     if (routed instanceof InvalidCommand) return routed
     const chunk = routed.command
     // One fingerprint for a chunk, whichever way it was decoded.

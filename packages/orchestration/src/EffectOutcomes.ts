@@ -145,6 +145,38 @@ export const EffectRetry = Schema.Struct({ type: Schema.Literal("effect.retry"),
 export const EffectCancel = Schema.Struct({ type: Schema.Literal("effect.cancel"), ...operatorFields })
 export type OperatorCommand = typeof EffectRetry.Type | typeof EffectCancel.Type
 
+/** The keys `EffectRequeue` and `EffectSucceed` allow (their fields): any other key is refused by their schemas. */
+const requeueKeys = new Set(Object.keys(EffectRequeue.fields))
+const succeedKeys = new Set(Object.keys(EffectSucceed.fields))
+const isSettledBy = Schema.is(SettledBy)
+
+/**
+ * The engine's own settlements come by the thousand (boot reconcile's requeues, reactors'
+ * outcomes), and the Schema decoder's walk was most of routing one. A plain check of the object
+ * gives the decoded command for the two that come most: it accepts only what `EffectRequeue` or
+ * `EffectSucceed` accepts (no other key, every field there with its type); anything else answers
+ * undefined, and the router decodes that value with the schema, which says what is wrong.
+ */
+export const decodeSettlementQuickly = (
+  raw: Record<string, unknown>
+): typeof EffectRequeue.Type | typeof EffectSucceed.Type | undefined => {
+  const keys = raw.type === "effect.requeue" ? requeueKeys : raw.type === "effect.succeed" ? succeedKeys : undefined
+  if (keys === undefined) return undefined
+  for (const key in raw) if (!keys.has(key)) return undefined
+  if (
+    typeof raw.commandId !== "string" ||
+    typeof raw.effectId !== "string" ||
+    typeof raw.aggregateType !== "string" ||
+    typeof raw.aggregateId !== "string" ||
+    typeof raw.attempt !== "number" ||
+    !isSettledBy(raw.by) ||
+    (raw.type === "effect.requeue" ? typeof raw.reason !== "string" : !("response" in raw))
+  ) {
+    return undefined
+  }
+  return raw as unknown as typeof EffectRequeue.Type | typeof EffectSucceed.Type
+}
+
 export const SettlementCommand = Schema.Union(EffectSucceed, EffectFail, EffectRequeue, EffectRetry, EffectCancel)
 export type SettlementCommand = typeof SettlementCommand.Type
 

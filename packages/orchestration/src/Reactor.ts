@@ -14,6 +14,7 @@ import {
   Effect,
   Either,
   Exit,
+  Fiber,
   FiberMap,
   Layer,
   Option,
@@ -219,9 +220,15 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
     )
     let inDoubt = false
     const lost = yield* Deferred.make<void>()
+    const startedAt = yield* Clock.currentTimeMillis
+    // The handler's fiber is forked first, so the scheduler starts it ahead of the fibers the watch
+    // and the renewal wake (the watch's first read of the row would otherwise run on the one
+    // connection between the claim and the handler's start). Both are set up before this fiber
+    // yields, so before the handler runs. In the performance's scope: an interrupted performance
+    // (shutdown) stops its handler before it hands the row back.
+    const handler = yield* Effect.forkScoped(env.definition.handle(row))
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
     yield* env.cancels.watch(row.effectId, row.attempts, lost)
-    const startedAt = yield* Clock.currentTimeMillis
     yield* Effect.forkScoped(
       Effect.gen(function* () {
         let retryIn = 100
@@ -243,20 +250,22 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
         }
       })
     )
-    const performed = yield* env.definition
-      .handle(row)
-      .pipe(
-        Effect.timeoutFail({ duration: policy.timeout, onTimeout: () => new TimedOut() }),
-        Effect.exit,
-        Effect.raceFirst(Deferred.await(lost).pipe(Effect.as("lease-lost" as const)))
-      )
-    if (performed === "lease-lost") {
-      // The handler has been interrupted (the race waits for it): say so, in case a cancel kept the lease.
+    const ended = yield* Effect.raceAll([
+      Fiber.await(handler),
+      Deferred.await(lost).pipe(Effect.as("lease-lost" as const)),
+      Effect.sleep(policy.timeout).pipe(Effect.as("timed-out" as const))
+    ])
+    // Lost or timed out: the handler is stopped (and waited for) before anything is recorded.
+    if (typeof ended === "string") yield* Fiber.interrupt(handler)
+    if (ended === "lease-lost") {
+      // Say so, in case a cancel kept the lease.
       yield* acknowledgeStopped(env, row, startedAt)
       return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
         effectId: row.effectId
       })
     }
+    const performed: Exit.Exit<unknown, EffectFailure | TimedOut> =
+      ended === "timed-out" ? Exit.fail(new TimedOut()) : ended
     if (inDoubt) {
       // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
       // settle anyway; the settle records the refusal, and its transaction re-checks the row.
@@ -354,6 +363,11 @@ export const run = <R>(
     // Where only this process writes the store, a poll first asks whether the outbox or the cursors
     // changed since its last look (storage/TableChanges.ts): an idle poll then reads nothing.
     const changeCount = Option.getOrUndefined(yield* TableChanges.watch(["outbox", "reactor_cursors"]))
+    // The cursors alone: a step re-reads its cursor only when some cursor row changed since it last
+    // read it (an operator retry or a requeue moving it back), not after every commit of the outbox.
+    const cursorChanges = Option.getOrUndefined(yield* TableChanges.watch(["reactor_cursors"]))
+    /** The cursor count when `cursor` was last read (undefined: read it at the next step). */
+    let cursorReadAt: number | undefined
     /** The change count at which no running row of another owner existed, so none could be reclaimed. */
     let noOthersAt: number | undefined
     /** Whether a running row of another owner exists; rows of other owners never appear without a change. */
@@ -413,6 +427,7 @@ export const run = <R>(
             settledSinceCursor = false
             lastAdvance = now
             cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now, horizon.trusted)
+            cursorReadAt = undefined
           } else if (changes === undefined) {
             // Another writer (an operator retry, a peer's requeue) may have moved the cursor back, and
             // there is no change count to say so. The claim does not need the cursor: it finds pending
@@ -421,7 +436,12 @@ export const run = <R>(
             // Without a change count there is no quiet look, which alone needs rows due by `now` too.
             cursor = 0
           } else {
-            cursor = yield* ReactorCursors.cursor(definition.name)
+            // Taken before the read: a change the read does not see moves the count.
+            const cursorCount = cursorChanges?.()
+            if (cursorCount === undefined || cursorCount !== cursorReadAt) {
+              cursor = yield* ReactorCursors.cursor(definition.name)
+              cursorReadAt = cursorCount
+            }
           }
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []
           let looked = false
@@ -446,7 +466,10 @@ export const run = <R>(
             }
           }
           for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
-          if (claimed.length === free) return now
+          // Every free slot taken: nothing more can be claimed until a performance ends, and each one
+          // rings `wake` as it ends. Looking again at once ran a step of reads on SQLite's one
+          // connection between the claim's commit and the handlers' start (the pickup path).
+          if (claimed.length === free) return now + pollMs
           // Rows committed above the horizon wait for transactions that may end without a hint (a
           // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
           if (horizon.waiting)

@@ -4,11 +4,12 @@
  * InvalidCommand that says why. No store, no engine, no Effect runtime.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Schema } from "effect"
+import { Either, Schema } from "effect"
 import { Account } from "../examples/Accounts.js"
 import { Aggregate, CanonicalJson, Decision, InvalidCommand } from "../src/index.js"
 import type { Origin } from "../src/CommandId.js"
 import * as CommandRouter from "../src/CommandRouter.js"
+import * as EffectOutcomes from "../src/EffectOutcomes.js"
 import type { QueuedCommand } from "../src/Processor.js"
 
 const given = (...aggregates: ReadonlyArray<Aggregate.AnyAggregate>) => {
@@ -170,6 +171,56 @@ describe("command router", () => {
     given(Account)
       .when({ ...chunk, aggregateType: "thread" }, "internal")
       .thenRefused({ message: "no aggregate named 'thread'", commandId: chunk.commandId })
+  })
+
+  it("checks the engine's requeues and successes without the schema, accepting exactly what the schema accepts", () => {
+    const requeue = {
+      commandId: "reconcile:email:a1#1",
+      type: "effect.requeue",
+      effectId: "email:a1",
+      attempt: 1,
+      aggregateType: "account",
+      aggregateId: "a1",
+      by: "reconcile",
+      reason: "requeued after the previous server process ended"
+    }
+    const variants: ReadonlyArray<Record<string, unknown>> = [
+      requeue,
+      settlement,
+      { ...settlement, response: null },
+      { ...settlement, response: undefined },
+      { ...requeue, extra: 1 },
+      { ...requeue, by: "someone" },
+      { ...requeue, attempt: "1" },
+      { ...requeue, reason: 7 },
+      { ...settlement, reason: "not a succeed field" },
+      { ...requeue, effectId: undefined },
+      Object.fromEntries(Object.entries(settlement).filter(([key]) => key !== "response")),
+      Object.fromEntries(Object.entries(requeue).filter(([key]) => key !== "by"))
+    ]
+    for (const raw of variants) {
+      const decoded: Either.Either<unknown, unknown> =
+        raw.type === "effect.requeue"
+          ? Schema.decodeUnknownEither(EffectOutcomes.EffectRequeue, { onExcessProperty: "error" })(raw)
+          : Schema.decodeUnknownEither(EffectOutcomes.EffectSucceed, { onExcessProperty: "error" })(raw)
+      const quick = EffectOutcomes.decodeSettlementQuickly(raw)
+      // Refused by the quick check is fine (the schema then decides); accepted must mean accepted, as is.
+      if (quick !== undefined) {
+        assert.isTrue(Either.isRight(decoded), `quick check accepted what the schema refuses: ${JSON.stringify(raw)}`)
+        if (Either.isRight(decoded)) assert.deepStrictEqual(quick, decoded.right)
+      }
+    }
+    // The common shapes take the quick way; the router's answer is the schema path's.
+    assert.isDefined(EffectOutcomes.decodeSettlementQuickly(requeue))
+    assert.isDefined(EffectOutcomes.decodeSettlementQuickly(settlement))
+    given(Account).when(requeue, "internal").thenRouted({ aggregateType: "account", aggregateId: "a1", settles: true })
+    given(Account)
+      .when({ ...requeue, reason: 7 }, "internal")
+      .thenRefused({
+        message: "invalid 'effect.requeue' command",
+        commandId: requeue.commandId,
+        issuePaths: [["reason"]]
+      })
   })
 
   it("refuses a type no aggregate declares", () => {

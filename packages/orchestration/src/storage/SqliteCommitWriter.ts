@@ -15,6 +15,8 @@ import * as EventLog from "../EventLog.js"
 import * as Outbox from "../Outbox.js"
 import * as Receipts from "../Receipts.js"
 import type { CommitWriter } from "./CommitWriter.js"
+import type Database from "better-sqlite3"
+import type { EventRecord } from "../Aggregate.js"
 import type { SqliteConnectionShape } from "./SqliteClient.js"
 import { SAVEPOINT_BEGIN, SAVEPOINT_RELEASE, SAVEPOINT_ROLLBACK } from "./Transactions.js"
 import * as TableColumns from "./TableColumns.js"
@@ -39,9 +41,21 @@ export const insertStatement = <Row>(shape: TableColumns.InsertShape<Row>, suffi
 const FIND_CHUNK = 64
 const findReceipts = (count: number) =>
   `SELECT * FROM receipts WHERE command_id IN (${Array.from({ length: count }, () => "?").join(", ")})`
-const INSERT_EVENT = insertStatement(EventLog.insertShape, " RETURNING sequence")
+const INSERT_EVENT = insertStatement(EventLog.insertShape)
 const INSERT_OUTBOX = insertStatement(Outbox.insertShape)
 const INSERT_RECEIPT = insertStatement(Receipts.insertShape)
+
+/**
+ * Appends one event and answers the sequence the store gave it: the connection's last rowid, since
+ * `sequence` is the table's INTEGER PRIMARY KEY (Migrations.ts), and the insert has no conflict
+ * clause, so it writes its row or throws. Not `RETURNING sequence` read with `get`: that cost about
+ * twice the plain insert per row in better-sqlite3 (docs/benchmarks.md, 2026-12-02, fourth session).
+ */
+const appendEvent = (statement: Database.Statement, e: EventLog.NewEvent): EventRecord => {
+  const { changes, lastInsertRowid } = statement.run(INSERT_EVENT.values(e))
+  if (changes !== 1) throw new Error(`an event insert wrote ${changes} rows, not one`)
+  return EventLog.recordOf(e, Number(lastInsertRowid))
+}
 
 /** A driver error, shaped as the SqlClient would raise it. */
 const failure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
@@ -63,10 +77,7 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
     run(() => {
       if (events.length === 0) return []
       const statement = conn.prepare(INSERT_EVENT.text)
-      return events.map((e) => {
-        const { sequence } = statement.get(INSERT_EVENT.values(e)) as { sequence: number }
-        return EventLog.recordOf(e, Number(sequence))
-      })
+      return events.map((e) => appendEvent(statement, e))
     }),
   insertOutbox: (rows) =>
     run(() => {
@@ -89,10 +100,7 @@ export const sqliteCommitWriter = (conn: SqliteConnectionShape): CommitWriter =>
       const receipts = conn.prepare(INSERT_RECEIPT.text)
       let last = logHead
       return commands.map((c) => {
-        const records = c.events.map((e) => {
-          const { sequence } = events.get(INSERT_EVENT.values(e)) as { sequence: number }
-          return EventLog.recordOf(e, Number(sequence))
-        })
+        const records = c.events.map((e) => appendEvent(events, e))
         for (const r of c.effects) outbox.run(INSERT_OUTBOX.values(r))
         last = records.at(-1)?.sequence ?? last
         receipts.run(
