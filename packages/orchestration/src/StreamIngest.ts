@@ -175,6 +175,7 @@ export const make = (
     const engine = yield* Engine
     const windows = yield* FlushWindows
     const faults = yield* FaultPoints
+    const clock = yield* Effect.clock
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
     const flushBytes = Math.max(1, options.flushBytes ?? defaults.flushBytes)
@@ -203,34 +204,51 @@ export const make = (
     let flushes = 0
     let failure: StreamNotRecorded | undefined
     const failedSignal = yield* Deferred.make<never, StreamNotRecorded>()
-    const lock = yield* Effect.makeSemaphore(1)
     /**
-     * What the flusher waits for, when it waits: a first write (`data`), or its window's end or
-     * the flush size (`size`; the window's end completes `wake` through FlushWindows.join). One
+     * Callers waiting until everything written before them has committed (`flush`, a write that
+     * finds the buffer full). While any waits, the flusher sends at once instead of at the window's
+     * end. The flusher is the only sender, so no lock orders it with them.
+     */
+    const drainers: Array<Deferred.Deferred<void, StreamNotRecorded>> = []
+    /** When the first write not yet in any round came (undefined: none), on the engine's clock. */
+    let unsentSince: number | undefined
+    /**
+     * Whether the buffer is due to be sent now: the flush size is reached, a caller waits for it, or
+     * the window of its first unsent write has ended already (it came while a round was in flight).
+     */
+    const due = () =>
+      pendingBytes >= flushBytes ||
+      drainers.length > 0 ||
+      (unsentSince !== undefined &&
+        Math.floor(clock.unsafeCurrentTimeMillis() / flushEvery) > Math.floor(unsentSince / flushEvery))
+    /**
+     * What the flusher waits for, when it waits: a first write (`data`), or the end of its window
+     * (`window`; FlushWindows.join completes `wake` then) unless the buffer is due before. One
      * Deferred a wait, completed by whichever comes first, instead of two fibers raced a window.
      */
-    let waiting: { readonly until: "data" | "size"; readonly wake: Deferred.Deferred<void> } | undefined
-    /** A write landed: wakes the flusher if it waits for data, or for the size now reached. */
+    let waiting: { readonly until: "data" | "window"; readonly wake: Deferred.Deferred<void> } | undefined
+    /** Something changed: wakes the flusher if it waits for data, or for a window the buffer is now due before. */
     const ring = () => {
       if (waiting === undefined) return
-      if (waiting.until === "size" && pendingBytes < flushBytes) return
+      if (waiting.until === "window" && !due()) return
       Deferred.unsafeDone(waiting.wake, Exit.void)
       waiting = undefined
     }
-    /** Waits on `wake` unless `ready` already holds; the check and the wait's setup are one step, so no write falls between them. */
-    const waitFor = (until: "data" | "size", ready: () => boolean) =>
-      Effect.flatMap(Deferred.make<void>(), (wake) =>
-        Effect.suspend(() => {
-          if (ready()) return Effect.void
-          waiting = { until, wake }
-          const join = until === "size" ? windows.join(flushEvery, wake) : Effect.void
-          return Effect.zipRight(join, Deferred.await(wake))
-        })
-      )
+    /** Parks the flusher on a new Deferred; the check before it and the setup are one step, so no write falls between them. */
+    const park = (until: "data" | "window") =>
+      Effect.withFiberRuntime<void>((fiber) => {
+        const wake = Deferred.unsafeMake<void>(fiber.id())
+        waiting = { until, wake }
+        return until === "window"
+          ? Effect.zipRight(windows.join(flushEvery, wake), Deferred.await(wake))
+          : Deferred.await(wake)
+      })
 
+    /** The stream cannot be recorded: every caller waiting for a drain, and every later one, gets `error`. */
     const fail = (error: StreamNotRecorded) =>
       Effect.suspend(() => {
         failure ??= error
+        for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.fail(failure))
         return Deferred.fail(failedSignal, failure).pipe(Effect.zipRight(Effect.fail(failure)))
       })
 
@@ -304,16 +322,12 @@ export const make = (
     const aheadOfEarlierRun = (error: DispatchError, index: number) =>
       index > 0 && error instanceof CommandRejected && error.reason === "stream-out-of-order"
 
-    /**
-     * One round of `flushBuffered`: the runs buffered now. Answers not taken (a run failed) end with
-     * its scope. One run (one channel, the common case) is sent without a fiber of its own.
-     */
-    const round = (runs: ReadonlyArray<Run>) =>
+    /** The answers of one round's runs, taken in order: each run lands, is sent again, or fails the stream. */
+    const takeAnswers = (
+      runs: ReadonlyArray<Run>,
+      answers: ReadonlyArray<Effect.Effect<Either.Either<unknown, DispatchError>>>
+    ) =>
       Effect.gen(function* () {
-        const answers =
-          runs.length === 1
-            ? [Effect.either(send(runs[0]!))]
-            : (yield* Effect.forEach(runs, (run) => Effect.forkScoped(Effect.either(send(run))))).map(Fiber.join)
         for (const [index, run] of runs.entries()) {
           const answer = yield* answers[index]!
           if (Either.isRight(answer)) {
@@ -342,30 +356,66 @@ export const make = (
       })
 
     /**
+     * One round of `sendBuffered`: the runs buffered now, each sent by a fiber of its own so all
+     * reach the processor together. Answers not taken (a run failed) end with the round's scope. One
+     * run (one channel, the common case) is sent without a fiber, so without a scope.
+     */
+    const round = (runs: ReadonlyArray<Run>): Effect.Effect<void, StreamNotRecorded> =>
+      runs.length === 1
+        ? takeAnswers(runs, [Effect.either(send(runs[0]!))])
+        : Effect.scoped(
+            Effect.flatMap(
+              Effect.forEach(runs, (run) => Effect.forkScoped(Effect.either(send(run)))),
+              (fibers) => takeAnswers(runs, fibers.map(Fiber.join))
+            )
+          )
+
+    /**
      * Sends everything buffered: every channel's run at once, so a window's text and tool-call
      * arguments reach the processor together and share one group commit, then takes their answers
      * in order. A run leaves the buffer only once its commit is answered; one the store refused is
      * re-sent under its id (after the runs before it landed), and so is a later run the engine found
      * ahead of it. Writes made meanwhile wait for the next round.
      */
-    const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
-      Effect.gen(function* () {
-        while (pending.length > 0 && failure === undefined) {
-          yield* Effect.scoped(round(planRuns()))
-        }
-        if (failure !== undefined) return yield* failure
+    const sendBuffered = Effect.suspend(() => {
+      // A window's end may have woken the flusher: nothing waits on `waiting` now.
+      waiting = undefined
+      unsentSince = undefined
+      return round(planRuns())
+    })
+
+    /** After a round: callers waiting for a drain are answered once nothing written before them is left. */
+    const drained = () => {
+      if (pending.length > 0) return
+      for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.void)
+    }
+
+    /**
+     * Waits for the first write, then for the end of its window (or the buffer being due before),
+     * sends a round, and again while the buffer is still due. Text written while a round was in
+     * flight waits for its own window: it flushes with the other streams' text of that window (one
+     * group commit), not in a commit of its own right after.
+     */
+    const flusher: Effect.Effect<never, StreamNotRecorded> = Effect.forever(
+      Effect.suspend(() => {
+        if (pending.length === 0) return park("data")
+        const send = Effect.zipRight(sendBuffered, Effect.sync(drained))
+        return due() ? send : Effect.zipRight(park("window"), send)
       })
     )
 
-    const flusher = Effect.gen(function* () {
-      while (true) {
-        // Writes during a flush find the buffer non-empty: go on without waiting.
-        yield* waitFor("data", () => pending.length > 0)
-        yield* waitFor("size", () => pendingBytes >= flushBytes)
-        waiting = undefined
-        yield* flushBuffered
-      }
+    /** Waits until everything written so far has committed (the flusher sends it at once), or fails with the stream's failure. */
+    const drain: Effect.Effect<void, StreamNotRecorded> = Effect.suspend(() => {
+      if (failure !== undefined) return Effect.fail(failure)
+      if (pending.length === 0) return Effect.void
+      return Effect.withFiberRuntime<void, StreamNotRecorded>((fiber) => {
+        const drainer = Deferred.unsafeMake<void, StreamNotRecorded>(fiber.id())
+        drainers.push(drainer)
+        ring()
+        return Deferred.await(drainer)
+      })
     })
+
     if (budget !== undefined) {
       // What never committed gives its share of the budget back when the stream's scope ends.
       yield* Effect.addFinalizer(() =>
@@ -385,37 +435,37 @@ export const make = (
       held.push(permits)
       sizes.push(bytes)
       pendingBytes += bytes
+      unsentSince ??= clock.unsafeCurrentTimeMillis()
       ring()
     }
 
-    /** Buffers `text` as it is (no pair held back). */
-    const buffer = (text: string, channel: string): Effect.Effect<void, StreamNotRecorded> =>
-      Effect.suspend(() => {
-        if (failure !== undefined) return Effect.fail(failure)
-        if (text.length === 0) return Effect.void
-        const bytes = utf8Bytes(text)
-        const full = pendingBytes > 0 && pendingBytes + bytes > maxBuffered
-        // The common write (room in the buffer, no shared budget) is taken in this one step.
-        if (!full && budget === undefined) {
-          append(text, channel, 0, bytes)
-          return Effect.void
-        }
-        // Full: wait for the flush in flight, then send the rest ourselves; the producer is slowed.
-        const room = full ? flushBuffered : Effect.void
-        // A write larger than the whole budget takes all of it (it waits until every other stream's is back).
-        const permits = budget === undefined ? 0 : Math.min(bytes, budget.totalBytes)
-        const share = budget === undefined ? Effect.void : budget.semaphore.take(permits)
-        // Permits taken are recorded at once (an interruption in between would leak them).
-        return Effect.zipRight(
-          room,
-          Effect.uninterruptibleMask((restore) =>
-            Effect.zipRight(
-              restore(share),
-              Effect.sync(() => append(text, channel, permits, bytes))
-            )
+    /** Buffers `text` as it is (no pair held back); called inside the caller's step (`write`, `releaseHeldBack`). */
+    const buffer = (text: string, channel: string): Effect.Effect<void, StreamNotRecorded> => {
+      if (failure !== undefined) return Effect.fail(failure)
+      if (text.length === 0) return Effect.void
+      const bytes = utf8Bytes(text)
+      const full = pendingBytes > 0 && pendingBytes + bytes > maxBuffered
+      // The common write (room in the buffer, no shared budget) is taken in this one step.
+      if (!full && budget === undefined) {
+        append(text, channel, 0, bytes)
+        return Effect.void
+      }
+      // Full: wait until the buffer has been sent and committed; the producer is slowed.
+      const room = full ? drain : Effect.void
+      // A write larger than the whole budget takes all of it (it waits until every other stream's is back).
+      const permits = budget === undefined ? 0 : Math.min(bytes, budget.totalBytes)
+      const share = budget === undefined ? Effect.void : budget.semaphore.take(permits)
+      // Permits taken are recorded at once (an interruption in between would leak them).
+      return Effect.zipRight(
+        room,
+        Effect.uninterruptibleMask((restore) =>
+          Effect.zipRight(
+            restore(share),
+            Effect.sync(() => append(text, channel, permits, bytes))
           )
         )
-      })
+      )
+    }
 
     const write = (written: string, channel = ""): Effect.Effect<void, StreamNotRecorded> =>
       Effect.suspend(() => {
@@ -437,7 +487,7 @@ export const make = (
 
     return {
       write,
-      flush: Effect.zipRight(releaseHeldBack, flushBuffered),
+      flush: Effect.zipRight(releaseHeldBack, drain),
       failed: Deferred.await(failedSignal),
       stats: Effect.sync(() => ({ bufferedBytes: pendingBytes, committedEnd, flushes }))
     } satisfies StreamIngest

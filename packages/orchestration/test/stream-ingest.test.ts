@@ -18,6 +18,7 @@ import {
   StreamIngest
 } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import { StorageFaults } from "../src/storage/StorageFaults.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
@@ -152,6 +153,102 @@ describe("durable stream ingestion", () => {
       assert.strictEqual(transactions, 1, "one group commit for both flushes")
       yield* eventually(bothAre("succeeded"), "both succeeded")
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  /**
+   * The first stream chunk's commit is held open (on the TestClock) for `holdMillis` at its receipt
+   * write, so a test can write while that flush is in flight.
+   */
+  const holdFirstFlush = (holdMillis: number) => {
+    const held = { done: false }
+    const layer = Layer.succeed(StorageFaults, {
+      before: (point, commandId) =>
+        Effect.suspend(() => {
+          if (held.done || point !== "receipts" || !commandId.startsWith("ingest:stream:")) return Effect.void
+          held.done = true
+          return Effect.sleep(`${holdMillis} millis`)
+        })
+    })
+    return { held, layer }
+  }
+
+  /** Job `s` streaming `input`, running; at TestClock 0, with its first flush held open `holdMillis`. */
+  const streamWithHeldFlush = (input: ReturnType<typeof feed>, holdMillis: number) => {
+    const handler = scriptedHandler()
+    const hold = holdFirstFlush(holdMillis)
+    const layer = stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(hold.layer))
+    const start = Effect.gen(function* () {
+      handler.behaviors.set("job:s", yield* streaming(input.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "running"),
+        "running"
+      )
+    })
+    return { hold, layer, start }
+  }
+
+  it.effect(
+    "text written while a flush is in flight waits for the end of its own window, not a commit of its own",
+    () => {
+      const input = feed()
+      const { hold, layer, start } = streamWithHeldFlush(input, 5)
+      return Effect.gen(function* () {
+        yield* start
+        yield* input.send("a")
+        yield* settle
+        // The window [0, 50) ends: "a" is sent, and its commit is held until 55.
+        yield* TestClock.adjust("50 millis")
+        yield* eventually(
+          Effect.sync(() => hold.held.done),
+          "first flush in flight"
+        )
+        yield* input.send("b")
+        yield* settle
+        yield* TestClock.adjust("5 millis")
+        yield* eventually(chunkCount("job:s", 1), "a landed")
+        // "b" came in the window [50, 100): it flushes at 100, with whatever else that window holds.
+        yield* TestClock.adjust("44 millis")
+        yield* settle
+        assert.deepStrictEqual(
+          (yield* chunksOf("job:s")).map((c) => c.text),
+          ["a"]
+        )
+        yield* TestClock.adjust("1 millis")
+        yield* eventually(chunkCount("job:s", 2), "b at its window's end")
+        yield* input.send(END)
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "succeeded"),
+          "succeeded"
+        )
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.effect("text whose window ended while a flush was in flight is sent as soon as that flush lands", () => {
+    const input = feed()
+    const { hold, layer, start } = streamWithHeldFlush(input, 60)
+    return Effect.gen(function* () {
+      yield* start
+      yield* input.send("a")
+      yield* settle
+      yield* TestClock.adjust("50 millis")
+      yield* eventually(
+        Effect.sync(() => hold.held.done),
+        "first flush in flight"
+      )
+      // Written at 50, in the window [50, 100), which ends while "a" is still committing (until 110).
+      yield* input.send("b")
+      yield* settle
+      yield* TestClock.adjust("60 millis")
+      yield* eventually(chunkCount("job:s", 2), "b right after a, not at 150")
+      yield* input.send(END)
+      yield* eventually(
+        rowIs("job:s", (r) => r.status === "succeeded"),
+        "succeeded"
+      )
+    }).pipe(Effect.provide(layer))
   })
 
   it.effect(
