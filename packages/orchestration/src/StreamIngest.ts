@@ -210,17 +210,10 @@ export const make = (
      * end. The flusher is the only sender, so no lock orders it with them.
      */
     const drainers: Array<Deferred.Deferred<void, StreamNotRecorded>> = []
-    /** When the first write not yet in any round came (undefined: none), on the engine's clock. */
+    /** Whether the buffer is due to be sent now: the flush size is reached, or a caller waits for it. */
+    const due = () => pendingBytes >= flushBytes || drainers.length > 0
+    /** When the first write since the last round started came (undefined: none), on the engine's clock. */
     let unsentSince: number | undefined
-    /**
-     * Whether the buffer is due to be sent now: the flush size is reached, a caller waits for it, or
-     * the window of its first unsent write has ended already (it came while a round was in flight).
-     */
-    const due = () =>
-      pendingBytes >= flushBytes ||
-      drainers.length > 0 ||
-      (unsentSince !== undefined &&
-        Math.floor(clock.unsafeCurrentTimeMillis() / flushEvery) > Math.floor(unsentSince / flushEvery))
     /**
      * What the flusher waits for, when it waits: a first write (`data`), or the end of its window
      * (`window`; FlushWindows.join completes `wake` then) unless the buffer is due before. One
@@ -377,30 +370,40 @@ export const make = (
      * re-sent under its id (after the runs before it landed), and so is a later run the engine found
      * ahead of it. Writes made meanwhile wait for the next round.
      */
-    const sendBuffered = Effect.suspend(() => {
-      // A window's end may have woken the flusher: nothing waits on `waiting` now.
-      waiting = undefined
-      unsentSince = undefined
-      return round(planRuns())
-    })
+    const sendRounds = (): Effect.Effect<void, StreamNotRecorded> =>
+      Effect.suspend(() => {
+        // A window's end may have woken the flusher: nothing waits on `waiting` now.
+        waiting = undefined
+        unsentSince = undefined
+        return Effect.flatMap(round(planRuns()), afterRound)
+      })
 
-    /** After a round: callers waiting for a drain are answered once nothing written before them is left. */
-    const drained = () => {
-      if (pending.length > 0) return
-      for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.void)
+    /**
+     * After a round: callers waiting for a drain are answered once nothing written before them is
+     * left. Text written while the round was in flight goes at once if the buffer is due or its
+     * window has ended meanwhile (a slow commit); else it waits for the end of its window, to flush
+     * with the other streams' text of that window (one group commit), not in a commit of its own.
+     */
+    const afterRound = (): Effect.Effect<void, StreamNotRecorded> => {
+      if (pending.length === 0) {
+        for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.void)
+        return Effect.void
+      }
+      const windowEnded =
+        unsentSince !== undefined &&
+        Math.floor(clock.unsafeCurrentTimeMillis() / flushEvery) > Math.floor(unsentSince / flushEvery)
+      return due() || windowEnded ? sendRounds() : Effect.void
     }
 
     /**
-     * Waits for the first write, then for the end of its window (or the buffer being due before),
-     * sends a round, and again while the buffer is still due. Text written while a round was in
-     * flight waits for its own window: it flushes with the other streams' text of that window (one
-     * group commit), not in a commit of its own right after.
+     * Waits for the first write, then for the end of the window it is in now (or the buffer being
+     * due before), and sends. A flusher that wakes late joins the window of now, so that the streams
+     * of one window still flush together.
      */
     const flusher: Effect.Effect<never, StreamNotRecorded> = Effect.forever(
       Effect.suspend(() => {
         if (pending.length === 0) return park("data")
-        const send = Effect.zipRight(sendBuffered, Effect.sync(drained))
-        return due() ? send : Effect.zipRight(park("window"), send)
+        return due() ? sendRounds() : Effect.zipRight(park("window"), sendRounds())
       })
     )
 
