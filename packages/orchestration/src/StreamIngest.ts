@@ -26,7 +26,7 @@
  * (or the final `flush`), so every delta a reader gets is well-formed text; a surrogate that has no
  * other half is recorded as U+FFFD.
  */
-import { Deferred, Duration, Effect, Either, Exit, Fiber, Schedule, Schema, type Scope, Stream } from "effect"
+import { Cause, Deferred, Duration, Effect, Either, Exit, Fiber, Schedule, Schema, type Scope, Stream } from "effect"
 import { Engine } from "./Engine.js"
 import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import type { OutboxRow } from "./Outbox.js"
@@ -407,9 +407,13 @@ export const make = (
       })
     )
 
+    /** The flusher died of a defect (a bug, not a refusal): raised to every drain, as when a caller sent itself. */
+    let crash: Cause.Cause<never> | undefined
+
     /** Waits until everything written so far has committed (the flusher sends it at once), or fails with the stream's failure. */
     const drain: Effect.Effect<void, StreamNotRecorded> = Effect.suspend(() => {
       if (failure !== undefined) return Effect.fail(failure)
+      if (crash !== undefined) return Effect.failCause(crash)
       if (pending.length === 0) return Effect.void
       return Effect.withFiberRuntime<void, StreamNotRecorded>((fiber) => {
         const drainer = Deferred.unsafeMake<void, StreamNotRecorded>(fiber.id())
@@ -429,7 +433,17 @@ export const make = (
       )
     }
     // swallow-ok: a failed flush is kept in `failure` (and `failed`); every later write and flush fails with it.
-    yield* Effect.forkScoped(Effect.catchAll(flusher, () => Effect.void))
+    // A defect is kept in `crash` and raised to every drain and to `failed`; an interruption is the scope ending.
+    yield* Effect.forkScoped(
+      Effect.catchAllCause(flusher, (cause) =>
+        Effect.sync(() => {
+          if (failure !== undefined || Cause.isInterruptedOnly(cause)) return
+          crash = Cause.die(Cause.squash(cause))
+          for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.failCause(crash))
+          Deferred.unsafeDone(failedSignal, Exit.failCause(crash))
+        })
+      )
+    )
 
     /** Takes a piece into the buffer (synchronously) and wakes the flusher if it waits for it. */
     const append = (text: string, channel: string, permits: number, bytes: number) => {
