@@ -11,9 +11,12 @@
  *
  * Flushes happen when `flushBytes` are buffered or at the end of the `flushEvery` window in which
  * the first unflushed write came (so at most `flushEvery` after it), whichever comes first, one at a
- * time, in order. Windows are shared (FlushWindows): every stream of the process that has text
- * waiting flushes at the same instant, so their commands reach the processor together and commit in
- * one group commit (one fsync) instead of one transaction each. The producer never waits for a
+ * time, in order, by one flusher per stream (a caller of `flush`, or a write that finds the buffer
+ * full, asks it to send at once and waits for the commit). Text written while a flush is in flight
+ * waits for the end of its own window, as any other, unless that window ended meanwhile. Windows
+ * are shared (FlushWindows): every stream of the process that has text waiting flushes at the same
+ * instant, so their commands reach the processor together and commit in one group commit (one
+ * fsync) instead of one transaction each. The producer never waits for a
  * flush, except when its buffer (or the budget) is full. Memory: a stream holds at most
  * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
  * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
