@@ -12,12 +12,11 @@
  * Flushes happen when `flushBytes` are buffered or at the end of the `flushEvery` window in which
  * the first unflushed write came (so at most `flushEvery` after it), whichever comes first, one at a
  * time, in order, by one flusher per stream (a caller of `flush`, or a write that finds the buffer
- * full, asks it to send at once and waits for the commit). Text written while a flush is in flight
- * waits for the end of its own window, as any other, unless that window ended meanwhile. Windows
- * are shared (FlushWindows): every stream of the process that has text waiting flushes at the same
- * instant, so their commands reach the processor together and commit in one group commit (one
- * fsync) instead of one transaction each. The producer never waits for a
- * flush, except when its buffer (or the budget) is full. Memory: a stream holds at most
+ * full, asks it to send at once and waits for the commit); text written while a flush is in flight
+ * is sent as soon as it lands. Windows are shared (FlushWindows): every stream of the process that
+ * has text waiting flushes at the same instant, so their commands reach the processor together and
+ * commit in one group commit (one fsync) instead of one transaction each. The producer never waits
+ * for a flush, except when its buffer (or the budget) is full. Memory: a stream holds at most
  * `maxBufferedBytes` (UTF-8) plus the one write that is waiting for room; a write larger than the
  * buffer is taken alone once the buffer is empty. Streams given one `StreamBudget` hold at most its
  * `totalBytes` together (plus one waiting write each).
@@ -178,7 +177,6 @@ export const make = (
     const engine = yield* Engine
     const windows = yield* FlushWindows
     const faults = yield* FaultPoints
-    const clock = yield* Effect.clock
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
     const flushBytes = Math.max(1, options.flushBytes ?? defaults.flushBytes)
@@ -215,8 +213,6 @@ export const make = (
     const drainers: Array<Deferred.Deferred<void, StreamNotRecorded>> = []
     /** Whether the buffer is due to be sent now: the flush size is reached, or a caller waits for it. */
     const due = () => pendingBytes >= flushBytes || drainers.length > 0
-    /** When the first write since the last round started came (undefined: none), on the engine's clock. */
-    let unsentSince: number | undefined
     /**
      * What the flusher waits for, when it waits: a first write (`data`), or the end of its window
      * (`window`; FlushWindows.join completes `wake` then) unless the buffer is due before. One
@@ -377,25 +373,20 @@ export const make = (
       Effect.suspend(() => {
         // A window's end may have woken the flusher: nothing waits on `waiting` now.
         waiting = undefined
-        unsentSince = undefined
         return Effect.flatMap(round(planRuns()), afterRound)
       })
 
     /**
      * After a round: callers waiting for a drain are answered once nothing written before them is
-     * left. Text written while the round was in flight goes at once if the buffer is due or its
-     * window has ended meanwhile (a slow commit); else it waits for the end of its window, to flush
-     * with the other streams' text of that window (one group commit), not in a commit of its own.
+     * left. Text written while the round was in flight goes at once: it may have been due in the
+     * window just sent (a provider's chunk read late while the process was busy committing), and
+     * waiting for its own window would add a whole window to it (measured, docs/benchmarks.md).
+     * The streams of one batch are answered together, so their leftovers share the next batch.
      */
     const afterRound = (): Effect.Effect<void, StreamNotRecorded> => {
-      if (pending.length === 0) {
-        for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.void)
-        return Effect.void
-      }
-      const windowEnded =
-        unsentSince !== undefined &&
-        Math.floor(clock.unsafeCurrentTimeMillis() / flushEvery) > Math.floor(unsentSince / flushEvery)
-      return due() || windowEnded ? sendRounds() : Effect.void
+      if (pending.length > 0) return sendRounds()
+      for (const drainer of drainers.splice(0)) Deferred.unsafeDone(drainer, Exit.void)
+      return Effect.void
     }
 
     /**
@@ -455,7 +446,6 @@ export const make = (
       held.push(permits)
       sizes.push(bytes)
       pendingBytes += bytes
-      unsentSince ??= clock.unsafeCurrentTimeMillis()
       ring()
     }
 

@@ -191,7 +191,7 @@ describe("durable stream ingestion", () => {
   }
 
   it.effect(
-    "text written while a flush is in flight waits for the end of its own window, not a commit of its own",
+    "text written while a flush is in flight is sent as soon as that flush lands, not at its window's end",
     () => {
       const input = feed()
       const { hold, layer, start } = streamWithHeldFlush(input, 5)
@@ -205,19 +205,16 @@ describe("durable stream ingestion", () => {
           Effect.sync(() => hold.held.done),
           "first flush in flight"
         )
+        // "b" may have been due before 50 (a provider's chunk read late while the process committed):
+        // it goes right after "a", not at 100.
         yield* input.send("b")
         yield* settle
         yield* TestClock.adjust("5 millis")
-        yield* eventually(chunkCount("job:s", 1), "a landed")
-        // "b" came in the window [50, 100): it flushes at 100, with whatever else that window holds.
-        yield* TestClock.adjust("44 millis")
-        yield* settle
+        yield* eventually(chunkCount("job:s", 2), "b right after a")
         assert.deepStrictEqual(
           (yield* chunksOf("job:s")).map((c) => c.text),
-          ["a"]
+          ["a", "b"]
         )
-        yield* TestClock.adjust("1 millis")
-        yield* eventually(chunkCount("job:s", 2), "b at its window's end")
         yield* input.send(END)
         yield* eventually(
           rowIs("job:s", (r) => r.status === "succeeded"),
@@ -226,31 +223,6 @@ describe("durable stream ingestion", () => {
       }).pipe(Effect.provide(layer))
     }
   )
-
-  it.effect("text whose window ended while a flush was in flight is sent as soon as that flush lands", () => {
-    const input = feed()
-    const { hold, layer, start } = streamWithHeldFlush(input, 60)
-    return Effect.gen(function* () {
-      yield* start
-      yield* input.send("a")
-      yield* settle
-      yield* TestClock.adjust("50 millis")
-      yield* eventually(
-        Effect.sync(() => hold.held.done),
-        "first flush in flight"
-      )
-      // Written at 50, in the window [50, 100), which ends while "a" is still committing (until 110).
-      yield* input.send("b")
-      yield* settle
-      yield* TestClock.adjust("60 millis")
-      yield* eventually(chunkCount("job:s", 2), "b right after a, not at 150")
-      yield* input.send(END)
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "succeeded"),
-        "succeeded"
-      )
-    }).pipe(Effect.provide(layer))
-  })
 
   it.effect("a defect while sending is raised to the caller that flushes and to failed, not left waiting forever", () =>
     Effect.gen(function* () {
