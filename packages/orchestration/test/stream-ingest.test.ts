@@ -61,21 +61,30 @@ const chunkCount = (effectId: string, n: number) => Effect.map(chunksOf(effectId
 const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
   Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
 
+/** Submits job `s`; answers the engine once its row is running. */
+const submitRunning = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+  yield* eventually(
+    rowIs("job:s", (r) => r.status === "running"),
+    "running"
+  )
+  return engine
+})
+
+/** Job `s` streaming `producer` through `handler`, submitted and running. */
+const runningStream = (handler: ReturnType<typeof scriptedHandler>, producer: Stream.Stream<string>) =>
+  Effect.gen(function* () {
+    handler.behaviors.set("job:s", yield* streaming(producer))
+    return yield* submitRunning
+  })
+
 /** Job `s` whose handler waits at a gate; `start` submits it and returns once its row is running. */
 const gatedRunningJob = () => {
   const handler = scriptedHandler()
   const running = gated()
   handler.behaviors.set("job:s", running.behavior)
-  const start = Effect.gen(function* () {
-    const engine = yield* Engine.Engine
-    yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-    yield* eventually(
-      rowIs("job:s", (r) => r.status === "running"),
-      "running"
-    )
-    return engine
-  })
-  return { handler, running, start }
+  return { handler, running, start: submitRunning }
 }
 
 describe("durable stream ingestion", () => {
@@ -83,13 +92,7 @@ describe("durable stream ingestion", () => {
     const handler = scriptedHandler()
     const input = feed()
     return Effect.gen(function* () {
-      handler.behaviors.set("job:s", yield* streaming(input.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      const engine = yield* runningStream(handler, input.producer)
       yield* input.send("hello ")
       yield* input.send("world")
       yield* settle
@@ -178,16 +181,7 @@ describe("durable stream ingestion", () => {
     const handler = scriptedHandler()
     const hold = holdFirstFlush(holdMillis)
     const layer = stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(hold.layer))
-    const start = Effect.gen(function* () {
-      handler.behaviors.set("job:s", yield* streaming(input.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
-    })
-    return { hold, layer, start }
+    return { hold, layer, start: runningStream(handler, input.producer) }
   }
 
   it.effect(
