@@ -18,6 +18,7 @@ import {
   StreamIngest
 } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import { StorageFaults } from "../src/storage/StorageFaults.js"
 import type { OutboxRow } from "../src/Outbox.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { Job, submit } from "./fixtures/Jobs.js"
@@ -59,21 +60,30 @@ const chunkCount = (effectId: string, n: number) => Effect.map(chunksOf(effectId
 const rowIs = (effectId: string, predicate: (row: OutboxRow) => boolean) =>
   Effect.map(Outbox.find(effectId), (row) => row !== undefined && predicate(row))
 
+/** Submits job `s`; answers the engine once its row is running. */
+const submitRunning = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+  yield* eventually(
+    rowIs("job:s", (r) => r.status === "running"),
+    "running"
+  )
+  return engine
+})
+
+/** Job `s` streaming `producer` through `handler`, submitted and running. */
+const runningStream = (handler: ReturnType<typeof scriptedHandler>, producer: Stream.Stream<string>) =>
+  Effect.gen(function* () {
+    handler.behaviors.set("job:s", yield* streaming(producer))
+    return yield* submitRunning
+  })
+
 /** Job `s` whose handler waits at a gate; `start` submits it and returns once its row is running. */
 const gatedRunningJob = () => {
   const handler = scriptedHandler()
   const running = gated()
   handler.behaviors.set("job:s", running.behavior)
-  const start = Effect.gen(function* () {
-    const engine = yield* Engine.Engine
-    yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-    yield* eventually(
-      rowIs("job:s", (r) => r.status === "running"),
-      "running"
-    )
-    return engine
-  })
-  return { handler, running, start }
+  return { handler, running, start: submitRunning }
 }
 
 describe("durable stream ingestion", () => {
@@ -81,13 +91,7 @@ describe("durable stream ingestion", () => {
     const handler = scriptedHandler()
     const input = feed()
     return Effect.gen(function* () {
-      handler.behaviors.set("job:s", yield* streaming(input.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* eventually(
-        rowIs("job:s", (r) => r.status === "running"),
-        "running"
-      )
+      const engine = yield* runningStream(handler, input.producer)
       yield* input.send("hello ")
       yield* input.send("world")
       yield* settle
@@ -153,6 +157,65 @@ describe("durable stream ingestion", () => {
       yield* eventually(bothAre("succeeded"), "both succeeded")
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
+
+  /**
+   * The first stream chunk's commit is held open (on the TestClock) for `holdMillis` at its receipt
+   * write, so a test can write while that flush is in flight.
+   */
+  const holdFirstFlush = (holdMillis: number) => {
+    const held = { done: false }
+    const layer = Layer.succeed(StorageFaults, {
+      before: (point, commandId) =>
+        Effect.suspend(() => {
+          if (held.done || point !== "receipts" || !commandId.startsWith("ingest:stream:")) return Effect.void
+          held.done = true
+          return Effect.sleep(`${holdMillis} millis`)
+        })
+    })
+    return { held, layer }
+  }
+
+  /** Job `s` streaming `input`, running; at TestClock 0, with its first flush held open `holdMillis`. */
+  const streamWithHeldFlush = (input: ReturnType<typeof feed>, holdMillis: number) => {
+    const handler = scriptedHandler()
+    const hold = holdFirstFlush(holdMillis)
+    const layer = stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(hold.layer))
+    return { hold, layer, start: runningStream(handler, input.producer) }
+  }
+
+  it.effect(
+    "text written while a flush is in flight is sent as soon as that flush lands, not at its window's end",
+    () => {
+      const input = feed()
+      const { hold, layer, start } = streamWithHeldFlush(input, 5)
+      return Effect.gen(function* () {
+        yield* start
+        yield* input.send("a")
+        yield* settle
+        // The window [0, 50) ends: "a" is sent, and its commit is held until 55.
+        yield* TestClock.adjust("50 millis")
+        yield* eventually(
+          Effect.sync(() => hold.held.done),
+          "first flush in flight"
+        )
+        // "b" may have been due before 50 (a provider's chunk read late while the process committed):
+        // it goes right after "a", not at 100.
+        yield* input.send("b")
+        yield* settle
+        yield* TestClock.adjust("5 millis")
+        yield* eventually(chunkCount("job:s", 2), "b right after a")
+        assert.deepStrictEqual(
+          (yield* chunksOf("job:s")).map((c) => c.text),
+          ["a", "b"]
+        )
+        yield* input.send(END)
+        yield* eventually(
+          rowIs("job:s", (r) => r.status === "succeeded"),
+          "succeeded"
+        )
+      }).pipe(Effect.provide(layer))
+    }
+  )
 
   it.effect(
     "a flush happens once flushBytes are buffered, without the clock moving; chunks concatenate to the text",

@@ -3,7 +3,8 @@
  * handlers each write and flush `chunks` chunks one at a time (no provider timing, no windows to wait for),
  * optionally with one ThreadStream reader per stream (as Streaming.ts's). Prints CPU µs per chunk (inflated by
  * the op supervision that counts Effect steps and fibers: compare runs of this tool only), steps and fibers per
- * chunk (deterministic: a change that removes work shows exactly), and the run's span for a `--cpu-prof` profile.
+ * chunk (deterministic: a change that removes work shows exactly; the handlers' fibers, their flushers included, are
+ * counted since 2026-12-02), and the run's span for a `--cpu-prof` profile.
  */
 import { ThreadStream } from "@orchestration/server"
 import { Effect, Fiber, RuntimeFlags, RuntimeFlagsPatch, Stream, Supervisor } from "effect"
@@ -33,13 +34,17 @@ const main = (dir: string) =>
     Effect.supervised(new Counting())(
       Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))(
         Effect.gen(function* () {
-          const { engine, sql } = yield* streamingEngine(dir, streams, (ingest) =>
-            Effect.gen(function* () {
-              for (let i = 0; i < chunks; i++) {
-                yield* ingest.write("tok ")
-                yield* ingest.flush
-              }
-            })
+          const { engine, sql } = yield* streamingEngine(
+            dir,
+            streams,
+            (ingest) =>
+              Effect.gen(function* () {
+                for (let i = 0; i < chunks; i++) {
+                  yield* ingest.write("tok ")
+                  yield* ingest.flush
+                }
+              }),
+            true
           )
           const rules = rulesFor(run)
           const readers = withReaders

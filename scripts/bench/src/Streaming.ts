@@ -25,7 +25,7 @@ import {
   StreamIngest
 } from "@orchestration/engine"
 import { ThreadStream } from "@orchestration/server"
-import { Duration, Effect, Fiber, Layer, Stream } from "effect"
+import { Duration, Effect, Fiber, identity, Layer, RuntimeFlags, RuntimeFlagsPatch, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { bump, effectKind } from "./BenchDomain.js"
@@ -98,7 +98,13 @@ export const streamingEngine = (
   produce: (
     ingest: StreamIngest.StreamIngest,
     row: Outbox.OutboxRow
-  ) => Effect.Effect<void, StreamIngest.StreamNotRecorded>
+  ) => Effect.Effect<void, StreamIngest.StreamNotRecorded>,
+  /**
+   * Run each handler with op supervision on (ChunkCost counts Effect steps): the reactor forks its
+   * handlers with the default runtime flags (FiberMap.run), so a supervisor enabled around the
+   * engine never sees them, their stream's flusher included.
+   */
+  superviseHandlers = false
 ) =>
   Effect.gen(function* () {
     const reactor: Reactor.ReactorDefinition<Engine.Engine | FlushWindows> = {
@@ -108,7 +114,10 @@ export const streamingEngine = (
       handle: (row) =>
         Effect.scoped(Effect.flatMap(StreamIngest.make({ effect: row }), (ingest) => produce(ingest, row))).pipe(
           Effect.mapError(StreamIngest.toEffectFailure),
-          Effect.as({ ok: true })
+          Effect.as({ ok: true }),
+          superviseHandlers
+            ? Effect.withRuntimeFlagsPatch(RuntimeFlagsPatch.enable(RuntimeFlags.OpSupervision))
+            : identity
         )
     }
     const context = yield* Layer.build(
