@@ -348,14 +348,21 @@ export const make = (
      * re-sent under its id (after the runs before it landed), and so is a later run the engine found
      * ahead of it. Writes made meanwhile wait for the next round.
      */
-    const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock.withPermits(1)(
-      Effect.gen(function* () {
-        while (pending.length > 0 && failure === undefined) {
-          yield* Effect.scoped(round(planRuns()))
-        }
-        if (failure !== undefined) return yield* failure
-      })
-    )
+    const flushBuffered: Effect.Effect<void, StreamNotRecorded> = lock
+      .withPermits(1)(
+        Effect.gen(function* () {
+          while (pending.length > 0 && failure === undefined) {
+            yield* Effect.scoped(round(planRuns()))
+          }
+          if (failure !== undefined) return yield* failure
+        })
+      )
+      .pipe(
+        // A defect while sending (a bug, not a refused write) ends `failed` too: the background
+        // flusher's fiber would otherwise die unseen, and a producer racing `failed` would write until
+        // the buffer filled and then wait forever.
+        Effect.tapDefect((cause) => Deferred.failCause(failedSignal, cause))
+      )
 
     const flusher = Effect.gen(function* () {
       while (true) {

@@ -6,7 +6,7 @@
  * PostgreSQL conformance run), TestClock for every wait.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
+import { Cause, Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
 import {
   Aggregate,
   CommandId,
@@ -17,6 +17,7 @@ import {
   StreamChunks,
   StreamIngest
 } from "../src/index.js"
+import * as FlushWindows from "../src/FlushWindows.js"
 import * as Outbox from "../src/Outbox.js"
 import { StorageFaults } from "../src/storage/StorageFaults.js"
 import type { OutboxRow } from "../src/Outbox.js"
@@ -215,6 +216,38 @@ describe("durable stream ingestion", () => {
         )
       }).pipe(Effect.provide(layer))
     }
+  )
+
+  it.effect("a defect while sending is raised to the caller that flushes and to failed, not left waiting forever", () =>
+    Effect.gen(function* () {
+      const engine = { dispatchWithReceipt: () => Effect.dieMessage("a bug in the engine") }
+      const exit = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ingest = yield* StreamIngest.make({
+            effect: { effectId: "job:s", aggregateType: "job", aggregateId: "s", attempts: 1 }
+          })
+          yield* ingest.write("text")
+          const flushing = yield* Effect.fork(Effect.exit(ingest.flush))
+          const failed = yield* Effect.fork(Effect.exit(ingest.failed))
+          yield* settle
+          const failedEnded = yield* Fiber.poll(failed)
+          assert.isTrue(
+            Option.isSome(failedEnded) &&
+              Exit.isSuccess(failedEnded.value) &&
+              Exit.isFailure(failedEnded.value.value) &&
+              Cause.isDie(failedEnded.value.value.cause),
+            "failed ends with the defect"
+          )
+          return yield* Fiber.poll(flushing)
+        })
+      ).pipe(
+        Effect.provide(FlushWindows.layer),
+        Effect.provideService(Engine.Engine, engine as unknown as Engine.EngineShape)
+      )
+      assert.isTrue(Option.isSome(exit), "the flush has ended")
+      const ended = Option.getOrThrow(exit)
+      assert.isTrue(Exit.isSuccess(ended) && Exit.isFailure(ended.value) && Cause.isDie(ended.value.cause))
+    })
   )
 
   it.effect(
