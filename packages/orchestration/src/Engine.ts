@@ -12,6 +12,7 @@ import { keyOf, makeAggregateStates } from "./AggregateStates.js"
 import type { Origin } from "./CommandId.js"
 import * as CommandQueue from "./CommandQueue.js"
 import * as CommandRouter from "./CommandRouter.js"
+import * as CommitClaims from "./CommitClaims.js"
 import * as CommitHints from "./CommitHints.js"
 import {
   EngineUnavailable,
@@ -24,7 +25,7 @@ import * as EventLog from "./EventLog.js"
 import * as FlushWindows from "./FlushWindows.js"
 import * as StreamTails from "./StreamTails.js"
 import { FaultPoints } from "./FaultPoints.js"
-import { FreeSpace } from "./FreeSpace.js"
+import { FreeSpace, type FreeSpaceShape } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
 import { processBatch, type CommandResult, type DispatchAnswer, type QueuedCommand } from "./Processor.js"
 import * as Projection from "./Projection.js"
@@ -116,6 +117,11 @@ export interface EngineShape {
    */
   readonly ringAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void, StorageFailure>
   /**
+   * Registers a reactor to take rows claimed for it inside the commits that make them claimable
+   * (CommitClaims.ts), for the life of the caller's scope.
+   */
+  readonly claimAtCommit: (claimer: CommitClaims.Claimer) => Effect.Effect<void, never, Scope.Scope>
+  /**
    * The same hints as `aggregateChanges`, as a follower that also tells whether the commits since
    * it last looked may have written the aggregate's events, or only its effects' stream chunks and
    * rows (CommitHints.AggregateFollower): a reader of a thread's live text skips the event read.
@@ -202,6 +208,9 @@ interface BatchRunnerDeps {
   readonly hints: CommitHints.CommitHints
   readonly counters: { transactions: number; abandonedBatches: number; committedCommands: number }
   readonly tails: StreamTails.StreamTailsShape
+  /** Claims at commit for idle reactors. */
+  readonly commitClaims: CommitClaims.CommitClaims
+  readonly freeSpace: FreeSpaceShape
 }
 
 /**
@@ -215,7 +224,8 @@ const batchRunner =
     batch: ReadonlyArray<QueuedCommand>,
     answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
   ): Effect.Effect<ReadonlyArray<CommandResult>> => {
-    const { sql, writer, head, states, projections, commitWriter, hints, counters, tails } = deps
+    const { sql, writer, head, states, projections, commitWriter, hints, counters, tails, commitClaims, freeSpace } =
+      deps
     return writer
       .withPermits(1)(
         Effect.gen(function* () {
@@ -223,13 +233,19 @@ const batchRunner =
           const committedBefore = counters.committedCommands
           counters.transactions++
           const touched = { timers: false }
+          // Below the storage guard's floor reactors start nothing new, nor does a commit for them. The
+          // probe is read here, before the transaction, not inside it (it may be a syscall).
+          const claims =
+            commitClaims.active() && !(yield* freeSpace.check).belowFloor ? { commitClaims, handoffs: [] } : undefined
           const results = yield* processBatch(
-            { states, projections, head, writer: commitWriter, tails, touched },
+            { states, projections, head, writer: commitWriter, tails, touched, ...(claims && { claims }) },
             batch,
             () => {
               counters.abandonedBatches++
             }
           )
+          // Rows claimed in the commit start first: nothing else stands between their commit and their handlers.
+          if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs)
           let outboxChanged = false
           const changed = new Set<string>()
           /** The aggregates whose events this batch wrote (their followers read events again). */
@@ -288,7 +304,20 @@ export const make = (config: EngineConfig) =>
     const counters = { transactions: 0, abandonedBatches: 0, committedCommands: 0 }
 
     const tails = yield* StreamTails.StreamTails
-    const runBatch = batchRunner({ sql, writer, head, states, projections, commitWriter, hints, counters, tails })
+    const commitClaims = CommitClaims.make()
+    const runBatch = batchRunner({
+      sql,
+      writer,
+      head,
+      states,
+      projections,
+      commitWriter,
+      hints,
+      counters,
+      tails,
+      commitClaims,
+      freeSpace
+    })
 
     const processor = Effect.gen(function* () {
       yield* lifecycle.awaitActivation
@@ -379,6 +408,7 @@ export const make = (config: EngineConfig) =>
             Effect.provideService(SqlClient, sql)
           ),
       followAggregate: hints.followAggregate,
+      claimAtCommit: commitClaims.register,
       aggregate: router.aggregate,
       releaseAggregate: (aggregateType, aggregateId) =>
         Effect.sync(() => {

@@ -23,6 +23,7 @@ import {
   type DispatchError
 } from "./Errors.js"
 import { decideSettlement, type SettlementCommand } from "./EffectOutcomes.js"
+import * as CommitClaims from "./CommitClaims.js"
 import { FaultPoints } from "./FaultPoints.js"
 import * as Outbox from "./Outbox.js"
 import * as Owners from "./Owners.js"
@@ -163,6 +164,11 @@ export interface ProcessorDeps {
   readonly tails?: StreamTailsShape
   /** Set when a committed batch scheduled or cancelled timers (the engine then rings the timer loop). */
   readonly touched?: { timers: boolean }
+  /**
+   * Claims for this process's idle reactors made inside the batch's transaction (CommitClaims.ts). What
+   * a committed batch claimed goes to `handoffs`.
+   */
+  readonly claims?: { readonly commitClaims: CommitClaims.CommitClaims; readonly handoffs: Array<CommitClaims.Handoff> }
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -178,12 +184,49 @@ class NeedsIsolation {
 }
 
 /**
+ * The batch's claim for idle reactors failed (the store refused the UPDATE, or a bug): nothing of the
+ * batch committed, and it runs again without that claim, so an optional claim never fails a command
+ * that commits without it. The reactors claim on their own, as they would have without claims at commit.
+ */
+class ClaimRefused {
+  readonly _tag = "ClaimRefused"
+  constructor(readonly cause: Cause.Cause<unknown>) {}
+}
+
+/**
  * One transaction for the whole batch. Fails only with a StorageFailure, or (optimistic mode) with
  * NeedsIsolation. Optimistic mode runs the commands without savepoints: two statements (two round
  * trips on PostgreSQL) fewer per command; correct because a batch in which every command succeeds
  * or is rejected (a rejection writes only its receipt) commits exactly what isolated commands would.
  */
-const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, isolate: boolean) =>
+const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, isolate: boolean, claim: boolean) =>
+  Effect.suspend(() => {
+    // What this run claims for idle reactors: delivered once it commits, given back if it does not.
+    const handoffs: Array<CommitClaims.Handoff> = []
+    return writeBatch(deps, items, isolate, claim ? handoffs : undefined).pipe(
+      Effect.onExit((exit) =>
+        Effect.sync(() => {
+          if (handoffs.length === 0) return
+          if (exit._tag === "Success" && deps.claims !== undefined) deps.claims.handoffs.push(...handoffs)
+          else CommitClaims.release(handoffs)
+        })
+      )
+    )
+  })
+
+/** Whether a committed answer may have made a row claimable: it wrote effect rows, or settled one (freeing its lane). */
+const mayHaveMadeClaimable = (items: ReadonlyArray<QueuedCommand>, results: ReadonlyArray<CommandResult>) =>
+  results.some((result, index) => {
+    if (result === undefined || Exit.isFailure(result) || result.value.duplicate) return false
+    return result.value.effectIds.length > 0 || items[index]!.settles
+  })
+
+const writeBatch = (
+  deps: ProcessorDeps,
+  items: ReadonlyArray<QueuedCommand>,
+  isolate: boolean,
+  handoffs: Array<CommitClaims.Handoff> | undefined
+) =>
   writeTransaction(
     "dispatch",
     Effect.gen(function* () {
@@ -359,6 +402,13 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
       yield* writePending
       yield* writeRun
       yield* page.flush
+      // Claims for idle reactors, in this transaction: they commit with the rows (CommitClaims.ts).
+      if (handoffs !== undefined && deps.claims !== undefined && mayHaveMadeClaimable(items, results)) {
+        yield* deps.claims.commitClaims.claim(env.clock.unsafeCurrentTimeMillis(), handoffs).pipe(
+          Effect.catchAll((error) => Effect.fail(new ClaimRefused(Cause.fail(error)))),
+          Effect.catchAllDefect((defect) => Effect.fail(new ClaimRefused(Cause.die(defect))))
+        )
+      }
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
       return { results, states, head, appended: env.appended, timers: env.touched.timers } satisfies BatchOutcome
     })
@@ -392,9 +442,10 @@ export const processBatch = (
   items: ReadonlyArray<QueuedCommand>,
   onAbandoned: () => void,
   isolate = false,
-  run = 1
+  run = 1,
+  claim = true
 ): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> =>
-  commitBatch(deps, items, isolate).pipe(
+  commitBatch(deps, items, isolate, claim).pipe(
     Effect.map((outcome) => {
       for (const [key, state] of outcome.states) deps.states.set(key, state)
       deps.head.value = outcome.head
@@ -407,17 +458,25 @@ export const processBatch = (
     }),
     Effect.catchAll((failure): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {
       const answerAlone = (
-        answer: Exclude<typeof failure, NeedsIsolation>
+        answer: Exclude<typeof failure, NeedsIsolation | ClaimRefused>
       ): Effect.Effect<ReadonlyArray<CommandResult>, never, SqlClient> => {
         if (items.length === 1) return Effect.succeed([Exit.fail(answer)])
         onAbandoned()
-        return Effect.forEach(items, (item) => processBatch(deps, [item], onAbandoned).pipe(Effect.map((r) => r[0]!)))
+        // Alone, and without claims at commit: these are runs after a failure, kept as they were.
+        return Effect.forEach(items, (item) =>
+          processBatch(deps, [item], onAbandoned, false, 1, false).pipe(Effect.map((r) => r[0]!))
+        )
       }
       for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
+      if (failure instanceof ClaimRefused) {
+        return Effect.logWarning("a claim at commit failed; the batch runs again without it", {
+          cause: Cause.pretty(failure.cause)
+        }).pipe(Effect.zipRight(processBatch(deps, items, onAbandoned, isolate, run, false)))
+      }
       if (failure instanceof NeedsIsolation) {
         // Alone, the rollback already isolated it: its failure is its answer and nothing was written.
         if (items.length === 1) return Effect.succeed([Exit.failCause(failure.cause)])
-        return processBatch(deps, items, onAbandoned, true)
+        return processBatch(deps, items, onAbandoned, true, 1, claim)
       }
       // Another writer committed the same receipt or aggregate version first (shared store): run
       // again on fresh state (the states were dropped above) instead of answering a storage failure.

@@ -163,6 +163,8 @@ interface PerformEnv<R> {
   readonly log: <A, E, R2>(self: Effect.Effect<A, E, R2>) => Effect.Effect<A, E, R2>
   /** Told after each settlement: the reactor's cursor may advance. */
   readonly onSettled: () => void
+  /** Told when a performance ends (its slot is free). */
+  readonly slotFreed: () => void
 }
 
 /**
@@ -197,8 +199,15 @@ const acknowledgeStopped = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, interr
   )
 
 /** Performs one claimed row under its lease, then settles it through the front door. */
-const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
-  Effect.gen(function* () {
+const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
+  let slotHeld = true
+  const freeSlot = () => {
+    if (slotHeld) {
+      slotHeld = false
+      env.slotFreed()
+    }
+  }
+  return Effect.gen(function* () {
     const faults = yield* FaultPoints
     const policy = env.definition.kinds[row.kind]!
     yield* faults.hit("reactor.after-claim", { kind: row.kind })
@@ -291,6 +300,9 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
     ).pipe(env.log)
     if (settled === "stale") yield* acknowledgeStopped(env, row)
     env.onSettled()
+    // The handler is done and its outcome recorded: the slot is free now, not after this fiber's
+    // last steps (the outcome's commit may already have made the next row claimable in a commit).
+    freeSlot()
     yield* faults.hit("reactor.after-settle", { kind: row.kind })
   }).pipe(
     Effect.scoped,
@@ -307,10 +319,11 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) =>
           )
         : Effect.void
     ),
-    Effect.ensuring(Queue.offer(env.wake, undefined)),
+    Effect.ensuring(Effect.zipRight(Effect.sync(freeSlot), Queue.offer(env.wake, undefined))),
     Effect.annotateLogs({ effectId: row.effectId, kind: row.kind, attempt: row.attempts }),
     env.log
   )
+}
 
 /**
  * Runs one reactor in the current scope: parked until the engine is activated, then claiming and
@@ -344,7 +357,13 @@ export const run = <R>(
       ...(definition.cancelPollInterval === undefined ? {} : { pollInterval: definition.cancelPollInterval })
     }).pipe(Effect.provide(context))
     let stopping = false
+    let active = false
     let settledSinceCursor = false
+    /**
+     * Slots taken: rows being performed plus slots reserved for a claim in flight (the loop's own, or
+     * one inside a commit, CommitClaims.ts). Synchronous, so two claims never take more than `concurrency`.
+     */
+    let busy = 0
     const env: PerformEnv<R> = {
       definition,
       engine,
@@ -357,8 +376,61 @@ export const run = <R>(
       log,
       onSettled: () => {
         settledSinceCursor = true
+      },
+      slotFreed: () => {
+        busy--
       }
     }
+
+    /** Reserves every free slot (none before activation or once stopping); `unreserve` gives back what a claim did not fill. */
+    const reserve = () => {
+      if (!active || stopping) return 0
+      const free = Math.max(0, concurrency - busy)
+      busy += free
+      return free
+    }
+    const unreserve = (slots: number) => {
+      busy -= slots
+    }
+    /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
+    const start = (row: Outbox.OutboxRow) =>
+      FiberMap.run(running, row.effectId, perform(env, row).pipe(Effect.provide(context)))
+
+    // Rows claimed for this reactor inside the commits that make them claimable (CommitClaims.ts).
+    // Only kinds that are always replay-safe. A row claimed in a commit has not started when that commit
+    // lands, and a crash before its handler starts leaves it running under a dead owner: reconcile then
+    // requeues a replay-safe row (it runs once after the restart, as an unclaimed one would), but would
+    // fail a process-bound one as "may or may not have taken effect" although it never ran. Process-bound
+    // rows keep the reactor's own claim, whose window before the handler starts is far shorter.
+    const replaySafeKinds = kinds.filter((kind) => definition.kinds[kind]!.onProcessLoss === "replay-safe")
+    if (replaySafeKinds.length > 0)
+      yield* engine.claimAtCommit({
+        name: definition.name,
+        kinds: replaySafeKinds,
+        owner: worker.ownerId,
+        leaseMs,
+        reserve,
+        unreserve,
+        deliver: (rows) =>
+          Effect.suspend(() => {
+            if (!stopping) return Effect.forEach(rows, start, { discard: true })
+            // Stopping (its performances map may be closing): these never started, whatever their kind,
+            // so they go back to pending at once.
+            unreserve(rows.length)
+            return Clock.currentTimeMillis.pipe(
+              Effect.flatMap((now) =>
+                Effect.forEach(rows, (row) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now), {
+                  discard: true
+                })
+              ),
+              Effect.catchAll((error) =>
+                Effect.logError("could not hand back rows claimed at commit during shutdown; reconcile will", error)
+              ),
+              Effect.provide(context),
+              log
+            )
+          })
+      })
 
     // Where only this process writes the store, a poll first asks whether the outbox or the cursors
     // changed since its last look (storage/TableChanges.ts): an idle poll then reads nothing.
@@ -389,6 +461,7 @@ export const run = <R>(
 
     const loop = Effect.gen(function* () {
       yield* engine.awaitActivation
+      active = true
       let cursor = yield* ReactorCursors.cursor(definition.name)
       let coolOff = 100
       let lastReclaim = -Infinity
@@ -411,7 +484,7 @@ export const run = <R>(
             lastReclaim = now
             yield* reclaimDead(now, changes)
           }
-          const free = concurrency - (yield* FiberMap.size(running))
+          const free = concurrency - busy
           // Every slot busy: nothing can be claimed (nor needs a due time) until a performance ends,
           // and each one rings `wake` as it ends. On the PostgreSQL end-to-end bench these steps were a
           // due-time read for one operation in fifteen. The cursor advance waits for that step too.
@@ -447,29 +520,34 @@ export const run = <R>(
           let looked = false
           if (!stopping) {
             const space = yield* (yield* FreeSpace).check
-            if (!space.belowFloor) {
+            // A commit may have filled slots (CommitClaims.ts) while this step read.
+            const slots = reserve()
+            if (!space.belowFloor && slots > 0) {
               looked = true
               const request = {
                 kinds,
                 owner: worker.ownerId,
                 now,
                 leaseMs,
-                limit: free,
+                limit: slots,
                 after: cursor,
                 upTo: horizon.trusted
               }
+              // A failed or interrupted claim fills no slot.
+              const given = Effect.onError(() => Effect.sync(() => unreserve(slots)))
               if (changes === undefined) {
-                const read = yield* Outbox.claimWithNextDue(request)
+                const read = yield* given(Outbox.claimWithNextDue(request))
                 claimed = read.claimed
                 dueLater = { due: read.due }
-              } else claimed = yield* Outbox.claim(request)
+              } else claimed = yield* given(Outbox.claim(request))
             }
+            unreserve(slots - claimed.length)
           }
-          for (const row of claimed) yield* FiberMap.run(running, row.effectId, perform(env, row))
+          for (const row of claimed) yield* start(row)
           // Every free slot taken: nothing more can be claimed until a performance ends, and each one
           // rings `wake` as it ends. Looking again at once ran a step of reads on SQLite's one
           // connection between the claim's commit and the handlers' start (the pickup path).
-          if (claimed.length === free) return now + pollMs
+          if (claimed.length > 0 && busy >= concurrency) return now + pollMs
           // Rows committed above the horizon wait for transactions that may end without a hint (a
           // rollback, another database's): a wake-up in real time (CommitHorizon.recheckSoon).
           if (horizon.waiting)

@@ -55,6 +55,32 @@ describe("crash tests: a real process killed with SIGKILL", () => {
   )
 
   it.live(
+    "killed after the command committed with its claim (a replay-safe kind is claimed at commit), before the handler ran: requeued at restart and performed once",
+    () =>
+      Effect.gen(function* () {
+        const { db, ledger } = setup()
+        const killed = yield* runChild(child, [db, ledger, "submit", "j1", "work.safe"], {
+          FAULT_POINTS: "dispatch.after-commit:nth=1"
+        })
+        assert.strictEqual(killed.signal, "SIGKILL")
+        assert.deepStrictEqual(ledgerOf(ledger), [])
+        const restarted = yield* runChild(child, [db, ledger, "serve", "job:j1"])
+        assert.strictEqual(restarted.code, 0, restarted.stderr)
+        const [reconciled, settled] = jsonLines(restarted.stdout)
+        // The claim committed with the command: the row was running under the dead owner.
+        assert.deepStrictEqual(reconciled, {
+          reconciled: { requeued: 1, failed: 0, alreadySettled: 0, quarantined: 0 }
+        })
+        assert.strictEqual(settled!.row.status, "succeeded")
+        assert.strictEqual(settled!.status.status, "succeeded")
+        assert.deepStrictEqual(
+          ledgerOf(ledger).map((l) => [l.effectId, l.attempt]),
+          [["job:j1", 2]]
+        )
+      })
+  )
+
+  it.live(
     "killed after performing a replay-safe effect, before settling: it is performed again and recorded once",
     () =>
       Effect.gen(function* () {

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Layer, Logger, TestClock } from "effect"
+import { Deferred, Effect, FiberRef, HashMap, Layer, Logger, TestClock } from "effect"
 import { EffectFailure, EffectOutcomes, Engine, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as ReactorCursors from "../src/ReactorCursors.js"
@@ -162,13 +162,15 @@ describe("reactors: timing under TestClock", () => {
       row.attempts < 2 ? Effect.fail(new EffectFailure({ message: "flaky", retryable: true })) : Effect.succeed("ok")
     )
     // A step that is slow between reading the clock and going to sleep (as a PostgreSQL round trip is):
-    // the storage guard's probe, which every step consults, stops once when armed.
+    // the storage guard's probe, which every step consults, stops once when armed. Only the reactor's
+    // step (its fibers carry the `reactor` log annotation): the engine consults the probe too, before a
+    // batch that may claim for the reactor at commit.
     const slow = { armed: false }
     const entered = Effect.runSync(Deferred.make<void>())
     const resume = Effect.runSync(Deferred.make<void>())
     const probe = Layer.succeed(FreeSpace.FreeSpace, {
-      check: Effect.suspend(() => {
-        if (!slow.armed) return Effect.void
+      check: Effect.flatMap(FiberRef.get(FiberRef.currentLogAnnotations), (annotations) => {
+        if (!slow.armed || !HashMap.has(annotations, "reactor")) return Effect.void
         slow.armed = false
         return Deferred.succeed(entered, undefined).pipe(Effect.zipRight(Deferred.await(resume)))
       }).pipe(Effect.as({ freeBytes: 1, floorBytes: 0, belowFloor: false }))

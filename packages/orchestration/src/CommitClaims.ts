@@ -1,0 +1,112 @@
+/**
+ * Claims at commit. A batch that wrote outbox rows (or settled one, which may free the next row of its
+ * lane) claims due rows for this process's reactors that have free slots, inside its own transaction:
+ * the claim commits with the rows that announce the effects, and the handlers start right after that
+ * commit. Without it a row took two commits before its handler ran (the batch's, then the reactor's
+ * claim: on SQLite a second fsync, which was most of the pickup time, docs/benchmarks.md), plus the
+ * reactor's wake-up and step in between.
+ *
+ * The contract is unchanged: the claim is the same conditional UPDATE the reactor runs (lanes in order,
+ * due rows only, a lease for this owner), and nothing starts before the COMMIT that holds both the row
+ * and its claim (intent before effect). A rolled-back batch claimed nothing: its slots are given back.
+ * A crash between the commit and the handler's start leaves a row running under a dead owner's lease,
+ * as a crash after a reactor's own claim does, and boot reconcile retires it by its kind's policy. So
+ * reactors offer only their always replay-safe kinds here (requeued: it runs once after the restart);
+ * a process-bound row would be failed as "may or may not have taken effect" although it never started,
+ * so those keep the reactor's own claim (test/reactor-crash.test.ts kills a process at that instant).
+ *
+ * On a shared store (PostgreSQL) a row of the same lane may sit in another transaction not yet
+ * committed, invisible to this one, so the lane check could not see it. There the claim takes rows
+ * only when no other transaction was in progress as its statement began (Outbox.ClaimRequest.
+ * inWritingTransaction): then every lower sequence is visible. Otherwise it claims nothing, and the
+ * reactors claim at or below the commit horizon, as before.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect, type Scope } from "effect"
+import * as Outbox from "./Outbox.js"
+
+/** A reactor that takes rows claimed for it by a commit. */
+export interface Claimer {
+  readonly name: string
+  readonly kinds: ReadonlyArray<string>
+  readonly owner: string
+  readonly leaseMs: number
+  /**
+   * Reserves up to its free slots for a claim now and says how many (0: none free, not active yet,
+   * or stopping). Synchronous: a reservation is held until `deliver` or
+   * `unreserve`, so the reactor's own claims and this one never take more rows than its concurrency.
+   */
+  readonly reserve: () => number
+  /** Gives back reserved slots that were not filled (fewer rows claimed, or the batch rolled back). */
+  readonly unreserve: (slots: number) => void
+  /** Starts the performances of rows claimed for it by a committed batch; each fills one reserved slot. */
+  readonly deliver: (rows: ReadonlyArray<Outbox.OutboxRow>) => Effect.Effect<void>
+}
+
+/** Rows one batch claimed for one reactor: delivered after its commit, given back if it rolls back. */
+export interface Handoff {
+  readonly claimer: Claimer
+  readonly rows: ReadonlyArray<Outbox.OutboxRow>
+}
+
+export interface CommitClaims {
+  /** Whether any reactor is registered (the engine consults the storage guard only then). */
+  readonly active: () => boolean
+  /** Registers a reactor for the life of the caller's scope. */
+  readonly register: (claimer: Claimer) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Inside a batch's transaction, after its writes: claims due rows for each reactor with free slots,
+   * adding what it claimed to `into` (the caller delivers it after the commit, or releases it).
+   */
+  readonly claim: (now: number, into: Array<Handoff>) => Effect.Effect<void, SqlError, SqlClient>
+}
+
+export const make = (): CommitClaims => {
+  const claimers = new Set<Claimer>()
+  return {
+    active: () => claimers.size > 0,
+    register: (claimer) =>
+      Effect.acquireRelease(
+        Effect.sync(() => claimers.add(claimer)),
+        () => Effect.sync(() => claimers.delete(claimer))
+      ).pipe(Effect.asVoid),
+    claim: (now, into) => (claimers.size === 0 ? Effect.void : claimEach(now, into))
+  }
+  function claimEach(now: number, into: Array<Handoff>) {
+    return Effect.forEach(
+      [...claimers],
+      (claimer) => {
+        const slots = claimer.reserve()
+        if (slots <= 0) return Effect.void
+        return Outbox.claim({
+          kinds: claimer.kinds,
+          owner: claimer.owner,
+          now,
+          leaseMs: claimer.leaseMs,
+          limit: slots,
+          after: 0,
+          inWritingTransaction: true
+        }).pipe(
+          Effect.onExit((exit) =>
+            Effect.sync(() => {
+              const rows = exit._tag === "Success" ? exit.value : []
+              claimer.unreserve(slots - rows.length)
+              if (rows.length > 0) into.push({ claimer, rows })
+            })
+          )
+        )
+      },
+      { discard: true }
+    )
+  }
+}
+
+/** The batch rolled back: its claims never happened. */
+export const release = (handoffs: ReadonlyArray<Handoff>): void => {
+  for (const h of handoffs) h.claimer.unreserve(h.rows.length)
+}
+
+/** The batch committed: each reactor starts its rows. */
+export const deliver = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =>
+  Effect.forEach(handoffs, (h) => h.claimer.deliver(h.rows), { discard: true })

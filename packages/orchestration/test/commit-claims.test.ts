@@ -1,0 +1,170 @@
+/**
+ * Claims at commit (CommitClaims.ts): a batch that writes a row of an always replay-safe kind claims it
+ * for an idle reactor inside its own transaction. What the transaction holds is read at the
+ * `dispatch.before-commit` fault point, inside that transaction, so each test sees the claim (or its
+ * absence) in the commit itself, not a reactor's claim that might have run after it.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { Engine, FaultPoints } from "../src/index.js"
+import * as Outbox from "../src/Outbox.js"
+import { submit } from "./fixtures/Jobs.js"
+import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+
+interface Seen {
+  readonly effectId: string
+  readonly status: string
+  readonly attempts: number
+  readonly leaseOwner: string | null
+}
+
+/**
+ * At every `dispatch.before-commit`: the rows of `watched` as the batch's own transaction sees them.
+ * `failNext` makes the next batch die there, after its claims (it rolls back).
+ */
+const probe = () => {
+  const state: { sql: SqlClient | undefined; watched: Array<string>; seen: Array<Seen>; failNext: boolean } = {
+    sql: undefined,
+    watched: [],
+    seen: [],
+    failNext: false
+  }
+  const layer = Layer.succeed(FaultPoints.FaultPoints, {
+    enabled: true,
+    hit: (point) =>
+      Effect.suspend(() => {
+        const sql = state.sql
+        if (point !== "dispatch.before-commit" || sql === undefined || state.watched.length === 0) return Effect.void
+        // The processor's fiber: `sql` runs on the batch's transaction connection.
+        return sql<{ effect_id: string; status: string; attempts: number; lease_owner: string | null }>`
+          SELECT effect_id, status, attempts, lease_owner FROM outbox WHERE ${sql.in("effect_id", state.watched)}
+          ORDER BY effect_id`.pipe(
+          Effect.tap((rows) =>
+            Effect.sync(() => {
+              for (const r of rows) {
+                state.seen.push({
+                  effectId: r.effect_id,
+                  status: r.status,
+                  attempts: Number(r.attempts),
+                  leaseOwner: r.lease_owner
+                })
+              }
+            })
+          ),
+          Effect.orDie,
+          Effect.zipRight(
+            Effect.suspend(() => {
+              if (!state.failNext) return Effect.void
+              state.failNext = false
+              return Effect.dieMessage("injected: the batch dies after its claims")
+            })
+          )
+        )
+      })
+  })
+  return { state, layer }
+}
+
+describe("claims at commit", () => {
+  it.effect(
+    "a replay-safe row is claimed in the commit that writes it; a process-bound one is left for the reactor",
+    () => {
+      const handler = scriptedHandler()
+      const seen = probe()
+      return Effect.gen(function* () {
+        seen.state.sql = yield* SqlClient
+        const engine = yield* Engine.Engine
+        seen.state.watched = ["job:safe"]
+        yield* engine.dispatchWithReceipt(submit("safe", "work.safe"))
+        assert.deepStrictEqual(seen.state.seen, [
+          { effectId: "job:safe", status: "running", attempts: 1, leaseOwner: "owner-A" }
+        ])
+        seen.state.seen = []
+        seen.state.watched = ["job:bound"]
+        yield* engine.dispatchWithReceipt(submit("bound", "work.bound"))
+        assert.deepStrictEqual(seen.state.seen, [
+          { effectId: "job:bound", status: "pending", attempts: 0, leaseOwner: null }
+        ])
+        seen.state.watched = []
+        yield* eventually(
+          Effect.map(Outbox.find("job:bound"), (row) => row?.status === "succeeded"),
+          "the reactor claims the process-bound row itself"
+        )
+        yield* eventually(
+          Effect.map(Outbox.find("job:safe"), (row) => row?.status === "succeeded"),
+          "the row claimed at commit is performed and settled"
+        )
+        // Each performed once: the claim at commit and the reactor's own claims never took a row twice.
+        assert.deepStrictEqual([...handler.performed].sort(), ["job:bound#1", "job:safe#1"])
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
+    }
+  )
+
+  it.effect("a commit claims no more rows than the reactor has free slots", () => {
+    const handler = scriptedHandler()
+    const first = gated("first done")
+    handler.behaviors.set("job:first", first.behavior)
+    const seen = probe()
+    return Effect.gen(function* () {
+      seen.state.sql = yield* SqlClient
+      const engine = yield* Engine.Engine
+      seen.state.watched = ["job:first", "job:second"]
+      yield* engine.dispatchWithReceipt(submit("first", "work.safe"))
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 1),
+        "first performing"
+      )
+      seen.state.seen = []
+      // The one slot is taken: the second row waits, in its commit and after it.
+      yield* engine.dispatchWithReceipt(submit("second", "work.safe"))
+      assert.deepStrictEqual(
+        seen.state.seen.map((s) => [s.effectId, s.status]),
+        [
+          ["job:first", "running"],
+          ["job:second", "pending"]
+        ]
+      )
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:first#1"])
+      yield* first.open
+      yield* eventually(
+        Effect.map(Outbox.find("job:second"), (row) => row?.status === "succeeded"),
+        "second performed once the slot is free"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:first#1", "job:second#1"])
+      assert.strictEqual(handler.maxRunning(), 1)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 1 })]).pipe(Layer.provide(seen.layer))))
+  })
+
+  it.effect("a batch that rolls back after claiming gives its slots back: later rows are still claimed", () => {
+    const handler = scriptedHandler()
+    const seen = probe()
+    return Effect.gen(function* () {
+      seen.state.sql = yield* SqlClient
+      const engine = yield* Engine.Engine
+      seen.state.watched = ["job:lost", "job:later"]
+      seen.state.failNext = true
+      const failed = yield* Effect.flip(engine.dispatchWithReceipt(submit("lost", "work.safe")))
+      assert.strictEqual(failed._tag, "StorageFailure")
+      // Inside the rolled-back transaction the row had been claimed; none of it committed.
+      assert.deepStrictEqual(
+        seen.state.seen.map((s) => [s.effectId, s.status]),
+        [["job:lost", "running"]]
+      )
+      assert.strictEqual(yield* Outbox.find("job:lost"), undefined)
+      seen.state.seen = []
+      // With the slot leaked, this row would be claimed neither at commit nor by the reactor.
+      yield* engine.dispatchWithReceipt(submit("later", "work.safe"))
+      assert.deepStrictEqual(
+        seen.state.seen.map((s) => [s.effectId, s.status]),
+        [["job:later", "running"]]
+      )
+      yield* eventually(
+        Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"),
+        "later performed"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:later#1"])
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 1 })]).pipe(Layer.provide(seen.layer))))
+  })
+})
