@@ -17,9 +17,8 @@
  *
  * On a shared store (PostgreSQL) a row of the same lane may sit in another transaction not yet
  * committed, invisible to this one, so the lane check could not see it. There the claim takes rows
- * only when no other transaction was in progress as its statement began (Outbox.ClaimRequest.
- * inWritingTransaction): then every lower sequence is visible. Otherwise it claims nothing, and the
- * reactors claim at or below the commit horizon, as before.
+ * only while no other writer of the schema runs (StoreBackend.onlyWriter): then every lower sequence
+ * is visible. Otherwise it claims nothing, and the reactors claim at or below the commit horizon.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"

@@ -370,10 +370,10 @@ export interface ClaimRequest {
   /** The outbox's commit horizon (StoreBackend.horizon): no row above it is claimed (a reactor passes it). */
   readonly upTo?: number | undefined
   /**
-   * A claim inside a writing transaction (CommitClaims.ts). On PostgreSQL it claims nothing unless no
-   * other transaction was in progress when its statement began: only then is every row with a lower
-   * sequence visible to it, so the lane check sees every earlier row of a lane (any transaction that
-   * starts later writes higher sequences). SQLite has one writer: always true there.
+   * A claim inside a writing transaction (CommitClaims.ts). On PostgreSQL it claims nothing while
+   * another writer of the schema runs (StoreBackend.onlyWriter): only then is every row with a lower
+   * sequence visible to it, so the lane check sees every earlier row of a lane (a writer that starts
+   * later takes higher sequences). SQLite has one writer: no condition there.
    */
   readonly inWritingTransaction?: boolean
 }
@@ -400,13 +400,7 @@ const claimStatement = (sql: SqlClient, backend: StoreBackendShape, request: Cla
       AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
       AND NOT EXISTS (
         SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
-      )${
-        request.inWritingTransaction === true && backend.dialect === "postgres"
-          ? sql.literal(
-              " AND NOT EXISTS (SELECT 1 FROM pg_snapshot_xip(pg_current_snapshot()) x WHERE x <> pg_current_xact_id())"
-            )
-          : sql.literal("")
-      }
+      )${sql.literal(request.inWritingTransaction === true ? backend.onlyWriter : "")}
     ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
   )
   RETURNING *`

@@ -7,64 +7,11 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Engine, FaultPoints } from "../src/index.js"
+import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import { probe } from "./fixtures/commitProbe.js"
 import { submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
-
-interface Seen {
-  readonly effectId: string
-  readonly status: string
-  readonly attempts: number
-  readonly leaseOwner: string | null
-}
-
-/**
- * At every `dispatch.before-commit`: the rows of `watched` as the batch's own transaction sees them.
- * `failNext` makes the next batch die there, after its claims (it rolls back).
- */
-const probe = () => {
-  const state: { sql: SqlClient | undefined; watched: Array<string>; seen: Array<Seen>; failNext: boolean } = {
-    sql: undefined,
-    watched: [],
-    seen: [],
-    failNext: false
-  }
-  const layer = Layer.succeed(FaultPoints.FaultPoints, {
-    enabled: true,
-    hit: (point) =>
-      Effect.suspend(() => {
-        const sql = state.sql
-        if (point !== "dispatch.before-commit" || sql === undefined || state.watched.length === 0) return Effect.void
-        // The processor's fiber: `sql` runs on the batch's transaction connection.
-        return sql<{ effect_id: string; status: string; attempts: number; lease_owner: string | null }>`
-          SELECT effect_id, status, attempts, lease_owner FROM outbox WHERE ${sql.in("effect_id", state.watched)}
-          ORDER BY effect_id`.pipe(
-          Effect.tap((rows) =>
-            Effect.sync(() => {
-              for (const r of rows) {
-                state.seen.push({
-                  effectId: r.effect_id,
-                  status: r.status,
-                  attempts: Number(r.attempts),
-                  leaseOwner: r.lease_owner
-                })
-              }
-            })
-          ),
-          Effect.orDie,
-          Effect.zipRight(
-            Effect.suspend(() => {
-              if (!state.failNext) return Effect.void
-              state.failNext = false
-              return Effect.dieMessage("injected: the batch dies after its claims")
-            })
-          )
-        )
-      })
-  })
-  return { state, layer }
-}
 
 describe("claims at commit", () => {
   it.effect(

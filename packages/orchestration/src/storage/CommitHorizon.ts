@@ -132,6 +132,17 @@ export const WRITER_XID_FIRST =
   "SELECT pg_current_xact_id(), pg_advisory_xact_lock_shared(hashtext($1)::bigint & 4294967295)"
 
 /**
+ * A claim's condition, for a claim inside a writing transaction (CommitClaims.ts): no other writer of
+ * the schema holds its writers' lock. Every transaction that writes sequences takes that lock before
+ * its first sequence, so with none running besides this one every lower sequence is committed (or
+ * never will be) and visible, and any writer that starts later takes only higher sequences.
+ */
+export const onlyWriterCondition = (writers: string) =>
+  ` AND NOT EXISTS (SELECT 1 FROM pg_locks w WHERE w.locktype = 'advisory' AND w.granted AND w.classid = 0
+    AND w.objsubid = 1 AND w.objid = (hashtext('${writers.replace(/'/g, "''")}')::bigint & 4294967295)::oid
+    AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND w.pid <> pg_backend_pid())`
+
+/**
  * The observation statement for one table with a `sequence` column: L, the 32-bit xids of the
  * schema's running writers (`$2`: writersName), and (when `$1` is true) R. R is only taken in a
  * transaction without an xid of its own: an xid assigned by an earlier statement predates this

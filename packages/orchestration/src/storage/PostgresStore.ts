@@ -220,6 +220,7 @@ const makeBackend = (
     ),
     notifyOthers: Effect.flatMap(SqlClient, (sql) => Effect.asVoid(sql`SELECT pg_notify(${channel}, ${self})`)),
     skipLocked: "FOR UPDATE SKIP LOCKED",
+    onlyWriter: CommitHorizon.onlyWriterCondition(writers),
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
     holdNodeId: (nodeId) =>

@@ -1,0 +1,50 @@
+/**
+ * Claims at commit on PostgreSQL (CommitClaims.ts, Outbox.ClaimRequest.inWritingTransaction): a batch
+ * claims in its own transaction only while no other writer of the schema runs, because a row of the
+ * same lane with a lower sequence may sit in one, invisible to the claim's lane check. Another session
+ * holds a writer's transaction open (as another process's batch does: its xid and the schema's
+ * writers' lock first); the batch's own transaction, read at its `dispatch.before-commit`, must then
+ * hold the row unclaimed.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import pg from "pg"
+import { Engine } from "../../src/index.js"
+import * as Outbox from "../../src/Outbox.js"
+import * as CommitHorizon from "../../src/storage/CommitHorizon.js"
+import * as TestStore from "../../src/testing/TestStore.js"
+import { probe } from "../fixtures/commitProbe.js"
+import { submit } from "../fixtures/Jobs.js"
+import { eventually, scriptedHandler, stack, testReactor } from "../fixtures/reactors.js"
+
+describe("claims at commit on PostgreSQL", () => {
+  it.effect("while another writer runs a commit claims nothing; the reactor claims the row once it ends", () => {
+    const handler = scriptedHandler()
+    const seen = probe()
+    return Effect.gen(function* () {
+      seen.state.sql = yield* SqlClient
+      const engine = yield* Engine.Engine
+      const other = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
+      yield* Effect.promise(() => other.connect())
+      yield* Effect.addFinalizer(() => Effect.promise(() => other.end()))
+      const [{ schema }] = (yield* seen.state.sql!<{ schema: string }>`SELECT current_schema() AS schema`) as [
+        { schema: string }
+      ]
+      yield* Effect.promise(() => other.query("BEGIN"))
+      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]))
+      seen.state.watched = ["job:held"]
+      yield* engine.dispatchWithReceipt(submit("held", "work.safe"))
+      assert.deepStrictEqual(seen.state.seen, [
+        { effectId: "job:held", status: "pending", attempts: 0, leaseOwner: null }
+      ])
+      seen.state.watched = []
+      yield* Effect.promise(() => other.query("COMMIT"))
+      yield* eventually(
+        Effect.map(Outbox.find("job:held"), (row) => row?.status === "succeeded"),
+        "the reactor claims and performs it"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:held#1"])
+    }).pipe(Effect.scoped, Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
+  })
+})
