@@ -16,14 +16,16 @@
  * so those keep the reactor's own claim (test/reactor-crash.test.ts kills a process at that instant).
  *
  * On a shared store (PostgreSQL) a row of the same lane may sit in another transaction not yet
- * committed, invisible to this one, so the lane check could not see it. There the claim takes rows
- * only while no other writer of the schema runs (StoreBackend.onlyWriter): then every lower sequence
- * is visible. Otherwise it claims nothing, and the reactors claim at or below the commit horizon.
+ * committed, invisible to this one, so the lane check could not see it. There the batch first takes the
+ * schema's writers' lock exclusively if no other writer holds it (StoreBackend.claimAlone), keeping new
+ * writers out until its COMMIT; then every lower sequence is visible to the claim. Otherwise it claims
+ * nothing, and the reactors claim at or below the commit horizon, as before.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, type Scope } from "effect"
+import { Clock, Effect, type Scope } from "effect"
 import * as Outbox from "./Outbox.js"
+import { StoreBackend } from "./storage/StoreBackend.js"
 
 /** A reactor that takes rows claimed for it by a commit. */
 export interface Claimer {
@@ -70,7 +72,12 @@ export const make = (): CommitClaims => {
         Effect.sync(() => claimers.add(claimer)),
         () => Effect.sync(() => claimers.delete(claimer))
       ).pipe(Effect.asVoid),
-    claim: (now, into) => (claimers.size === 0 ? Effect.void : claimEach(now, into))
+    claim: (now, into) =>
+      claimers.size === 0
+        ? Effect.void
+        : Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
+            Effect.flatMap((alone) => (alone ? claimEach(now, into) : Effect.void))
+          )
   }
   function claimEach(now: number, into: Array<Handoff>) {
     return Effect.forEach(
@@ -84,8 +91,7 @@ export const make = (): CommitClaims => {
           now,
           leaseMs: claimer.leaseMs,
           limit: slots,
-          after: 0,
-          inWritingTransaction: true
+          after: 0
         }).pipe(
           Effect.onExit((exit) =>
             Effect.sync(() => {
@@ -101,10 +107,30 @@ export const make = (): CommitClaims => {
   }
 }
 
-/** The batch rolled back: its claims never happened. */
-export const release = (handoffs: ReadonlyArray<Handoff>): void => {
-  for (const h of handoffs) h.claimer.unreserve(h.rows.length)
-}
+/**
+ * The batch failed: its slots go back, and so do its rows, in case its COMMIT failed ambiguously (the
+ * connection lost while the server committed): they would otherwise stay running under this live
+ * owner, whom no peer reclaims from, until it stops. The hand-back is conditional on the claim (status,
+ * attempt, owner), so after a real rollback it changes nothing; and the rows never started.
+ */
+export const abandon = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void, never, SqlClient> =>
+  Effect.suspend(() => {
+    for (const h of handoffs) h.claimer.unreserve(h.rows.length)
+    return Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) =>
+        Effect.forEach(
+          handoffs.flatMap((h) => h.rows.map((row) => ({ row, owner: h.claimer.owner }))),
+          ({ row, owner }) => Outbox.release(row.effectId, row.attempts, owner, now),
+          { discard: true }
+        )
+      ),
+      Effect.catchAll((error) =>
+        // swallow-ok: after a rollback there is nothing to hand back; after an ambiguous commit the rows
+        // wait for this owner's next boot, whose reconcile requeues them (replay-safe kinds only here)
+        Effect.logWarning("could not hand back rows claimed by a batch that failed", { error })
+      )
+    )
+  })
 
 /** The batch committed: each reactor starts its rows. */
 export const deliver = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =>

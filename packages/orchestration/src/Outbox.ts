@@ -369,13 +369,6 @@ export interface ClaimRequest {
   readonly after: number
   /** The outbox's commit horizon (StoreBackend.horizon): no row above it is claimed (a reactor passes it). */
   readonly upTo?: number | undefined
-  /**
-   * A claim inside a writing transaction (CommitClaims.ts). On PostgreSQL it claims nothing while
-   * another writer of the schema runs (StoreBackend.onlyWriter): only then is every row with a lower
-   * sequence visible to it, so the lane check sees every earlier row of a lane (a writer that starts
-   * later takes higher sequences). SQLite has one writer: no condition there.
-   */
-  readonly inWritingTransaction?: boolean
 }
 
 /**
@@ -400,7 +393,7 @@ const claimStatement = (sql: SqlClient, backend: StoreBackendShape, request: Cla
       AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
       AND NOT EXISTS (
         SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
-      )${sql.literal(request.inWritingTransaction === true ? backend.onlyWriter : "")}
+      )
     ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
   )
   RETURNING *`

@@ -204,13 +204,14 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
     // What this run claims for idle reactors: delivered once it commits, given back if it does not.
     const handoffs: Array<CommitClaims.Handoff> = []
     return writeBatch(deps, items, isolate, claim ? handoffs : undefined).pipe(
-      Effect.onExit((exit) =>
-        Effect.sync(() => {
-          if (handoffs.length === 0) return
-          if (exit._tag === "Success" && deps.claims !== undefined) deps.claims.handoffs.push(...handoffs)
-          else CommitClaims.release(handoffs)
-        })
-      )
+      Effect.onExit((exit) => {
+        if (handoffs.length === 0) return Effect.void
+        if (exit._tag === "Success" && deps.claims !== undefined) {
+          deps.claims.handoffs.push(...handoffs)
+          return Effect.void
+        }
+        return CommitClaims.abandon(handoffs)
+      })
     )
   })
 
@@ -482,7 +483,7 @@ export const processBatch = (
       // again on fresh state (the states were dropped above) instead of answering a storage failure.
       if (failure instanceof StorageFailure && isLostRace(failure) && run < LOST_RACE_RUNS) {
         return Effect.flatMap(StoreBackend, (backend) =>
-          backend.shared ? processBatch(deps, items, onAbandoned, isolate, run + 1) : answerAlone(failure)
+          backend.shared ? processBatch(deps, items, onAbandoned, isolate, run + 1, claim) : answerAlone(failure)
         )
       }
       return answerAlone(failure)

@@ -392,9 +392,25 @@ export const run = <R>(
     const unreserve = (slots: number) => {
       busy -= slots
     }
+    /** Hands a row claimed at commit that never started back to pending. */
+    const handBack = (row: Outbox.OutboxRow) =>
+      Clock.currentTimeMillis.pipe(
+        Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
+        Effect.asVoid,
+        Effect.catchAll((error) =>
+          Effect.logError("could not hand back a row claimed at commit that never started; reconcile will", {
+            effectId: row.effectId,
+            error
+          })
+        ),
+        Effect.provide(context),
+        log
+      )
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
+    // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the
+    // previous attempt's fiber is still finishing its settlement; the same key would interrupt it.
     const start = (row: Outbox.OutboxRow) =>
-      FiberMap.run(running, row.effectId, perform(env, row).pipe(Effect.provide(context)))
+      FiberMap.run(running, `${row.effectId}#${row.attempts}`, perform(env, row).pipe(Effect.provide(context)))
 
     // Rows claimed for this reactor inside the commits that make them claimable (CommitClaims.ts).
     // Only kinds that are always replay-safe. A row claimed in a commit has not started when that commit
@@ -412,24 +428,28 @@ export const run = <R>(
         reserve,
         unreserve,
         deliver: (rows) =>
-          Effect.suspend(() => {
-            if (!stopping) return Effect.forEach(rows, start, { discard: true })
-            // Stopping (its performances map may be closing): these never started, whatever their kind,
-            // so they go back to pending at once.
-            unreserve(rows.length)
-            return Clock.currentTimeMillis.pipe(
-              Effect.flatMap((now) =>
-                Effect.forEach(rows, (row) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now), {
-                  discard: true
-                })
+          Effect.forEach(
+            rows,
+            (row) =>
+              Effect.suspend(() =>
+                // Stopping, its performances map may be closing, and FiberMap.run on a closed map would
+                // interrupt the caller: the engine's processor. Such a row never started, whatever its
+                // kind, so it goes back to pending at once; so does one whose start failed.
+                stopping
+                  ? Effect.succeed(false)
+                  : Effect.map(Effect.exit(start(row)), (exit) => exit._tag === "Success")
+              ).pipe(
+                Effect.flatMap((started) =>
+                  started
+                    ? Effect.void
+                    : Effect.zipRight(
+                        Effect.sync(() => unreserve(1)),
+                        handBack(row)
+                      )
+                )
               ),
-              Effect.catchAll((error) =>
-                Effect.logError("could not hand back rows claimed at commit during shutdown; reconcile will", error)
-              ),
-              Effect.provide(context),
-              log
-            )
-          })
+            { discard: true }
+          ).pipe(Effect.uninterruptible)
       })
 
     // Where only this process writes the store, a poll first asks whether the outbox or the cursors

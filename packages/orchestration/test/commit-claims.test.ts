@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { Engine } from "../src/index.js"
+import { EffectFailure, Engine, FaultPoints } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { probe } from "./fixtures/commitProbe.js"
 import { submit } from "./fixtures/Jobs.js"
@@ -114,4 +114,48 @@ describe("claims at commit", () => {
       assert.deepStrictEqual(handler.performed, ["job:later#1"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle, { concurrency: 1 })]).pipe(Layer.provide(seen.layer))))
   })
+
+  it.effect(
+    "a retry due at once is claimed by its own settlement's commit without cutting short the attempt that settled",
+    () => {
+      const handler = scriptedHandler()
+      handler.behaviors.set("job:r", (row) =>
+        row.attempts < 2
+          ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true }))
+          : Effect.succeed("ok")
+      )
+      // Counts each performance that ran to its end (the point after its settlement was answered).
+      const ended: Array<string> = []
+      const faults = Layer.succeed(FaultPoints.FaultPoints, {
+        enabled: true,
+        hit: (point, attributes) =>
+          Effect.sync(() => {
+            if (point === "reactor.after-settle") ended.push(attributes?.kind ?? "?")
+          })
+      })
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("r", "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:r"), (row) => row?.status === "succeeded"),
+          "settled at the second attempt"
+        )
+        yield* eventually(
+          Effect.sync(() => ended.length === 2),
+          "both performances ran to their end"
+        )
+        assert.deepStrictEqual(handler.performed, ["job:r#1", "job:r#2"])
+        assert.deepStrictEqual(ended, ["work.safe", "work.safe"])
+      }).pipe(
+        Effect.provide(
+          stack([
+            testReactor(handler.handle, {
+              concurrency: 2,
+              retry: { maxAttempts: 3, backoff: "fixed", base: "0 millis", cap: "0 millis" }
+            })
+          ]).pipe(Layer.provide(faults))
+        )
+      )
+    }
+  )
 })

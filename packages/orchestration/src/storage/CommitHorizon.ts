@@ -132,15 +132,16 @@ export const WRITER_XID_FIRST =
   "SELECT pg_current_xact_id(), pg_advisory_xact_lock_shared(hashtext($1)::bigint & 4294967295)"
 
 /**
- * A claim's condition, for a claim inside a writing transaction (CommitClaims.ts): no other writer of
- * the schema holds its writers' lock. Every transaction that writes sequences takes that lock before
- * its first sequence, so with none running besides this one every lower sequence is committed (or
- * never will be) and visible, and any writer that starts later takes only higher sequences.
+ * For a claim inside a writing transaction (CommitClaims.ts), before it (`$1`: writersName): the
+ * schema's writers' lock taken EXCLUSIVE, if no other transaction holds it (this one's own shared hold
+ * does not conflict), until COMMIT. True: no other writer runs, and none can start (each takes the
+ * lock shared first) until this transaction ends, so a claim in a later statement, with a snapshot
+ * taken after the lock, sees every row of a lower sequence that will ever commit: a lane check there
+ * is complete. A condition in the claim itself is not enough: its snapshot is taken when it starts, a
+ * writer may commit (visible) and release its lock between that and the condition's read of pg_locks,
+ * and its lower row of the lane would be missed (found in review, 2026-12-03).
  */
-export const onlyWriterCondition = (writers: string) =>
-  ` AND NOT EXISTS (SELECT 1 FROM pg_locks w WHERE w.locktype = 'advisory' AND w.granted AND w.classid = 0
-    AND w.objsubid = 1 AND w.objid = (hashtext('${writers.replace(/'/g, "''")}')::bigint & 4294967295)::oid
-    AND w.database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND w.pid <> pg_backend_pid())`
+export const WRITERS_ALONE = "SELECT pg_try_advisory_xact_lock(hashtext($1)::bigint & 4294967295) AS alone"
 
 /**
  * The observation statement for one table with a `sequence` column: L, the 32-bit xids of the

@@ -220,7 +220,12 @@ const makeBackend = (
     ),
     notifyOthers: Effect.flatMap(SqlClient, (sql) => Effect.asVoid(sql`SELECT pg_notify(${channel}, ${self})`)),
     skipLocked: "FOR UPDATE SKIP LOCKED",
-    onlyWriter: CommitHorizon.onlyWriterCondition(writers),
+    claimAlone: Effect.flatMap(SqlClient, (sql) =>
+      Effect.map(
+        sql.unsafe<{ alone: boolean }>(CommitHorizon.WRITERS_ALONE, [writers]),
+        (rows) => rows[0]?.alone === true
+      )
+    ),
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
     holdNodeId: (nodeId) =>

@@ -105,10 +105,10 @@ export interface StoreBackendShape {
   /** `FOR UPDATE SKIP LOCKED` where the store has it: concurrent claimers skip each other's rows. */
   readonly skipLocked: string
   /**
-   * A claim inside a writing transaction adds this condition (CommitHorizon.onlyWriterCondition): it
-   * claims only while no other writer runs. Empty where this process is the one writer (SQLite).
+   * In a writing transaction, before a claim in it (CommitClaims.ts): whether this is the only writer,
+   * kept so until COMMIT (PostgreSQL: CommitHorizon.WRITERS_ALONE). Always true on SQLite (one writer).
    */
-  readonly onlyWriter: string
+  readonly claimAlone: Effect.Effect<boolean, SqlError, SqlClient>
   /**
    * Holds this node id for the scope's lifetime, failing when a live process already holds it. On a
    * shared store this is what lets boot settle its own previous incarnation's rows at once: no live
@@ -134,7 +134,7 @@ export const sqliteBackend: StoreBackendShape = {
   foreignCommitHints: Stream.empty,
   notifyOthers: Effect.void,
   skipLocked: "",
-  onlyWriter: "",
+  claimAlone: Effect.succeed(true),
   // The file lock already makes this process the only one on the store.
   holdNodeId: () => Effect.void
 }

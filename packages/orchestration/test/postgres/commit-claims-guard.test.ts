@@ -47,4 +47,46 @@ describe("claims at commit on PostgreSQL", () => {
       assert.deepStrictEqual(handler.performed, ["job:held#1"])
     }).pipe(Effect.scoped, Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
   })
+
+  it.effect("a batch that claimed at commit keeps other writers out until its COMMIT", () => {
+    const handler = scriptedHandler()
+    const seen = probe()
+    return Effect.gen(function* () {
+      seen.state.sql = yield* SqlClient
+      const engine = yield* Engine.Engine
+      const [{ schema }] = (yield* seen.state.sql!<{ schema: string }>`SELECT current_schema() AS schema`) as [
+        { schema: string }
+      ]
+      const other = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
+      yield* Effect.promise(() => other.connect())
+      yield* Effect.addFinalizer(() => Effect.promise(() => other.end()))
+      yield* Effect.promise(() => other.query("SET lock_timeout = '200ms'"))
+      // Inside the batch, after its claim: another writer starting now must wait for this COMMIT (a
+      // writer that could commit a lower row of a lane the claim passed over; see CommitHorizon.WRITERS_ALONE).
+      let whileOpen = "not tried"
+      seen.state.watched = ["job:first"]
+      seen.state.also = Effect.promise(async () => {
+        await other.query("BEGIN")
+        whileOpen = await other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]).then(
+          () => "started",
+          (error: { code?: string }) => `refused ${error.code}`
+        )
+        await other.query("ROLLBACK")
+      })
+      yield* engine.dispatchWithReceipt(submit("first", "work.safe"))
+      assert.deepStrictEqual(seen.state.seen, [
+        { effectId: "job:first", status: "running", attempts: 1, leaseOwner: "owner-A" }
+      ])
+      assert.strictEqual(whileOpen, "refused 55P03")
+      // After the COMMIT the writer starts at once.
+      yield* Effect.promise(() => other.query("BEGIN"))
+      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]))
+      yield* Effect.promise(() => other.query("COMMIT"))
+      seen.state.watched = []
+      yield* eventually(
+        Effect.map(Outbox.find("job:first"), (row) => row?.status === "succeeded"),
+        "performed"
+      )
+    }).pipe(Effect.scoped, Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
+  })
 })
