@@ -18,6 +18,16 @@ import { probe } from "../fixtures/commitProbe.js"
 import { submit } from "../fixtures/Jobs.js"
 import { eventually, scriptedHandler, stack, testReactor } from "../fixtures/reactors.js"
 
+/** Another session on the test's schema (closed with the scope), and the schema's writers' lock name. */
+const otherSession = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const [{ schema }] = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`) as [{ schema: string }]
+  const other = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
+  yield* Effect.promise(() => other.connect())
+  yield* Effect.addFinalizer(() => Effect.promise(() => other.end()))
+  return { other, writers: CommitHorizon.writersName(schema) }
+})
+
 describe("claims at commit on PostgreSQL", () => {
   it.effect("while another writer runs a commit claims nothing; the reactor claims the row once it ends", () => {
     const handler = scriptedHandler()
@@ -25,14 +35,9 @@ describe("claims at commit on PostgreSQL", () => {
     return Effect.gen(function* () {
       seen.state.sql = yield* SqlClient
       const engine = yield* Engine.Engine
-      const other = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
-      yield* Effect.promise(() => other.connect())
-      yield* Effect.addFinalizer(() => Effect.promise(() => other.end()))
-      const [{ schema }] = (yield* seen.state.sql!<{ schema: string }>`SELECT current_schema() AS schema`) as [
-        { schema: string }
-      ]
+      const { other, writers } = yield* otherSession
       yield* Effect.promise(() => other.query("BEGIN"))
-      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]))
+      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [writers]))
       seen.state.watched = ["job:held"]
       yield* engine.dispatchWithReceipt(submit("held", "work.safe"))
       assert.deepStrictEqual(seen.state.seen, [
@@ -54,12 +59,7 @@ describe("claims at commit on PostgreSQL", () => {
     return Effect.gen(function* () {
       seen.state.sql = yield* SqlClient
       const engine = yield* Engine.Engine
-      const [{ schema }] = (yield* seen.state.sql!<{ schema: string }>`SELECT current_schema() AS schema`) as [
-        { schema: string }
-      ]
-      const other = new pg.Client({ connectionString: TestStore.testDatabaseUrl() })
-      yield* Effect.promise(() => other.connect())
-      yield* Effect.addFinalizer(() => Effect.promise(() => other.end()))
+      const { other, writers } = yield* otherSession
       yield* Effect.promise(() => other.query("SET lock_timeout = '200ms'"))
       // Inside the batch, after its claim: another writer starting now must wait for this COMMIT (a
       // writer that could commit a lower row of a lane the claim passed over; see CommitHorizon.WRITERS_ALONE).
@@ -67,7 +67,7 @@ describe("claims at commit on PostgreSQL", () => {
       seen.state.watched = ["job:first"]
       seen.state.also = Effect.promise(async () => {
         await other.query("BEGIN")
-        whileOpen = await other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]).then(
+        whileOpen = await other.query(CommitHorizon.WRITER_XID_FIRST, [writers]).then(
           () => "started",
           (error: { code?: string }) => `refused ${error.code}`
         )
@@ -80,7 +80,7 @@ describe("claims at commit on PostgreSQL", () => {
       assert.strictEqual(whileOpen, "refused 55P03")
       // After the COMMIT the writer starts at once.
       yield* Effect.promise(() => other.query("BEGIN"))
-      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [CommitHorizon.writersName(schema)]))
+      yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [writers]))
       yield* Effect.promise(() => other.query("COMMIT"))
       seen.state.watched = []
       yield* eventually(
