@@ -444,7 +444,9 @@ export const make = (
 
     return {
       write,
-      flush: Effect.zipRight(releaseHeldBack, flushBuffered),
+      // After the commit, one yield: the readers it rang run before the caller goes on (to its
+      // effect's settlement, a transaction of its own ahead of them otherwise).
+      flush: Effect.zipRight(releaseHeldBack, Effect.zipLeft(flushBuffered, Effect.yieldNow())),
       failed: Deferred.await(failedSignal),
       stats: Effect.sync(() => ({ bufferedBytes: pendingBytes, committedEnd, flushes }))
     } satisfies StreamIngest

@@ -159,6 +159,40 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  it.effect("a flush returns after the readers its commit rang have run, not before them", () => {
+    const handler = scriptedHandler()
+    const hold = gated()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:s", hold.behavior)
+      const engine = yield* submitRunning
+      const row = (yield* Outbox.find("job:s"))!
+      const seen = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const follower = yield* engine.followAggregate("job", "s")
+          let woken = false
+          yield* Effect.fork(
+            Effect.zipRight(
+              follower.changed,
+              Effect.sync(() => (woken = true))
+            )
+          )
+          yield* settle
+          const ingest = yield* StreamIngest.make({ effect: row })
+          yield* ingest.write("the end")
+          yield* ingest.flush
+          // What the caller does next (its effect's settlement) comes after the reader's wake-up.
+          return woken
+        })
+      ).pipe(Effect.provide(yield* streamServices))
+      yield* hold.open
+      assert.isTrue(seen, "the reader rung by the flush's commit ran before the flush returned")
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:s")).map((c) => c.text),
+        ["the end"]
+      )
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
   /**
    * The first stream chunk's commit is held open (on the TestClock) for `holdMillis` at its receipt
    * write, so a test can write while that flush is in flight.

@@ -55,6 +55,12 @@ export interface StreamingResult {
   readonly cpuMsPerSecond: number
   /** How late the event loop ran timers during the run (perf_hooks): p99, ms. */
   readonly loopDelayP99Ms: number
+  /**
+   * The latency p99 by where the token sits in its stream: its first 0.5 s (while the other streams
+   * start), its last 0.5 s (while they end) and the middle, to tell start-up and end bursts from the
+   * steady state.
+   */
+  readonly phaseP99Ms: { readonly start: number; readonly middle: number; readonly end: number }
 }
 
 const token = "tok "
@@ -132,7 +138,18 @@ export const streamingEngine = (
     }
   })
 
-export const runStreaming = (dir: string, streams: number, seconds: number, tokensPerSecond = 50) =>
+export const runStreaming = (
+  dir: string,
+  streams: number,
+  seconds: number,
+  tokensPerSecond = 50,
+  /**
+   * How the clients start their streams: one after the other, each dispatch waiting for its commit
+   * (the bench's default), or all at once, as 64 clients sending at the same moment (a diagnostic:
+   * `StreamingAlone … together`).
+   */
+  starts: "one-by-one" | "together" = "one-by-one"
+) =>
   runBench(
     Effect.gen(function* () {
       const deltas = tokensPerSecond * seconds
@@ -158,6 +175,9 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
       )
       const rules = rulesFor(run)
       const latencies: Array<number> = []
+      /** The same latencies, by the token's place in its stream (phaseP99Ms). */
+      const phases = { start: [] as Array<number>, middle: [] as Array<number>, end: [] as Array<number> }
+      const edge = tokensPerSecond / 2
       const afterWindow: Array<number> = []
       // From this process's monotonic clock to the wall clock the engine's windows are cut on.
       const toWall = Date.now() - nowMs()
@@ -180,6 +200,7 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
                 for (let t = delivered; t < Math.floor(end / token.length); t++) {
                   const due = clock.start + (t + 1) * period
                   latencies.push(at - due)
+                  phases[t < edge ? "start" : t >= deltas - edge ? "end" : "middle"].push(at - due)
                   afterWindow.push(at + toWall - (Math.floor((due + toWall) / windowMs) + 1) * windowMs)
                 }
                 delivered = Math.floor(end / token.length)
@@ -198,7 +219,15 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
       const loop = monitorEventLoopDelay({ resolution: 5 })
       loop.enable()
       const start = nowMs()
-      for (let i = 0; i < streams; i++) yield* engine.dispatchWithReceipt(bump(run, i, i))
+      if (starts === "together") {
+        yield* Effect.forEach(
+          Array.from({ length: streams }, (_, i) => i),
+          (i) => engine.dispatchWithReceipt(bump(run, i, i)),
+          { concurrency: "unbounded", discard: true }
+        )
+      } else {
+        for (let i = 0; i < streams; i++) yield* engine.dispatchWithReceipt(bump(run, i, i))
+      }
       const sampler = yield* Effect.fork(
         Effect.forever(
           Effect.zipRight(
@@ -241,7 +270,12 @@ export const runStreaming = (dir: string, streams: number, seconds: number, toke
         afterWindowP50Ms: percentile(afterWindow, 50),
         afterWindowP99Ms: percentile(afterWindow, 99),
         cpuMsPerSecond: (cpu.user + cpu.system) / 1_000 / elapsed,
-        loopDelayP99Ms: loop.percentile(99) / 1e6
+        loopDelayP99Ms: loop.percentile(99) / 1e6,
+        phaseP99Ms: {
+          start: percentile(phases.start, 99),
+          middle: percentile(phases.middle, 99),
+          end: percentile(phases.end, 99)
+        }
       } satisfies StreamingResult
     })
   )
