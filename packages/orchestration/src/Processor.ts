@@ -406,7 +406,7 @@ const writeBatch = (
       // Claims for idle reactors, in this transaction: they commit with the rows (CommitClaims.ts).
       if (handoffs !== undefined && deps.claims !== undefined && mayHaveMadeClaimable(items, results)) {
         yield* deps.claims.commitClaims.claim(env.clock.unsafeCurrentTimeMillis(), handoffs).pipe(
-          Effect.catchAll((error) => Effect.fail(new ClaimRefused(Cause.fail(error)))),
+          Effect.mapError((error) => new ClaimRefused(Cause.fail(error))),
           Effect.catchAllDefect((defect) => Effect.fail(new ClaimRefused(Cause.die(defect))))
         )
       }
