@@ -23,7 +23,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Effect, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import * as Outbox from "./Outbox.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 
@@ -41,6 +41,11 @@ export interface Claimer {
   readonly reserve: () => number
   /** Gives back reserved slots that were not filled (fewer rows claimed, or the batch rolled back). */
   readonly unreserve: (slots: number) => void
+  /**
+   * Rows claimed for it by a batch that failed, or that could not start: their slots, and the rows
+   * (back to pending, conditionally on the claim: a no-op after a rollback).
+   */
+  readonly giveBack: (rows: ReadonlyArray<Outbox.OutboxRow>) => Effect.Effect<void>
   /** Starts the performances of rows claimed for it by a committed batch; each fills one reserved slot. */
   readonly deliver: (rows: ReadonlyArray<Outbox.OutboxRow>) => Effect.Effect<void>
 }
@@ -52,7 +57,7 @@ export interface Handoff {
 }
 
 export interface CommitClaims {
-  /** Whether any reactor is registered (the engine consults the storage guard only then). */
+  /** Whether any reactor is registered: the engine asks for claims (and reads the storage guard) only then. */
   readonly active: () => boolean
   /** Registers a reactor for the life of the caller's scope. */
   readonly register: (claimer: Claimer) => Effect.Effect<void, never, Scope.Scope>
@@ -73,11 +78,9 @@ export const make = (): CommitClaims => {
         () => Effect.sync(() => claimers.delete(claimer))
       ).pipe(Effect.asVoid),
     claim: (now, into) =>
-      claimers.size === 0
-        ? Effect.void
-        : Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
-            Effect.flatMap((alone) => (alone ? claimEach(now, into) : Effect.void))
-          )
+      Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
+        Effect.flatMap((alone) => (alone ? claimEach(now, into) : Effect.void))
+      )
   }
   function claimEach(now: number, into: Array<Handoff>) {
     return Effect.forEach(
@@ -113,24 +116,8 @@ export const make = (): CommitClaims => {
  * owner, whom no peer reclaims from, until it stops. The hand-back is conditional on the claim (status,
  * attempt, owner), so after a real rollback it changes nothing; and the rows never started.
  */
-export const abandon = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void, never, SqlClient> =>
-  Effect.suspend(() => {
-    for (const h of handoffs) h.claimer.unreserve(h.rows.length)
-    return Clock.currentTimeMillis.pipe(
-      Effect.flatMap((now) =>
-        Effect.forEach(
-          handoffs.flatMap((h) => h.rows.map((row) => ({ row, owner: h.claimer.owner }))),
-          ({ row, owner }) => Outbox.release(row.effectId, row.attempts, owner, now),
-          { discard: true }
-        )
-      ),
-      Effect.catchAll((error) =>
-        // swallow-ok: after a rollback there is nothing to hand back; after an ambiguous commit the rows
-        // wait for this owner's next boot, whose reconcile requeues them (replay-safe kinds only here)
-        Effect.logWarning("could not hand back rows claimed by a batch that failed", { error })
-      )
-    )
-  })
+export const abandon = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =>
+  Effect.forEach(handoffs, (h) => h.claimer.giveBack(h.rows), { discard: true })
 
 /** The batch committed: each reactor starts its rows. */
 export const deliver = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =>

@@ -198,6 +198,22 @@ const acknowledgeStopped = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, interr
     Effect.provide(env.context)
   )
 
+/**
+ * Hands a row this owner holds back to pending (a conditional update: it changes nothing unless the row
+ * is still running at this attempt under this owner). A failed hand-back leaves the row to reconcile.
+ */
+const handBack = <R>(ownerId: string, context: Context.Context<SqlClient | R>, row: Outbox.OutboxRow) =>
+  Clock.currentTimeMillis.pipe(
+    Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, ownerId, now)),
+    Effect.asVoid,
+    Effect.catchAll((error) =>
+      // swallow-ok: the row stays running under this owner's lease; boot reconcile (or a peer, once this
+      // owner is dead) settles it by its kind's policy
+      Effect.logError("could not hand a row back to pending; reconcile will", { effectId: row.effectId, error })
+    ),
+    Effect.provide(context)
+  )
+
 /** Performs one claimed row under its lease, then settles it through the front door. */
 const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
   let slotHeld = true
@@ -310,13 +326,7 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
       // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
       // one stays running for boot reconcile, which fails it with its stored reason.
       processLossOf(env.definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
-        ? Clock.currentTimeMillis.pipe(
-            Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, env.ownerId, now)),
-            Effect.catchAll((error) =>
-              Effect.logError("could not hand the lease back; reconcile will", { effectId: row.effectId, error })
-            ),
-            Effect.provide(env.context)
-          )
+        ? handBack(env.ownerId, env.context, row)
         : Effect.void
     ),
     Effect.ensuring(Effect.zipRight(Effect.sync(freeSlot), Queue.offer(env.wake, undefined))),
@@ -392,20 +402,12 @@ export const run = <R>(
     const unreserve = (slots: number) => {
       busy -= slots
     }
-    /** Hands a row claimed at commit that never started back to pending. */
-    const handBack = (row: Outbox.OutboxRow) =>
-      Clock.currentTimeMillis.pipe(
-        Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, worker.ownerId, now)),
-        Effect.asVoid,
-        Effect.catchAll((error) =>
-          Effect.logError("could not hand back a row claimed at commit that never started; reconcile will", {
-            effectId: row.effectId,
-            error
-          })
-        ),
-        Effect.provide(context),
-        log
-      )
+    /** Rows claimed at commit that never started: their slots and the rows go back. */
+    const giveBack = (rows: ReadonlyArray<Outbox.OutboxRow>) =>
+      Effect.suspend(() => {
+        unreserve(rows.length)
+        return Effect.forEach(rows, (row) => handBack(worker.ownerId, context, row), { discard: true })
+      }).pipe(log)
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
     // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the
     // previous attempt's fiber is still finishing its settlement; the same key would interrupt it.
@@ -427,27 +429,19 @@ export const run = <R>(
         leaseMs,
         reserve,
         unreserve,
+        giveBack,
         deliver: (rows) =>
           Effect.forEach(
             rows,
             (row) =>
-              Effect.suspend(() =>
-                // Stopping, its performances map may be closing, and FiberMap.run on a closed map would
-                // interrupt the caller: the engine's processor. Such a row never started, whatever its
-                // kind, so it goes back to pending at once; so does one whose start failed.
-                stopping
-                  ? Effect.succeed(false)
-                  : Effect.map(Effect.exit(start(row)), (exit) => exit._tag === "Success")
-              ).pipe(
-                Effect.flatMap((started) =>
-                  started
-                    ? Effect.void
-                    : Effect.zipRight(
-                        Effect.sync(() => unreserve(1)),
-                        handBack(row)
-                      )
-                )
-              ),
+              // Stopping, its performances map may be closing, and FiberMap.run on a closed map would
+              // interrupt the caller: the engine's processor. Such a row never started, whatever its
+              // kind, so it goes back to pending at once; so does one whose start failed.
+              stopping
+                ? giveBack([row])
+                : Effect.flatMap(Effect.exit(start(row)), (exit) =>
+                    exit._tag === "Success" ? Effect.void : giveBack([row])
+                  ),
             { discard: true }
           ).pipe(Effect.uninterruptible)
       })
