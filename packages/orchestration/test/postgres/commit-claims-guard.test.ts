@@ -63,28 +63,49 @@ describe("claims at commit on PostgreSQL", () => {
       yield* Effect.promise(() => other.query("SET lock_timeout = '200ms'"))
       // Inside the batch, after its claim: another writer starting now must wait for this COMMIT (a
       // writer that could commit a lower row of a lane the claim passed over; see CommitHorizon.WRITERS_ALONE).
+      // A batch claims only while the reactor has free slots: not before its loop has seen the
+      // activation, nor while its own step holds them for a claim in flight. Under load (CI) the first
+      // dispatch can come before either, so the property is checked on the first batch that claimed.
       let whileOpen = "not tried"
-      seen.state.watched = ["job:first"]
-      seen.state.also = Effect.promise(async () => {
-        await other.query("BEGIN")
-        whileOpen = await other.query(CommitHorizon.WRITER_XID_FIRST, [writers]).then(
-          () => "started",
-          (error: { code?: string }) => `refused ${error.code}`
-        )
-        await other.query("ROLLBACK")
-      })
-      yield* engine.dispatchWithReceipt(submit("first", "work.safe"))
-      assert.deepStrictEqual(seen.state.seen, [
-        { effectId: "job:first", status: "running", attempts: 1, leaseOwner: "owner-A" }
-      ])
-      assert.strictEqual(whileOpen, "refused 55P03")
+      let claimedIn: string | undefined
+      for (let i = 1; i <= 20 && claimedIn === undefined; i++) {
+        const effectId = `job:first-${i}`
+        seen.state.watched = [effectId]
+        seen.state.seen = []
+        whileOpen = "not tried"
+        seen.state.also = Effect.promise(async () => {
+          await other.query("BEGIN")
+          whileOpen = await other.query(CommitHorizon.WRITER_XID_FIRST, [writers]).then(
+            () => "started",
+            (error: { code?: string }) => `refused ${error.code}`
+          )
+          await other.query("ROLLBACK")
+        })
+        yield* engine.dispatchWithReceipt(submit(`first-${i}`, "work.safe"))
+        const [row] = seen.state.seen
+        if (row?.status === "running") {
+          claimedIn = effectId
+          assert.deepStrictEqual(seen.state.seen, [{ effectId, status: "running", attempts: 1, leaseOwner: "owner-A" }])
+          assert.strictEqual(whileOpen, "refused 55P03")
+        } else {
+          // Not claimed in its commit: no writer was kept out, and the reactor performs it on its own.
+          assert.deepStrictEqual(seen.state.seen, [{ effectId, status: "pending", attempts: 0, leaseOwner: null }])
+          assert.strictEqual(whileOpen, "started")
+          seen.state.watched = []
+          yield* eventually(
+            Effect.map(Outbox.find(effectId), (found) => found?.status === "succeeded"),
+            `${effectId} performed`
+          )
+        }
+      }
+      assert.isDefined(claimedIn, "no batch claimed at commit in 20 tries")
       // After the COMMIT the writer starts at once.
       yield* Effect.promise(() => other.query("BEGIN"))
       yield* Effect.promise(() => other.query(CommitHorizon.WRITER_XID_FIRST, [writers]))
       yield* Effect.promise(() => other.query("COMMIT"))
       seen.state.watched = []
       yield* eventually(
-        Effect.map(Outbox.find("job:first"), (row) => row?.status === "succeeded"),
+        Effect.map(Outbox.find(claimedIn!), (row) => row?.status === "succeeded"),
         "performed"
       )
     }).pipe(Effect.scoped, Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
