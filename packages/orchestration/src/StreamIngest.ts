@@ -33,7 +33,7 @@ import type { OutboxRow } from "./Outbox.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { EffectFailure } from "./Reactor.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
-import { FlushWindows } from "./FlushWindows.js"
+import * as FlushWindows from "./FlushWindows.js"
 
 export interface RetryOptions {
   /** Re-sends of one refused flush before ingestion fails. Default 10. */
@@ -170,10 +170,10 @@ const endsMidPair = (text: string): boolean => {
 /** An ingest for one attempt of one effect, with its flusher running in the caller's scope. */
 export const make = (
   options: StreamIngestOptions
-): Effect.Effect<StreamIngest, never, Engine | FlushWindows | Scope.Scope> =>
+): Effect.Effect<StreamIngest, never, Engine | FlushWindows.FlushWindows | Scope.Scope> =>
   Effect.gen(function* () {
     const engine = yield* Engine
-    const windows = yield* FlushWindows
+    const windows = yield* FlushWindows.FlushWindows
     const faults = yield* FaultPoints
     const { effectId, aggregateType, aggregateId, attempts: attempt } = options.effect
     const flushEvery = Math.max(1, Duration.toMillis(options.flushEvery ?? defaults.flushEvery))
@@ -209,12 +209,16 @@ export const make = (
      * the flush size (`size`; the window's end completes `wake` through FlushWindows.join). One
      * Deferred a wait, completed by whichever comes first, instead of two fibers raced a window.
      */
-    let waiting: { readonly until: "data" | "size"; readonly wake: Deferred.Deferred<void> } | undefined
+    let waiting:
+      | { readonly until: "data" | "size"; readonly wake: Deferred.Deferred<void>; ticket?: FlushWindows.Ticket }
+      | undefined
     /** A write landed: wakes the flusher if it waits for data, or for the size now reached. */
     const ring = () => {
       if (waiting === undefined) return
       if (waiting.until === "size" && pendingBytes < flushBytes) return
       Deferred.unsafeDone(waiting.wake, Exit.void)
+      // Woken early, it no longer waits in its window (whose ending streams may now go).
+      waiting.ticket?.leave()
       waiting = undefined
     }
     /** Waits on `wake` unless `ready` already holds; the check and the wait's setup are one step, so no write falls between them. */
@@ -222,11 +226,34 @@ export const make = (
       Effect.flatMap(Deferred.make<void>(), (wake) =>
         Effect.suspend(() => {
           if (ready()) return Effect.void
-          waiting = { until, wake }
-          const join = until === "size" ? windows.join(flushEvery, wake) : Effect.void
-          return Effect.zipRight(join, Deferred.await(wake))
+          const wait: NonNullable<typeof waiting> = { until, wake }
+          waiting = wait
+          const join =
+            until === "size"
+              ? Effect.map(windows.join(flushEvery, wake), (ticket) => {
+                  // Rung while joining (the runtime may yield between two steps): it waits in no window.
+                  if (waiting === wait) wait.ticket = ticket
+                  else ticket.leave()
+                })
+              : Effect.void
+          return Effect.zipRight(
+            join,
+            Effect.onInterrupt(Deferred.await(wake), () => Effect.sync(() => wait.ticket?.leave()))
+          )
         })
       )
+
+    /**
+     * The stream's end: when its text waits in a window, it waits for that window (other streams'
+     * text shares its commit; FlushWindows opens it at once when only ending streams are left in it),
+     * so ends close together land in one commit. Otherwise nothing waits.
+     */
+    const endWindow = Effect.suspend(() => {
+      const wait = waiting
+      if (wait === undefined || wait.until !== "size" || wait.ticket === undefined) return Effect.void
+      wait.ticket.ending()
+      return Deferred.await(wait.wake)
+    })
 
     const fail = (error: StreamNotRecorded) =>
       Effect.suspend(() => {
@@ -446,7 +473,10 @@ export const make = (
       write,
       // After the commit, one yield: the readers it rang run before the caller goes on (to its
       // effect's settlement, a transaction of its own ahead of them otherwise).
-      flush: Effect.zipRight(releaseHeldBack, Effect.zipLeft(flushBuffered, Effect.yieldNow())),
+      flush: Effect.zipRight(
+        releaseHeldBack,
+        Effect.zipRight(endWindow, Effect.zipLeft(flushBuffered, Effect.yieldNow()))
+      ),
       failed: Deferred.await(failedSignal),
       stats: Effect.sync(() => ({ bufferedBytes: pendingBytes, committedEnd, flushes }))
     } satisfies StreamIngest
@@ -460,7 +490,7 @@ export const make = (
 export const run = <E, R>(
   options: StreamIngestOptions,
   producer: Stream.Stream<string, E, R>
-): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | FlushWindows | R> =>
+): Effect.Effect<StreamIngestStats, E | StreamNotRecorded, Engine | FlushWindows.FlushWindows | R> =>
   Effect.scoped(
     Effect.gen(function* () {
       const ingest = yield* make(options)

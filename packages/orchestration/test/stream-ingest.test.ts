@@ -159,6 +159,103 @@ describe("durable stream ingestion", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
+  it.effect("a stream that ends while another's text waits in the window ends in that window's commit", () => {
+    const handler = scriptedHandler()
+    const first = feed()
+    const second = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:a", yield* streaming(first.producer))
+      handler.behaviors.set("job:b", yield* streaming(second.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(bothAre("running"), "both running")
+      yield* TestClock.adjust("10 millis")
+      yield* first.send("from a")
+      yield* settle
+      // b writes and ends 30 ms into the window [0, 50): its end waits for a's text, not sent alone.
+      yield* TestClock.adjust("20 millis")
+      yield* second.send("from b")
+      yield* second.send(END)
+      yield* settle
+      assert.deepStrictEqual(yield* chunksOf("job:b"), [], "the end waits for the window")
+      assert.isTrue(yield* rowIs("job:b", (r) => r.status === "running"))
+      const before = (yield* engine.stats).transactions
+      yield* TestClock.adjust("20 millis")
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "succeeded"),
+        "b succeeded"
+      )
+      assert.deepStrictEqual(
+        [...(yield* chunksOf("job:a")), ...(yield* chunksOf("job:b"))].map((c) => c.text),
+        ["from a", "from b"]
+      )
+      // One commit for both chunks, one for b's settlement.
+      assert.strictEqual((yield* engine.stats).transactions - before, 2)
+      // a, alone now with nothing buffered, ends at once: the clock does not move again.
+      yield* first.send(END)
+      yield* eventually(bothAre("succeeded"), "both succeeded")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("streams that all end in one window end at once, together, without the clock moving", () => {
+    const handler = scriptedHandler()
+    const first = feed()
+    const second = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:a", yield* streaming(first.producer))
+      handler.behaviors.set("job:b", yield* streaming(second.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(bothAre("running"), "both running")
+      yield* first.send("from a")
+      yield* second.send("from b")
+      yield* settle
+      yield* first.send(END)
+      yield* settle
+      assert.deepStrictEqual(yield* chunksOf("job:a"), [], "a waits for b, which waits in the window")
+      // b ends too: only ending streams are left in the window, which opens without its timer.
+      yield* second.send(END)
+      yield* eventually(bothAre("succeeded"), "both succeeded")
+      assert.deepStrictEqual(
+        [...(yield* chunksOf("job:a")), ...(yield* chunksOf("job:b"))].map((c) => c.text),
+        ["from a", "from b"]
+      )
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  it.effect("an end waits only while another stream waits in the window: one flushed by its size leaves it", () => {
+    const handler = scriptedHandler()
+    const first = feed()
+    const second = feed()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:a", yield* streaming(first.producer, { flushBytes: 8 }))
+      handler.behaviors.set("job:b", yield* streaming(second.producer))
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(bothAre("running"), "both running")
+      yield* first.send("a")
+      yield* second.send("from b")
+      yield* second.send(END)
+      yield* settle
+      assert.deepStrictEqual(yield* chunksOf("job:b"), [], "b's end waits for a, which waits in the window")
+      // a reaches its flush size: it flushes now and no longer waits in the window, so b goes.
+      yield* first.send("bcdefghij")
+      yield* eventually(
+        rowIs("job:b", (r) => r.status === "succeeded"),
+        "b succeeded without the clock moving"
+      )
+      assert.deepStrictEqual(
+        (yield* chunksOf("job:a")).map((c) => c.text),
+        ["abcdefghij"]
+      )
+      yield* first.send(END)
+      yield* eventually(bothAre("succeeded"), "both succeeded")
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
   it.effect("a flush returns after the readers its commit rang have run, not before them", () => {
     const handler = scriptedHandler()
     const hold = gated()
