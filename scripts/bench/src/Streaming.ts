@@ -64,6 +64,8 @@ export interface StreamingResult {
 }
 
 const token = "tok "
+/** One turn of Node's event loop (its timers and I/O run), as between two network requests. */
+const ioTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
 /** StreamIngest's default flush window. */
 const windowMs = Duration.toMillis(StreamIngest.defaults.flushEvery)
 
@@ -145,8 +147,8 @@ export const runStreaming = (
   tokensPerSecond = 50,
   /**
    * How the clients start their streams: one after the other, each dispatch waiting for its commit
-   * (the bench's default), or all at once, as 64 clients sending at the same moment (a diagnostic:
-   * `StreamingAlone … together`).
+   * and then an event-loop turn (the bench's default), or all at once, as 64 clients sending at the
+   * same moment (a diagnostic: `StreamingAlone … together`).
    */
   starts: "one-by-one" | "together" = "one-by-one"
 ) =>
@@ -226,7 +228,14 @@ export const runStreaming = (
           { concurrency: "unbounded", discard: true }
         )
       } else {
-        for (let i = 0; i < streams; i++) yield* engine.dispatchWithReceipt(bump(run, i, i))
+        for (let i = 0; i < streams; i++) {
+          yield* engine.dispatchWithReceipt(bump(run, i, i))
+          // The next client's send comes through the event loop, as an HTTP request does. Without
+          // this turn the 64 sends, each answered in a microtask after its synchronous commit, ran
+          // back to back for ≈ 335 ms with no turn for timers: no provider token and no flush window
+          // could fire until the last stream had started (docs/benchmarks.md, 2026-12-03).
+          yield* ioTurn
+        }
       }
       const sampler = yield* Effect.fork(
         Effect.forever(
