@@ -232,8 +232,9 @@ export const make = (
             until === "size"
               ? Effect.map(windows.join(flushEvery, wake), (ticket) => {
                   // Rung while joining (the runtime may yield between two steps): it waits in no window.
-                  if (waiting === wait) wait.ticket = ticket
-                  else ticket.leave()
+                  if (waiting !== wait) return ticket.leave()
+                  wait.ticket = ticket
+                  if (ended) ticket.ending()
                 })
               : Effect.void
           return Effect.zipRight(
@@ -243,16 +244,26 @@ export const make = (
         })
       )
 
+    /** The stream has ended (`flush`): each window wait of it is an ending one (FlushWindows.Ticket.ending). */
+    let ended = false
+
     /**
-     * The stream's end: when its text waits in a window, it waits for that window (other streams'
-     * text shares its commit; FlushWindows opens it at once when only ending streams are left in it),
-     * so ends close together land in one commit. Otherwise nothing waits.
+     * The stream's end: its last text waits for the current window, which other streams' text
+     * shares (FlushWindows opens it early, after one turn, when only ending streams are left in it),
+     * so ends close together land in one commit instead of one transaction each. Every wait of this
+     * stream in a window is then an ending one (its flusher's too, now or when it joins), so an end
+     * never waits for itself.
      */
     const endWindow = Effect.suspend(() => {
-      const wait = waiting
-      if (wait === undefined || wait.until !== "size" || wait.ticket === undefined) return Effect.void
-      wait.ticket.ending()
-      return Deferred.await(wait.wake)
+      ended = true
+      waiting?.ticket?.ending()
+      if (pending.length === 0) return Effect.void
+      return Effect.flatMap(Deferred.make<void>(), (own) =>
+        Effect.flatMap(windows.join(flushEvery, own), (ticket) => {
+          ticket.ending()
+          return Effect.onInterrupt(Deferred.await(own), () => Effect.sync(ticket.leave))
+        })
+      )
     })
 
     const fail = (error: StreamNotRecorded) =>

@@ -6,7 +6,21 @@
  * PostgreSQL conformance run), TestClock for every wait.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Schema, Stream, TestClock } from "effect"
+import {
+  Cause,
+  Chunk,
+  Deferred,
+  Effect,
+  Exit,
+  Fiber,
+  Layer,
+  Option,
+  Queue,
+  Runtime,
+  Schema,
+  Stream,
+  TestClock
+} from "effect"
 import {
   Aggregate,
   CommandId,
@@ -222,6 +236,52 @@ describe("durable stream ingestion", () => {
         [...(yield* chunksOf("job:a")), ...(yield* chunksOf("job:b"))].map((c) => c.text),
         ["from a", "from b"]
       )
+    }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
+  })
+
+  // Live clock: the case is Node's timer phase, which TestClock does not have. Streams whose last
+  // tokens are overdue end one timer callback after another, and the microtasks of each callback
+  // (the ingest's fibers, the processor, a synchronous SQLite commit) run before the next callback.
+  it.live("streams ending in consecutive timer callbacks of one turn end in one commit, not one each", () => {
+    const handler = scriptedHandler()
+    const a = gated()
+    const b = gated()
+    return Effect.gen(function* () {
+      handler.behaviors.set("job:a", a.behavior)
+      handler.behaviors.set("job:b", b.behavior)
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
+      yield* eventually(bothAre("running"), "both running")
+      const rowA = (yield* Outbox.find("job:a"))!
+      const rowB = (yield* Outbox.find("job:b"))!
+      const transactions = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const ingestA = yield* StreamIngest.make({ effect: rowA })
+          const ingestB = yield* StreamIngest.make({ effect: rowB })
+          const runtime = yield* Effect.runtime<never>()
+          const before = (yield* engine.stats).transactions
+          // Each stream's last write and end, from its own timer callback (same delay: one turn).
+          yield* Effect.async<void>((resume) => {
+            let ended = 0
+            const end = (ingest: StreamIngest.StreamIngest, text: string) => () =>
+              Runtime.runFork(runtime)(Effect.zipRight(ingest.write(text), ingest.flush)).addObserver(() => {
+                if (++ended === 2) resume(Effect.void)
+              })
+            setTimeout(end(ingestA, "last of a"), 0)
+            setTimeout(end(ingestB, "last of b"), 0)
+          })
+          return (yield* engine.stats).transactions - before
+        })
+      ).pipe(Effect.provide(yield* streamServices))
+      assert.deepStrictEqual(
+        [...(yield* chunksOf("job:a")), ...(yield* chunksOf("job:b"))].map((c) => c.text),
+        ["last of a", "last of b"]
+      )
+      assert.strictEqual(transactions, 1, "both ends in one commit")
+      yield* a.open
+      yield* b.open
+      yield* eventually(bothAre("succeeded"), "both succeeded")
     }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
   })
 
