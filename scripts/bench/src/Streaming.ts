@@ -61,6 +61,8 @@ export interface StreamingResult {
    * steady state.
    */
   readonly phaseP99Ms: { readonly start: number; readonly middle: number; readonly end: number }
+  /** Each client's own p99 (over its stream's tokens): the worst of them, and their median. */
+  readonly clientP99Ms: { readonly worst: number; readonly median: number }
 }
 
 const token = "tok "
@@ -181,6 +183,8 @@ export const runStreaming = (
       const phases = { start: [] as Array<number>, middle: [] as Array<number>, end: [] as Array<number> }
       const edge = tokensPerSecond / 2
       const afterWindow: Array<number> = []
+      /** Each client's latencies (clientP99Ms). */
+      const perClient: Array<Array<number>> = []
       // From this process's monotonic clock to the wall clock the engine's windows are cut on.
       const toWall = Date.now() - nowMs()
 
@@ -190,6 +194,8 @@ export const runStreaming = (
         (i) => {
           const threadId = `c-${i}`
           let delivered = 0
+          const own: Array<number> = []
+          perClient.push(own)
           return ThreadStream.follow({ engine, sql, rules, threadId, from: ThreadStream.start }).pipe(
             Stream.map((message) => ({ message, sse: ThreadStream.formatMessage(message) })),
             Stream.tap(({ message, sse }) =>
@@ -202,6 +208,7 @@ export const runStreaming = (
                 for (let t = delivered; t < Math.floor(end / token.length); t++) {
                   const due = clock.start + (t + 1) * period
                   latencies.push(at - due)
+                  own.push(at - due)
                   phases[t < edge ? "start" : t >= deltas - edge ? "end" : "middle"].push(at - due)
                   afterWindow.push(at + toWall - (Math.floor((due + toWall) / windowMs) + 1) * windowMs)
                 }
@@ -284,6 +291,13 @@ export const runStreaming = (
           start: percentile(phases.start, 99),
           middle: percentile(phases.middle, 99),
           end: percentile(phases.end, 99)
+        },
+        clientP99Ms: {
+          worst: perClient.reduce((worst, own) => Math.max(worst, percentile(own, 99)), 0),
+          median: percentile(
+            perClient.map((own) => percentile(own, 99)),
+            50
+          )
         }
       } satisfies StreamingResult
     })

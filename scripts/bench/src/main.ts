@@ -153,6 +153,7 @@ for (const streams of streamingRuns) {
   if (streams === 64) {
     results.addValue(`${label}: delta latency p99, each stream's first 0.5 s`, "ms", r.phaseP99Ms.start)
     results.addValue(`${label}: delta latency p99, each stream's last 0.5 s`, "ms", r.phaseP99Ms.end)
+    results.addValue(`${label}: the worst client's own delta latency p99`, "ms", r.clientP99Ms.worst)
   }
   results.addValue(`${label}: delta latency p50 (provider → SSE)`, "ms", r.latencyP50Ms)
   results.addValue(`${label}: delta latency p99 (provider → SSE)`, "ms", r.latencyP99Ms)
