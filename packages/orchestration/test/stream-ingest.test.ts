@@ -261,15 +261,17 @@ describe("durable stream ingestion", () => {
           const ingestB = yield* StreamIngest.make({ effect: rowB })
           const runtime = yield* Effect.runtime<never>()
           const before = (yield* engine.stats).transactions
-          // Each stream's last write and end, from its own timer callback (same delay: one turn).
+          // Each stream's last write and end, from its own timer callback (same delay: one timer phase).
           yield* Effect.async<void>((resume) => {
             let ended = 0
             const end = (ingest: StreamIngest.StreamIngest, text: string) => () =>
               Runtime.runFork(runtime)(Effect.zipRight(ingest.write(text), ingest.flush)).addObserver(() => {
                 if (++ended === 2) resume(Effect.void)
               })
-            setTimeout(end(ingestA, "last of a"), 0)
-            setTimeout(end(ingestB, "last of b"), 0)
+            // Early in a flush window, so the two ends cannot fall on both sides of its boundary.
+            const delay = 55 - (Date.now() % 50)
+            setTimeout(end(ingestA, "last of a"), delay)
+            setTimeout(end(ingestB, "last of b"), delay)
           })
           return (yield* engine.stats).transactions - before
         })
