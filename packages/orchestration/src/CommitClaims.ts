@@ -64,8 +64,10 @@ export interface CommitClaims {
   /**
    * Inside a batch's transaction, after its writes: claims due rows for each reactor with free slots,
    * adding what it claimed to `into` (the caller delivers it after the commit, or releases it).
+   * Answers whether the batch is the store's only writer until its COMMIT (StoreBackend.claimAlone):
+   * only then does it claim, and only then is every sequence below its own committed at its COMMIT.
    */
-  readonly claim: (now: number, into: Array<Handoff>) => Effect.Effect<void, SqlError, SqlClient>
+  readonly claim: (now: number, into: Array<Handoff>) => Effect.Effect<boolean, SqlError, SqlClient>
 }
 
 export const make = (): CommitClaims => {
@@ -79,7 +81,7 @@ export const make = (): CommitClaims => {
       ).pipe(Effect.asVoid),
     claim: (now, into) =>
       Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
-        Effect.flatMap((alone) => (alone ? claimEach(now, into) : Effect.void))
+        Effect.flatMap((alone) => (alone ? Effect.as(claimEach(now, into), true) : Effect.succeed(false)))
       )
   }
   function claimEach(now: number, into: Array<Handoff>) {

@@ -27,13 +27,19 @@ import * as StreamTails from "./StreamTails.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace, type FreeSpaceShape } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
-import { processBatch, type CommandResult, type DispatchAnswer, type QueuedCommand } from "./Processor.js"
+import {
+  processBatch,
+  type CommandResult,
+  type DispatchAnswer,
+  type ProcessorClaims,
+  type QueuedCommand
+} from "./Processor.js"
 import * as Projection from "./Projection.js"
 import * as ReadSide from "./ReadSide.js"
 import type * as Receipts from "./Receipts.js"
 import * as CommitWriter from "./storage/CommitWriter.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
-import { StoreBackend } from "./storage/StoreBackend.js"
+import { StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
 
 export type { DispatchAnswer } from "./Processor.js"
 export type { ReadEventsOptions } from "./ReadSide.js"
@@ -211,6 +217,8 @@ interface BatchRunnerDeps {
   /** Claims at commit for idle reactors. */
   readonly commitClaims: CommitClaims.CommitClaims
   readonly freeSpace: FreeSpaceShape
+  /** Told of each commit that wrote events (StoreBackend.ownCommit). */
+  readonly backend: StoreBackendShape
 }
 
 /**
@@ -224,8 +232,20 @@ const batchRunner =
     batch: ReadonlyArray<QueuedCommand>,
     answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
   ): Effect.Effect<ReadonlyArray<CommandResult>> => {
-    const { sql, writer, head, states, projections, commitWriter, hints, counters, tails, commitClaims, freeSpace } =
-      deps
+    const {
+      sql,
+      writer,
+      head,
+      states,
+      projections,
+      commitWriter,
+      hints,
+      counters,
+      tails,
+      commitClaims,
+      freeSpace,
+      backend
+    } = deps
     return writer
       .withPermits(1)(
         Effect.gen(function* () {
@@ -235,7 +255,7 @@ const batchRunner =
           const touched = { timers: false }
           // Below the storage guard's floor reactors start nothing new, nor does a commit for them. The
           // probe is read here, before the transaction, not inside it (it may be a syscall).
-          const claims =
+          const claims: ProcessorClaims | undefined =
             commitClaims.active() && !(yield* freeSpace.check).belowFloor ? { commitClaims, handoffs: [] } : undefined
           const results = yield* processBatch(
             { states, projections, head, writer: commitWriter, tails, touched, ...(claims && { claims }) },
@@ -263,6 +283,8 @@ const batchRunner =
             }
           }
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
+          // Before any reader is rung: the store's events horizon covers this commit, or knows it may not.
+          if (head.value > before) yield* backend.ownCommit(claims?.alone === true ? head.value : undefined)
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
           if (touched.timers) yield* hints.ringTimers
@@ -316,7 +338,8 @@ export const make = (config: EngineConfig) =>
       counters,
       tails,
       commitClaims,
-      freeSpace
+      freeSpace,
+      backend
     })
 
     const processor = Effect.gen(function* () {

@@ -168,7 +168,15 @@ export interface ProcessorDeps {
    * Claims for this process's idle reactors made inside the batch's transaction (CommitClaims.ts). What
    * a committed batch claimed goes to `handoffs`.
    */
-  readonly claims?: { readonly commitClaims: CommitClaims.CommitClaims; readonly handoffs: Array<CommitClaims.Handoff> }
+  readonly claims?: ProcessorClaims
+}
+
+/** A batch's claims at commit (CommitClaims.ts), and what its committed run learned. */
+export interface ProcessorClaims {
+  readonly commitClaims: CommitClaims.CommitClaims
+  readonly handoffs: Array<CommitClaims.Handoff>
+  /** Set by the run that committed: whether it was the store's only writer until its COMMIT. */
+  alone?: boolean
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -202,18 +210,25 @@ class ClaimRefused {
 const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, isolate: boolean, claim: boolean) =>
   Effect.suspend(() => {
     // What this run claims for idle reactors: delivered once it commits, given back if it does not.
-    const handoffs: Array<CommitClaims.Handoff> = []
-    return writeBatch(deps, items, isolate, claim ? handoffs : undefined).pipe(
+    const run: ClaimRun = { handoffs: [], alone: false }
+    return writeBatch(deps, items, isolate, claim ? run : undefined).pipe(
       Effect.onExit((exit) => {
-        if (handoffs.length === 0) return Effect.void
+        if (exit._tag === "Success" && deps.claims !== undefined) deps.claims.alone = run.alone
+        if (run.handoffs.length === 0) return Effect.void
         if (exit._tag === "Success" && deps.claims !== undefined) {
-          deps.claims.handoffs.push(...handoffs)
+          deps.claims.handoffs.push(...run.handoffs)
           return Effect.void
         }
-        return CommitClaims.abandon(handoffs)
+        return CommitClaims.abandon(run.handoffs)
       })
     )
   })
+
+/** What one run of a batch claimed at commit, and whether it was then the store's only writer. */
+interface ClaimRun {
+  readonly handoffs: Array<CommitClaims.Handoff>
+  alone: boolean
+}
 
 /** Whether a committed answer may have made a row claimable: it wrote effect rows, or settled one (freeing its lane). */
 const mayHaveMadeClaimable = (items: ReadonlyArray<QueuedCommand>, results: ReadonlyArray<CommandResult>) =>
@@ -226,7 +241,7 @@ const writeBatch = (
   deps: ProcessorDeps,
   items: ReadonlyArray<QueuedCommand>,
   isolate: boolean,
-  handoffs: Array<CommitClaims.Handoff> | undefined
+  claimRun: ClaimRun | undefined
 ) =>
   writeTransaction(
     "dispatch",
@@ -404,11 +419,13 @@ const writeBatch = (
       yield* writeRun
       yield* page.flush
       // Claims for idle reactors, in this transaction: they commit with the rows (CommitClaims.ts).
-      if (handoffs !== undefined && deps.claims !== undefined && mayHaveMadeClaimable(items, results)) {
-        yield* deps.claims.commitClaims.claim(env.clock.unsafeCurrentTimeMillis(), handoffs).pipe(
-          Effect.mapError((error) => new ClaimRefused(Cause.fail(error))),
-          Effect.catchAllDefect((defect) => Effect.fail(new ClaimRefused(Cause.die(defect))))
-        )
+      if (claimRun !== undefined && deps.claims !== undefined && mayHaveMadeClaimable(items, results)) {
+        claimRun.alone = yield* deps.claims.commitClaims
+          .claim(env.clock.unsafeCurrentTimeMillis(), claimRun.handoffs)
+          .pipe(
+            Effect.mapError((error) => new ClaimRefused(Cause.fail(error))),
+            Effect.catchAllDefect((defect) => Effect.fail(new ClaimRefused(Cause.die(defect))))
+          )
       }
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
       return { results, states, head, appended: env.appended, timers: env.touched.timers } satisfies BatchOutcome

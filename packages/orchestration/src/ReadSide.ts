@@ -87,7 +87,7 @@ export const make = (options: {
     const head = yield* EventLog.head
     const deadline = Date.now() + READ_BARRIER_MS
     while (true) {
-      const view = yield* options.horizon("events")
+      const view = yield* options.horizon("events", head)
       if (view.trusted === undefined || view.trusted >= head || Date.now() >= deadline) return view
       yield* CommitHorizon.recheckSoon
     }

@@ -97,20 +97,30 @@ const makeBackend = (
    * it: trusting an older observation alone could leave the hinted row above `trusted` with nothing
    * waiting, and the reader asleep until its poll.
    */
+  /**
+   * When the events horizon may be answered without a look (`ownCommit`): only while the LISTEN
+   * session is up (a foreign commit is then always hinted, and each hint marks the horizon unsure),
+   * and only while nothing this process cannot vouch for happened since the last look began.
+   * `unsure` counts what may have added events the horizon does not cover (a foreign hint, a commit
+   * of ours that was not alone); a look records the count it started at, `coveredAt`, once it succeeds.
+   */
+  const eventsKnown = { listening: false, unsure: 1, coveredAt: 0 }
   const lookAt = (table: "events" | "outbox") =>
     Effect.flatMap(SqlClient, (sql) =>
-      Effect.suspend(() =>
-        CommitHorizon.look(horizons[table], (observe) =>
+      Effect.suspend(() => {
+        const startedAt = eventsKnown.unsure
+        return CommitHorizon.look(horizons[table], (observe) =>
           Effect.map(
             sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
             (rows) => rows[0]!
           )
+        ).pipe(
+          Effect.map((horizon) => {
+            horizons[table] = horizon
+            if (table === "events") eventsKnown.coveredAt = Math.max(eventsKnown.coveredAt, startedAt)
+          })
         )
-      ).pipe(
-        Effect.map((horizon) => {
-          horizons[table] = horizon
-        })
-      )
+      })
     )
   // One look at a time per table, coalesced (CommitHorizon.serialLooks): a look's list of running
   // writers only speaks for writers older than the waiting R if it was read after R was assigned. Two
@@ -173,10 +183,36 @@ const makeBackend = (
             : body
         )
       ),
-    horizon: (table) =>
-      Effect.map(looks[table], () => {
-        const current = horizons[table]
-        return { trusted: current.trusted, waiting: current.waiting !== undefined }
+    horizon: (table, atLeast) =>
+      Effect.suspend(() => {
+        const view = () => {
+          const current = horizons[table]
+          return { trusted: current.trusted, waiting: current.waiting !== undefined }
+        }
+        // Every event committed before this call is at or below `trusted` already: the horizon moved
+        // past this process's own alone commits (`ownCommit`), and nothing else can have committed
+        // unhinted since the last look began. A look would find the same.
+        const current = horizons.events
+        const covered =
+          table === "events" &&
+          eventsKnown.listening &&
+          eventsKnown.unsure === eventsKnown.coveredAt &&
+          current.waiting === undefined &&
+          (atLeast === undefined || current.trusted >= atLeast)
+        return covered ? Effect.succeed(view()) : Effect.map(looks[table], view)
+      }),
+    ownCommit: (aloneAtHead) =>
+      Effect.sync(() => {
+        if (aloneAtHead === undefined) {
+          eventsKnown.unsure++
+          return
+        }
+        // The batch held the schema's writers' lock exclusively until its COMMIT (CommitHorizon.WRITERS_ALONE):
+        // no other writer could hold an uncommitted sequence below its own, and later writers take theirs after it.
+        const current = horizons.events
+        const trusted = Math.max(current.trusted, aloneAtHead)
+        const waiting = current.waiting !== undefined && current.waiting.newest > trusted ? current.waiting : undefined
+        horizons.events = { trusted, waiting }
       }),
     oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
       Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
@@ -211,11 +247,35 @@ const makeBackend = (
       { ...sessions, applicationName: `${sessions.applicationName}:listen` },
       channel
     ).pipe(
+      // Up: every foreign commit from now on is hinted. Each element (a hint, or the wake-up of an
+      // (re-)open) may stand for events the horizon does not cover.
+      Stream.tap(() =>
+        Effect.sync(() => {
+          eventsKnown.listening = true
+        })
+      ),
       Stream.filter((from) => from !== self),
+      Stream.tap(() =>
+        Effect.sync(() => {
+          eventsKnown.unsure++
+        })
+      ),
       Stream.map(() => undefined),
       // LISTEN never ends while the process lives: an end is a lost connection, re-opened by the engine.
       Stream.concat(
         Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" }))
+      ),
+      // Down: foreign commits go unhinted until it is up again, so every read looks until then.
+      Stream.tapErrorCause(() =>
+        Effect.sync(() => {
+          eventsKnown.listening = false
+          eventsKnown.unsure++
+        })
+      ),
+      Stream.ensuring(
+        Effect.sync(() => {
+          eventsKnown.listening = false
+        })
       )
     ),
     notifyOthers: Effect.flatMap(SqlClient, (sql) => Effect.asVoid(sql`SELECT pg_notify(${channel}, ${self})`)),

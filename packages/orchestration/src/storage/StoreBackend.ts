@@ -79,7 +79,22 @@ export interface StoreBackendShape {
    * the call is at or below `trusted`, or `waiting` is set: a reader woken by a commit's hint either
    * reads that commit or knows to look again. SQLite: no cap.
    */
-  readonly horizon: (table: "events" | "outbox") => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
+  readonly horizon: (
+    table: "events" | "outbox",
+    /**
+     * The caller needs the horizon at or above this sequence (a head it read): a store that may answer
+     * without a look (see `ownCommit`) looks when its horizon is below it.
+     */
+    atLeast?: number
+  ) => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
+  /**
+   * Told after each commit of this process's dispatch batches that wrote events, with the log's head
+   * when the batch was the store's only writer until its COMMIT (CommitClaims: StoreBackend.claimAlone).
+   * Then every event at or below that head that will ever commit is visible: the events horizon moves
+   * there without a look, and readers woken by that commit need none. Any other commit (not alone)
+   * makes the next read look. Nothing to do for SQLite.
+   */
+  readonly ownCommit: (aloneAtHead: number | undefined) => Effect.Effect<void>
   /**
    * How long (ms) the oldest running writer of the store has had its transaction open, or undefined
    * when none runs or the store has no commit horizon (SQLite). It holds every reader's horizon back:
@@ -127,6 +142,7 @@ export const sqliteBackend: StoreBackendShape = {
   beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
   inOwnTransaction: (body) => body,
   horizon: () => Effect.succeed(unbounded),
+  ownCommit: () => Effect.void,
   oldestWriterMs: Effect.succeed(noOtherWriter),
   lockForUpdate: "",
   lockForShare: "",

@@ -1,0 +1,135 @@
+/**
+ * The events horizon after this process's own commits (PostgresStore: StoreBackend.ownCommit): a
+ * dispatch batch that was the schema's only writer until its COMMIT (it took the writers' lock
+ * exclusively, CommitHorizon.WRITERS_ALONE) moves the horizon to its head, so the readers it rings
+ * need no look. Anything the process cannot vouch for makes the next read look again: a commit that
+ * was not alone, another process's hint, a caller that needs a newer head, and a LISTEN session that
+ * is down (foreign commits would then go unhinted). Counted by statement text on real sessions.
+ */
+import { SqlClient } from "@effect/sql/SqlClient"
+import * as Statement from "@effect/sql/Statement"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Stream } from "effect"
+import { Engine } from "../../src/index.js"
+import { StoreBackend } from "../../src/storage/StoreBackend.js"
+import * as TestStore from "../../src/testing/TestStore.js"
+import { submit } from "../fixtures/Jobs.js"
+import { scriptedHandler, stack, testReactor } from "../fixtures/reactors.js"
+
+/** Runs `body`, answering how many commit-horizon looks (their pg_locks statements) it ran. */
+const countingLooks = <A, E, R>(body: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    let looks = 0
+    const value = yield* Statement.withTransformer((statement) =>
+      Effect.sync(() => {
+        if (statement.compile()[0].includes("FROM pg_locks")) looks += 1
+        return statement
+      })
+    )(body)
+    return { value, looks }
+  })
+
+/** Polls `condition` with real time, bounded. */
+const within = <E, R>(ms: number, condition: Effect.Effect<boolean, E, R>) =>
+  Effect.gen(function* () {
+    const deadline = Date.now() + ms
+    while (Date.now() < deadline) {
+      if (yield* condition) return true
+      yield* Effect.sleep("10 millis")
+    }
+    return false
+  })
+
+describe("the events horizon after this process's own commits", () => {
+  it.scopedLive("an engine's readers read what its alone batches committed without a look", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const context = yield* Layer.build(stack([testReactor(handler.handle)]))
+      const engine = yield* Effect.provide(Engine.Engine, context)
+      // The first batch and read may look (the LISTEN session opens in the background).
+      yield* engine.dispatchWithReceipt(submit("warm", "work.safe"))
+      yield* engine.readEvents()
+      // Each batch writes an effect row, so it claims at commit: alone, it moves the horizon itself.
+      const { looks, value } = yield* countingLooks(
+        Effect.forEach(["a", "b", "c", "d"], (id) =>
+          Effect.zipRight(
+            engine.dispatchWithReceipt(submit(id, "work.safe")),
+            Effect.map(engine.readEvents({ limit: 10_000 }), (events) => events.some((e) => e.aggregateId === id))
+          )
+        )
+      )
+      // Every read sees the job just submitted, and none of them looked.
+      assert.deepStrictEqual(value, [true, true, true, true])
+      assert.strictEqual(looks, 0)
+    })
+  })
+
+  it.scopedLive(
+    "a commit that was not alone, a foreign hint, a newer head or a LISTEN down each make the next read look",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* Layer.build(TestStore.layer())
+        const sql = yield* Effect.provide(SqlClient, store)
+        const backend = yield* Effect.provide(StoreBackend, store)
+        const horizon = (atLeast?: number) => Effect.provide(backend.horizon("events", atLeast), store)
+        const schema = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
+        yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        // given the store's LISTEN session up (as the engine keeps it), counting its hints
+        let hints = 0
+        yield* Effect.forkScoped(
+          Stream.runForEach(backend.foreignCommitHints, () =>
+            Effect.sync(() => {
+              hints += 1
+            })
+          ).pipe(Effect.ignore)
+        )
+        assert.isTrue(
+          yield* within(
+            5_000,
+            Effect.sync(() => hints >= 1)
+          ),
+          "the LISTEN session opened"
+        )
+        assert.deepStrictEqual((yield* countingLooks(horizon())).value, { trusted: 1, waiting: false })
+        // when this process commits sequence 2 alone, the next read trusts it without a look
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        yield* backend.ownCommit(2)
+        const alone = yield* countingLooks(horizon())
+        assert.deepStrictEqual([alone.value, alone.looks], [{ trusted: 2, waiting: false }, 0])
+        // a caller that read a newer head looks
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        const newer = yield* countingLooks(horizon(3))
+        assert.deepStrictEqual(newer.value, { trusted: 3, waiting: false })
+        assert.isAbove(newer.looks, 0)
+        assert.strictEqual((yield* countingLooks(horizon())).looks, 0, "covered again after that look")
+        // a commit of this process that was not alone: the next read looks
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        yield* backend.ownCommit(undefined)
+        const notAlone = yield* countingLooks(horizon())
+        assert.deepStrictEqual(notAlone.value, { trusted: 4, waiting: false })
+        assert.isAbove(notAlone.looks, 0)
+        // another process's commit, once its hint is here: the next read looks
+        yield* sql`INSERT INTO events DEFAULT VALUES`
+        const before = hints
+        yield* sql`SELECT pg_notify(${`orchestration_${schema}`}, 'another-process')`
+        assert.isTrue(
+          yield* within(
+            5_000,
+            Effect.sync(() => hints > before)
+          ),
+          "the hint arrived"
+        )
+        const foreign = yield* countingLooks(horizon())
+        assert.deepStrictEqual(foreign.value, { trusted: 5, waiting: false })
+        assert.isAbove(foreign.looks, 0)
+        // the LISTEN session lost: foreign commits would go unhinted, so every read looks until it is back
+        yield* sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+        WHERE pid <> pg_backend_pid() AND query LIKE ${`LISTEN "orchestration_${schema}"%`}`
+        yield* Effect.sleep("200 millis")
+        yield* backend.ownCommit(5)
+        const down = yield* countingLooks(horizon())
+        assert.isAbove(down.looks, 0)
+      })
+  )
+})
