@@ -232,20 +232,8 @@ const batchRunner =
     batch: ReadonlyArray<QueuedCommand>,
     answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
   ): Effect.Effect<ReadonlyArray<CommandResult>> => {
-    const {
-      sql,
-      writer,
-      head,
-      states,
-      projections,
-      commitWriter,
-      hints,
-      counters,
-      tails,
-      commitClaims,
-      freeSpace,
-      backend
-    } = deps
+    const { sql, writer, head, states, projections, commitWriter, hints, counters, tails, commitClaims, freeSpace } =
+      deps
     return writer
       .withPermits(1)(
         Effect.gen(function* () {
@@ -284,7 +272,7 @@ const batchRunner =
           }
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
           // Before any reader is rung: the store's events horizon covers this commit, or knows it may not.
-          if (head.value > before) yield* backend.ownCommit(claims?.alone === true ? head.value : undefined)
+          if (head.value > before) yield* deps.backend.ownCommit(claims?.alone === true ? head.value : undefined)
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
           if (touched.timers) yield* hints.ringTimers

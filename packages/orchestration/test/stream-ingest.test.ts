@@ -138,17 +138,27 @@ describe("durable stream ingestion", () => {
       (a, b) => a && b
     )
 
-  it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
-    const handler = scriptedHandler()
-    const first = feed()
-    const second = feed()
-    return Effect.gen(function* () {
-      handler.behaviors.set("job:a", yield* streaming(first.producer))
+  /**
+   * Jobs `a` and `b`, each streaming its own feed (`options` for a's ingest), submitted and running;
+   * answers the engine and the feeds.
+   */
+  const twoStreams = (handler: ReturnType<typeof scriptedHandler>, optionsOfA: { readonly flushBytes?: number } = {}) =>
+    Effect.gen(function* () {
+      const first = feed()
+      const second = feed()
+      handler.behaviors.set("job:a", yield* streaming(first.producer, optionsOfA))
       handler.behaviors.set("job:b", yield* streaming(second.producer))
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
       yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
       yield* eventually(bothAre("running"), "both running")
+      return { engine, first, second }
+    })
+
+  it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const { engine, first, second } = yield* twoStreams(handler)
       // Their first writes come 10 and 30 ms into the window [0, 50): both are due at 50, not at 60 and 80.
       yield* TestClock.adjust("10 millis")
       yield* first.send("from a")
@@ -175,15 +185,8 @@ describe("durable stream ingestion", () => {
 
   it.effect("a stream that ends while another's text waits in the window ends in that window's commit", () => {
     const handler = scriptedHandler()
-    const first = feed()
-    const second = feed()
     return Effect.gen(function* () {
-      handler.behaviors.set("job:a", yield* streaming(first.producer))
-      handler.behaviors.set("job:b", yield* streaming(second.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
-      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
-      yield* eventually(bothAre("running"), "both running")
+      const { engine, first, second } = yield* twoStreams(handler)
       yield* TestClock.adjust("10 millis")
       yield* first.send("from a")
       yield* settle
@@ -214,15 +217,8 @@ describe("durable stream ingestion", () => {
 
   it.effect("streams that all end in one window end at once, together, without the clock moving", () => {
     const handler = scriptedHandler()
-    const first = feed()
-    const second = feed()
     return Effect.gen(function* () {
-      handler.behaviors.set("job:a", yield* streaming(first.producer))
-      handler.behaviors.set("job:b", yield* streaming(second.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
-      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
-      yield* eventually(bothAre("running"), "both running")
+      const { first, second } = yield* twoStreams(handler)
       yield* first.send("from a")
       yield* second.send("from b")
       yield* settle
@@ -289,15 +285,8 @@ describe("durable stream ingestion", () => {
 
   it.effect("an end waits only while another stream waits in the window: one flushed by its size leaves it", () => {
     const handler = scriptedHandler()
-    const first = feed()
-    const second = feed()
     return Effect.gen(function* () {
-      handler.behaviors.set("job:a", yield* streaming(first.producer, { flushBytes: 8 }))
-      handler.behaviors.set("job:b", yield* streaming(second.producer))
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("a", "work.safe"))
-      yield* engine.dispatchWithReceipt(submit("b", "work.safe"))
-      yield* eventually(bothAre("running"), "both running")
+      const { first, second } = yield* twoStreams(handler, { flushBytes: 8 })
       yield* first.send("a")
       yield* second.send("from b")
       yield* second.send(END)
