@@ -25,7 +25,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, type Scope } from "effect"
 import * as Outbox from "./Outbox.js"
-import { StoreBackend } from "./storage/StoreBackend.js"
+import { type AloneTops, StoreBackend } from "./storage/StoreBackend.js"
 
 /** A reactor that takes rows claimed for it by a commit. */
 export interface Claimer {
@@ -64,10 +64,10 @@ export interface CommitClaims {
   /**
    * Inside a batch's transaction, after its writes: claims due rows for each reactor with free slots,
    * adding what it claimed to `into` (the caller delivers it after the commit, or releases it).
-   * Answers whether the batch is the store's only writer until its COMMIT (StoreBackend.claimAlone):
-   * only then does it claim, and only then is every sequence below its own committed at its COMMIT.
+   * Answers what StoreBackend.claimAlone saw when the batch is the store's only writer until its
+   * COMMIT (only then does it claim), undefined otherwise.
    */
-  readonly claim: (now: number, into: Array<Handoff>) => Effect.Effect<boolean, SqlError, SqlClient>
+  readonly claim: (now: number, into: Array<Handoff>) => Effect.Effect<AloneTops | undefined, SqlError, SqlClient>
 }
 
 export const make = (): CommitClaims => {
@@ -81,7 +81,9 @@ export const make = (): CommitClaims => {
       ).pipe(Effect.asVoid),
     claim: (now, into) =>
       Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
-        Effect.flatMap((alone) => (alone ? Effect.as(claimEach(now, into), true) : Effect.succeed(false)))
+        Effect.flatMap((alone) =>
+          alone !== undefined ? Effect.as(claimEach(now, into), alone) : Effect.succeed(alone)
+        )
       )
   }
   function claimEach(now: number, into: Array<Handoff>) {

@@ -271,8 +271,8 @@ const batchRunner =
             }
           }
           if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
-          // Before any reader is rung: the store's events horizon covers this commit, or knows it may not.
-          if (head.value > before) yield* deps.backend.ownCommit(claims?.alone === true ? head.value : undefined)
+          // Before any reader is rung: the store's horizons cover this commit, or know they may not.
+          if (counters.committedCommands > committedBefore) yield* deps.backend.ownCommit(claims?.alone)
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
           if (touched.timers) yield* hints.ringTimers

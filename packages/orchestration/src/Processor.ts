@@ -35,7 +35,7 @@ import * as SettlementPage from "./SettlementPage.js"
 import * as SettlementWrites from "./SettlementWrites.js"
 import { answerFromReceipt, type DispatchAnswer } from "./StoredAnswers.js"
 import { StorageFaults } from "./storage/StorageFaults.js"
-import { type CachedVersion, StoreBackend } from "./storage/StoreBackend.js"
+import { type AloneTops, type CachedVersion, StoreBackend } from "./storage/StoreBackend.js"
 import type { CommitWriter } from "./storage/CommitWriter.js"
 import { isLostRace } from "./storage/StorageErrors.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
@@ -175,8 +175,8 @@ export interface ProcessorDeps {
 export interface ProcessorClaims {
   readonly commitClaims: CommitClaims.CommitClaims
   readonly handoffs: Array<CommitClaims.Handoff>
-  /** Set by the run that committed: whether it was the store's only writer until its COMMIT. */
-  alone?: boolean
+  /** Set by the run that committed: what it saw as the store's only writer until its COMMIT, if it was. */
+  alone?: AloneTops | undefined
 }
 
 const isStorageCause = (cause: Cause.Cause<unknown>) => hasSqlError(cause)
@@ -210,7 +210,7 @@ class ClaimRefused {
 const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, isolate: boolean, claim: boolean) =>
   Effect.suspend(() => {
     // What this run claims for idle reactors: delivered once it commits, given back if it does not.
-    const run: ClaimRun = { handoffs: [], alone: false }
+    const run: ClaimRun = { handoffs: [], alone: undefined }
     return writeBatch(deps, items, isolate, claim ? run : undefined).pipe(
       Effect.onExit((exit) => {
         if (exit._tag === "Success" && deps.claims !== undefined) deps.claims.alone = run.alone
@@ -227,7 +227,7 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
 /** What one run of a batch claimed at commit, and whether it was then the store's only writer. */
 interface ClaimRun {
   readonly handoffs: Array<CommitClaims.Handoff>
-  alone: boolean
+  alone: AloneTops | undefined
 }
 
 /** Whether a committed answer may have made a row claimable: it wrote effect rows, or settled one (freeing its lane). */

@@ -480,6 +480,7 @@ export const run = <R>(
       let coolOff = 100
       let lastReclaim = -Infinity
       let lastAdvance = -Infinity
+      let lastHorizonLook = -Infinity
       /**
        * What the last full look found when it claimed nothing and reclaimed nothing: until the tables
        * change or `until` comes (the next pending row's due time), a look would find the same.
@@ -507,7 +508,11 @@ export const run = <R>(
           // connection, 2.4 ms a call measured in the end-to-end run), and the claim finds pending rows
           // through its status index whatever the cursor, so a cursor that lags by a poll costs nothing.
           // The outbox's commit horizon (shared store): claims and the advance stay at or below it.
-          const horizon = yield* backend.horizon("outbox")
+          // A real look at least once a poll, whatever the store knows of its own commits: the poll is what
+          // finds a row whose ring was lost (StoreBackend.horizon may answer without a look otherwise).
+          const lookNow = now - lastHorizonLook >= pollMs
+          if (lookNow) lastHorizonLook = now
+          const horizon = yield* backend.horizon("outbox", lookNow ? Number.POSITIVE_INFINITY : undefined)
           /** The next due time after `now`, when read with the claim (see below). */
           let dueLater: { readonly due: number | undefined } | undefined
           if (settledSinceCursor && now - lastAdvance >= pollMs) {

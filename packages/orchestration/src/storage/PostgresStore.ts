@@ -104,11 +104,11 @@ const makeBackend = (
    * `unsure` counts what may have added events the horizon does not cover (a foreign hint, a commit
    * of ours that was not alone); a look records the count it started at, `coveredAt`, once it succeeds.
    */
-  const eventsKnown = { listening: false, unsure: 1, coveredAt: 0 }
+  const known = { listening: false, unsure: 1, coveredAt: { events: 0, outbox: 0 } }
   const lookAt = (table: "events" | "outbox") =>
     Effect.flatMap(SqlClient, (sql) =>
       Effect.suspend(() => {
-        const startedAt = eventsKnown.unsure
+        const startedAt = known.unsure
         return CommitHorizon.look(horizons[table], (observe) =>
           Effect.map(
             sql.unsafe<CommitHorizon.ObservationRow>(CommitHorizon.observeStatement(table), [observe, writers]),
@@ -117,7 +117,7 @@ const makeBackend = (
         ).pipe(
           Effect.map((horizon) => {
             horizons[table] = horizon
-            if (table === "events") eventsKnown.coveredAt = Math.max(eventsKnown.coveredAt, startedAt)
+            known.coveredAt[table] = Math.max(known.coveredAt[table], startedAt)
           })
         )
       })
@@ -189,30 +189,32 @@ const makeBackend = (
           const current = horizons[table]
           return { trusted: current.trusted, waiting: current.waiting !== undefined }
         }
-        // Every event committed before this call is at or below `trusted` already: the horizon moved
-        // past this process's own alone commits (`ownCommit`), and nothing else can have committed
-        // unhinted since the last look began. A look would find the same.
-        const current = horizons.events
+        // Every row committed before this call is at or below `trusted` already: the horizon moved past
+        // this process's own alone commits (`ownCommit`), and nothing else can have committed unhinted
+        // since the last look began. A look would find the same.
+        const current = horizons[table]
         const covered =
-          table === "events" &&
-          eventsKnown.listening &&
-          eventsKnown.unsure === eventsKnown.coveredAt &&
+          known.listening &&
+          known.unsure === known.coveredAt[table] &&
           current.waiting === undefined &&
           (atLeast === undefined || current.trusted >= atLeast)
         return covered ? Effect.succeed(view()) : Effect.map(looks[table], view)
       }),
-    ownCommit: (aloneAtHead) =>
+    ownCommit: (alone) =>
       Effect.sync(() => {
-        if (aloneAtHead === undefined) {
-          eventsKnown.unsure++
+        if (alone === undefined) {
+          known.unsure++
           return
         }
         // The batch held the schema's writers' lock exclusively until its COMMIT (CommitHorizon.WRITERS_ALONE):
-        // no other writer could hold an uncommitted sequence below its own, and later writers take theirs after it.
-        const current = horizons.events
-        const trusted = Math.max(current.trusted, aloneAtHead)
-        const waiting = current.waiting !== undefined && current.waiting.newest > trusted ? current.waiting : undefined
-        horizons.events = { trusted, waiting }
+        // every row at or below the tops its statement saw is committed now.
+        for (const table of ["events", "outbox"] as const) {
+          const current = horizons[table]
+          const trusted = Math.max(current.trusted, alone[table])
+          const waiting =
+            current.waiting !== undefined && current.waiting.newest > trusted ? current.waiting : undefined
+          horizons[table] = { trusted, waiting }
+        }
       }),
     oldestWriterMs: Effect.flatMap(SqlClient, (sql) =>
       Effect.map(sql.unsafe<{ ms: number | null }>(CommitHorizon.oldestWriterStatement, [writers]), (rows) =>
@@ -251,13 +253,13 @@ const makeBackend = (
       // (re-)open) may stand for events the horizon does not cover.
       Stream.tap(() =>
         Effect.sync(() => {
-          eventsKnown.listening = true
+          known.listening = true
         })
       ),
       Stream.filter((from) => from !== self),
       Stream.tap(() =>
         Effect.sync(() => {
-          eventsKnown.unsure++
+          known.unsure++
         })
       ),
       Stream.map(() => undefined),
@@ -268,13 +270,13 @@ const makeBackend = (
       // Down: foreign commits go unhinted until it is up again, so every read looks until then.
       Stream.tapErrorCause(() =>
         Effect.sync(() => {
-          eventsKnown.listening = false
-          eventsKnown.unsure++
+          known.listening = false
+          known.unsure++
         })
       ),
       Stream.ensuring(
         Effect.sync(() => {
-          eventsKnown.listening = false
+          known.listening = false
         })
       )
     ),
@@ -282,8 +284,16 @@ const makeBackend = (
     skipLocked: "FOR UPDATE SKIP LOCKED",
     claimAlone: Effect.flatMap(SqlClient, (sql) =>
       Effect.map(
-        sql.unsafe<{ alone: boolean }>(CommitHorizon.WRITERS_ALONE, [writers]),
-        (rows) => rows[0]?.alone === true
+        sql.unsafe<{ alone: boolean; events_top: string | number | null; outbox_top: string | number | null }>(
+          CommitHorizon.WRITERS_ALONE,
+          [writers]
+        ),
+        (rows) => {
+          const row = rows[0]
+          return row?.alone === true
+            ? { events: Number(row.events_top ?? 0), outbox: Number(row.outbox_top ?? 0) }
+            : undefined
+        }
       )
     ),
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection

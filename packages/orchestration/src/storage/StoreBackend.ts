@@ -83,18 +83,19 @@ export interface StoreBackendShape {
     table: "events" | "outbox",
     /**
      * The caller needs the horizon at or above this sequence (a head it read): a store that may answer
-     * without a look (see `ownCommit`) looks when its horizon is below it.
+     * without a look (see `ownCommit`) looks when its horizon is below it. Infinity: look, whatever
+     * the store knows (a poll that must find a row whose hint was lost).
      */
     atLeast?: number
   ) => Effect.Effect<CommitHorizonView, SqlError, SqlClient>
   /**
-   * Told after each commit of this process's dispatch batches that wrote events, with the log's head
-   * when the batch was the store's only writer until its COMMIT (CommitClaims: StoreBackend.claimAlone).
-   * Then every event at or below that head that will ever commit is visible: the events horizon moves
-   * there without a look, and readers woken by that commit need none. Any other commit (not alone)
-   * makes the next read look. Nothing to do for SQLite.
+   * Told after each commit of this process's dispatch batches, with what `claimAlone` saw when the
+   * batch was the store's only writer until its COMMIT: then every row of either table at or below
+   * those tops that will ever commit is visible, so the horizons move there without a look, and the
+   * readers that commit rings need none. Any other commit (not alone) makes the next reads look.
+   * Nothing to do for SQLite.
    */
-  readonly ownCommit: (aloneAtHead: number | undefined) => Effect.Effect<void>
+  readonly ownCommit: (alone: AloneTops | undefined) => Effect.Effect<void>
   /**
    * How long (ms) the oldest running writer of the store has had its transaction open, or undefined
    * when none runs or the store has no commit horizon (SQLite). It holds every reader's horizon back:
@@ -123,7 +124,7 @@ export interface StoreBackendShape {
    * In a writing transaction, before a claim in it (CommitClaims.ts): whether this is the only writer,
    * kept so until COMMIT (PostgreSQL: CommitHorizon.WRITERS_ALONE). Always true on SQLite (one writer).
    */
-  readonly claimAlone: Effect.Effect<boolean, SqlError, SqlClient>
+  readonly claimAlone: Effect.Effect<AloneTops | undefined, SqlError, SqlClient>
   /**
    * Holds this node id for the scope's lifetime, failing when a live process already holds it. On a
    * shared store this is what lets boot settle its own previous incarnation's rows at once: no live
@@ -131,6 +132,18 @@ export interface StoreBackendShape {
    */
   readonly holdNodeId: (nodeId: string) => Effect.Effect<void, NodeIdInUse | SqlError, SqlClient | Scope.Scope>
 }
+
+/**
+ * A batch that is the store's only writer until its COMMIT (StoreBackend.claimAlone), and the newest
+ * sequence of each table its statement saw: every row at or below them is committed at that COMMIT.
+ */
+export interface AloneTops {
+  readonly events: number
+  readonly outbox: number
+}
+
+/** SQLite: always alone, and no horizon to move. */
+const sqliteAlone: AloneTops = { events: 0, outbox: 0 }
 
 /** SQLite has one writer, this process: no other writer can hold a horizon back. */
 const noOtherWriter: number | undefined = undefined
@@ -150,7 +163,7 @@ export const sqliteBackend: StoreBackendShape = {
   foreignCommitHints: Stream.empty,
   notifyOthers: Effect.void,
   skipLocked: "",
-  claimAlone: Effect.succeed(true),
+  claimAlone: Effect.succeed(sqliteAlone),
   // The file lock already makes this process the only one on the store.
   holdNodeId: () => Effect.void
 }

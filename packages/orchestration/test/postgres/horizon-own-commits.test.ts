@@ -4,7 +4,8 @@
  * exclusively, CommitHorizon.WRITERS_ALONE) moves the horizon to its head, so the readers it rings
  * need no look. Anything the process cannot vouch for makes the next read look again: a commit that
  * was not alone, another process's hint, a caller that needs a newer head, and a LISTEN session that
- * is down (foreign commits would then go unhinted). Counted by statement text on real sessions.
+ * is down (foreign commits would then go unhinted). The outbox's horizon moves the same way. Counted by
+ * statement text on real sessions.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
@@ -61,6 +62,15 @@ describe("the events horizon after this process's own commits", () => {
       // Every read sees the job just submitted, and none of them looked.
       assert.deepStrictEqual(value, [true, true, true, true])
       assert.strictEqual(looks, 0)
+      // The outbox's horizon (the reactor's claims read up to it) moved with the same commits: it covers
+      // every effect row, without a look.
+      const sql = yield* Effect.provide(SqlClient, context)
+      const backend = yield* Effect.provide(StoreBackend, context)
+      const [{ newest }] = (yield* sql<{ newest: string }>`SELECT MAX(sequence) AS newest FROM outbox`) as [
+        { newest: string }
+      ]
+      const outbox = yield* countingLooks(Effect.provide(backend.horizon("outbox"), context))
+      assert.deepStrictEqual([outbox.value, outbox.looks], [{ trusted: Number(newest), waiting: false }, 0])
     })
   })
 
@@ -94,7 +104,7 @@ describe("the events horizon after this process's own commits", () => {
         assert.deepStrictEqual((yield* countingLooks(horizon())).value, { trusted: 1, waiting: false })
         // when this process commits sequence 2 alone, the next read trusts it without a look
         yield* sql`INSERT INTO events DEFAULT VALUES`
-        yield* backend.ownCommit(2)
+        yield* backend.ownCommit({ events: 2, outbox: 0 })
         const alone = yield* countingLooks(horizon())
         assert.deepStrictEqual([alone.value, alone.looks], [{ trusted: 2, waiting: false }, 0])
         // a caller that read a newer head looks
@@ -127,7 +137,7 @@ describe("the events horizon after this process's own commits", () => {
         yield* sql`SELECT pg_terminate_backend(pid) FROM pg_stat_activity
         WHERE pid <> pg_backend_pid() AND query LIKE ${`LISTEN "orchestration_${schema}"%`}`
         yield* Effect.sleep("200 millis")
-        yield* backend.ownCommit(5)
+        yield* backend.ownCommit({ events: 5, outbox: 0 })
         const down = yield* countingLooks(horizon())
         assert.isAbove(down.looks, 0)
       })
