@@ -217,7 +217,7 @@ interface BatchRunnerDeps {
   /** Claims at commit for idle reactors. */
   readonly commitClaims: CommitClaims.CommitClaims
   readonly freeSpace: FreeSpaceShape
-  /** Told of each commit that wrote events (StoreBackend.ownCommit). */
+  /** Told of each commit (StoreBackend.ownCommit). */
   readonly backend: StoreBackendShape
 }
 
@@ -270,9 +270,11 @@ const batchRunner =
               if (identity.commandType !== "effect.stream") outboxChanged = true
             }
           }
-          if (counters.committedCommands > committedBefore) yield* (yield* FaultPoints).hit("dispatch.after-commit")
-          // Before any reader is rung: the store's horizons cover this commit, or know they may not.
-          if (counters.committedCommands > committedBefore) yield* deps.backend.ownCommit(claims?.alone)
+          if (counters.committedCommands > committedBefore) {
+            yield* (yield* FaultPoints).hit("dispatch.after-commit")
+            // Before any reader is rung: the store's horizons cover this commit, or know they may not.
+            yield* deps.backend.ownCommit(claims?.alone)
+          }
           if (head.value > before) yield* hints.ringCommit(head.value)
           if (outboxChanged) yield* hints.ringOutbox
           if (touched.timers) yield* hints.ringTimers

@@ -33,8 +33,11 @@ export interface Ticket {
 }
 
 export interface FlushWindowsShape {
-  /** Waits until the current `windowMillis` window ends (one timer per window end). */
-  readonly windowEnd: (windowMillis: number) => Effect.Effect<void>
+  /**
+   * Waits until the current `windowMillis` window ends (one timer per window end). `ending`: the
+   * waiter is a stream's end (`Ticket.ending`), so the window may open early.
+   */
+  readonly windowEnd: (windowMillis: number, ending?: boolean) => Effect.Effect<void>
   /**
    * Completes `wake` when the current `windowMillis` window ends, without waiting: a stream that may
    * also be woken by something else (its buffer reaching the flush size) waits on `wake` alone,
@@ -141,11 +144,12 @@ export const make: Effect.Effect<FlushWindowsShape, never, Scope.Scope> = Effect
     })
   return {
     join,
-    windowEnd: (windowMillis) =>
+    windowEnd: (windowMillis, ending = false) =>
       Effect.flatMap(Deferred.make<void>(), (wake) =>
-        Effect.flatMap(join(windowMillis, wake), (ticket) =>
-          Effect.onInterrupt(Deferred.await(wake), () => Effect.sync(ticket.leave))
-        )
+        Effect.flatMap(join(windowMillis, wake), (ticket) => {
+          if (ending) ticket.ending()
+          return Effect.onInterrupt(Deferred.await(wake), () => Effect.sync(ticket.leave))
+        })
       )
   }
 })

@@ -213,13 +213,13 @@ const commitBatch = (deps: ProcessorDeps, items: ReadonlyArray<QueuedCommand>, i
     const run: ClaimRun = { handoffs: [], alone: undefined }
     return writeBatch(deps, items, isolate, claim ? run : undefined).pipe(
       Effect.onExit((exit) => {
-        if (exit._tag === "Success" && deps.claims !== undefined) deps.claims.alone = run.alone
-        if (run.handoffs.length === 0) return Effect.void
-        if (exit._tag === "Success" && deps.claims !== undefined) {
+        if (exit._tag !== "Success") return CommitClaims.abandon(run.handoffs)
+        // Only a run with claims (deps.claims set) has handoffs or an answer from claimAlone.
+        if (deps.claims !== undefined) {
+          deps.claims.alone = run.alone
           deps.claims.handoffs.push(...run.handoffs)
-          return Effect.void
         }
-        return CommitClaims.abandon(run.handoffs)
+        return Effect.void
       })
     )
   })

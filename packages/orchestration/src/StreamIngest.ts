@@ -257,13 +257,7 @@ export const make = (
     const endWindow = Effect.suspend(() => {
       ended = true
       waiting?.ticket?.ending()
-      if (pending.length === 0) return Effect.void
-      return Effect.flatMap(Deferred.make<void>(), (own) =>
-        Effect.flatMap(windows.join(flushEvery, own), (ticket) => {
-          ticket.ending()
-          return Effect.onInterrupt(Deferred.await(own), () => Effect.sync(ticket.leave))
-        })
-      )
+      return pending.length === 0 ? Effect.void : windows.windowEnd(flushEvery, true)
     })
 
     const fail = (error: StreamNotRecorded) =>

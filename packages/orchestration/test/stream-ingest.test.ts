@@ -155,16 +155,22 @@ describe("durable stream ingestion", () => {
       return { engine, first, second }
     })
 
-  it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
-    const handler = scriptedHandler()
-    return Effect.gen(function* () {
-      const { engine, first, second } = yield* twoStreams(handler)
-      // Their first writes come 10 and 30 ms into the window [0, 50): both are due at 50, not at 60 and 80.
+  /** From TestClock 0: a writes "from a" 10 ms into the window [0, 50), b writes "from b" 30 ms into it. */
+  const writeAt10And30 = (first: ReturnType<typeof feed>, second: ReturnType<typeof feed>) =>
+    Effect.gen(function* () {
       yield* TestClock.adjust("10 millis")
       yield* first.send("from a")
       yield* settle
       yield* TestClock.adjust("20 millis")
       yield* second.send("from b")
+    })
+
+  it.effect("streams whose text waits in one flush window flush together, in one transaction", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const { engine, first, second } = yield* twoStreams(handler)
+      // Their first writes come 10 and 30 ms into the window [0, 50): both are due at 50, not at 60 and 80.
+      yield* writeAt10And30(first, second)
       yield* settle
       const before = (yield* engine.stats).transactions
       yield* TestClock.adjust("19 millis")
@@ -187,12 +193,8 @@ describe("durable stream ingestion", () => {
     const handler = scriptedHandler()
     return Effect.gen(function* () {
       const { engine, first, second } = yield* twoStreams(handler)
-      yield* TestClock.adjust("10 millis")
-      yield* first.send("from a")
-      yield* settle
       // b writes and ends 30 ms into the window [0, 50): its end waits for a's text, not sent alone.
-      yield* TestClock.adjust("20 millis")
-      yield* second.send("from b")
+      yield* writeAt10And30(first, second)
       yield* second.send(END)
       yield* settle
       assert.deepStrictEqual(yield* chunksOf("job:b"), [], "the end waits for the window")

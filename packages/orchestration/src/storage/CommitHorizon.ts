@@ -137,13 +137,15 @@ export const WRITER_XID_FIRST =
  * does not conflict), until COMMIT. True: no other writer runs, and none can start (each takes the
  * lock shared first) until this transaction ends, so a claim in a later statement, with a snapshot
  * taken after the lock, sees every row of a lower sequence that will ever commit: a lane check there
- * is complete. The same statement answers the newest sequence of each table it sees
- * (StoreBackend.ownCommit): every row at or below them is committed at this transaction's COMMIT. Its
- * snapshot predates the lock, but a writer running at that snapshot either ended before the lock was
- * granted (its rows committed, or gone with its rollback) or made the lock fail; a writer without the
- * lock has taken no sequence yet, and takes it after this COMMIT. A condition in the claim itself is not enough: its snapshot is taken when it starts, a
+ * is complete. A condition in the claim itself is not enough: its snapshot is taken when it starts, a
  * writer may commit (visible) and release its lock between that and the condition's read of pg_locks,
  * and its lower row of the lane would be missed (found in review, 2026-12-03).
+ *
+ * The same statement answers the newest sequence of each table it sees (StoreBackend.ownCommit): every
+ * row at or below them is committed at this transaction's COMMIT. Its snapshot predates the lock, but a
+ * writer running at that snapshot either ended before the lock was granted (its rows committed, or gone
+ * with its rollback) or made the lock fail; a writer without the lock has taken no sequence yet, and
+ * takes it after this COMMIT.
  */
 export const WRITERS_ALONE = `SELECT pg_try_advisory_xact_lock(hashtext($1)::bigint & 4294967295) AS alone,
   (SELECT MAX(sequence) FROM events) AS events_top, (SELECT MAX(sequence) FROM outbox) AS outbox_top`

@@ -58,6 +58,12 @@ const types = {
       : pg.types.getTypeParser(oid, format as "text")) as any
 }
 
+/** What a reader is answered: the trusted sequence, and whether rows wait above it. */
+const viewOf = (horizon: CommitHorizon.Horizon) => ({
+  trusted: horizon.trusted,
+  waiting: horizon.waiting !== undefined
+})
+
 const versionKey = (aggregateType: string, aggregateId: string) => `${aggregateType}\u0000${aggregateId}`
 
 /** The receipt columns after command_id, aggregate_type and aggregate_id, as NULLs (beginBatch's other rows). */
@@ -92,19 +98,19 @@ const makeBackend = (
     outbox: CommitHorizon.initial
   }
   /**
+   * When a horizon may be answered without a look (`ownCommit`): only while the LISTEN session is up
+   * (a foreign commit is then always hinted, and each hint marks the horizons unsure), and only while
+   * nothing this process cannot vouch for happened since that table's last look began. `unsure`
+   * counts what may have added rows the horizons do not cover (a foreign hint, a commit of ours that
+   * was not alone); a look records the count it started at, `coveredAt`, once it succeeds.
+   */
+  const known = { listening: false, unsure: 1, coveredAt: { events: 0, outbox: 0 } }
+  /**
    * One look. Its answer covers every row committed before it started: at or below `trusted`, or
    * `waiting` (the reader looks again soon without a hint). A reader woken by a commit's hint relies on
    * it: trusting an older observation alone could leave the hinted row above `trusted` with nothing
    * waiting, and the reader asleep until its poll.
    */
-  /**
-   * When the events horizon may be answered without a look (`ownCommit`): only while the LISTEN
-   * session is up (a foreign commit is then always hinted, and each hint marks the horizon unsure),
-   * and only while nothing this process cannot vouch for happened since the last look began.
-   * `unsure` counts what may have added events the horizon does not cover (a foreign hint, a commit
-   * of ours that was not alone); a look records the count it started at, `coveredAt`, once it succeeds.
-   */
-  const known = { listening: false, unsure: 1, coveredAt: { events: 0, outbox: 0 } }
   const lookAt = (table: "events" | "outbox") =>
     Effect.flatMap(SqlClient, (sql) =>
       Effect.suspend(() => {
@@ -185,10 +191,6 @@ const makeBackend = (
       ),
     horizon: (table, atLeast) =>
       Effect.suspend(() => {
-        const view = () => {
-          const current = horizons[table]
-          return { trusted: current.trusted, waiting: current.waiting !== undefined }
-        }
         // Every row committed before this call is at or below `trusted` already: the horizon moved past
         // this process's own alone commits (`ownCommit`), and nothing else can have committed unhinted
         // since the last look began. A look would find the same.
@@ -198,7 +200,7 @@ const makeBackend = (
           known.unsure === known.coveredAt[table] &&
           current.waiting === undefined &&
           (atLeast === undefined || current.trusted >= atLeast)
-        return covered ? Effect.succeed(view()) : Effect.map(looks[table], view)
+        return covered ? Effect.succeed(viewOf(current)) : Effect.map(looks[table], () => viewOf(horizons[table]))
       }),
     ownCommit: (alone) =>
       Effect.sync(() => {
@@ -267,13 +269,8 @@ const makeBackend = (
       Stream.concat(
         Stream.fail(new SqlError({ cause: new Error("LISTEN ended"), message: "the commit-hint listener ended" }))
       ),
-      // Down: foreign commits go unhinted until it is up again, so every read looks until then.
-      Stream.tapErrorCause(() =>
-        Effect.sync(() => {
-          known.listening = false
-          known.unsure++
-        })
-      ),
+      // Down (lost, or stopped): foreign commits go unhinted until it is up again, so every read looks
+      // until then; its re-open's wake-up above marks the horizons unsure.
       Stream.ensuring(
         Effect.sync(() => {
           known.listening = false
