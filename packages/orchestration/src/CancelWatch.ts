@@ -10,18 +10,18 @@
  * on the row with what is known: when the performance started and after how long it was stopped.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Deferred, Duration, Effect, Queue, type Scope, Stream } from "effect"
+import { Duration, Effect, Queue, type Scope, Stream } from "effect"
 import * as Outbox from "./Outbox.js"
 
 export interface CancelWatchShape {
   /**
-   * Watches one performance while the scope is open: `stop` completes once its row is no longer
+   * Watches one performance while the scope is open: `stop` runs (once) when its row is no longer
    * running at `attempt` under this owner (cancelled, settled or taken over elsewhere).
    */
   readonly watch: (
     effectId: string,
     attempt: number,
-    stop: Deferred.Deferred<void>
+    stop: Effect.Effect<unknown>
   ) => Effect.Effect<void, never, Scope.Scope>
 }
 
@@ -43,7 +43,7 @@ export const stillPerforming = (
 export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShape, never, SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context<SqlClient>()
-    const watched = new Map<string, { readonly attempt: number; readonly stop: Deferred.Deferred<void> }>()
+    const watched = new Map<string, { readonly attempt: number; readonly stop: Effect.Effect<unknown> }>()
     // Subscribed before the first check: a cancel committed from now on rings it.
     const ring = yield* Queue.sliding<void>(1)
     const changes = yield* options.changes
@@ -64,7 +64,7 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
         if (watched.get(effectId) !== entry) continue
         if (!stillPerforming(rows.get(effectId), entry.attempt, options.ownerId)) {
           watched.delete(effectId)
-          yield* Deferred.succeed(entry.stop, undefined)
+          yield* entry.stop
         }
       }
     }).pipe(
@@ -92,10 +92,11 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     )
 
     return {
-      watch: (effectId, attempt, stop) =>
-        Effect.acquireRelease(
+      watch: (effectId, attempt, stop) => {
+        const entry = { attempt, stop }
+        return Effect.acquireRelease(
           Effect.sync(() => {
-            watched.set(effectId, { attempt, stop })
+            watched.set(effectId, entry)
             Queue.unsafeOffer(watching, undefined)
             // Its cancel may have committed (and rung) before now, and that ring may have been taken
             // by a check that read only the others watched then: ask again, not at the next poll.
@@ -103,9 +104,10 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
           }),
           () =>
             Effect.sync(() => {
-              if (watched.get(effectId)?.stop === stop) watched.delete(effectId)
+              if (watched.get(effectId) === entry) watched.delete(effectId)
             })
         ).pipe(Effect.asVoid)
+      }
     }
   })
 

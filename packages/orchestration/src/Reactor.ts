@@ -87,6 +87,9 @@ export const backoffMillis = (retry: RetryPolicy, attempt: number): number => {
 
 export const make = <R>(definition: ReactorDefinition<R>): ReactorDefinition<R> => definition
 
+/** How a performance ended (see `perform`). */
+type Ending = Exit.Exit<unknown, EffectFailure> | "lease-lost" | "timed-out"
+
 class TimedOut {
   readonly _tag = "TimedOut"
 }
@@ -244,21 +247,34 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
       Effect.provide(env.context)
     )
     let inDoubt = false
-    const lost = yield* Deferred.make<void>()
+    // How the performance ended: the handler's exit, its lease lost (a cancel, a settlement elsewhere,
+    // a renewal refused), or its timeout. One Deferred that each of them completes, and the first
+    // wins: racing three waits forked three fibers and a timer per performance, ≈ 40 µs of CPU,
+    // more than the engine's whole write of a command (docs/benchmarks.md).
+    const ended = yield* Deferred.make<Ending>()
     const startedAt = yield* Clock.currentTimeMillis
+    const deadline = startedAt + Duration.toMillis(policy.timeout)
     // The handler's fiber is forked first, so the scheduler starts it ahead of the fibers the watch
     // and the renewal wake (the watch's first read of the row would otherwise run on the one
     // connection between the claim and the handler's start). Both are set up before this fiber
     // yields, so before the handler runs. In the performance's scope: an interrupted performance
     // (shutdown) stops its handler before it hands the row back.
-    const handler = yield* Effect.forkScoped(env.definition.handle(row))
+    const handler = yield* Effect.forkScoped(
+      Effect.onExit(env.definition.handle(row), (exit) => Deferred.succeed(ended, exit))
+    )
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
-    yield* env.cancels.watch(row.effectId, row.attempts, lost)
+    yield* env.cancels.watch(row.effectId, row.attempts, Deferred.succeed(ended, "lease-lost"))
+    // The lease's renewals, and the timeout: the same fiber sleeps until whichever is due first.
     yield* Effect.forkScoped(
       Effect.gen(function* () {
         let retryIn = 100
         let wait = renewEvery
         while (true) {
+          const now = yield* Clock.currentTimeMillis
+          if (now + wait >= deadline) {
+            yield* Effect.sleep(Duration.millis(Math.max(0, deadline - now)))
+            return yield* Deferred.succeed(ended, "timed-out")
+          }
           yield* Effect.sleep(Duration.millis(wait))
           const answer = yield* renew
           if (Either.isLeft(answer)) {
@@ -269,20 +285,16 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
             continue
           }
           inDoubt = false
-          if (!answer.right) return yield* Deferred.succeed(lost, undefined)
+          if (!answer.right) return yield* Deferred.succeed(ended, "lease-lost")
           retryIn = 100
           wait = renewEvery
         }
       })
     )
-    const ended = yield* Effect.raceAll([
-      Fiber.await(handler),
-      Deferred.await(lost).pipe(Effect.as("lease-lost" as const)),
-      Effect.sleep(policy.timeout).pipe(Effect.as("timed-out" as const))
-    ])
+    const ending = yield* Deferred.await(ended)
     // Lost or timed out: the handler is stopped (and waited for) before anything is recorded.
-    if (typeof ended === "string") yield* Fiber.interrupt(handler)
-    if (ended === "lease-lost") {
+    if (typeof ending === "string") yield* Fiber.interrupt(handler)
+    if (ending === "lease-lost") {
       // Say so, in case a cancel kept the lease.
       yield* acknowledgeStopped(env, row, startedAt)
       return yield* Effect.logWarning("the row was cancelled or lost while performing; its handler was stopped", {
@@ -290,7 +302,7 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
       })
     }
     const performed: Exit.Exit<unknown, EffectFailure | TimedOut> =
-      ended === "timed-out" ? Exit.fail(new TimedOut()) : ended
+      ending === "timed-out" ? Exit.fail(new TimedOut()) : ending
     if (inDoubt) {
       // Re-check before settling. Lost: not this owner's outcome to record. Still refused:
       // settle anyway; the settle records the refusal, and its transaction re-checks the row.

@@ -161,7 +161,7 @@ describe("the watch's own loop", () => {
         const watch = yield* CancelWatch.make({ ownerId: "me", changes: Effect.succeed(Stream.fromQueue(rings)) })
         const stopOne = yield* Deferred.make<void>()
         const stopTwo = yield* Deferred.make<void>()
-        yield* watch.watch("job:j1", 1, stopOne)
+        yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
         yield* settle
         // j2 is cancelled and its commit rings before its performer registers the watch: the ring is
         // taken by a check that read only j1.
@@ -169,7 +169,7 @@ describe("the watch's own loop", () => {
         yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
         yield* Queue.offer(rings, undefined)
         yield* settle
-        yield* watch.watch("job:j2", 1, stopTwo)
+        yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
         // No clock moves: the poll (500 ms) never comes.
         yield* eventually(Deferred.isDone(stopTwo), "j2's cancel seen without the poll")
         assert.isFalse(yield* Deferred.isDone(stopOne))
