@@ -10,7 +10,8 @@
  * on the row with what is known: when the performance started and after how long it was stopped.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Duration, Effect, Queue, type Scope, Stream } from "effect"
+import { Clock, Duration, Effect, Queue, type Scope, Stream } from "effect"
+import * as Alarm from "./Alarm.js"
 import * as Outbox from "./Outbox.js"
 
 export interface CancelWatchShape {
@@ -75,9 +76,11 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
       Effect.provide(context)
     )
 
-    const ringOrPoll = Effect.race(
-      Queue.take(ring).pipe(Effect.zipRight(Queue.takeAll(ring))),
-      Effect.sleep(Duration.millis(pollMs))
+    // The poll rings the same queue as a commit does.
+    const poll = yield* Alarm.make(ring)
+    const ringOrPoll = Clock.currentTimeMillis.pipe(
+      Effect.flatMap((now) => poll.set(now + pollMs)),
+      Effect.zipRight(Queue.take(ring))
     )
     // A ring that came while nothing was watched is kept: it may be a cancel committed just after the
     // watch began, before this loop woke (the first check then only reads once more than it must).

@@ -23,6 +23,7 @@ import {
   type Scope,
   Stream
 } from "effect"
+import * as Alarm from "./Alarm.js"
 import * as CancelWatch from "./CancelWatch.js"
 import { outcomeId, type EffectError } from "./EffectOutcomes.js"
 import { Engine, type EngineShape } from "./Engine.js"
@@ -369,6 +370,8 @@ export const run = <R>(
     const log = Effect.annotateLogs({ reactor: definition.name })
 
     const wake = yield* Queue.sliding<void>(1)
+    // The loop's wait: the next ring of `wake`, or the time the step asked to look again.
+    const alarm = yield* Alarm.make(wake)
     // Subscribed here, before the first claim: a change committed from now on rings the loop.
     const changes = yield* engine.outboxChanges
     yield* Effect.forkScoped(Stream.runForEachChunk(changes, () => Queue.offer(wake, undefined)))
@@ -614,8 +617,10 @@ export const run = <R>(
             })
           )
         )
-        const waitMs = wakeAt - (yield* Clock.currentTimeMillis)
-        if (waitMs > 0) yield* Effect.race(Queue.take(wake), Effect.sleep(Duration.millis(waitMs)))
+        if (wakeAt > (yield* Clock.currentTimeMillis)) {
+          yield* alarm.set(wakeAt)
+          yield* Queue.take(wake)
+        }
       }
     }).pipe(Effect.provide(context), log)
 
