@@ -9,7 +9,7 @@
  * now (the timer wakes at its old target, sees it is early, and sleeps on); an earlier one replaces
  * the timer's fiber. Times are on the engine's clock, so TestClock drives it as it drove the sleep.
  */
-import { Clock, Duration, Effect, Fiber, Queue, Scope } from "effect"
+import { Clock, Duration, Effect, Fiber, Queue, type Scope } from "effect"
 
 export interface Alarm {
   /** Offers one ring to the queue at `at` (engine clock, ms), unless set again before. */
