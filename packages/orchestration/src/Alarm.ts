@@ -24,23 +24,27 @@ export const make = (ring: Queue.Enqueue<void>): Effect.Effect<Alarm, never, Sco
     /** When the timer's current sleep ends; infinite: it waits for a setting. */
     let sleepingUntil = Number.POSITIVE_INFINITY
     const settings = yield* Queue.sliding<void>(1)
-    const timer = Effect.gen(function* () {
-      while (true) {
-        if (target === Number.POSITIVE_INFINITY) {
-          sleepingUntil = Number.POSITIVE_INFINITY
-          yield* Queue.take(settings)
-          continue
+    // Interruptible whatever its maker's region: a layer's build is uninterruptible, and a timer that
+    // inherited that could not be stopped (setting an earlier time, or closing the scope, hung on it).
+    const timer = Effect.interruptible(
+      Effect.gen(function* () {
+        while (true) {
+          if (target === Number.POSITIVE_INFINITY) {
+            sleepingUntil = Number.POSITIVE_INFINITY
+            yield* Queue.take(settings)
+            continue
+          }
+          const now = yield* Clock.currentTimeMillis
+          if (now >= target) {
+            target = Number.POSITIVE_INFINITY
+            yield* Queue.offer(ring, undefined)
+            continue
+          }
+          sleepingUntil = target
+          yield* Effect.sleep(Duration.millis(target - now))
         }
-        const now = yield* Clock.currentTimeMillis
-        if (now >= target) {
-          target = Number.POSITIVE_INFINITY
-          yield* Queue.offer(ring, undefined)
-          continue
-        }
-        sleepingUntil = target
-        yield* Effect.sleep(Duration.millis(target - now))
-      }
-    })
+      })
+    )
     let fiber = yield* Effect.forkIn(timer, scope)
     return {
       set: (at) =>

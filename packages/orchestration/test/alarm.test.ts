@@ -88,4 +88,20 @@ describe("Alarm", () => {
       assert.strictEqual(yield* rings(), 2)
     })
   )
+
+  it.scoped("made in an uninterruptible region (a layer's build), an earlier time still replaces the timer", () =>
+    Effect.gen(function* () {
+      const ring = yield* Queue.unbounded<void>()
+      const alarm = yield* Effect.uninterruptible(Alarm.make(ring))
+      yield* alarm.set(1_000)
+      yield* settle
+      // The first timer sleeps until 1,000; the earlier time stops it, which must not wait for it.
+      const setting = yield* Effect.fork(alarm.set(50))
+      yield* settle
+      yield* TestClock.adjust(50)
+      yield* settle
+      assert.isNotNull(setting.unsafePoll(), "setting an earlier time waited on the timer it replaces")
+      assert.strictEqual(yield* Queue.size(ring), 1)
+    })
+  )
 })
