@@ -10,16 +10,17 @@
 import { Cause, Chunk, Deferred, Effect, Exit, FiberId, Option, Queue } from "effect"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure, type DispatchError } from "./Errors.js"
 import type { CommandResult, DispatchAnswer, QueuedCommand } from "./Processor.js"
+import { OneShot } from "./OneShot.js"
 import * as Receipts from "./Receipts.js"
 
 /** A queued command with the answer its dispatcher waits for. */
 export interface Queued extends QueuedCommand {
-  readonly done: Deferred.Deferred<DispatchAnswer, DispatchError>
+  readonly done: OneShot<DispatchAnswer, DispatchError>
 }
 
 interface InFlight {
   readonly identity: Receipts.CommandIdentity
-  readonly done: Deferred.Deferred<DispatchAnswer, DispatchError>
+  readonly done: OneShot<DispatchAnswer, DispatchError>
 }
 
 export interface CommandQueue {
@@ -52,7 +53,7 @@ export const make = (capacity: number, isClosed: () => boolean): Effect.Effect<C
 
     const answer = (item: Queued, result: CommandResult) => {
       if (inFlight.get(item.identity.commandId)?.done === item.done) inFlight.delete(item.identity.commandId)
-      Deferred.unsafeDone(item.done, result)
+      item.done.complete(result)
       unanswered--
       if (unanswered === 0 && idle !== undefined) {
         Deferred.unsafeDone(idle, Exit.void)
@@ -66,7 +67,7 @@ export const make = (capacity: number, isClosed: () => boolean): Effect.Effect<C
         const id = command.identity.commandId
         const conflict = Receipts.conflictWith(running.identity, command.identity)
         if (conflict !== undefined) return yield* new CommandIdConflict({ commandId: id, message: conflict })
-        const first = yield* Effect.exit(Deferred.await(running.done))
+        const first = yield* Effect.exit(running.done.await)
         if (Exit.isSuccess(first)) return { ...first.value, duplicate: true }
         const error = Option.getOrUndefined(Cause.failureOption(first.cause))
         if (error instanceof CommandRejected) {
@@ -91,7 +92,7 @@ export const make = (capacity: number, isClosed: () => boolean): Effect.Effect<C
         if (running !== undefined) return coalesce(command, running)
         // A client admitted while open may get here after the drain ended (its free-space check is async).
         if (isClosed()) return Effect.fail(shuttingDown())
-        const done = Deferred.unsafeMake<DispatchAnswer, DispatchError>(FiberId.none)
+        const done = new OneShot<DispatchAnswer, DispatchError>()
         inFlight.set(id, { identity: command.identity, done })
         if (!queue.unsafeOffer({ ...command, done })) {
           inFlight.delete(id)
@@ -100,7 +101,7 @@ export const make = (capacity: number, isClosed: () => boolean): Effect.Effect<C
           )
         }
         unanswered++
-        return Deferred.await(done)
+        return done.await
       })
 
     return {

@@ -9,7 +9,6 @@ import {
   Cause,
   Clock,
   type Context,
-  Deferred,
   Duration,
   Effect,
   Either,
@@ -29,6 +28,7 @@ import { outcomeId, type EffectError } from "./EffectOutcomes.js"
 import { Engine, type EngineShape } from "./Engine.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace } from "./FreeSpace.js"
+import { OneShot } from "./OneShot.js"
 import * as Outbox from "./Outbox.js"
 import * as ReactorCursors from "./ReactorCursors.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
@@ -249,10 +249,11 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
     )
     let inDoubt = false
     // How the performance ended: the handler's exit, its lease lost (a cancel, a settlement elsewhere,
-    // a renewal refused), or its timeout. One Deferred that each of them completes, and the first
-    // wins: racing three waits forked three fibers and a timer per performance, ≈ 40 µs of CPU,
-    // more than the engine's whole write of a command (docs/benchmarks.md).
-    const ended = yield* Deferred.make<Ending>()
+    // a renewal refused), or its timeout. One result that each of them sets, and the first wins. Racing
+    // the three waits forked three fibers and a timer per performance (≈ 40 µs of CPU; a Deferred
+    // instead of OneShot ≈ 12 µs more; docs/benchmarks.md).
+    const ended = new OneShot<Ending>()
+    const end = (ending: Ending) => Effect.sync(() => ended.complete(Exit.succeed(ending)))
     const startedAt = yield* Clock.currentTimeMillis
     const deadline = startedAt + Duration.toMillis(policy.timeout)
     // The handler's fiber is forked first, so the scheduler starts it ahead of the fibers the watch
@@ -260,11 +261,9 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
     // connection between the claim and the handler's start). Both are set up before this fiber
     // yields, so before the handler runs. In the performance's scope: an interrupted performance
     // (shutdown) stops its handler before it hands the row back.
-    const handler = yield* Effect.forkScoped(
-      Effect.onExit(env.definition.handle(row), (exit) => Deferred.succeed(ended, exit))
-    )
+    const handler = yield* Effect.forkScoped(Effect.onExit(env.definition.handle(row), end))
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
-    yield* env.cancels.watch(row.effectId, row.attempts, Deferred.succeed(ended, "lease-lost"))
+    yield* env.cancels.watch(row.effectId, row.attempts, end("lease-lost"))
     // The lease's renewals, and the timeout: the same fiber sleeps until whichever is due first.
     yield* Effect.forkScoped(
       Effect.gen(function* () {
@@ -274,7 +273,7 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
           const now = yield* Clock.currentTimeMillis
           if (now + wait >= deadline) {
             yield* Effect.sleep(Duration.millis(Math.max(0, deadline - now)))
-            return yield* Deferred.succeed(ended, "timed-out")
+            return yield* end("timed-out")
           }
           yield* Effect.sleep(Duration.millis(wait))
           const answer = yield* renew
@@ -286,13 +285,13 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
             continue
           }
           inDoubt = false
-          if (!answer.right) return yield* Deferred.succeed(ended, "lease-lost")
+          if (!answer.right) return yield* end("lease-lost")
           retryIn = 100
           wait = renewEvery
         }
       })
     )
-    const ending = yield* Deferred.await(ended)
+    const ending = yield* ended.await
     // Lost or timed out: the handler is stopped (and waited for) before anything is recorded.
     if (typeof ending === "string") yield* Fiber.interrupt(handler)
     if (ending === "lease-lost") {
