@@ -13,6 +13,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Queue, type Scope, Stream } from "effect"
 import * as Alarm from "./Alarm.js"
 import * as Outbox from "./Outbox.js"
+import type { ChangeCount } from "./storage/TableChanges.js"
 
 export interface CancelWatchShape {
   /**
@@ -32,6 +33,12 @@ export interface CancelWatchOptions {
   readonly changes: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
   /** The targeted poll behind the signal. Default 500 ms: within a second on PostgreSQL even without LISTEN. */
   readonly pollInterval?: Duration.DurationInput
+  /**
+   * The outbox's change count, where only this process writes the store (storage/TableChanges.ts).
+   * With it, a ring or poll that finds the count where it was at the last read, and no performance
+   * watched since, reads nothing: the rows are as that read found them. Without it, every check reads.
+   */
+  readonly outboxChangeCount?: ChangeCount | undefined
 }
 
 /** Pure: is this row, as read now, still the running performance that is being watched? */
@@ -54,13 +61,26 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     // loop waits for this instead of waking at every ring and every poll for nothing.
     const watching = yield* Queue.sliding<void>(1)
 
+    /** Performances watched so far, and how many of them the last read judged, at which change count. */
+    let registered = 0
+    let judged = 0
+    let judgedAt: number | undefined
+
     const check = Effect.gen(function* () {
       if (watched.size === 0) return
+      // Nothing written since the last read, and everything watched was watched before it: the
+      // rows are as it found them. A long performance's polls then cost no read.
+      const count = options.outboxChangeCount?.()
+      if (count !== undefined && count === judgedAt && judged === registered) return
+      const registeredBefore = registered
       // Judge only the performances watched before the read began: one registered while the read
       // was in flight (a claim that committed meanwhile) is not in what was read, and stopping it on
       // that stale answer would interrupt a live handler whose row then stays running under us.
       const entries = [...watched]
       const rows = yield* Outbox.leaseStates(entries.map(([effectId]) => effectId))
+      // Only after a read that answered (a failed one leaves the next check to read again).
+      judgedAt = count
+      judged = registeredBefore
       for (const [effectId, entry] of entries) {
         if (watched.get(effectId) !== entry) continue
         if (!stillPerforming(rows.get(effectId), entry.attempt, options.ownerId)) {
@@ -100,6 +120,7 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
         return Effect.acquireRelease(
           Effect.sync(() => {
             watched.set(effectId, entry)
+            registered++
             Queue.unsafeOffer(watching, undefined)
             // Its cancel may have committed (and rung) before now, and that ring may have been taken
             // by a check that read only the others watched then: ask again, not at the next poll.

@@ -378,6 +378,7 @@ export const run = <R>(
     const cancels = yield* CancelWatch.make({
       ownerId: worker.ownerId,
       changes: engine.outboxChanges,
+      outboxChangeCount: Option.getOrUndefined(yield* TableChanges.watch(["outbox"])),
       ...(definition.cancelPollInterval === undefined ? {} : { pollInterval: definition.cancelPollInterval })
     }).pipe(Effect.provide(context))
     let stopping = false

@@ -175,6 +175,45 @@ describe("the watch's own loop", () => {
         assert.isFalse(yield* Deferred.isDone(stopOne))
       }).pipe(Effect.provide(jobsEngine()))
   )
+
+  it.scoped(
+    "with the outbox's change count, a check reads only when the count moved or a performance was watched since the last read",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.activate
+        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+        yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+        yield* Outbox.claim({ kinds: ["work.safe"], owner: "me", now: 0, leaseMs: 60_000, limit: 10, after: 0 })
+        const rings = yield* Queue.unbounded<void>()
+        // A count the test moves by hand: the raw UPDATEs below do not move it, as if nothing had written.
+        let count = 0
+        const watch = yield* CancelWatch.make({
+          ownerId: "me",
+          changes: Effect.succeed(Stream.fromQueue(rings)),
+          outboxChangeCount: () => count
+        })
+        const stopOne = yield* Deferred.make<void>()
+        const stopTwo = yield* Deferred.make<void>()
+        yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
+        yield* settle
+        const sql = yield* SqlClient
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j1'`
+        yield* Queue.offer(rings, undefined)
+        yield* settle
+        assert.isFalse(yield* Deferred.isDone(stopOne), "the count had not moved and nothing new was watched: no read")
+        // A performance watched since the last read: the next check reads, and sees j1's change too.
+        yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
+        yield* eventually(Deferred.isDone(stopOne), "read because j2 was watched")
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
+        yield* Queue.offer(rings, undefined)
+        yield* settle
+        assert.isFalse(yield* Deferred.isDone(stopTwo), "again nothing moved: no read")
+        count++
+        yield* Queue.offer(rings, undefined)
+        yield* eventually(Deferred.isDone(stopTwo), "read because the count moved")
+      }).pipe(Effect.provide(jobsEngine()))
+  )
 })
 
 describe("the watch's rules, given/when/then", () => {
