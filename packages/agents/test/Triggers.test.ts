@@ -35,14 +35,24 @@ const sendsAre = (n: number) => Effect.map(tickSends, (sends) => sends.length ==
  * Moves the clock to `iso` a minute (or `stepMs`) at a time, letting the event loop turn between moves, so a
  * fire woken by one move lands (and schedules the next tick) before the next move.
  */
+const nextTurn = Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+
 const advanceTo = (iso: string, stepMs = 60_000) =>
   Effect.gen(function* () {
+    const sql = yield* SqlClient
     const target = at(iso)
     while (true) {
       const now = yield* TestClock.currentTimeMillis
       if (now >= target) return
       yield* TestClock.adjust(Math.min(stepMs, target - now))
-      yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+      // A performance this move started ends before time moves on: a step is longer than an
+      // effect's 30 s timeout, and on PostgreSQL a handler takes real round trips. One turn of the
+      // event loop was once too few there, and the next step timed a tick's effect out.
+      for (let turn = 0; turn < 200; turn++) {
+        yield* nextTurn
+        const [running] = yield* sql<{ n: number }>`SELECT COUNT(*) AS n FROM outbox WHERE status = 'running'`
+        if (Number(running!.n) === 0) break
+      }
     }
   })
 
