@@ -140,34 +140,55 @@ describe("a cancel whose signal was lost", () => {
 })
 
 describe("the watch's own loop", () => {
+  /**
+   * j1 and j2 running under "me" at attempt 1, a watch rung only by hand, and a stop for each.
+   * `cancelAndRing` cancels a row with a raw UPDATE, then rings the watch as its commit would.
+   */
+  const twoRunning = (outboxChangeCount?: () => number) =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.activate
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+      const claimed = yield* Outbox.claim({
+        kinds: ["work.safe"],
+        owner: "me",
+        now: 0,
+        leaseMs: 60_000,
+        limit: 10,
+        after: 0
+      })
+      assert.strictEqual(claimed.length, 2)
+      const rings = yield* Queue.unbounded<void>()
+      const watch = yield* CancelWatch.make({
+        ownerId: "me",
+        changes: Effect.succeed(Stream.fromQueue(rings)),
+        outboxChangeCount
+      })
+      const sql = yield* SqlClient
+      return {
+        watch,
+        ring: Queue.offer(rings, undefined),
+        cancelAndRing: (effectId: string) =>
+          Effect.zipRight(
+            sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = ${effectId}`,
+            Queue.offer(rings, undefined)
+          ),
+        stopOne: yield* Deferred.make<void>(),
+        stopTwo: yield* Deferred.make<void>()
+      }
+    })
+
   it.scoped(
     "a cancel whose ring came before its performance was watched, while another was, is seen at once, not at the next poll",
     () =>
       Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        yield* engine.activate
-        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-        yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
-        const claimed = yield* Outbox.claim({
-          kinds: ["work.safe"],
-          owner: "me",
-          now: 0,
-          leaseMs: 60_000,
-          limit: 10,
-          after: 0
-        })
-        assert.strictEqual(claimed.length, 2)
-        const rings = yield* Queue.unbounded<void>()
-        const watch = yield* CancelWatch.make({ ownerId: "me", changes: Effect.succeed(Stream.fromQueue(rings)) })
-        const stopOne = yield* Deferred.make<void>()
-        const stopTwo = yield* Deferred.make<void>()
+        const { watch, cancelAndRing, stopOne, stopTwo } = yield* twoRunning()
         yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
         yield* settle
         // j2 is cancelled and its commit rings before its performer registers the watch: the ring is
         // taken by a check that read only j1.
-        const sql = yield* SqlClient
-        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
-        yield* Queue.offer(rings, undefined)
+        yield* cancelAndRing("job:j2")
         yield* settle
         yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
         // No clock moves: the poll (500 ms) never comes.
@@ -180,37 +201,22 @@ describe("the watch's own loop", () => {
     "with the outbox's change count, a check reads only when the count moved or a performance was watched since the last read",
     () =>
       Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        yield* engine.activate
-        yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-        yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
-        yield* Outbox.claim({ kinds: ["work.safe"], owner: "me", now: 0, leaseMs: 60_000, limit: 10, after: 0 })
-        const rings = yield* Queue.unbounded<void>()
-        // A count the test moves by hand: the raw UPDATEs below do not move it, as if nothing had written.
+        // A count the test moves by hand: the raw UPDATEs do not move it, as if nothing had written.
         let count = 0
-        const watch = yield* CancelWatch.make({
-          ownerId: "me",
-          changes: Effect.succeed(Stream.fromQueue(rings)),
-          outboxChangeCount: () => count
-        })
-        const stopOne = yield* Deferred.make<void>()
-        const stopTwo = yield* Deferred.make<void>()
+        const { watch, ring, cancelAndRing, stopOne, stopTwo } = yield* twoRunning(() => count)
         yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
         yield* settle
-        const sql = yield* SqlClient
-        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j1'`
-        yield* Queue.offer(rings, undefined)
+        yield* cancelAndRing("job:j1")
         yield* settle
         assert.isFalse(yield* Deferred.isDone(stopOne), "the count had not moved and nothing new was watched: no read")
         // A performance watched since the last read: the next check reads, and sees j1's change too.
         yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
         yield* eventually(Deferred.isDone(stopOne), "read because j2 was watched")
-        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
-        yield* Queue.offer(rings, undefined)
+        yield* cancelAndRing("job:j2")
         yield* settle
         assert.isFalse(yield* Deferred.isDone(stopTwo), "again nothing moved: no read")
         count++
-        yield* Queue.offer(rings, undefined)
+        yield* ring
         yield* eventually(Deferred.isDone(stopTwo), "read because the count moved")
       }).pipe(Effect.provide(jobsEngine()))
   )

@@ -5,6 +5,7 @@ import { CommandRejected, EffectOutcomes, Engine, EngineUnavailable, FaultPoints
 import * as TestStore from "../src/testing/TestStore.js"
 import * as Outbox from "../src/Outbox.js"
 import * as Owners from "../src/Owners.js"
+import type { ReactorDefinition } from "../src/Reactor.js"
 import { jobStatus, submit } from "./fixtures/Jobs.js"
 import { eventually, gated, scriptedHandler, settle, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
 
@@ -167,7 +168,16 @@ describe("leases", () => {
     }).pipe(Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })])))
   })
 
-  it.effect("a worker that lost its lease is interrupted and cannot settle", () => {
+  /**
+   * A handler that never ends runs job j1 under a 3 s lease (renewed every second); another owner then
+   * takes the row over with a raw UPDATE (as a reclaim on another process would: nothing rings here).
+   * `noticed` runs after the takeover and must see the handler interrupted; then the row stays the
+   * thief's and no outcome of attempt 1 was recorded.
+   */
+  const stolenLease = (
+    reactor: Partial<ReactorDefinition>,
+    noticed: (interrupted: Deferred.Deferred<void>) => Effect.Effect<void>
+  ) => {
     const handler = scriptedHandler()
     const interrupted = Effect.runSync(Deferred.make<void>())
     handler.behaviors.set("job:j1", () =>
@@ -181,54 +191,41 @@ describe("leases", () => {
         "claimed"
       )
       const sql = yield* SqlClient
-      // Another owner took the row over (as a reclaim on another process would).
       yield* sql`UPDATE outbox SET lease_owner = 'thief', attempts = 2 WHERE effect_id = 'job:j1'`
-      yield* TestClock.adjust("1 second")
-      yield* Deferred.await(interrupted)
-      yield* settle
+      yield* noticed(interrupted)
       const row = (yield* Outbox.find("job:j1"))!
       assert.deepStrictEqual([row.status, row.leaseOwner, row.attempts], ["running", "thief", 2])
       assert.isTrue((yield* engine.receipt("outcome:job:j1#1"))._tag === "None")
-    }).pipe(Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds" })])))
-  })
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, { lease: "3 seconds", ...reactor })])))
+  }
 
-  it.effect("a renewal refused stops the handler by itself, with the cancel watch's poll out of reach", () => {
+  it.effect("a worker that lost its lease is interrupted and cannot settle", () =>
+    stolenLease({}, (interrupted) =>
+      Effect.gen(function* () {
+        yield* TestClock.adjust("1 second")
+        yield* Deferred.await(interrupted)
+        yield* settle
+      })
+    )
+  )
+
+  it.effect("a renewal refused stops the handler by itself, with the cancel watch's poll out of reach", () =>
     // The test above may be won by the cancel watch's poll (500 ms) before the renewal (1 s) runs.
-    // Here the watch polls once an hour and nothing rings it (the takeover is a raw UPDATE), so
-    // only the renewal's `false` can stop the handler. (No shutdown grace: a handler left running
-    // when this fails is interrupted at once, so the failure is an assertion, not a hang on the TestClock.)
-    const handler = scriptedHandler()
-    const interrupted = Effect.runSync(Deferred.make<void>())
-    handler.behaviors.set("job:j1", () =>
-      Effect.never.pipe(Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined)))
+    // Here the watch polls once an hour and nothing rings it, so only the renewal's `false` can stop
+    // the handler. (No shutdown grace: a handler left running when this fails is interrupted at
+    // once, so the failure is an assertion, not a hang on the TestClock.)
+    stolenLease({ cancelPollInterval: "1 hour", shutdownGrace: "0 millis" }, (interrupted) =>
+      Effect.gen(function* () {
+        // Before the first renewal is due, nothing has noticed.
+        yield* TestClock.adjust("900 millis")
+        yield* settle
+        assert.isFalse(yield* Deferred.isDone(interrupted))
+        yield* TestClock.adjust("100 millis")
+        yield* settle
+        assert.isTrue(yield* Deferred.isDone(interrupted), "the refused renewal stopped the handler")
+      })
     )
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* eventually(
-        rowIs("job:j1", (r) => r.status === "running"),
-        "claimed"
-      )
-      const sql = yield* SqlClient
-      yield* sql`UPDATE outbox SET lease_owner = 'thief', attempts = 2 WHERE effect_id = 'job:j1'`
-      // Before the first renewal is due, nothing has noticed.
-      yield* TestClock.adjust("900 millis")
-      yield* settle
-      assert.isFalse(yield* Deferred.isDone(interrupted))
-      yield* TestClock.adjust("100 millis")
-      yield* settle
-      assert.isTrue(yield* Deferred.isDone(interrupted), "the refused renewal stopped the handler")
-      const row = (yield* Outbox.find("job:j1"))!
-      assert.deepStrictEqual([row.status, row.leaseOwner, row.attempts], ["running", "thief", 2])
-      assert.isTrue((yield* engine.receipt("outcome:job:j1#1"))._tag === "None")
-    }).pipe(
-      Effect.provide(
-        stack([
-          testReactor(handler.handle, { lease: "3 seconds", cancelPollInterval: "1 hour", shutdownGrace: "0 millis" })
-        ])
-      )
-    )
-  })
+  )
 
   it.effect(
     "two owners on one store: a dead owner's rows are taken over by policy, a slow live owner's are not",
