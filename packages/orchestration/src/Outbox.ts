@@ -51,6 +51,11 @@ export interface OutboxRow {
   readonly updatedAt: number
   /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
   readonly quarantine: QuarantineRecord | null
+  /**
+   * Set when the stored payload is not JSON (cut off, or edited by hand): `payload` is then null. A
+   * reactor never hands such a row to its handler; it fails it for good (Reactor.verdictFor).
+   */
+  readonly undecodable?: string
 }
 
 interface Row {
@@ -123,6 +128,29 @@ export const insertShape = TableColumns.insertShape<NewOutboxRow>()(
 
 const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
 
+/**
+ * A stored outcome or failure as written, or its text when it is not JSON: a row is read whatever its
+ * columns hold. A read that threw here would stop the reader (a reactor's claim, an operator's list)
+ * at one damaged row, and leave the rows claimed with it running under a live owner.
+ */
+const parseOrText = (json: string | null): unknown => {
+  try {
+    return parse(json)
+  } catch {
+    return json
+  }
+}
+
+/** The payload, or why it cannot be read. */
+const payloadOf = (json: string): { readonly payload: unknown; readonly undecodable?: string } => {
+  try {
+    return { payload: JSON.parse(json) }
+  } catch (error) {
+    const why = error instanceof Error ? error.message : "not JSON"
+    return { payload: null, undecodable: `its stored payload is not JSON (${why.slice(0, 200)})` }
+  }
+}
+
 const toRow = (r: Row): OutboxRow => ({
   sequence: Number(r.sequence),
   effectId: r.effect_id,
@@ -130,15 +158,15 @@ const toRow = (r: Row): OutboxRow => ({
   aggregateType: r.aggregate_type,
   aggregateId: r.aggregate_id,
   kind: r.kind,
-  payload: JSON.parse(r.payload),
+  ...payloadOf(r.payload),
   lane: r.lane,
   status: r.status,
   attempts: Number(r.attempts),
   availableAt: Number(r.available_at),
   leaseOwner: r.lease_owner,
   leaseExpiresAt: r.lease_expires_at === null ? null : Number(r.lease_expires_at),
-  response: parse(r.response),
-  error: parse(r.error),
+  response: parseOrText(r.response),
+  error: parseOrText(r.error),
   operatorActions: Number(r.operator_actions ?? 0),
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),

@@ -103,6 +103,12 @@ export const verdictFor = (
   retry: RetryPolicy,
   now: number
 ): Verdict => {
+  // Never performed (perform skips its handler): asking again reads the same stored bytes.
+  if (row.undecodable !== undefined)
+    return {
+      type: "effect.fail",
+      error: { message: `not performed: ${row.undecodable}`, code: "payload-undecodable", reason: "defect" }
+    }
   if (Exit.isSuccess(exit)) return { type: "effect.succeed", response: exit.value ?? null }
   const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
   const attemptsLeft = row.attempts < retry.maxAttempts
@@ -261,7 +267,10 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
     // connection between the claim and the handler's start). Both are set up before this fiber
     // yields, so before the handler runs. In the performance's scope: an interrupted performance
     // (shutdown) stops its handler before it hands the row back.
-    const handler = yield* Effect.forkScoped(Effect.onExit(env.definition.handle(row), end))
+    // A row whose payload cannot be read is not handed to its handler, which would act on something
+    // other than what was asked; its verdict is a failure for good (verdictFor).
+    const handle = row.undecodable === undefined ? env.definition.handle(row) : Effect.void
+    const handler = yield* Effect.forkScoped(Effect.onExit(handle, end))
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
     yield* env.cancels.watch(row.effectId, row.attempts, end("lease-lost"))
     // The lease's renewals, and the timeout: the same fiber sleeps until whichever is due first.
@@ -604,12 +613,19 @@ export const run = <R>(
         // read at its start would wake that much later than the row is due.
         const wakeAt = yield* step.pipe(
           Effect.tap(() => Effect.sync(() => (coolOff = 100))),
-          Effect.catchAll((error) =>
+          // A defect too (a bug in a read, a row no code expected): a loop that died would leave this
+          // process claiming nothing, silently, while its heartbeat keeps peers from taking its work.
+          // Only an interruption (shutdown) ends the loop.
+          Effect.catchAllCause((cause) =>
             Effect.gen(function* () {
+              if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
+              const failure = Cause.failureOption(cause)
               // The store is failing: back off instead of spinning on it.
               yield* Effect.logError("reactor step failed; cooling off", {
                 coolOffMs: coolOff,
-                error: toStorageFailure("reactor")(error)
+                error: Option.isSome(failure)
+                  ? toStorageFailure("reactor")(failure.value)
+                  : Cause.pretty(cause).slice(0, 2_000)
               })
               const wait = coolOff
               coolOff = Math.min(coolOff * 2, 10_000)

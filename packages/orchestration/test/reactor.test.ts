@@ -4,7 +4,8 @@ import { Deferred, Effect, FiberRef, HashMap, Layer, Logger, TestClock } from "e
 import { EffectFailure, EffectOutcomes, Engine, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as ReactorCursors from "../src/ReactorCursors.js"
-import { jobStatus, submit } from "./fixtures/Jobs.js"
+import { jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
+import { tempDbFile } from "./fixtures/harness.js"
 import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 describe("reactors: wake-up", () => {
@@ -382,4 +383,114 @@ describe("reactors: cursors", () => {
       assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
+})
+
+describe("reactors: a step that dies", () => {
+  it.effect("a defect in a step is logged and cooled off like a failure; the loop goes on claiming", () => {
+    const handler = scriptedHandler()
+    const errors: Array<string> = []
+    const logger = Logger.make(({ message }) => {
+      const parts = Array.isArray(message) ? message : [message]
+      if (String(parts[0]).includes("cooling off")) errors.push(JSON.stringify(parts[1]))
+    })
+    // The storage guard's probe, read by every step, dies once when armed: a bug in a read. Only in the
+    // reactor's fibers (their `reactor` log annotation): a batch consults the probe too.
+    const broken = { armed: false }
+    const probe = Layer.succeed(FreeSpace.FreeSpace, {
+      check: Effect.flatMap(FiberRef.get(FiberRef.currentLogAnnotations), (annotations) => {
+        if (!broken.armed || !HashMap.has(annotations, "reactor")) return Effect.void
+        broken.armed = false
+        return Effect.dieMessage("probe bug")
+      }).pipe(Effect.as({ freeBytes: 1, floorBytes: 0, belowFloor: false }))
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* settle
+      // given a step that dies (a ring from a row of a kind this reactor does not handle starts it)
+      broken.armed = true
+      yield* engine.dispatchWithReceipt(submit("other", "work.elsewhere"), { origin: "internal" })
+      yield* eventually(
+        Effect.sync(() => !broken.armed && errors.length === 1),
+        "the step died and was logged"
+      )
+      assert.include(errors[0], "probe bug")
+      // when a row the loop alone claims (process-bound: never claimed at commit) comes after the cool-off
+      yield* TestClock.adjust("100 millis")
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      // then it is performed: the loop lives
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"),
+        "performed after the defect"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle)]).pipe(
+          Layer.provide(probe),
+          Layer.provide(Logger.replace(Logger.defaultLogger, logger))
+        )
+      )
+    )
+  })
+})
+
+describe("reactors: a row that cannot be decoded", () => {
+  it.effect(
+    "a claimed row whose payload is not JSON fails with a stored reason, unperformed; the rows beside it and later work run",
+    () => {
+      const handler = scriptedHandler()
+      const outboxRow = (effectId: string) =>
+        Effect.flatMap(SqlClient, (sql) =>
+          Effect.map(
+            sql<{
+              status: string
+              error: string | null
+            }>`SELECT status, error FROM outbox WHERE effect_id = ${effectId}`,
+            (rows) => rows[0]
+          )
+        )
+      const file = tempDbFile()
+      // given two due rows of two lanes, left by an earlier process, one whose stored payload was cut off
+      // (a bad migration, a hand edit)
+      const earlier = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.activate
+        yield* engine.dispatchWithReceipt(submit("bad", "work.safe"))
+        yield* engine.dispatchWithReceipt(submit("good", "work.safe"))
+        yield* Effect.flatMap(
+          SqlClient,
+          (sql) => sql`UPDATE outbox SET payload = ${'{"input": "cut of'} WHERE effect_id = 'job:bad'`
+        )
+      }).pipe(Effect.provide(jobsEngine(file)))
+      // when a node boots and its reactor claims both in one statement
+      const next = Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        // then the good row is performed and settled
+        yield* eventually(
+          Effect.map(outboxRow("job:good"), (row) => row?.status === "succeeded"),
+          "the row beside it settled"
+        )
+        // and the undecodable one failed for good with a stored reason, its handler never called, its aggregate told
+        yield* eventually(
+          Effect.map(outboxRow("job:bad"), (row) => row?.status === "failed"),
+          "the undecodable row failed"
+        )
+        const error = JSON.parse((yield* outboxRow("job:bad"))!.error!)
+        assert.strictEqual(error.code, "payload-undecodable")
+        assert.include(error.message, "payload")
+        assert.notInclude(handler.performed.join(" "), "job:bad")
+        assert.strictEqual((yield* jobStatus("job:bad"))?.status, "failed")
+        // and an operator can still read the row
+        const read = (yield* Outbox.find("job:bad"))!
+        assert.deepStrictEqual([read.status, read.payload], ["failed", null])
+        // and the reactor, and the commits that claim for it, keep serving new work
+        yield* engine.dispatchWithReceipt(submit("later", "work.safe"))
+        yield* eventually(
+          Effect.map(outboxRow("job:later"), (row) => row?.status === "succeeded"),
+          "later work performed"
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file })))
+      return Effect.zipRight(earlier, next)
+    }
+  )
 })
