@@ -194,6 +194,29 @@ describe("reactor verdicts", () => {
         defect.error.message.includes("boom")
     )
   })
+  it("a row whose payload could not be read fails for good, whatever its (skipped) handler's exit", () => {
+    // given a row read with an undecodable payload, of a replay-safe kind with attempts left
+    const damaged = {
+      attempts: 1,
+      payload: null,
+      undecodable: "its stored payload is not JSON (x)"
+    } as Outbox.OutboxRow
+    const policy = { onProcessLoss: "replay-safe", timeout: "1 second" } as const
+    // when its performance ends, as a success (the handler was skipped) or a retryable failure
+    const verdicts = [Exit.succeed(undefined), Exit.fail(new EffectFailure({ message: "busy", retryable: true }))].map(
+      (exit) => Reactor.verdictFor(exit, damaged, policy, retry, 0)
+    )
+    // then the verdict is the same final failure, with its closed code and no retry
+    for (const verdict of verdicts)
+      assert.deepStrictEqual(verdict, {
+        type: "effect.fail",
+        error: {
+          message: "not performed: its stored payload is not JSON (x)",
+          code: "payload-undecodable",
+          reason: "defect"
+        }
+      })
+  })
 })
 
 describe("a kind's policy after process loss may be decided per row, from its payload", () => {
