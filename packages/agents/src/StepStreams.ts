@@ -85,8 +85,18 @@ interface Row {
   readonly sequence: number | string
 }
 
+/** A row whose stored payload is not JSON (Outbox.toRow fails it for good) lists without turn and step. */
+const readPayload = (text: string): { turnId?: unknown; step?: unknown } => {
+  try {
+    return (JSON.parse(text) as { turnId?: unknown; step?: unknown } | null) ?? {}
+  } catch {
+    // swallow-ok: a listing shows the damaged row (its effect id and status) instead of failing whole
+    return {}
+  }
+}
+
 const toStep = (row: Row): StepStream => {
-  const payload = JSON.parse(row.payload) as { turnId?: unknown; step?: unknown }
+  const payload = readPayload(row.payload)
   return {
     effectId: row.effect_id,
     threadId: row.aggregate_id,

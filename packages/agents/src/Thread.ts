@@ -181,6 +181,20 @@ const threadCommands = {
 }
 
 /**
+ * The turn an outcome belongs to: the one its payload names. A row whose stored payload could not be
+ * read (Outbox.toRow gives `payload: null`; verdictFor fails it unperformed) is matched to the running
+ * turn by its effect id; failing that it belongs to no turn this thread still runs, so it is late.
+ */
+const turnIdOfOutcome = (active: ActiveTurn | null, outcome: EffectOutcome): string => {
+  const named = (outcome.payload as { turnId?: unknown } | null)?.turnId
+  if (typeof named === "string") return named
+  const ofActive =
+    active !== null &&
+    (outcome.effectId === active.stepEffectId || active.calls.some((c) => c.effectId === outcome.effectId))
+  return ofActive ? active.turnId : ""
+}
+
+/**
  * A settled effect of the thread's own kinds: the model step or tool call of the running turn, a
  * late one of a closed turn, or the cleanup after a delete.
  */
@@ -191,8 +205,8 @@ const decideOutcome = (state: ThreadState, outcome: EffectOutcome, ctx: DecideCo
       ? Decision.of<ThreadEvent>({ events: [{ type: "thread.cleaned" }] })
       : Decision.none()
   }
-  const turnId = String((outcome.payload as { turnId?: unknown }).turnId ?? "")
   const active = state.active
+  const turnId = turnIdOfOutcome(active, outcome)
   const current =
     active !== null &&
     active.turnId === turnId &&

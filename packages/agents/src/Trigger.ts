@@ -43,7 +43,8 @@ export const TriggerEvent = Schema.Union(
     nextAt: Schema.NullOr(Schema.Number)
   }),
   Aggregate.event("trigger.delivered", {
-    at: Schema.Number,
+    /** The tick's scheduled time; absent when its stored payload could not be read and it was not the last tick fired. */
+    at: Schema.optional(Schema.Number),
     effectId: Schema.String,
     status: Schema.Literal("succeeded", "failed", "cancelled"),
     error: Schema.NullOr(Schema.String)
@@ -161,12 +162,22 @@ const isFinal = (status: EffectOutcome["status"]): status is "succeeded" | "fail
 /** The code `trigger.fire` fails with when the thread refused its message because it was deleted. */
 export const THREAD_DELETED = "thread-deleted"
 
-export const onOutcome = (state: TriggerState, outcome: EffectOutcome): Decision<TriggerEvent> => {
+/**
+ * The tick's scheduled time: the one its payload names, or, for a row whose stored payload could not
+ * be read (`payload: null`), the last fired tick's when the effect is its; otherwise unknown.
+ */
+const tickTimeOf = (state: TriggerState, triggerId: string, payload: { at?: unknown } | null, effectId: string) => {
+  if (typeof payload?.at === "number" && Number.isFinite(payload.at)) return payload.at
+  return state.lastFiredAt !== null && tickId(triggerId, state.lastFiredAt) === effectId ? state.lastFiredAt : undefined
+}
+
+export const onOutcome = (state: TriggerState, outcome: EffectOutcome, ctx: DecideContext): Decision<TriggerEvent> => {
   if (outcome.kind !== "trigger.fire" || !isFinal(outcome.status)) return Decision.none()
-  const payload = outcome.payload as { at?: unknown; threadId?: unknown }
+  const payload = outcome.payload as { at?: unknown; threadId?: unknown } | null
+  const at = tickTimeOf(state, ctx.aggregateId, payload, outcome.effectId)
   const delivered: TriggerEvent = {
     type: "trigger.delivered",
-    at: Number(payload.at),
+    ...(at === undefined ? {} : { at }),
     effectId: outcome.effectId,
     status: outcome.status,
     error: outcome.error?.message ?? null
@@ -178,7 +189,7 @@ export const onOutcome = (state: TriggerState, outcome: EffectOutcome): Decision
     outcome.error?.code === THREAD_DELETED &&
     state.spec !== null &&
     !state.deleted &&
-    state.spec.threadId === payload.threadId
+    state.spec.threadId === payload?.threadId
   if (!threadGone) return Decision.of<TriggerEvent>({ events: [delivered] })
   return Decision.of<TriggerEvent>({
     events: [delivered, { type: "trigger.deleted", reason: `its thread '${state.spec!.threadId}' was deleted` }],

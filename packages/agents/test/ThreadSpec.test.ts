@@ -116,6 +116,13 @@ const toolOutcome = (
   ...fields
 })
 
+/** The failure `verdictFor` gives a row whose stored payload is not JSON. */
+const undecodable = {
+  message: "not performed: its stored payload is not valid JSON",
+  code: "payload-undecodable",
+  reason: "defect" as const
+}
+
 const a = call("a")
 const b = call("b")
 const running = [created, started()]
@@ -364,6 +371,24 @@ describe("Thread spec: outcomes of model steps", () => {
         events: [{ type: "effect.late", turnId: "t1:m1", effectId: "step:t1:m1#1", status: "succeeded" }]
       }))
 
+  // A row whose stored payload cannot be read reaches its aggregate with `payload: null` (Outbox.toRow)
+  // and fails for good unperformed: the turn is found by the effect id, never by the payload.
+  it("given a running turn, when its step's stored payload could not be read, then the turn ends failed with that reason", () =>
+    Thread.given(running)
+      .when(stepOutcome(1, "failed", { payload: null, error: undecodable }))
+      .thenDecide({
+        events: [
+          {
+            type: "turn.ended",
+            turnId: "t1:m1",
+            status: "failed",
+            reason: `model step failed: ${undecodable.message}`,
+            synthetic: []
+          }
+        ],
+        cancel: ["step:t1:m1#1"]
+      }))
+
   it("given a running step, when it is retrying or requeued, then the domain waits", () => {
     Thread.given(running)
       .when(stepOutcome(1, "retrying", { error: { message: "again", reason: "handler" } }))
@@ -531,6 +556,21 @@ describe("Thread spec: outcomes of tool calls", () => {
         })
       )
       .thenDecide({ events: [result(a, "error: timed out after 30s (gave up after 5 attempts)", "failed")] }))
+
+  it("given two calls, when one's stored payload could not be read, then the model reads why it was not performed and the turn goes on", () =>
+    Thread.given(twoCalls)
+      .when(toolOutcome(a, "failed", { payload: null, error: undecodable }))
+      .thenDecide({ events: [result(a, `error: ${undecodable.message}`, "failed")] }))
+
+  it("given an answered call, when its undecodable outcome arrives, then it is recorded late under its turn (found by its effect id)", () =>
+    Thread.given([...twoCalls, result(a, "ok")])
+      .when(toolOutcome(a, "failed", { payload: null, error: undecodable }))
+      .thenDecide({ events: [{ type: "effect.late", turnId: "t1:m1", effectId: a.effectId, status: "failed" }] }))
+
+  it("given a step that went on, when an old call's undecodable outcome arrives, then it is recorded late under no turn", () =>
+    Thread.given([...twoCalls, result(a, "ok"), result(b, "ok")])
+      .when(toolOutcome(a, "failed", { payload: null, error: undecodable }))
+      .thenDecide({ events: [{ type: "effect.late", turnId: "", effectId: a.effectId, status: "failed" }] }))
 
   it("given a closed turn, when a call's outcome arrives, then it is recorded late and the transcript is untouched", () =>
     Thread.given([

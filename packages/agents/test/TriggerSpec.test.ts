@@ -212,6 +212,53 @@ describe("the trigger decider", () => {
     given([putEvent]).when(outcome("retrying"), nine).thenDecide({})
   })
 
+  it("a tick whose stored payload could not be read is recorded as a failed delivery, its time found by its effect id", () => {
+    // Outbox.toRow gives such a row `payload: null`; verdictFor fails it for good, unperformed.
+    const unreadable = (time: number): EffectOutcome => ({
+      effectId: tickId("daily", time),
+      kind: "trigger.fire",
+      payload: null,
+      attempt: 1,
+      status: "failed",
+      error: { message: "not performed: bad JSON", code: "payload-undecodable", reason: "defect" },
+      by: "reactor"
+    })
+    const fired: TriggerEvent = {
+      type: "trigger.fired",
+      at: nine,
+      firedAt: nine,
+      effectId: tickId("daily", nine),
+      nextAt: nineNext
+    }
+    given([putEvent, fired])
+      .when(unreadable(nine), nine)
+      .thenDecide({
+        events: [
+          {
+            type: "trigger.delivered",
+            at: nine,
+            effectId: tickId("daily", nine),
+            status: "failed",
+            error: "not performed: bad JSON"
+          }
+        ]
+      })
+    // An older tick than the last one fired: its time is not known, and is not made up.
+    const earlier = nine - 86_400_000
+    given([putEvent, fired])
+      .when(unreadable(earlier), nine)
+      .thenDecide({
+        events: [
+          {
+            type: "trigger.delivered",
+            effectId: tickId("daily", earlier),
+            status: "failed",
+            error: "not performed: bad JSON"
+          }
+        ]
+      })
+  })
+
   it("a tick refused because its thread was deleted stops the trigger: no more ticks to a thread that is gone", () => {
     const refused = (threadId: string): EffectOutcome => ({
       effectId: tickId("daily", nine),
