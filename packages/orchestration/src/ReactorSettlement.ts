@@ -26,12 +26,24 @@ export interface KindPolicy {
   readonly timeout: Duration.DurationInput
 }
 
-/** The policy of one row; a kind nobody declared is process-bound: never repeated. */
+/**
+ * The policy of one row; a kind nobody declared is process-bound: never repeated. So is a row whose
+ * function policy throws or answers off the list: a policy reading a field of an undecodable row's
+ * `null` payload would otherwise throw inside dead-owner reclaim (every step of the reactor failing)
+ * or boot reconcile, and not repeating is the answer that can never perform an effect twice.
+ */
 export const processLossOf = (
   onProcessLoss: KindPolicy["onProcessLoss"] | undefined,
   payload: unknown
-): ProcessLossPolicy =>
-  typeof onProcessLoss === "function" ? onProcessLoss(payload) : (onProcessLoss ?? "process-bound")
+): ProcessLossPolicy => {
+  if (typeof onProcessLoss !== "function") return onProcessLoss ?? "process-bound"
+  try {
+    return onProcessLoss(payload) === "replay-safe" ? "replay-safe" : "process-bound"
+  } catch {
+    // swallow-ok: a throwing policy means "cannot tell", whose safe answer is process-bound (above)
+    return "process-bound"
+  }
+}
 
 /** The settlement a reactor dispatches after a performance ended, or `release` to hand it back. */
 export type Verdict =

@@ -233,6 +233,22 @@ describe("a kind's policy after process loss may be decided per row, from its pa
       ["replay-safe", "replay-safe", "process-bound", "process-bound"]
     )
   })
+  it("a function that throws (say, on an undecodable row's null payload) or answers nonsense is process-bound: never repeated", () => {
+    // given a user's policy that reads a field without a null check, and one that answers off the list
+    const readsField = (payload: unknown) =>
+      (payload as { mode: { safe: boolean } }).mode.safe ? ("replay-safe" as const) : ("process-bound" as const)
+    const offList = () => "maybe" as unknown as "replay-safe"
+    // when asked about a row whose payload could not be read, and about any row
+    // then the answer is the safe one, and the question never throws into reclaim or reconcile
+    assert.deepStrictEqual(
+      [
+        Reactor.processLossOf(readsField, null),
+        Reactor.processLossOf(readsField, { mode: { safe: true } }),
+        Reactor.processLossOf(offList, {})
+      ],
+      ["process-bound", "replay-safe", "process-bound"]
+    )
+  })
 })
 
 describe("settlement against the row as it is now", () => {
