@@ -4,6 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
 import * as CliErrors from "../src/CliErrors.js"
 import * as Check from "../src/db/Check.js"
+import { renderEffect } from "../src/commands/Effects.js"
 import { renderHealth } from "../src/commands/Status.js"
 import * as Help from "../src/Help.js"
 import { sseMessages } from "../src/ServerClient.js"
@@ -152,5 +153,35 @@ describe("the status report", () => {
     })
     assert.match(text, /^mcp:fixture\s+ok\s+ready, 4 tools$/m)
     assert.match(text, /^mcp:broken\s+DEGRADED\s+failed: failed to start: spawn nope ENOENT$/m)
+  })
+})
+
+describe("one effect as its reader gets it", () => {
+  it("a row whose stored payload could not be read says so and why, not just null", () => {
+    const row = {
+      sequence: 1,
+      effectId: "o-1:welcome",
+      commandId: "o-1",
+      aggregateType: "account",
+      aggregateId: "acc-1",
+      kind: "email.send",
+      payload: null,
+      lane: "acc-1",
+      status: "failed" as const,
+      attempts: 1,
+      availableAt: 0,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      response: null,
+      error: null,
+      createdAt: 0,
+      updatedAt: 0,
+      quarantine: null
+    }
+    assert.match(
+      renderEffect({ ...row, undecodable: "its stored payload is not JSON (cut off)" }),
+      /payload\s+unreadable: its stored payload is not JSON \(cut off\)/
+    )
+    assert.match(renderEffect(row), /payload\s+-\n/)
   })
 })

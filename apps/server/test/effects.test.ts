@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { client, effectStatus, postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+import { client, effectStatus, onStore, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
 
 const open = (id: string, accountId: string, owner: string) => ({
   commandId: id,
@@ -48,6 +49,34 @@ describe("the outbox over HTTP", () => {
       const badStatus = yield* raw(url, "/v1/effects?status=lost")
       assert.strictEqual(badStatus.status, 400)
       assert.strictEqual(badStatus.body.error, "InvalidRequest")
+    })
+  )
+
+  it.scopedLive("a row whose stored payload is not JSON lists with its payload null and says why", () =>
+    Effect.gen(function* () {
+      const dataDir = tempDataDir()
+      // First life: an account whose welcome mail is due in an hour.
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const { url } = yield* startServer({ dataDir })
+          yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "later@example.com"))
+        })
+      )
+      // Between lives: its payload is cut off, as a bad migration or a hand edit would leave it.
+      yield* onStore(
+        dataDir,
+        Effect.flatMap(SqlClient, (sql) => sql`UPDATE outbox SET payload = '{"to":' WHERE effect_id = 'o-1:welcome'`)
+      )
+      const { url } = yield* startServer({ dataDir })
+      const api = yield* client(url)
+      const one = yield* api.effects.get({ path: { effectId: "o-1:welcome" } })
+      assert.strictEqual(one.payload, null)
+      assert.match(one.undecodable ?? "", /not (valid )?JSON/)
+      const listed = yield* api.effects.list({ urlParams: {} })
+      assert.deepStrictEqual(
+        listed.effects.map((e) => [e.effectId, e.payload, typeof e.undecodable]),
+        [["o-1:welcome", null, "string"]]
+      )
     })
   )
 

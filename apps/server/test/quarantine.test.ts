@@ -1,9 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { SqliteStore } from "@orchestration/engine"
 import { Effect } from "effect"
-import { join } from "node:path"
-import { client, effectStatus, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
+import { client, effectStatus, onStore, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
 
 const open = (id: string, accountId: string, owner: string) => ({
   commandId: id,
@@ -12,9 +10,6 @@ const open = (id: string, accountId: string, owner: string) => ({
   owner
 })
 
-/** Runs `f` on the server's store file while no server holds it (between two lives). */
-const onStore = <A, E>(dataDir: string, f: Effect.Effect<A, E, SqlClient>) =>
-  f.pipe(Effect.provide(SqliteStore.layer({ filename: join(dataDir, "engine.db") })))
 
 describe("quarantined effects over HTTP", () => {
   it.scopedLive(

@@ -47,7 +47,7 @@ export const renderEffect = (e: EffectView): string =>
     ["lease", e.leaseOwner === null ? "-" : `${e.leaseOwner} until ${Render.time(e.leaseExpiresAt)}`],
     ["created", Render.time(e.createdAt)],
     ["updated", Render.time(e.updatedAt)],
-    ["payload", Render.compact(e.payload, 400)],
+    ["payload", e.undecodable === undefined ? Render.compact(e.payload, 400) : `unreadable: ${e.undecodable}`],
     ["response", Render.compact(e.response, 400)],
     ["error", Render.compact(e.error, 400)],
     ...(e.quarantine === null

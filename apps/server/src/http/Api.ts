@@ -97,6 +97,8 @@ export const EffectView = Schema.Struct({
   aggregateId: Schema.String,
   kind: Schema.String,
   payload: Schema.Unknown,
+  /** Present when the stored payload could not be read (then `payload` is null): why. */
+  undecodable: Schema.optional(Schema.String),
   lane: Schema.String,
   status: EffectStatus,
   attempts: Schema.Number,
