@@ -10,7 +10,6 @@ const open = (id: string, accountId: string, owner: string) => ({
   owner
 })
 
-
 describe("quarantined effects over HTTP", () => {
   it.scopedLive(
     "the server boots with effects whose aggregate cannot be replayed: health degraded, listed, released or failed by an operator",
