@@ -502,6 +502,8 @@ export const run = <R>(
       active = true
       let cursor = yield* ReactorCursors.cursor(definition.name)
       let coolOff = 100
+      /** The end of the cool-off after a failed step: no step before it, whatever rings. */
+      let coolUntil = -Infinity
       let lastReclaim = -Infinity
       let lastAdvance = -Infinity
       let lastHorizonLook = -Infinity
@@ -629,12 +631,20 @@ export const run = <R>(
               })
               const wait = coolOff
               coolOff = Math.min(coolOff * 2, 10_000)
-              return (yield* Clock.currentTimeMillis) + wait
+              coolUntil = (yield* Clock.currentTimeMillis) + wait
+              return coolUntil
             })
           )
         )
         if (wakeAt > (yield* Clock.currentTimeMillis)) {
           yield* alarm.set(wakeAt)
+          yield* Queue.take(wake)
+        }
+        // A floor, not a ceiling: on a busy node every commit rings, and a step failing on each try
+        // (a bug in a read, a store that refuses) would otherwise run and log once per commit. The
+        // rings are not lost: the step after the cool-off looks at everything.
+        while (!stopping && (yield* Clock.currentTimeMillis) < coolUntil) {
+          yield* alarm.set(coolUntil)
           yield* Queue.take(wake)
         }
       }

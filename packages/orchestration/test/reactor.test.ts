@@ -386,23 +386,35 @@ describe("reactors: cursors", () => {
 })
 
 describe("reactors: a step that dies", () => {
-  it.effect("a defect in a step is logged and cooled off like a failure; the loop goes on claiming", () => {
-    const handler = scriptedHandler()
+  /**
+   * The storage guard's probe, read by every step, dies while armed (once, or on every read): a bug in
+   * a read. Only in the reactor's fibers (their `reactor` log annotation): a batch consults the probe
+   * too. `errors` collects what each cool-off logged.
+   */
+  const dyingStep = () => {
     const errors: Array<string> = []
     const logger = Logger.make(({ message }) => {
       const parts = Array.isArray(message) ? message : [message]
       if (String(parts[0]).includes("cooling off")) errors.push(JSON.stringify(parts[1]))
     })
-    // The storage guard's probe, read by every step, dies once when armed: a bug in a read. Only in the
-    // reactor's fibers (their `reactor` log annotation): a batch consults the probe too.
-    const broken = { armed: false }
+    const broken = { armed: false, once: true }
     const probe = Layer.succeed(FreeSpace.FreeSpace, {
       check: Effect.flatMap(FiberRef.get(FiberRef.currentLogAnnotations), (annotations) => {
         if (!broken.armed || !HashMap.has(annotations, "reactor")) return Effect.void
-        broken.armed = false
+        if (broken.once) broken.armed = false
         return Effect.dieMessage("probe bug")
       }).pipe(Effect.as({ freeBytes: 1, floorBytes: 0, belowFloor: false }))
     })
+    const handler = scriptedHandler()
+    const provided = stack([testReactor(handler.handle)]).pipe(
+      Layer.provide(probe),
+      Layer.provide(Logger.replace(Logger.defaultLogger, logger))
+    )
+    return { errors, broken, handler, provided }
+  }
+
+  it.effect("a defect in a step is logged and cooled off like a failure; the loop goes on claiming", () => {
+    const { errors, broken, handler, provided } = dyingStep()
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* settle
@@ -423,14 +435,39 @@ describe("reactors: a step that dies", () => {
         "performed after the defect"
       )
       assert.deepStrictEqual(handler.performed, ["job:j1#1"])
-    }).pipe(
-      Effect.provide(
-        stack([testReactor(handler.handle)]).pipe(
-          Layer.provide(probe),
-          Layer.provide(Logger.replace(Logger.defaultLogger, logger))
-        )
+    }).pipe(Effect.provide(provided))
+  })
+
+  it.effect("commits during a cool-off do not cut it short: a step that dies every time runs once per cool-off", () => {
+    const { errors, broken, handler, provided } = dyingStep()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* settle
+      // given a step that dies on every try
+      broken.once = false
+      broken.armed = true
+      yield* engine.dispatchWithReceipt(submit("other-0", "work.elsewhere"), { origin: "internal" })
+      yield* eventually(
+        Effect.sync(() => errors.length === 1),
+        "the step died and was logged"
       )
-    )
+      // when commits ring the reactor while the clock stays inside its first cool-off (100 ms)
+      for (let n = 1; n <= 5; n++) {
+        yield* engine.dispatchWithReceipt(submit(`other-${n}`, "work.elsewhere"), { origin: "internal" })
+        yield* settle
+      }
+      // then no step ran before the cool-off ended: one failure logged, not one a commit
+      assert.strictEqual(errors.length, 1)
+      // and once it ends (and the bug is gone), the loop looks again and claims
+      broken.armed = false
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      yield* TestClock.adjust("100 millis")
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"),
+        "performed after the cool-off"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+    }).pipe(Effect.provide(provided))
   })
 })
 
