@@ -10,8 +10,9 @@
  * on the row with what is known: when the performance started and after how long it was stopped.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { Clock, Duration, Effect, Queue, type Scope, Stream } from "effect"
+import { Clock, Duration, Effect, LogLevel, Queue, type Scope, Stream } from "effect"
 import * as Alarm from "./Alarm.js"
+import * as LoopRounds from "./LoopRounds.js"
 import * as Outbox from "./Outbox.js"
 import type { ChangeCount } from "./storage/TableChanges.js"
 
@@ -89,10 +90,9 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
         }
       }
     }).pipe(
-      Effect.catchAll((error) =>
-        // swallow-ok: only a hint is lost; the next ring or poll asks again, and the lease renewal stays the backstop
-        Effect.logDebug("could not read the watched rows; asking again at the next ring or poll", error)
-      ),
+      // swallow-ok: only a hint is lost; the next ring or poll asks again, and the lease renewal stays
+      // the backstop. A defect is logged as an error and the watch goes on (LoopRounds).
+      LoopRounds.survive("could not read the watched rows; asking again at the next ring or poll", LogLevel.Debug),
       Effect.provide(context)
     )
 

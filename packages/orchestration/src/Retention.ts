@@ -5,6 +5,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Duration, Effect, Layer, Option } from "effect"
+import * as LoopRounds from "./LoopRounds.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import * as StreamChunks from "./StreamChunks.js"
 import { StreamTails } from "./StreamTails.js"
@@ -84,7 +85,7 @@ export const layer = (options: RetentionOptions = {}) =>
               ? Effect.logDebug("retention pruned", pruned)
               : Effect.void
           ),
-          Effect.catchAll((failure) => Effect.logWarning("retention round failed; trying again next round", failure))
+          LoopRounds.survive("retention round failed; trying again next round")
         )
       )
     )

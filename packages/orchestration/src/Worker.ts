@@ -12,6 +12,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
+import * as LoopRounds from "./LoopRounds.js"
 import * as Owners from "./Owners.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
@@ -77,10 +78,9 @@ export const layer = (options: WorkerOptions = {}) =>
       const beat = Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
         yield* Owners.heartbeat(identity.ownerId, nodeId, now).pipe(
-          Effect.tapBoth({
-            onFailure: () => Effect.sync(() => (writableSince = undefined)),
-            onSuccess: () => Effect.sync(() => (writableSince ??= now))
-          })
+          // A beat that failed or died did not land: until one does, this process judges nobody.
+          Effect.tapErrorCause(() => Effect.sync(() => (writableSince = undefined))),
+          Effect.tap(() => Effect.sync(() => (writableSince ??= now)))
         )
       }).pipe(Effect.mapError(toStorageFailure("heartbeat")), Effect.provideService(SqlClient, sql))
       yield* (yield* StoreBackend)
@@ -91,9 +91,9 @@ export const layer = (options: WorkerOptions = {}) =>
         Effect.forever(
           Effect.sleep(identity.heartbeatEvery).pipe(
             Effect.zipRight(beat),
-            Effect.catchAll((failure) =>
-              Effect.logWarning("heartbeat not recorded; retrying at the next beat", failure)
-            )
+            // A defect too: a heartbeat loop that died would leave this live process looking dead to
+            // its peers, who would take its leases.
+            LoopRounds.survive("heartbeat not recorded; retrying at the next beat")
           )
         )
       )

@@ -4,6 +4,7 @@ import { Deferred, Effect, Queue, Stream, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
 import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import { type Breakage, dyingSql } from "./fixtures/dyingSql.js"
 import { jobsEngine, submit } from "./fixtures/Jobs.js"
 import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
@@ -144,7 +145,7 @@ describe("the watch's own loop", () => {
    * j1 and j2 running under "me" at attempt 1, a watch rung only by hand, and a stop for each.
    * `cancelAndRing` cancels a row with a raw UPDATE, then rings the watch as its commit would.
    */
-  const twoRunning = (outboxChangeCount?: () => number) =>
+  const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage) =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.activate
@@ -160,12 +161,15 @@ describe("the watch's own loop", () => {
       })
       assert.strictEqual(claimed.length, 2)
       const rings = yield* Queue.unbounded<void>()
+      const sql = yield* SqlClient
       const watch = yield* CancelWatch.make({
         ownerId: "me",
         changes: Effect.succeed(Stream.fromQueue(rings)),
         outboxChangeCount
-      })
-      const sql = yield* SqlClient
+      }).pipe(
+        // Its reads of the watched rows die while `broken` is armed.
+        Effect.provideService(SqlClient, broken === undefined ? sql : dyingSql(sql, "lease_owner FROM outbox", broken))
+      )
       return {
         watch,
         ring: Queue.offer(rings, undefined),
@@ -195,6 +199,25 @@ describe("the watch's own loop", () => {
         yield* eventually(Deferred.isDone(stopTwo), "j2's cancel seen without the poll")
         assert.isFalse(yield* Deferred.isDone(stopOne))
       }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  it.scoped("a check that dies does not end the watch: the next ring reads again and stops the cancelled one", () =>
+    Effect.gen(function* () {
+      const broken = { armed: false, once: true }
+      const { watch, ring, cancelAndRing, stopOne } = yield* twoRunning(undefined, broken)
+      yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
+      yield* settle
+      // given a check whose read dies
+      broken.armed = true
+      yield* cancelAndRing("job:j1")
+      yield* settle
+      assert.isFalse(broken.armed, "the check ran and died")
+      assert.isFalse(yield* Deferred.isDone(stopOne))
+      // when the next ring comes (no clock moves: not the poll)
+      yield* ring
+      // then the watch reads again and stops the cancelled performance
+      yield* eventually(Deferred.isDone(stopOne), "the cancel seen after the check that died")
+    }).pipe(Effect.provide(jobsEngine()))
   )
 
   it.scoped(

@@ -1,0 +1,28 @@
+/**
+ * A background loop's round (a heartbeat, a retention pass, a cancel check) that fails or dies is
+ * logged, and the loop goes on at its next round. Catching failures alone was not enough: a defect
+ * (a bug in a read, a driver that throws what it should have returned) ended the loop's fiber, which
+ * Effect reports at debug level only, so the process went on without its heartbeat (peers then take
+ * a live owner's leases), its pruning or its cancel checks, and said nothing. Only an interruption
+ * (the scope closing at shutdown) ends the loop.
+ */
+import { Cause, Effect, LogLevel, Option } from "effect"
+
+/** Longest cause text logged for a defect: a stack, not a dump of every fiber's. */
+const CAUSE_CHARS = 2_000
+
+/**
+ * The round, with its failures logged at `failureLevel` (a store that refused: the next round tries
+ * again) and its defects at error level (a bug), bounded to 2,000 characters.
+ */
+export const survive =
+  (message: string, failureLevel: LogLevel.LogLevel = LogLevel.Warning) =>
+  <A, E, R>(round: Effect.Effect<A, E, R>): Effect.Effect<void, never, R> =>
+    Effect.catchAllCause(Effect.asVoid(round), (cause) => {
+      // An interrupt-only cause holds no failure of type E: re-raising it ends the loop at shutdown.
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      return Option.isSome(failure) && Option.isNone(Cause.dieOption(cause))
+        ? Effect.logWithLevel(failureLevel, message, failure.value)
+        : Effect.logError(message, Cause.pretty(cause).slice(0, CAUSE_CHARS))
+    })
