@@ -7,7 +7,7 @@
  * lands marks the store writable too.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import { WriteProbe } from "@orchestration/engine"
+import { LoopRounds, WriteProbe } from "@orchestration/engine"
 import { Context, type Duration, Effect, Layer } from "effect"
 
 export interface StoreWritabilityShape {
@@ -47,7 +47,14 @@ export const make = (options: { readonly probeEvery: Duration.DurationInput }) =
         yield* Effect.logInfo("the store takes writes again: a probe write landed")
       }
     })
-    yield* Effect.forkScoped(Effect.forever(Effect.zipRight(Effect.sleep(options.probeEvery), probe)))
+    // A probe that dies (a bug) must not end the probing: /health would say "unavailable" for good.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.zipRight(Effect.sleep(options.probeEvery), probe).pipe(
+          LoopRounds.survive("the write probe failed; probing again")
+        )
+      )
+    )
     return StoreWritability.of({
       writable: Effect.sync(() => writable),
       refused: Effect.sync(() => {

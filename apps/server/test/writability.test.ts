@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, SqliteStore } from "@orchestration/engine"
+import { Engine, SqliteStore, StorageFaults } from "@orchestration/engine"
 import { Effect, Layer, TestClock } from "effect"
 import { join } from "node:path"
 import * as StoreWritability from "../src/StoreWritability.js"
@@ -60,4 +60,31 @@ describe("store writability", () => {
       assert.isTrue(yield* writability.writable)
     }).pipe(Effect.provide(store()))
   )
+
+  it.scoped("a probe that dies does not end the probing: the next one that lands marks the store writable", () => {
+    // The probe's fault point dies once when armed: a bug in the probe's write, not a refusal.
+    const broken = { armed: false }
+    const dying = Layer.succeed(StorageFaults, {
+      before: () =>
+        Effect.suspend(() => {
+          if (!broken.armed) return Effect.void
+          broken.armed = false
+          return Effect.dieMessage("probe bug")
+        })
+    })
+    return Effect.gen(function* () {
+      const writability = yield* StoreWritability.make({ probeEvery: "5 seconds" })
+      yield* writability.refused
+      // given a probe that dies
+      broken.armed = true
+      yield* TestClock.adjust("5 seconds")
+      yield* settle
+      assert.isFalse(broken.armed, "the probe ran and died")
+      assert.isFalse(yield* writability.writable)
+      // when the next interval comes, then its probe lands: the probing lives
+      yield* TestClock.adjust("5 seconds")
+      yield* settle
+      assert.isTrue(yield* writability.writable)
+    }).pipe(Effect.provide(Layer.merge(store(), dying)))
+  })
 })
