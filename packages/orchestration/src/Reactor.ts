@@ -500,7 +500,9 @@ export const run = <R>(
     const loop = Effect.gen(function* () {
       yield* engine.awaitActivation
       active = true
-      let cursor = yield* ReactorCursors.cursor(definition.name)
+      // Read by the first step (`cursorReadAt` is unset), inside its guard: a read here that failed
+      // once (a busy store, a connection blip at activation) ended the loop for the process's life.
+      let cursor = 0
       let coolOff = 100
       /** The end of the cool-off after a failed step: no step before it, whatever rings. */
       let coolUntil = -Infinity

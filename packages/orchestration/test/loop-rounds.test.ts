@@ -6,8 +6,8 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Retention, Worker } from "@orchestration/engine"
-import { TestStore } from "@orchestration/engine/testing"
+import { Engine, Retention, Worker } from "../src/index.js"
+import * as TestStore from "../src/testing/TestStore.js"
 import { Effect, Layer, Logger, TestClock } from "effect"
 import { dyingSqlLayer } from "./fixtures/dyingSql.js"
 import { submit } from "./fixtures/Jobs.js"

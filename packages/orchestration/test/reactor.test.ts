@@ -4,9 +4,20 @@ import { Deferred, Effect, FiberRef, HashMap, Layer, Logger, TestClock } from "e
 import { EffectFailure, EffectOutcomes, Engine, FreeSpace } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as ReactorCursors from "../src/ReactorCursors.js"
+import * as TestStore from "../src/testing/TestStore.js"
+import { dyingSqlLayer } from "./fixtures/dyingSql.js"
 import { jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
-import { eventually, gated, refuseWrites, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import {
+  eventually,
+  gated,
+  refuseWrites,
+  scriptedHandler,
+  settle,
+  stack,
+  stackOverStore,
+  testReactor
+} from "./fixtures/reactors.js"
 
 describe("reactors: wake-up", () => {
   it.effect("the doorbell wakes the reactor at once: performed and settled without the clock moving", () => {
@@ -468,6 +479,35 @@ describe("reactors: a step that dies", () => {
       )
       assert.deepStrictEqual(handler.performed, ["job:j1#1"])
     }).pipe(Effect.provide(provided))
+  })
+})
+
+describe("reactors: start-up", () => {
+  it.effect("a first read of the cursor that fails does not end the loop: it cools off and claims", () => {
+    const handler = scriptedHandler()
+    // given a store that refuses the reactor's first read of its cursor (busy, or a connection blip)
+    const broken = { armed: true, once: true, refuse: true }
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* settle
+      assert.isFalse(broken.armed, "the cursor's read was refused")
+      // when a row only the loop claims (process-bound: never claimed at commit) comes after the cool-off
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      yield* TestClock.adjust("100 millis")
+      // then it is performed: the loop lives
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (row) => row?.status === "succeeded"),
+        "performed after the refused read"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+    }).pipe(
+      Effect.provide(
+        stackOverStore([testReactor(handler.handle)]).pipe(
+          Layer.provideMerge(dyingSqlLayer("SELECT position FROM reactor_cursors", broken)),
+          Layer.provideMerge(TestStore.layer({ filename: ":memory:" }))
+        )
+      )
+    )
   })
 })
 
