@@ -6,7 +6,7 @@
  * one commit holds), CommitHints (the hints rung after commits) and ReadSide (the reads).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Context, Effect, Exit, Layer, Option, type Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, type Scope, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { keyOf, makeAggregateStates } from "./AggregateStates.js"
 import type { Origin } from "./CommandId.js"
@@ -28,6 +28,7 @@ import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace, type FreeSpaceShape } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
 import {
+  engineDefect,
   processBatch,
   type CommandResult,
   type DispatchAnswer,
@@ -230,7 +231,9 @@ const batchRunner =
   (deps: BatchRunnerDeps) =>
   (
     batch: ReadonlyArray<QueuedCommand>,
-    answer: (results: ReadonlyArray<CommandResult>) => void = () => {}
+    answer: (results: ReadonlyArray<CommandResult>) => void = () => {},
+    /** Told the batch's results as soon as they are known (committed or not), before the work after. */
+    decided: (results: ReadonlyArray<CommandResult>) => void = () => {}
   ): Effect.Effect<ReadonlyArray<CommandResult>> => {
     const { sql, writer, head, states, projections, commitWriter, hints, counters, tails, commitClaims, freeSpace } =
       deps
@@ -252,6 +255,7 @@ const batchRunner =
               counters.abandonedBatches++
             }
           )
+          decided(results)
           // Rows claimed in the commit start first: nothing else stands between their commit and their handlers.
           if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs)
           let outboxChanged = false
@@ -336,7 +340,28 @@ export const make = (config: EngineConfig) =>
       yield* lifecycle.awaitActivation
       while (true) {
         const batch = yield* queue.takeBatch(maxBatch)
-        yield* runBatch(batch, (results) => batch.forEach((item, index) => queue.answer(item, results[index]!)))
+        let answered = false
+        let decided: ReadonlyArray<CommandResult> | undefined
+        const answerAll = (results: ReadonlyArray<CommandResult>) => {
+          answered = true
+          batch.forEach((item, index) => queue.answer(item, results[index]!))
+        }
+        yield* runBatch(batch, answerAll, (results) => (decided = results)).pipe(
+          // A defect outside processBatch's own guard (the probe before it, the claims handed over or the
+          // horizons moved after its commit) ended this fiber: every dispatch from then on waited for ever,
+          // and shutdown with them. Each command is answered (with what its batch decided, if it got that
+          // far: a committed command is accepted, as its receipt says) and the processor goes on.
+          Effect.catchAllCause((cause) =>
+            Effect.gen(function* () {
+              yield* Effect.logError(
+                "a dispatch batch died; its commands are answered and the engine goes on",
+                Cause.pretty(cause).slice(0, 2_000)
+              )
+              if (answered) return
+              answerAll(decided ?? batch.map(() => Exit.fail(engineDefect(cause))))
+            })
+          )
+        )
         // Let the clients just answered run (and send their next command) before the next take, so a
         // batch gathers every waiting client instead of the first one scheduled (group commit).
         yield* Effect.yieldNow()

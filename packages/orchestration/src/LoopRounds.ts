@@ -4,7 +4,7 @@
  * (a bug in a read, a driver that throws what it should have returned) ended the loop's fiber, which
  * Effect reports at debug level only, so the process went on without its heartbeat (peers then take
  * a live owner's leases), its pruning or its cancel checks, and said nothing. Only an interruption
- * (the scope closing at shutdown) ends the loop.
+ * of the loop's own fiber (the scope closing at shutdown) ends the loop.
  */
 import { Cause, Effect, LogLevel, Option } from "effect"
 
@@ -18,9 +18,10 @@ const CAUSE_CHARS = 2_000
 export const survive =
   (message: string, failureLevel: LogLevel.LogLevel = LogLevel.Warning) =>
   <A, E, R>(round: Effect.Effect<A, E, R>): Effect.Effect<void, never, R> =>
+    // Shutdown still ends the loop: once its own fiber is interrupted, Effect runs no recovery handler.
+    // An interrupt-only cause that does reach here came from inside the round (a child fiber it joined
+    // was interrupted): a round that failed, like any other.
     Effect.catchAllCause(Effect.asVoid(round), (cause) => {
-      // An interrupt-only cause holds no failure of type E: re-raising it ends the loop at shutdown.
-      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       const failure = Cause.failureOption(cause)
       return Option.isSome(failure) && Option.isNone(Cause.dieOption(cause))
         ? Effect.logWithLevel(failureLevel, message, failure.value)

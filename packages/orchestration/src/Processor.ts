@@ -455,6 +455,15 @@ const LOST_RACE_RUNS = 3
  * Processes one batch to an answer per command, in order. Never fails: every failure is an answer.
  * Storage failures abandon the batch and re-run its commands alone, so each gets its own answer.
  */
+/** The answer to a command whose batch failed by a bug of ours, not the store's. */
+export const engineDefect = (cause: Cause.Cause<unknown>): StorageFailure =>
+  new StorageFailure({
+    reason: "unknown",
+    code: "ENGINE_DEFECT",
+    operation: "dispatch",
+    message: `dispatch failed unexpectedly: ${Cause.pretty(cause)}`
+  })
+
 export const processBatch = (
   deps: ProcessorDeps,
   items: ReadonlyArray<QueuedCommand>,
@@ -507,12 +516,7 @@ export const processBatch = (
     }),
     Effect.catchAllCause((cause) => {
       // A bug of ours, not the store's: every command of the batch fails visibly, none is answered accepted.
-      const failure = new StorageFailure({
-        reason: "unknown",
-        code: "ENGINE_DEFECT",
-        operation: "dispatch",
-        message: `dispatch failed unexpectedly: ${Cause.pretty(cause)}`
-      })
+      const failure = engineDefect(cause)
       for (const item of items) deps.states.drop(keyOf(item.identity.aggregateType, item.identity.aggregateId))
       return Effect.succeed(items.map(() => Exit.fail(failure)))
     })

@@ -619,10 +619,10 @@ export const run = <R>(
           Effect.tap(() => Effect.sync(() => (coolOff = 100))),
           // A defect too (a bug in a read, a row no code expected): a loop that died would leave this
           // process claiming nothing, silently, while its heartbeat keeps peers from taking its work.
-          // Only an interruption (shutdown) ends the loop.
+          // Only an interruption of the loop's own fiber (shutdown) ends it: Effect then runs no
+          // recovery handler (see LoopRounds).
           Effect.catchAllCause((cause) =>
             Effect.gen(function* () {
-              if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause)
               const failure = Cause.failureOption(cause)
               // The store is failing: back off instead of spinning on it.
               yield* Effect.logError("reactor step failed; cooling off", {
