@@ -85,8 +85,10 @@ export interface EventRecord {
   readonly aggregateId: string
   readonly version: number
   readonly type: string
-  /** The encoded event, as stored (JSON). */
+  /** The encoded event, as stored (JSON); null when it could not be read (`undecodable` says why). */
   readonly payload: unknown
+  /** Present when the stored payload is not JSON: why. Decoding such a record fails (UndecodableEvent). */
+  readonly undecodable?: string
   readonly commandId: string
   readonly occurredAt: number
   readonly schemaVersion: number

@@ -18,6 +18,7 @@ export const keyOf = (aggregateType: string, aggregateId: string) => `${aggregat
 
 /** Decodes one stored event with its aggregate's schema, upcasting older schema versions first. */
 export const decodeEvent = (aggregate: AnyAggregate, record: EventRecord): Either.Either<unknown, UndecodableEvent> => {
+  if (record.undecodable !== undefined) return Either.left(undecodable(record, record.undecodable))
   let payload: unknown
   try {
     payload =

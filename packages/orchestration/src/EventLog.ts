@@ -36,18 +36,30 @@ export const columns = [
   "occurred_at"
 ] as const satisfies ReadonlyArray<keyof EventRow>
 
-const toRecord = (row: EventRow): EventRecord => ({
-  sequence: row.sequence,
-  eventId: row.event_id,
-  aggregateType: row.aggregate_type,
-  aggregateId: row.aggregate_id,
-  version: row.version,
-  type: row.type,
-  payload: JSON.parse(row.payload),
-  commandId: row.command_id,
-  occurredAt: row.occurred_at,
-  schemaVersion: row.schema_version
-})
+/**
+ * Never throws: a stored payload that is not JSON (cut off, edited by hand) is read as `payload: null`
+ * with `undecodable` saying why, and decoding the record then fails as any undecodable event does
+ * (AggregateStates.decodeEvent): its aggregate is quarantined, not every reader of the log. A throw
+ * here stopped boot whenever a dead owner's row belonged to that aggregate, and failed whole batches.
+ */
+const toRecord = (row: EventRow): EventRecord => {
+  const record = {
+    sequence: row.sequence,
+    eventId: row.event_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    version: row.version,
+    type: row.type,
+    commandId: row.command_id,
+    occurredAt: row.occurred_at,
+    schemaVersion: row.schema_version
+  }
+  try {
+    return { ...record, payload: JSON.parse(row.payload) }
+  } catch (error) {
+    return { ...record, payload: null, undecodable: `its stored payload is not JSON (${String(error).slice(0, 200)})` }
+  }
+}
 
 export interface NewEvent {
   readonly eventId: string

@@ -35,13 +35,12 @@ const previousProcess = (file: string, jobs: ReadonlyArray<readonly [string, str
     })
   }).pipe(Effect.provide(jobsEngine(file)))
 
-/** Makes one job's stored event undecodable, as a bad migration or a dropped event type would. */
-const corruptJob = (jobId: string) =>
-  Effect.flatMap(
-    SqlClient,
-    (sql) =>
-      sql`UPDATE events SET payload = ${JSON.stringify({ type: "job.submitted", kind: 42, effectId: `job:${jobId}` })} WHERE aggregate_id = ${jobId}`
-  )
+/** A stored event of the wrong shape, as a bad migration or a dropped event type would leave it. */
+const wrongShape = (jobId: string) => JSON.stringify({ type: "job.submitted", kind: 42, effectId: `job:${jobId}` })
+
+/** Makes one job's stored event undecodable: of the wrong shape, or given payload text. */
+const corruptJob = (jobId: string, payload = wrongShape(jobId)) =>
+  Effect.flatMap(SqlClient, (sql) => sql`UPDATE events SET payload = ${payload} WHERE aggregate_id = ${jobId}`)
 
 /** Runs `f` against the store file alone (no engine), to arrange what a previous process left. */
 const withStore = <A, E>(file: string, f: Effect.Effect<A, E, SqlClient>) => f.pipe(Effect.provide(jobsEngine(file)))
@@ -70,46 +69,52 @@ const quarantineOf = (row: Outbox.OutboxRow | undefined) =>
   (row as unknown as { quarantine: any } | undefined)?.quarantine
 
 describe("quarantine at boot", () => {
-  it.effect(
-    "a running row whose aggregate has an undecodable event is quarantined with its reason; the node boots and serves others",
-    () => {
-      const file = tempDbFile()
-      const handler = scriptedHandler()
-      const next = Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        const report = yield* Boot.BootReport
-        yield* engine.activate
-        const bad = (yield* Outbox.find("job:bad"))!
-        assert.strictEqual(bad.status, "quarantined")
-        assert.strictEqual(bad.leaseOwner, null)
-        const record = quarantineOf(bad)
-        assert.strictEqual(record.reason, "aggregate-unavailable")
-        assert.include(record.message, "cannot be decoded")
-        assert.strictEqual(record.by, "reconcile")
-        // The settlement it could not record is kept, so a release records exactly that.
-        assert.strictEqual(record.settlement.type, "effect.fail")
-        assert.strictEqual(record.settlement.commandId, "reconcile:job:bad#1")
-        assert.strictEqual(report.reconciled.quarantined, 1)
-        assert.strictEqual(report.reconciled.failed, 1)
-        // The other aggregate's row was settled by policy, and new work of another aggregate runs.
-        assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
-        yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
-        yield* eventually(
-          Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"),
-          "later job performed"
-        )
-        assert.strictEqual((yield* Outbox.countsByStatus).quarantined, 1)
-      }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
-      return Effect.gen(function* () {
-        yield* previousProcess(file, [
-          ["bad", "work.bound"],
-          ["good", "work.bound"]
-        ])
-        yield* withStore(file, corruptJob("bad"))
-        yield* next
-      })
-    }
-  )
+  // Not JSON at all (cut off): the row read itself must not throw past the quarantine (it blocked every boot).
+  const corruptions = [
+    ["an undecodable event", (jobId: string) => wrongShape(jobId)],
+    ["an event whose payload is not JSON", () => '{"type":"job.submitted","kind":']
+  ] as const
+  for (const [what, corruption] of corruptions)
+    it.effect(
+      `a running row whose aggregate has ${what} is quarantined with its reason; the node boots and serves others`,
+      () => {
+        const file = tempDbFile()
+        const handler = scriptedHandler()
+        const next = Effect.gen(function* () {
+          const engine = yield* Engine.Engine
+          const report = yield* Boot.BootReport
+          yield* engine.activate
+          const bad = (yield* Outbox.find("job:bad"))!
+          assert.strictEqual(bad.status, "quarantined")
+          assert.strictEqual(bad.leaseOwner, null)
+          const record = quarantineOf(bad)
+          assert.strictEqual(record.reason, "aggregate-unavailable")
+          assert.include(record.message, "cannot be decoded")
+          assert.strictEqual(record.by, "reconcile")
+          // The settlement it could not record is kept, so a release records exactly that.
+          assert.strictEqual(record.settlement.type, "effect.fail")
+          assert.strictEqual(record.settlement.commandId, "reconcile:job:bad#1")
+          assert.strictEqual(report.reconciled.quarantined, 1)
+          assert.strictEqual(report.reconciled.failed, 1)
+          // The other aggregate's row was settled by policy, and new work of another aggregate runs.
+          assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
+          yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
+          yield* eventually(
+            Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"),
+            "later job performed"
+          )
+          assert.strictEqual((yield* Outbox.countsByStatus).quarantined, 1)
+        }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
+        return Effect.gen(function* () {
+          yield* previousProcess(file, [
+            ["bad", "work.bound"],
+            ["good", "work.bound"]
+          ])
+          yield* withStore(file, corruptJob("bad", corruption("bad")))
+          yield* next
+        })
+      }
+    )
 
   it.effect(
     "a running row whose aggregate type is no longer registered is quarantined; a second boot succeeds too",
