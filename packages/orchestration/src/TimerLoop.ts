@@ -54,6 +54,15 @@ const fireDue = (engine: EngineShape, options: Required<TimerLoopOptions>) =>
       if (due.length === 0) return false
       for (const row of due) {
         const commandId = Timers.fireId(row)
+        if (row.undecodable !== undefined) {
+          // Nothing to dispatch: failed for good (visible in the timers table and the log), never claimed again.
+          yield* Effect.logError("timer command unreadable; the timer is marked failed", {
+            commandId,
+            why: row.undecodable
+          })
+          yield* Timers.settle(row, "failed", yield* Clock.currentTimeMillis)
+          continue
+        }
         const exit = yield* Effect.exit(
           engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" })
         )

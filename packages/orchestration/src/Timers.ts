@@ -35,6 +35,8 @@ export interface TimerRow {
   readonly dueAt: number
   readonly command: Record<string, unknown>
   readonly status: TimerStatus
+  /** Present when the stored command is not JSON (then `command` is empty): why. Such a timer is failed, never fired. */
+  readonly undecodable?: string
 }
 
 interface RawRow {
@@ -47,15 +49,25 @@ interface RawRow {
   readonly status: TimerStatus
 }
 
-const toRow = (r: RawRow): TimerRow => ({
-  aggregateType: r.aggregate_type,
-  aggregateId: r.aggregate_id,
-  timerId: r.timer_id,
-  generation: Number(r.generation),
-  dueAt: Number(r.due_at),
-  command: JSON.parse(r.command) as Record<string, unknown>,
-  status: r.status
-})
+/**
+ * Never throws: a throw here, in the claim of a page of due timers, left the whole page claimed and
+ * unfired, and the same page was claimed again (and thrown again) at every lease's end.
+ */
+const toRow = (r: RawRow): TimerRow => {
+  const row = {
+    aggregateType: r.aggregate_type,
+    aggregateId: r.aggregate_id,
+    timerId: r.timer_id,
+    generation: Number(r.generation),
+    dueAt: Number(r.due_at),
+    status: r.status
+  }
+  try {
+    return { ...row, command: JSON.parse(r.command) as Record<string, unknown> }
+  } catch (error) {
+    return { ...row, command: {}, undecodable: `its stored command is not JSON (${String(error).slice(0, 200)})` }
+  }
+}
 
 /** The table (migration 0005_timers). */
 export const createTable = Effect.gen(function* () {

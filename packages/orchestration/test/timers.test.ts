@@ -109,6 +109,31 @@ describe("durable timers under TestClock", () => {
     }).pipe(Effect.provide(stack()))
   )
 
+  it.effect("a timer whose stored command is not JSON is marked failed; the timers due with it fire", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given three timers due at one time, one of them damaged in the store (cut off, edited by hand)
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
+      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+      yield* sql`UPDATE timers SET command = '{"type":"reminder.fire' WHERE timer_id = 't2'`
+      // when their time comes
+      yield* TestClock.adjust("5 seconds")
+      // then the two readable ones fire, and the damaged one is failed for good, not claimed again forever
+      yield* eventually(firedCount(2), "the readable timers fired")
+      const rows = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.deepStrictEqual(
+        rows.map((r) => [r.timerId, r.status]).sort(),
+        [
+          ["t1", "fired"],
+          ["t2", "failed"],
+          ["t3", "fired"]
+        ]
+      )
+    }).pipe(Effect.provide(stack()))
+  )
+
   it.effect("a client cannot dispatch under the timer: prefix", () =>
     Effect.gen(function* () {
       const e = yield* Engine.Engine
