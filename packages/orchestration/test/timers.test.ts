@@ -123,14 +123,11 @@ describe("durable timers under TestClock", () => {
       // then the two readable ones fire, and the damaged one is failed for good, not claimed again forever
       yield* eventually(firedCount(2), "the readable timers fired")
       const rows = yield* Timers.ofAggregate("reminder", "o-1")
-      assert.deepStrictEqual(
-        rows.map((r) => [r.timerId, r.status]).sort(),
-        [
-          ["t1", "fired"],
-          ["t2", "failed"],
-          ["t3", "fired"]
-        ]
-      )
+      assert.deepStrictEqual(rows.map((r) => [r.timerId, r.status]).sort(), [
+        ["t1", "fired"],
+        ["t2", "failed"],
+        ["t3", "fired"]
+      ])
     }).pipe(Effect.provide(stack()))
   )
 
