@@ -47,7 +47,8 @@ export const make = (options: { readonly probeEvery: Duration.DurationInput }) =
         yield* Effect.logInfo("the store takes writes again: a probe write landed")
       }
     })
-    // A probe that dies (a bug) must not end the probing: /health would say "unavailable" for good.
+    // swallow-ok: a probe that fails or dies is logged and the next one asks again; one that died
+    // ended the probing, and /health said "unavailable" for good.
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.zipRight(Effect.sleep(options.probeEvery), probe).pipe(

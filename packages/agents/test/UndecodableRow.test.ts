@@ -13,20 +13,24 @@ import { transcriptView } from "../src/ThreadReadModel.js"
 import { advanceUntil, agentsStack, allTurnsTerminal, send, turnStatus } from "./fixtures/agents.js"
 
 /** A provider that is down: every step fails retryably, so the step's row waits pending for its retry. */
-let asked = 0
-const down = Layer.succeed(ModelProvider, {
-  step: (request) =>
-    Effect.suspend(() => {
-      asked++
-      return Effect.fail(
-        new ProviderError({ provider: "test", requestId: request.requestId, reason: "unavailable", message: "down" })
-      )
-    })
-})
+const down = () => {
+  const counted = { asked: 0 }
+  const layer = Layer.succeed(ModelProvider, {
+    step: (request) =>
+      Effect.suspend(() => {
+        counted.asked++
+        return Effect.fail(
+          new ProviderError({ provider: "test", requestId: request.requestId, reason: "unavailable", message: "down" })
+        )
+      })
+  })
+  return { counted, layer }
+}
 
 describe("a thread's effect row whose stored payload cannot be read", () => {
-  it.effect("fails the turn with the stored reason, unperformed; the row is failed, not quarantined", () =>
-    Effect.gen(function* () {
+  it.effect("fails the turn with the stored reason, unperformed; the row is failed, not quarantined", () => {
+    const provider = down()
+    return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       const sql = yield* SqlClient
       const effectId = "step:u1:m1#1"
@@ -45,7 +49,7 @@ describe("a thread's effect row whose stored payload cannot be read", () => {
       const row = (yield* Outbox.find(effectId))!
       assert.strictEqual(row.status, "failed")
       assert.strictEqual((row.error as { code?: string } | null)?.code, "payload-undecodable")
-      assert.strictEqual(asked, 1, "the damaged row was never performed again")
+      assert.strictEqual(provider.counted.asked, 1, "the damaged row was never performed again")
       assert.isTrue((yield* transcriptView("u1"))!.valid)
       // The thread's steps still list, the damaged one without the turn and step its payload held.
       const steps = yield* stepsOfThread("u1")
@@ -53,6 +57,6 @@ describe("a thread's effect row whose stored payload cannot be read", () => {
         steps.map((s) => [s.effectId, s.status, s.turnId]),
         [[effectId, "failed", ""]]
       )
-    }).pipe(Effect.provide(agentsStack({ provider: down })))
-  )
+    }).pipe(Effect.provide(agentsStack({ provider: provider.layer })))
+  })
 })

@@ -85,6 +85,7 @@ export const layer = (options: RetentionOptions = {}) =>
               ? Effect.logDebug("retention pruned", pruned)
               : Effect.void
           ),
+          // swallow-ok: logged; nothing is lost by pruning at the next round instead
           LoopRounds.survive("retention round failed; trying again next round")
         )
       )

@@ -91,8 +91,9 @@ export const layer = (options: WorkerOptions = {}) =>
         Effect.forever(
           Effect.sleep(identity.heartbeatEvery).pipe(
             Effect.zipRight(beat),
-            // A defect too: a heartbeat loop that died would leave this live process looking dead to
-            // its peers, who would take its leases.
+            // swallow-ok: logged, and retried at the next beat (a missed beat only makes this owner look
+            // dead sooner). A defect too: a heartbeat loop that died would leave this live process
+            // looking dead to its peers, who would take its leases.
             LoopRounds.survive("heartbeat not recorded; retrying at the next beat")
           )
         )
