@@ -4,7 +4,7 @@
  * gets the row parked), and the rows of dead owners, settled by their kind's policy. The processor
  * settles what these dispatch a batch at a time (SettlementPage.ts).
  */
-import { Cause, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Duration, Effect, Exit, Option, Schedule } from "effect"
 import { reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import type { EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
@@ -115,14 +115,14 @@ export const settleOutcome = (
         if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
           // The aggregate cannot record anything about this row: park it with what was performed,
           // for an operator to release or fail. Never left running, never retried in silence.
+          // A park the store refuses is tried again until it lands, as a refused settle is: a live
+          // owner's running row is reclaimed by nobody (only boot reconcile after this process ends).
           return yield* Quarantine.park(row, performed, failure, by).pipe(
-            Effect.as("quarantined" as const),
-            Effect.catchAll((stored) =>
-              Effect.logError("could not quarantine the effect; its lease will lapse and a reclaim will", {
-                effectId: row.effectId,
-                stored
-              }).pipe(Effect.as("abandoned" as const))
-            )
+            Effect.tapError((stored) =>
+              Effect.logError("could not quarantine the effect; trying again", { effectId: row.effectId, stored })
+            ),
+            Effect.retry(Schedule.union(Schedule.exponential("100 millis"), Schedule.spaced("5 seconds"))),
+            Effect.as("quarantined" as const)
           )
         }
         // A defect recording the outcome: record that instead, once; the row must not stay running.

@@ -16,7 +16,8 @@ import { engineMigrations, migrate } from "../src/storage/Migrations.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import { Job, jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
-import { eventually, gated, scriptedHandler, stack, testReactor } from "./fixtures/reactors.js"
+import { dyingSqlLayer } from "./fixtures/dyingSql.js"
+import { eventually, gated, scriptedHandler, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
 
 /** A previous process: submits these jobs, and a dead owner (node-A's earlier incarnation) claims them. */
 const previousProcess = (file: string, jobs: ReadonlyArray<readonly [string, string]>) =>
@@ -287,6 +288,50 @@ describe("quarantine at run time", () => {
       )
     )
   })
+
+  it.effect(
+    "a park the store refuses is tried again until it lands: the row never stays running under its live owner",
+    () => {
+      const handler = scriptedHandler()
+      const gate = gated({ done: "bad" })
+      handler.behaviors.set("job:bad", gate.behavior)
+      // The store refuses the first park (busy, or full for a moment).
+      const broken = { armed: true, once: true, refuse: true }
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
+        yield* eventually(
+          Effect.map(Outbox.find("job:bad"), (row) => row?.status === "running"),
+          "bad claimed"
+        )
+        yield* engine.dispatchWithReceipt(submit("other", "work.safe"))
+        yield* corruptJob("bad")
+        yield* gate.open
+        yield* eventually(
+          Effect.sync(() => !broken.armed),
+          "the first park was refused"
+        )
+        // A live owner's running row is reclaimed by nobody: only a second try of the park settles it.
+        yield* TestClock.adjust("1 second")
+        yield* eventually(
+          Effect.map(Outbox.find("job:bad"), (row) => row?.status === "quarantined"),
+          "parked at the second try"
+        )
+        assert.strictEqual(quarantineOf(yield* Outbox.find("job:bad")).reason, "aggregate-unavailable")
+        assert.deepStrictEqual(
+          handler.performed.filter((p) => p.startsWith("job:bad#")),
+          ["job:bad#1"]
+        )
+      }).pipe(
+        Effect.provide(
+          stackOverStore([testReactor(handler.handle)], { engine: { cacheCapacity: 1 } }).pipe(
+            Layer.provideMerge(dyingSqlLayer("SET status = 'quarantined'", broken)),
+            Layer.provideMerge(TestStore.layer({ filename: ":memory:" }))
+          )
+        )
+      )
+    }
+  )
 
   it.effect(
     "a dead owner's row whose aggregate cannot be replayed is parked by the reclaim, not retried every second",
