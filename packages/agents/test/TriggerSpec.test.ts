@@ -69,6 +69,16 @@ const nine = at("2026-06-01T09:00:00Z")
 const nineNext = at("2026-06-02T09:00:00Z")
 const putEvent: TriggerEvent = { type: "trigger.put", spec, nextAt: nine }
 
+/** The settled `trigger.fire` of the tick at `time`, as its reactor reports it. */
+const fireOutcome = (time: number, fields: Partial<EffectOutcome> & Pick<EffectOutcome, "status">): EffectOutcome => ({
+  effectId: tickId("daily", time),
+  kind: "trigger.fire",
+  payload: { triggerId: "daily", at: time, threadId: "inbox", text: "good morning" },
+  attempt: 1,
+  by: "reactor",
+  ...fields
+})
+
 describe("the trigger decider", () => {
   it("a put schedules the tick timer at the cron's next time after now", () =>
     given([])
@@ -187,15 +197,11 @@ describe("the trigger decider", () => {
       }))
 
   it("a tick's settled message is recorded as its delivery; a retry is not", () => {
-    const outcome = (status: EffectOutcome["status"]): EffectOutcome => ({
-      effectId: tickId("daily", nine),
-      kind: "trigger.fire",
-      payload: { triggerId: "daily", at: nine, threadId: "inbox", text: "good morning" },
-      attempt: 1,
-      status,
-      ...(status === "failed" ? { error: { message: "thread 'inbox' refused", reason: "handler" as const } } : {}),
-      by: "reactor"
-    })
+    const outcome = (status: EffectOutcome["status"]): EffectOutcome =>
+      fireOutcome(nine, {
+        status,
+        ...(status === "failed" ? { error: { message: "thread 'inbox' refused", reason: "handler" as const } } : {})
+      })
     given([putEvent])
       .when(outcome("failed"), nine)
       .thenDecide({
@@ -214,15 +220,12 @@ describe("the trigger decider", () => {
 
   it("a tick whose stored payload could not be read is recorded as a failed delivery, its time found by its effect id", () => {
     // Outbox.toRow gives such a row `payload: null`; verdictFor fails it for good, unperformed.
-    const unreadable = (time: number): EffectOutcome => ({
-      effectId: tickId("daily", time),
-      kind: "trigger.fire",
-      payload: null,
-      attempt: 1,
-      status: "failed",
-      error: { message: "not performed: bad JSON", code: "payload-undecodable", reason: "defect" },
-      by: "reactor"
-    })
+    const unreadable = (time: number): EffectOutcome =>
+      fireOutcome(time, {
+        payload: null,
+        status: "failed",
+        error: { message: "not performed: bad JSON", code: "payload-undecodable", reason: "defect" }
+      })
     const fired: TriggerEvent = {
       type: "trigger.fired",
       at: nine,
@@ -260,15 +263,12 @@ describe("the trigger decider", () => {
   })
 
   it("a tick refused because its thread was deleted stops the trigger: no more ticks to a thread that is gone", () => {
-    const refused = (threadId: string): EffectOutcome => ({
-      effectId: tickId("daily", nine),
-      kind: "trigger.fire",
-      payload: { triggerId: "daily", at: nine, threadId, text: "good morning" },
-      attempt: 1,
-      status: "failed",
-      error: { message: "thread 'inbox' was deleted", code: "thread-deleted", reason: "handler" },
-      by: "reactor"
-    })
+    const refused = (threadId: string): EffectOutcome =>
+      fireOutcome(nine, {
+        payload: { triggerId: "daily", at: nine, threadId, text: "good morning" },
+        status: "failed",
+        error: { message: "thread 'inbox' was deleted", code: "thread-deleted", reason: "handler" }
+      })
     const delivered: TriggerEvent = {
       type: "trigger.delivered",
       at: nine,

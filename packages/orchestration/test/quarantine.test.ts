@@ -243,22 +243,33 @@ describe("quarantine at boot", () => {
 })
 
 describe("quarantine at run time", () => {
-  it.effect("a settle that hits AggregateUnavailable parks the row, logs once and does not retry", () => {
+  /**
+   * Job "bad" runs (held by a gate), then another command evicts its state (a cache of one) and its
+   * log is corrupted, and the gate opens: its settle hits AggregateUnavailable. Needs `cacheCapacity: 1`.
+   */
+  const badJobSettling = () => {
     const handler = scriptedHandler()
     const gate = gated({ done: "bad" })
     handler.behaviors.set("job:bad", gate.behavior)
-    const logs = captureLogs()
-    return Effect.gen(function* () {
+    const run = Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
       yield* eventually(
         Effect.map(Outbox.find("job:bad"), (row) => row?.status === "running"),
         "bad claimed"
       )
-      // Another command evicts the bad job's state (cache of one), then its log is corrupted.
       yield* engine.dispatchWithReceipt(submit("other", "work.safe"))
       yield* corruptJob("bad")
       yield* gate.open
+    })
+    return { handler, run }
+  }
+
+  it.effect("a settle that hits AggregateUnavailable parks the row, logs once and does not retry", () => {
+    const { handler, run } = badJobSettling()
+    const logs = captureLogs()
+    return Effect.gen(function* () {
+      yield* run
       yield* eventually(
         Effect.map(Outbox.find("job:bad"), (row) => row?.status !== "running"),
         "bad no longer running"
@@ -292,21 +303,11 @@ describe("quarantine at run time", () => {
   it.effect(
     "a park the store refuses is tried again until it lands: the row never stays running under its live owner",
     () => {
-      const handler = scriptedHandler()
-      const gate = gated({ done: "bad" })
-      handler.behaviors.set("job:bad", gate.behavior)
+      const { handler, run } = badJobSettling()
       // The store refuses the first park (busy, or full for a moment).
       const broken = { armed: true, once: true, refuse: true }
       return Effect.gen(function* () {
-        const engine = yield* Engine.Engine
-        yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
-        yield* eventually(
-          Effect.map(Outbox.find("job:bad"), (row) => row?.status === "running"),
-          "bad claimed"
-        )
-        yield* engine.dispatchWithReceipt(submit("other", "work.safe"))
-        yield* corruptJob("bad")
-        yield* gate.open
+        yield* run
         yield* eventually(
           Effect.sync(() => !broken.armed),
           "the first park was refused"
