@@ -490,7 +490,8 @@ describe("reactors: start-up", () => {
     return Effect.gen(function* () {
       const engine = yield* Engine.Engine
       yield* settle
-      assert.isFalse(broken.armed, "the cursor's read was refused")
+      // On PostgreSQL (a shared store, no change count) a step claims from 0 and reads no cursor at all.
+      if (TestStore.testStoreKind() !== "postgres") assert.isFalse(broken.armed, "the cursor's read was refused")
       // when a row only the loop claims (process-bound: never claimed at commit) comes after the cool-off
       yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
       yield* TestClock.adjust("100 millis")
