@@ -54,19 +54,23 @@ interface RawRow {
  * unfired, and the same page was claimed again (and thrown again) at every lease's end.
  */
 const toRow = (r: RawRow): TimerRow => {
-  const row = {
+  let command: Record<string, unknown> = {}
+  let undecodable: string | undefined
+  try {
+    command = JSON.parse(r.command) as Record<string, unknown>
+  } catch (error) {
+    undecodable = `its stored command is not JSON (${String(error).slice(0, 200)})`
+  }
+  const row: TimerRow = {
     aggregateType: r.aggregate_type,
     aggregateId: r.aggregate_id,
     timerId: r.timer_id,
     generation: Number(r.generation),
     dueAt: Number(r.due_at),
+    command,
     status: r.status
   }
-  try {
-    return { ...row, command: JSON.parse(r.command) as Record<string, unknown> }
-  } catch (error) {
-    return { ...row, command: {}, undecodable: `its stored command is not JSON (${String(error).slice(0, 200)})` }
-  }
+  return undecodable === undefined ? row : { ...row, undecodable }
 }
 
 /** The table (migration 0005_timers). */
