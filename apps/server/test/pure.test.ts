@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { EventRecord } from "@orchestration/engine"
-import { Chunk, Effect, Fiber, Stream, TestClock } from "effect"
+import { Chunk, Deferred, Effect, Fiber, Stream, TestClock } from "effect"
 import { statusOf } from "../src/Health.js"
-import { formatEvent, eventStream, heartbeatLine, parseLastEventId } from "../src/http/Sse.js"
+import { formatEvent, eventStream, heartbeatLine, parseLastEventId, sseResponse } from "../src/http/Sse.js"
 import * as Metrics from "../src/Metrics.js"
 import { fromDispatchError } from "../src/ApiErrors.js"
 import { closedResponse } from "../src/ListenerGate.js"
@@ -22,6 +22,28 @@ const record = (sequence: number): EventRecord => ({
 })
 
 describe("Server-Sent Events framing", () => {
+  it.effect("a stream that dies ends with an error event, as one that fails does, not silently", () =>
+    Effect.gen(function* () {
+      const draining = yield* Deferred.make<void>()
+      // given an event stream whose read dies after one message (a bug, not a storage failure)
+      const text = Stream.concat(Stream.make("id: 1\n\n"), Stream.dieMessage("bug in a read"))
+      // when its response is written
+      const response = sseResponse(text as Stream.Stream<string, { readonly message: string }>, {
+        what: "test stream",
+        draining
+      })
+      const body = response.body
+      if (body._tag !== "Stream") return assert.fail(`a stream body, got ${body._tag}`)
+      const bytes = yield* Stream.runCollect(body.stream)
+      const written = Chunk.toReadonlyArray(bytes)
+        .map((chunk) => new TextDecoder().decode(chunk))
+        .join("")
+      // then the client is told, and reconnects with Last-Event-ID (nothing of the stream is lost)
+      assert.include(written, "id: 1\n\n")
+      assert.match(written, /event: error\ndata: \{"error":"StreamFailed","message":"[^"]+"\}\n\n$/)
+    })
+  )
+
   it("an event is id, event and one data line of JSON", () => {
     assert.strictEqual(
       formatEvent(record(7)),

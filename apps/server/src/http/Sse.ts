@@ -5,7 +5,7 @@
  */
 import type { EventRecord } from "@orchestration/engine"
 import { HttpServerResponse } from "@effect/platform"
-import { Deferred, type Duration, Effect, Schedule, Stream } from "effect"
+import { Cause, Deferred, type Duration, Effect, Schedule, Stream } from "effect"
 import { clip } from "../ClientValue.js"
 import { parseDecimal } from "./QueryParams.js"
 
@@ -62,6 +62,18 @@ export const sseResponse = <E extends { readonly message: string }>(
         Stream.fromEffect(Effect.logError(`${options.what} ended by a storage failure`, failure)).pipe(
           Stream.as(
             `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
+          )
+        )
+      ),
+      // A defect (a bug in a read, a row no code expected) ends it as loudly: logged with its stack, and
+      // an `error` event, so the client reconnects at its Last-Event-ID instead of seeing a cut connection.
+      // (A client that went away interrupts the stream: no recovery handler runs for that.)
+      Stream.catchAllCause((cause) =>
+        Stream.fromEffect(
+          Effect.logError(`${options.what} ended by a defect`, Cause.pretty(cause).slice(0, 2_000))
+        ).pipe(
+          Stream.as(
+            `event: error\ndata: ${JSON.stringify({ error: "StreamFailed", message: `${options.what} ended unexpectedly; reconnect with Last-Event-ID` })}\n\n`
           )
         )
       ),
