@@ -17,7 +17,7 @@ import * as TestStore from "../src/testing/TestStore.js"
 import { Job, jobsEngine, jobStatus, submit } from "./fixtures/Jobs.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { dyingSqlLayer } from "./fixtures/dyingSql.js"
-import { eventually, gated, scriptedHandler, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
+import { eventually, gated, scriptedHandler, settle, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
 
 /** A previous process: submits these jobs, and a dead owner (node-A's earlier incarnation) claims them. */
 const previousProcess = (file: string, jobs: ReadonlyArray<readonly [string, string]>) =>
@@ -100,10 +100,16 @@ describe("quarantine at boot", () => {
           // The other aggregate's row was settled by policy, and new work of another aggregate runs.
           assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
           yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
-          yield* eventually(
-            Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded"),
-            "later job performed"
-          )
+          // Within the reactor's liveness poll (1 s), which the clock is moved through: the poll, not the
+          // commit's ring, is what the design promises. On PostgreSQL this test failed twice in CI (once
+          // with no warning logged) waiting 20 s for a ring alone with the clock never moving; the ring
+          // path's miss is open (session note), the row being served is what this test is about.
+          const laterPerformed = Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded")
+          for (let second = 0; second < 5 && !(yield* laterPerformed); second++) {
+            yield* settle
+            yield* TestClock.adjust("1 second")
+          }
+          yield* eventually(laterPerformed, "later job performed")
           assert.strictEqual((yield* Outbox.countsByStatus).quarantined, 1)
         }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: file, activation: "manual" })))
         return Effect.gen(function* () {
