@@ -12,6 +12,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import { StoredJson } from "@orchestration/engine"
 
 const toolPrefix = "tool:"
 
@@ -87,12 +88,8 @@ interface Row {
 
 /** A row whose stored payload is not JSON (Outbox.toRow fails it for good) lists without turn and step. */
 const readPayload = (text: string): { turnId?: unknown; step?: unknown } => {
-  try {
-    return (JSON.parse(text) as { turnId?: unknown; step?: unknown } | null) ?? {}
-  } catch {
-    // swallow-ok: a listing shows the damaged row (its effect id and status) instead of failing whole
-    return {}
-  }
+  const read = StoredJson.read(text, "payload")
+  return read.ok ? ((read.value as { turnId?: unknown; step?: unknown } | null) ?? {}) : {}
 }
 
 const toStep = (row: Row): StepStream => {

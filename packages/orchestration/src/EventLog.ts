@@ -6,6 +6,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import * as StoredJson from "./StoredJson.js"
 import type { EventRecord } from "./Aggregate.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
@@ -43,13 +44,7 @@ export const columns = [
  * here stopped boot whenever a dead owner's row belonged to that aggregate, and failed whole batches.
  */
 const toRecord = (row: EventRow): EventRecord => {
-  let payload: unknown = null
-  let undecodable: string | undefined
-  try {
-    payload = JSON.parse(row.payload)
-  } catch (error) {
-    undecodable = `its stored payload is not JSON (${String(error).slice(0, 200)})`
-  }
+  const read = StoredJson.read(row.payload, "payload")
   // One object, its keys in one order, on the hot read path (every replay and follower reads here).
   const record: EventRecord = {
     sequence: row.sequence,
@@ -58,12 +53,12 @@ const toRecord = (row: EventRow): EventRecord => {
     aggregateId: row.aggregate_id,
     version: row.version,
     type: row.type,
-    payload,
+    payload: read.ok ? read.value : null,
     commandId: row.command_id,
     occurredAt: row.occurred_at,
     schemaVersion: row.schema_version
   }
-  return undecodable === undefined ? record : { ...record, undecodable }
+  return read.ok ? record : { ...record, undecodable: read.why }
 }
 
 export interface NewEvent {

@@ -7,6 +7,7 @@
 import { SqlError } from "@effect/sql/SqlError"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import * as StoredJson from "./StoredJson.js"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
 import type { QuarantineRecord } from "./Quarantine.js"
 import { LOST_RACE_CODE } from "./storage/StorageErrors.js"
@@ -134,21 +135,15 @@ const parse = (json: string | null): unknown => (json === null ? null : JSON.par
  * at one damaged row, and leave the rows claimed with it running under a live owner.
  */
 const parseOrText = (json: string | null): unknown => {
-  try {
-    return parse(json)
-  } catch {
-    return json
-  }
+  if (json === null) return null
+  const read = StoredJson.read(json, "value")
+  return read.ok ? read.value : json
 }
 
 /** The payload, or why it cannot be read. */
 const payloadOf = (json: string): { readonly payload: unknown; readonly undecodable?: string } => {
-  try {
-    return { payload: JSON.parse(json) }
-  } catch (error) {
-    const why = error instanceof Error ? error.message : "not JSON"
-    return { payload: null, undecodable: `its stored payload is not JSON (${why.slice(0, 200)})` }
-  }
+  const read = StoredJson.read(json, "payload")
+  return read.ok ? { payload: read.value } : { payload: null, undecodable: read.why }
 }
 
 const toRow = (r: Row): OutboxRow => ({

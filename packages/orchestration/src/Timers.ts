@@ -12,6 +12,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import * as StoredJson from "./StoredJson.js"
 import { boundedId } from "./CommandId.js"
 import { canonicalJson } from "./CanonicalJson.js"
 
@@ -54,23 +55,17 @@ interface RawRow {
  * unfired, and the same page was claimed again (and thrown again) at every lease's end.
  */
 const toRow = (r: RawRow): TimerRow => {
-  let command: Record<string, unknown> = {}
-  let undecodable: string | undefined
-  try {
-    command = JSON.parse(r.command) as Record<string, unknown>
-  } catch (error) {
-    undecodable = `its stored command is not JSON (${String(error).slice(0, 200)})`
-  }
+  const read = StoredJson.read(r.command, "command")
   const row: TimerRow = {
     aggregateType: r.aggregate_type,
     aggregateId: r.aggregate_id,
     timerId: r.timer_id,
     generation: Number(r.generation),
     dueAt: Number(r.due_at),
-    command,
+    command: read.ok ? (read.value as Record<string, unknown>) : {},
     status: r.status
   }
-  return undecodable === undefined ? row : { ...row, undecodable }
+  return read.ok ? row : { ...row, undecodable: read.why }
 }
 
 /** The table (migration 0005_timers). */
