@@ -645,9 +645,13 @@ export const run = <R>(
         // A floor, not a ceiling: on a busy node every commit rings, and a step failing on each try
         // (a bug in a read, a store that refuses) would otherwise run and log once per commit. The
         // rings are not lost: the step after the cool-off looks at everything.
-        while (!stopping && (yield* Clock.currentTimeMillis) < coolUntil) {
-          yield* alarm.set(coolUntil)
-          yield* Queue.take(wake)
+        // Only after a failed step: a step that succeeded reads no clock for it.
+        if (coolUntil !== -Infinity) {
+          while (!stopping && (yield* Clock.currentTimeMillis) < coolUntil) {
+            yield* alarm.set(coolUntil)
+            yield* Queue.take(wake)
+          }
+          coolUntil = -Infinity
         }
       }
     }).pipe(Effect.provide(context), log)
