@@ -79,6 +79,15 @@ const fireOutcome = (time: number, fields: Partial<EffectOutcome> & Pick<EffectO
   ...fields
 })
 
+/** The failed delivery of the tick at `time`, as `trigger.delivered` records it (without `at` when unknown). */
+const failedDelivery = (time: number, error: string, options: { readonly timeKnown?: boolean } = {}): TriggerEvent => ({
+  type: "trigger.delivered",
+  ...(options.timeKnown === false ? {} : { at: time }),
+  effectId: tickId("daily", time),
+  status: "failed",
+  error
+})
+
 describe("the trigger decider", () => {
   it("a put schedules the tick timer at the cron's next time after now", () =>
     given([])
@@ -205,15 +214,7 @@ describe("the trigger decider", () => {
     given([putEvent])
       .when(outcome("failed"), nine)
       .thenDecide({
-        events: [
-          {
-            type: "trigger.delivered",
-            at: nine,
-            effectId: tickId("daily", nine),
-            status: "failed",
-            error: "thread 'inbox' refused"
-          }
-        ]
+        events: [failedDelivery(nine, "thread 'inbox' refused")]
       })
     given([putEvent]).when(outcome("retrying"), nine).thenDecide({})
   })
@@ -236,29 +237,14 @@ describe("the trigger decider", () => {
     given([putEvent, fired])
       .when(unreadable(nine), nine)
       .thenDecide({
-        events: [
-          {
-            type: "trigger.delivered",
-            at: nine,
-            effectId: tickId("daily", nine),
-            status: "failed",
-            error: "not performed: bad JSON"
-          }
-        ]
+        events: [failedDelivery(nine, "not performed: bad JSON")]
       })
     // An older tick than the last one fired: its time is not known, and is not made up.
     const earlier = nine - 86_400_000
     given([putEvent, fired])
       .when(unreadable(earlier), nine)
       .thenDecide({
-        events: [
-          {
-            type: "trigger.delivered",
-            effectId: tickId("daily", earlier),
-            status: "failed",
-            error: "not performed: bad JSON"
-          }
-        ]
+        events: [failedDelivery(earlier, "not performed: bad JSON", { timeKnown: false })]
       })
   })
 
@@ -269,13 +255,7 @@ describe("the trigger decider", () => {
         status: "failed",
         error: { message: "thread 'inbox' was deleted", code: "thread-deleted", reason: "handler" }
       })
-    const delivered: TriggerEvent = {
-      type: "trigger.delivered",
-      at: nine,
-      effectId: tickId("daily", nine),
-      status: "failed",
-      error: "thread 'inbox' was deleted"
-    }
+    const delivered: TriggerEvent = failedDelivery(nine, "thread 'inbox' was deleted")
     given([putEvent])
       .when(refused("inbox"), nine)
       .thenDecide({
