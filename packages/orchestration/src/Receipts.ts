@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import * as StoredJson from "./StoredJson.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
 export interface Receipt {
@@ -22,6 +23,12 @@ export interface Receipt {
   readonly effectIds: ReadonlyArray<string>
   readonly rejection: { readonly reason: string; readonly message: string } | null
   readonly acceptedAt: number
+  /**
+   * Set when the stored row's JSON columns cannot be read (cut off, edited by hand): why, bounded.
+   * Its identity columns still are, so a conflict is still found; otherwise the command is answered
+   * with a typed failure (StoredAnswers), and only that command: the rest of its batch goes on.
+   */
+  readonly unreadable?: string
 }
 
 /** What identifies a command for receipt matching. */
@@ -80,19 +87,35 @@ export const columns = [
   "accepted_at"
 ] as const satisfies ReadonlyArray<keyof ReceiptRow>
 
-export const toReceipt = (row: ReceiptRow): Receipt => ({
-  commandId: row.command_id,
-  aggregateType: row.aggregate_type,
-  aggregateId: row.aggregate_id,
-  commandType: row.command_type,
-  fingerprint: row.fingerprint,
-  status: row.status,
-  firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
-  lastSequence: Number(row.last_sequence),
-  effectIds: JSON.parse(row.effect_ids),
-  rejection: row.rejection === null ? null : JSON.parse(row.rejection),
-  acceptedAt: Number(row.accepted_at)
-})
+/** Never throws: a damaged row is a receipt marked `unreadable` (it used to fail its whole batch). */
+export const toReceipt = (row: ReceiptRow): Receipt => {
+  const receipt: Receipt = {
+    commandId: row.command_id,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    commandType: row.command_type,
+    fingerprint: row.fingerprint,
+    status: row.status,
+    firstSequence: row.first_sequence === null ? null : Number(row.first_sequence),
+    lastSequence: Number(row.last_sequence),
+    effectIds: [],
+    rejection: null,
+    acceptedAt: Number(row.accepted_at)
+  }
+  const effectIds = StoredJson.read(row.effect_ids, "effect-id list")
+  if (!effectIds.ok) return { ...receipt, unreadable: effectIds.why }
+  if (!Array.isArray(effectIds.value) || effectIds.value.some((id) => typeof id !== "string")) {
+    return { ...receipt, unreadable: "its stored effect ids are not a list of ids" }
+  }
+  if (row.rejection === null) return { ...receipt, effectIds: effectIds.value }
+  const rejection = StoredJson.read(row.rejection, "rejection")
+  if (!rejection.ok) return { ...receipt, unreadable: rejection.why }
+  const value = rejection.value as { readonly reason?: unknown; readonly message?: unknown } | null
+  if (typeof value?.reason !== "string" || typeof value.message !== "string") {
+    return { ...receipt, unreadable: "its stored rejection has no reason and message" }
+  }
+  return { ...receipt, effectIds: effectIds.value, rejection: { reason: value.reason, message: value.message } }
+}
 
 /** What writing a receipt stores, and how (the commit writers and `insert` build their statements from it). */
 export const insertShape = TableColumns.insertShape<Receipt>()("receipts", {

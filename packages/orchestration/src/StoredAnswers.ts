@@ -5,7 +5,7 @@
  */
 import { Effect, Exit } from "effect"
 import type { EventRecord } from "./Aggregate.js"
-import { CommandIdConflict, CommandRejected } from "./Errors.js"
+import { CommandIdConflict, CommandRejected, StorageFailure } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
 import * as Receipts from "./Receipts.js"
 
@@ -32,9 +32,23 @@ export const answerFromReceipt = (receipt: Receipts.Receipt, identity: Receipts.
     return yield* storedAnswer(receipt)
   })
 
-/** The answer a receipt stands for, re-read from the log so it equals the first answer. */
+/**
+ * The answer a receipt stands for, re-read from the log so it equals the first answer. A receipt whose
+ * row cannot be read answers a typed failure: the command was handled once, so deciding it again could
+ * apply it twice, and what it was told cannot be known. Its row is left for an operator.
+ */
 export const storedAnswer = (receipt: Receipts.Receipt) =>
   Effect.gen(function* () {
+    if (receipt.unreadable !== undefined) {
+      return Exit.fail(
+        new StorageFailure({
+          reason: "corrupt",
+          code: "RECEIPT_UNREADABLE",
+          operation: "read receipt",
+          message: `the receipt of command '${receipt.commandId}' cannot be read: ${receipt.unreadable}`
+        })
+      )
+    }
     if (receipt.status === "rejected") {
       return Exit.fail(
         new CommandRejected({

@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
+import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect, Fiber } from "effect"
-import { CommandIdConflict, CommandRejected, Engine, WriteProbe } from "../src/index.js"
+import { CommandIdConflict, CommandRejected, Engine, StorageFailure, WriteProbe } from "../src/index.js"
 import { Account, Balances } from "../examples/Accounts.js"
 import { counting } from "./fixtures/counting.js"
-import { engineLayer, rowCounts, snapshot, waitForQueueDepth } from "./fixtures/harness.js"
+import { engineLayer, rowCounts, snapshot, tempDbFile, waitForQueueDepth } from "./fixtures/harness.js"
 
 const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
   commandId,
@@ -14,6 +15,12 @@ const open = (commandId: string, accountId = "acc-1", owner = "ada") => ({
 const deposit = (commandId: string, amount: number, accountId = "acc-1") => ({
   commandId,
   type: "account.deposit",
+  accountId,
+  amount
+})
+const withdraw = (commandId: string, amount: number, accountId = "acc-1") => ({
+  commandId,
+  type: "account.withdraw",
   accountId,
   amount
 })
@@ -190,6 +197,56 @@ describe("the write probe", () => {
       assert.isTrue((yield* engine.receipt(WriteProbe.probeCommandId))._tag === "None")
     }).pipe(Effect.provide(engineLayer()))
   )
+})
+
+describe("a damaged receipt", () => {
+  it.effect("answers its own command with a typed failure; the rest of its batch commits", () => {
+    const file = tempDbFile()
+    const damage = Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(open("c-1"))
+      yield* Effect.flip(engine.dispatchWithReceipt(withdraw("w-bad", 1_000)))
+      const sql = yield* SqlClient
+      // Cut off, as a torn or hand-edited row would be: an accepted command's effect ids, a rejection.
+      yield* sql`UPDATE receipts SET effect_ids = '[{"cut' WHERE command_id = 'c-1'`
+      yield* sql`UPDATE receipts SET rejection = '{"reason' WHERE command_id = 'w-bad'`
+    }).pipe(Effect.provide(engineLayer({ filename: file })))
+    return Effect.gen(function* () {
+      yield* damage
+      yield* Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const before = yield* snapshot
+        // Parked: all three arrive before the processor runs, so they share one batch.
+        const retry = yield* Effect.fork(Effect.flip(engine.dispatchWithReceipt(open("c-1"))))
+        yield* waitForQueueDepth(1)
+        const rejectedRetry = yield* Effect.fork(Effect.flip(engine.dispatchWithReceipt(withdraw("w-bad", 1_000))))
+        yield* waitForQueueDepth(2)
+        const healthy = yield* Effect.fork(engine.dispatchWithReceipt(open("c-2", "acc-2")))
+        yield* waitForQueueDepth(3)
+        yield* engine.activate
+        // The rest of the batch is served.
+        assert.strictEqual((yield* Fiber.join(healthy)).duplicate, false)
+        for (const failed of [yield* Fiber.join(retry), yield* Fiber.join(rejectedRetry)]) {
+          assert.instanceOf(failed, StorageFailure)
+          assert.strictEqual((failed as StorageFailure).reason, "corrupt")
+          assert.strictEqual((failed as StorageFailure).operation, "read receipt")
+          assert.include((failed as StorageFailure).message, "not JSON")
+        }
+        // Only the healthy command wrote; the damaged receipts are left as they were for an operator.
+        const after = yield* snapshot
+        assert.strictEqual(after.receipts!.length, before.receipts!.length + 1)
+        assert.deepStrictEqual(
+          after.receipts!.filter((r) => (r as { command_id: string }).command_id !== "c-2"),
+          before.receipts
+        )
+        // A different payload under a damaged id is still a conflict: identity is read from plain columns.
+        assert.instanceOf(
+          yield* Effect.flip(engine.dispatchWithReceipt(open("c-1", "acc-1", "bob"))),
+          CommandIdConflict
+        )
+      }).pipe(Effect.provide(engineLayer({ filename: file, config: { activation: "manual" } })))
+    })
+  })
 })
 
 describe("coalesced rejections", () => {
