@@ -14,6 +14,7 @@ import { Clock, Duration, Effect, LogLevel, Queue, type Scope, Stream } from "ef
 import * as Alarm from "./Alarm.js"
 import * as LoopRounds from "./LoopRounds.js"
 import * as Outbox from "./Outbox.js"
+import type * as OutboxTouches from "./OutboxTouches.js"
 import type { ChangeCount } from "./storage/TableChanges.js"
 
 export interface CancelWatchShape {
@@ -24,8 +25,18 @@ export interface CancelWatchShape {
   readonly watch: (
     effectId: string,
     attempt: number,
-    stop: Effect.Effect<unknown>
+    stop: Effect.Effect<unknown>,
+    /**
+     * The engine's touches mark (OutboxTouches) taken before the transaction that claimed the row: a
+     * cancel since then is named by a later commit, so the watch need not read the row to begin with.
+     */
+    since?: number
   ) => Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Ends the watch of this performance before its scope closes: its handler has ended, so there is
+   * nothing left to stop, and the commit of its own settlement then costs the watch no read.
+   */
+  readonly unwatch: (effectId: string, attempt: number) => void
 }
 
 export interface CancelWatchOptions {
@@ -40,6 +51,12 @@ export interface CancelWatchOptions {
    * watched since, reads nothing: the rows are as that read found them. Without it, every check reads.
    */
   readonly outboxChangeCount?: ChangeCount | undefined
+  /**
+   * What the engine's commits may have changed (OutboxTouches.ts). With it, a ring whose commits named
+   * no watched row, with no performance watched since the last read, reads nothing; the poll still
+   * reads (it is what finds a change nothing itemized or rang). Without it, every ring reads.
+   */
+  readonly touches?: OutboxTouches.OutboxTouches | undefined
 }
 
 /** Pure: is this row, as read now, still the running performance that is being watched? */
@@ -52,7 +69,14 @@ export const stillPerforming = (
 export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShape, never, SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Effect.context<SqlClient>()
-    const watched = new Map<string, { readonly attempt: number; readonly stop: Effect.Effect<unknown> }>()
+    /**
+     * `since`: the engine's touches mark as of which the row is known to be running under us (taken
+     * before the claim, or at the last read that found it so); undefined until a read has.
+     */
+    const watched = new Map<
+      string,
+      { readonly attempt: number; readonly stop: Effect.Effect<unknown>; since: number | undefined }
+    >()
     // Subscribed before the first check: a cancel committed from now on rings it.
     const ring = yield* Queue.sliding<void>(1)
     const changes = yield* options.changes
@@ -66,6 +90,25 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     let registered = 0
     let judged = 0
     let judgedAt: number | undefined
+    // When the last read began (touches only): the poll still reads once per interval.
+    let readAt = yield* Clock.currentTimeMillis
+    const isWatched = (effectId: string) => watched.has(effectId)
+
+    /**
+     * With the engine's touches: whether every watched row is as it was known to be. True when each
+     * has a mark and no commit recorded since the oldest of them named any watched row (a row named
+     * before its own mark makes this read once more than it must, never less), and the poll is not due.
+     */
+    const unchangedByTouches = (touches: OutboxTouches.OutboxTouches) =>
+      Effect.gen(function* () {
+        let oldest = Number.POSITIVE_INFINITY
+        for (const entry of watched.values()) {
+          if (entry.since === undefined) return false
+          oldest = Math.min(oldest, entry.since)
+        }
+        if (touches.touchedSince(oldest, isWatched)) return false
+        return (yield* Clock.currentTimeMillis) < readAt + pollMs
+      })
 
     const check = Effect.gen(function* () {
       if (watched.size === 0) return
@@ -73,17 +116,27 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
       // rows are as it found them. A long performance's polls then cost no read.
       const count = options.outboxChangeCount?.()
       if (count !== undefined && count === judgedAt && judged === registered) return
+      const touches = options.touches
+      const mark = touches?.mark()
+      if (touches !== undefined && (yield* unchangedByTouches(touches))) {
+        // Rung by commits that named none of the watched rows (new work, other performances settled).
+        for (const entry of watched.values()) entry.since = mark
+        return
+      }
       const registeredBefore = registered
       // Judge only the performances watched before the read began: one registered while the read
       // was in flight (a claim that committed meanwhile) is not in what was read, and stopping it on
       // that stale answer would interrupt a live handler whose row then stays running under us.
       const entries = [...watched]
+      const startedAt = touches === undefined ? readAt : yield* Clock.currentTimeMillis
       const rows = yield* Outbox.leaseStates(entries.map(([effectId]) => effectId))
       // Only after a read that answered (a failed one leaves the next check to read again).
+      readAt = startedAt
       judgedAt = count
       judged = registeredBefore
       for (const [effectId, entry] of entries) {
         if (watched.get(effectId) !== entry) continue
+        entry.since = mark
         if (!stillPerforming(rows.get(effectId), entry.attempt, options.ownerId)) {
           watched.delete(effectId)
           yield* entry.stop
@@ -115,15 +168,16 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     )
 
     return {
-      watch: (effectId, attempt, stop) => {
-        const entry = { attempt, stop }
+      watch: (effectId, attempt, stop, since) => {
+        const entry = { attempt, stop, since: options.touches === undefined ? undefined : since }
         return Effect.acquireRelease(
           Effect.sync(() => {
             watched.set(effectId, entry)
             registered++
             Queue.unsafeOffer(watching, undefined)
             // Its cancel may have committed (and rung) before now, and that ring may have been taken
-            // by a check that read only the others watched then: ask again, not at the next poll.
+            // by a check that read only the others watched then: ask again, not at the next poll
+            // (with a claim's mark, the check reads only if a commit since the claim named the row).
             Queue.unsafeOffer(ring, undefined)
           }),
           () =>
@@ -131,6 +185,9 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
               if (watched.get(effectId) === entry) watched.delete(effectId)
             })
         ).pipe(Effect.asVoid)
+      },
+      unwatch: (effectId, attempt) => {
+        if (watched.get(effectId)?.attempt === attempt) watched.delete(effectId)
       }
     }
   })

@@ -52,13 +52,21 @@ export interface Written {
   readonly state: AggregateState
 }
 
+/** What a batch's decisions touched besides their own rows, for the engine's hints after its commit. */
+export interface Touched {
+  /** Whether a decision scheduled or cancelled timers (the timer loop is rung). */
+  timers: boolean
+  /** The effects whose rows decisions cancelled (their performers' cancel watches must look: OutboxTouches). */
+  readonly cancels: Array<string>
+}
+
 /** What every command of a batch shares, looked up once per batch. */
 export interface BatchEnv {
   readonly page: SettlementPage.SettlementPage
   /** The stream chunks the batch's commands appended (Processor.Decide). */
   readonly appended: Array<StreamChunk>
   /** Set when a command of the batch wrote timers (only ever errs towards set: a rolled-back write stays). */
-  readonly touched: { timers: boolean }
+  readonly touched: Touched
   /** Injected storage faults (tests, chaos); undefined when none are configured, so nothing runs. */
   readonly faults: StorageFaultsShape | undefined
   readonly clock: Clock.Clock
@@ -242,6 +250,7 @@ const writeCancelsAndTimers = (
   Effect.gen(function* () {
     const { aggregate, identity } = item
     for (const cancel of decision.cancel) {
+      env.touched.cancels.push(cancel.effectId)
       if (env.page.cancel(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)) continue
       yield* Outbox.cancelUnsettled(cancel.effectId, aggregate.name, identity.aggregateId, cancel.reason, now)
     }

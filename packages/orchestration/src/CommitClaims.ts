@@ -47,7 +47,11 @@ export interface Claimer {
    */
   readonly giveBack: (rows: ReadonlyArray<Outbox.OutboxRow>) => Effect.Effect<void>
   /** Starts the performances of rows claimed for it by a committed batch; each fills one reserved slot. */
-  readonly deliver: (rows: ReadonlyArray<Outbox.OutboxRow>) => Effect.Effect<void>
+  readonly deliver: (
+    rows: ReadonlyArray<Outbox.OutboxRow>,
+    /** The engine's touches mark taken before the batch began (CancelWatch.watch's `since`). */
+    since: number
+  ) => Effect.Effect<void>
 }
 
 /** Rows one batch claimed for one reactor: delivered after its commit, given back if it rolls back. */
@@ -124,5 +128,5 @@ export const abandon = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =
   Effect.forEach(handoffs, (h) => h.claimer.giveBack(h.rows), { discard: true })
 
 /** The batch committed: each reactor starts its rows. */
-export const deliver = (handoffs: ReadonlyArray<Handoff>): Effect.Effect<void> =>
-  Effect.forEach(handoffs, (h) => h.claimer.deliver(h.rows), { discard: true })
+export const deliver = (handoffs: ReadonlyArray<Handoff>, since: number): Effect.Effect<void> =>
+  Effect.forEach(handoffs, (h) => h.claimer.deliver(h.rows, since), { discard: true })

@@ -19,12 +19,18 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import * as OutboxTouches from "./OutboxTouches.js"
 
 export interface CommitHints {
   /** Rings after a commit that wrote events; `head` is the log head after it. */
   readonly ringCommit: (head: number) => Effect.Effect<boolean>
-  /** Rings after a commit that may have changed outbox rows. */
-  readonly ringOutbox: Effect.Effect<boolean>
+  /**
+   * Rings after a commit that may have changed outbox rows, having recorded in `outboxTouches` which
+   * rows it may have moved out of `running` (`undefined`, the default: any row).
+   */
+  readonly ringOutbox: (touched?: ReadonlyArray<string>) => Effect.Effect<boolean>
+  /** What the outbox rings so far may have changed (OutboxTouches.ts): read by performers' cancel watches. */
+  readonly outboxTouches: OutboxTouches.OutboxTouches
   /** Rings after a commit that scheduled or cancelled timers. */
   readonly ringTimers: Effect.Effect<boolean>
   /**
@@ -82,6 +88,7 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
   const commits = yield* PubSub.sliding<number>(1)
   const outboxChanges = yield* PubSub.sliding<void>(1)
   const timerChanges = yield* PubSub.sliding<void>(1)
+  const touches = OutboxTouches.make()
   /** The readers of each aggregate: a commit rings only the queues under its aggregates' keys. */
   const readers = new Map<string, Set<Reader>>()
   /**
@@ -120,7 +127,12 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
     ).pipe(Effect.map(({ reader }) => reader))
   return {
     ringCommit: (head) => PubSub.publish(commits, head),
-    ringOutbox: PubSub.publish(outboxChanges, undefined),
+    ringOutbox: (touched) =>
+      Effect.suspend(() => {
+        touches.record(touched)
+        return PubSub.publish(outboxChanges, undefined)
+      }),
+    outboxTouches: touches,
     ringTimers: PubSub.publish(timerChanges, undefined),
     commits: Stream.fromPubSub(commits, { scoped: true }),
     outboxChanges: Stream.fromPubSub(outboxChanges, { scoped: true }),
@@ -160,7 +172,7 @@ export const forwardForeign = (
       hints
         .ringCommit(head.value)
         .pipe(
-          Effect.zipRight(hints.ringOutbox),
+          Effect.zipRight(hints.ringOutbox()),
           Effect.zipRight(hints.ringTimers),
           Effect.zipRight(hints.ringAggregates("all"))
         )

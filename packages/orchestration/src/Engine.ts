@@ -27,6 +27,7 @@ import * as StreamTails from "./StreamTails.js"
 import { FaultPoints } from "./FaultPoints.js"
 import { FreeSpace, type FreeSpaceShape } from "./FreeSpace.js"
 import * as Lifecycle from "./Lifecycle.js"
+import type * as OutboxTouches from "./OutboxTouches.js"
 import {
   engineDefect,
   processBatch,
@@ -38,6 +39,7 @@ import {
 import * as Projection from "./Projection.js"
 import * as ReadSide from "./ReadSide.js"
 import type * as Receipts from "./Receipts.js"
+import type { Touched } from "./CommandWrite.js"
 import * as CommitWriter from "./storage/CommitWriter.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import { StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
@@ -102,6 +104,11 @@ export interface EngineShape {
    * `const changes = yield* engine.outboxChanges; yield* Effect.forkScoped(Stream.runForEach(changes, f))`.
    */
   readonly outboxChanges: Effect.Effect<Stream.Stream<void>, never, Scope.Scope>
+  /**
+   * Which rows the commits behind those hints may have moved out of `running` (OutboxTouches.ts): a
+   * performer's cancel watch reads its rows only when one of them may be among them.
+   */
+  readonly outboxTouches: OutboxTouches.OutboxTouches
   /**
    * A hint after every commit that scheduled or cancelled timers, and after any other process's
    * commit; never data. Subscribes when yielded, as `outboxChanges` does.
@@ -243,7 +250,9 @@ const batchRunner =
           const before = head.value
           const committedBefore = counters.committedCommands
           counters.transactions++
-          const touched = { timers: false }
+          const touched: Touched = { timers: false, cancels: [] }
+          // Before the transaction: a cancel of a row it claims commits later, and names the row then.
+          const since = hints.outboxTouches.mark()
           // Below the storage guard's floor reactors start nothing new, nor does a commit for them. The
           // probe is read here, before the transaction, not inside it (it may be a syscall).
           const claims: ProcessorClaims | undefined =
@@ -257,8 +266,11 @@ const batchRunner =
           )
           decided(results)
           // Rows claimed in the commit start first: nothing else stands between their commit and their handlers.
-          if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs)
+          if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs, since)
           let outboxChanged = false
+          // The rows this commit may have taken out of a performer's hands (OutboxTouches): each
+          // accepted settlement's row, and the rows decisions cancelled.
+          const outboxTouched = touched.cancels
           const changed = new Set<string>()
           /** The aggregates whose events this batch wrote (their followers read events again). */
           const withEvents = new Set<string>()
@@ -272,6 +284,8 @@ const batchRunner =
               // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane),
               // except a stream chunk: it appends to its effect's stream and leaves every row as it was.
               if (identity.commandType !== "effect.stream") outboxChanged = true
+              const { settles, effectId } = batch[index]!
+              if (settles && effectId !== undefined) outboxTouched.push(effectId)
             }
           }
           if (counters.committedCommands > committedBefore) {
@@ -280,7 +294,7 @@ const batchRunner =
             yield* deps.backend.ownCommit(claims?.alone)
           }
           if (head.value > before) yield* hints.ringCommit(head.value)
-          if (outboxChanged) yield* hints.ringOutbox
+          if (outboxChanged) yield* hints.ringOutbox(outboxTouched)
           if (touched.timers) yield* hints.ringTimers
           answer(results)
           if (changed.size > 0) yield* hints.ringAggregates(changed, withEvents)
@@ -434,6 +448,7 @@ export const make = (config: EngineConfig) =>
       isActive: Effect.sync(() => lifecycle.phase() === "open"),
       stopAdmitting: lifecycle.stopAdmitting,
       outboxChanges: hints.outboxChanges,
+      outboxTouches: hints.outboxTouches,
       timerChanges: hints.timerChanges,
       aggregateChanges: (aggregateType, aggregateId) =>
         Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),

@@ -40,7 +40,7 @@ import type { CommitWriter } from "./storage/CommitWriter.js"
 import { isLostRace } from "./storage/StorageErrors.js"
 import { hasSqlError, writeTransaction } from "./storage/Transactions.js"
 import * as CommandWrite from "./CommandWrite.js"
-import { type BatchEnv, commandDefect, decideAndWrite } from "./CommandWrite.js"
+import { type BatchEnv, commandDefect, decideAndWrite, type Touched } from "./CommandWrite.js"
 
 export { type DispatchAnswer, storedAnswer } from "./StoredAnswers.js"
 
@@ -151,6 +151,8 @@ interface BatchOutcome {
   readonly appended: ReadonlyArray<StreamChunk>
   /** Whether a command of the batch scheduled or cancelled timers. */
   readonly timers: boolean
+  /** The rows its decisions cancelled (OutboxTouches: a running row's performer must look). */
+  readonly cancels: ReadonlyArray<string>
 }
 
 export interface ProcessorDeps {
@@ -162,8 +164,8 @@ export interface ProcessorDeps {
   readonly writer: CommitWriter
   /** Told the chunks each committed batch appended, and the effects it settled (none: no tails). */
   readonly tails?: StreamTailsShape
-  /** Set when a committed batch scheduled or cancelled timers (the engine then rings the timer loop). */
-  readonly touched?: { timers: boolean }
+  /** Filled by each committed batch: timers scheduled or cancelled, rows cancelled (the engine's hints). */
+  readonly touched?: Touched
   /**
    * Claims for this process's idle reactors made inside the batch's transaction (CommitClaims.ts). What
    * a committed batch claimed goes to `handoffs`.
@@ -278,7 +280,7 @@ const writeBatch = (
       const env: BatchEnv = {
         page,
         appended: [],
-        touched: { timers: false },
+        touched: { timers: false, cancels: [] },
         faults: Option.getOrUndefined(yield* Effect.serviceOption(StorageFaults)),
         clock: yield* Effect.clock
       }
@@ -428,7 +430,14 @@ const writeBatch = (
           )
       }
       yield* (yield* FaultPoints).hit("dispatch.before-commit")
-      return { results, states, head, appended: env.appended, timers: env.touched.timers } satisfies BatchOutcome
+      return {
+        results,
+        states,
+        head,
+        appended: env.appended,
+        timers: env.touched.timers,
+        cancels: env.touched.cancels
+      } satisfies BatchOutcome
     })
   )
 
@@ -476,7 +485,10 @@ export const processBatch = (
     Effect.map((outcome) => {
       for (const [key, state] of outcome.states) deps.states.set(key, state)
       deps.head.value = outcome.head
-      if (outcome.timers && deps.touched !== undefined) deps.touched.timers = true
+      if (deps.touched !== undefined) {
+        if (outcome.timers) deps.touched.timers = true
+        for (const effectId of outcome.cancels) deps.touched.cancels.push(effectId)
+      }
       if (deps.tails !== undefined) {
         deps.tails.committed(outcome.appended)
         deps.tails.forget(settledEffects(items, outcome.results))

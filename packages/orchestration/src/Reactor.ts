@@ -225,7 +225,7 @@ const handBack = <R>(ownerId: string, context: Context.Context<SqlClient | R>, r
   )
 
 /** Performs one claimed row under its lease, then settles it through the front door. */
-const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
+const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: number) => {
   let slotHeld = true
   const freeSlot = () => {
     if (slotHeld) {
@@ -272,7 +272,7 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
     const handle = row.undecodable === undefined ? env.definition.handle(row) : Effect.void
     const handler = yield* Effect.forkScoped(Effect.onExit(handle, end))
     // A cancel (or any settlement elsewhere) is seen at once, not at the next renewal.
-    yield* env.cancels.watch(row.effectId, row.attempts, end("lease-lost"))
+    yield* env.cancels.watch(row.effectId, row.attempts, end("lease-lost"), claimedSince)
     // The lease's renewals, and the timeout: the same fiber sleeps until whichever is due first.
     yield* Effect.forkScoped(
       Effect.gen(function* () {
@@ -301,6 +301,8 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow) => {
       })
     )
     const ending = yield* ended.await
+    // Nothing is left to stop (the first ending won): its own settlement's commit need not be read about.
+    env.cancels.unwatch(row.effectId, row.attempts)
     // Lost or timed out: the handler is stopped (and waited for) before anything is recorded.
     if (typeof ending === "string") yield* Fiber.interrupt(handler)
     if (ending === "lease-lost") {
@@ -388,6 +390,7 @@ export const run = <R>(
       ownerId: worker.ownerId,
       changes: engine.outboxChanges,
       outboxChangeCount: Option.getOrUndefined(yield* TableChanges.watch(["outbox"])),
+      touches: engine.outboxTouches,
       ...(definition.cancelPollInterval === undefined ? {} : { pollInterval: definition.cancelPollInterval })
     }).pipe(Effect.provide(context))
     let stopping = false
@@ -435,8 +438,9 @@ export const run = <R>(
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
     // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the
     // previous attempt's fiber is still finishing its settlement; the same key would interrupt it.
-    const start = (row: Outbox.OutboxRow) =>
-      FiberMap.run(running, `${row.effectId}#${row.attempts}`, perform(env, row).pipe(Effect.provide(context)))
+    // `since`: the engine's touches mark taken before the claim's transaction (CancelWatch.watch).
+    const start = (row: Outbox.OutboxRow, since: number) =>
+      FiberMap.run(running, `${row.effectId}#${row.attempts}`, perform(env, row, since).pipe(Effect.provide(context)))
 
     // Rows claimed for this reactor inside the commits that make them claimable (CommitClaims.ts).
     // Only kinds that are always replay-safe. A row claimed in a commit has not started when that commit
@@ -454,7 +458,7 @@ export const run = <R>(
         reserve,
         unreserve,
         giveBack,
-        deliver: (rows) =>
+        deliver: (rows, since) =>
           Effect.forEach(
             rows,
             (row) =>
@@ -463,7 +467,7 @@ export const run = <R>(
               // kind, so it goes back to pending at once; so does one whose start failed.
               stopping
                 ? giveBack([row])
-                : Effect.flatMap(Effect.exit(start(row)), (exit) =>
+                : Effect.flatMap(Effect.exit(start(row, since)), (exit) =>
                     exit._tag === "Success" ? Effect.void : giveBack([row])
                   ),
             { discard: true }
@@ -565,6 +569,8 @@ export const run = <R>(
           }
           let claimed: ReadonlyArray<Outbox.OutboxRow> = []
           let looked = false
+          // Before the claim's statement: a cancel of a row it claims commits later (CancelWatch.watch).
+          const claimedSince = engine.outboxTouches.mark()
           if (!stopping) {
             const space = yield* (yield* FreeSpace).check
             // A commit may have filled slots (CommitClaims.ts) while this step read.
@@ -590,7 +596,7 @@ export const run = <R>(
             }
             unreserve(slots - claimed.length)
           }
-          for (const row of claimed) yield* start(row)
+          for (const row of claimed) yield* start(row, claimedSince)
           // Every free slot taken: nothing more can be claimed until a performance ends, and each one
           // rings `wake` as it ends. Looking again at once ran a step of reads on SQLite's one
           // connection between the claim's commit and the handlers' start (the pickup path).

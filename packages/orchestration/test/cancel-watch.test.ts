@@ -4,6 +4,7 @@ import { Deferred, Effect, Queue, Stream, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
 import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
+import * as OutboxTouches from "../src/OutboxTouches.js"
 import { type Breakage, dyingSql } from "./fixtures/dyingSql.js"
 import { jobsEngine, submit } from "./fixtures/Jobs.js"
 import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
@@ -29,6 +30,49 @@ const blockedForever = () => {
 
 /** The lease (30 s) is renewed every 10 s: nothing here moves the TestClock, so no renewal ever runs. */
 const neverEnding = { shutdownGrace: "0 millis" } as const
+
+/**
+ * j1 and j2 running under "me" at attempt 1, a watch rung only by hand, and a stop for each.
+ * `cancelAndRing` cancels a row with a raw UPDATE, then rings the watch as its commit would.
+ */
+const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage, touches?: OutboxTouches.OutboxTouches) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    yield* engine.activate
+    yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+    yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
+    const claimed = yield* Outbox.claim({
+      kinds: ["work.safe"],
+      owner: "me",
+      now: 0,
+      leaseMs: 60_000,
+      limit: 10,
+      after: 0
+    })
+    assert.strictEqual(claimed.length, 2)
+    const rings = yield* Queue.unbounded<void>()
+    const sql = yield* SqlClient
+    const watch = yield* CancelWatch.make({
+      ownerId: "me",
+      changes: Effect.succeed(Stream.fromQueue(rings)),
+      outboxChangeCount,
+      touches
+    }).pipe(
+      // Its reads of the watched rows die while `broken` is armed.
+      Effect.provideService(SqlClient, broken === undefined ? sql : dyingSql(sql, "lease_owner FROM outbox", broken))
+    )
+    return {
+      watch,
+      ring: Queue.offer(rings, undefined),
+      cancelAndRing: (effectId: string) =>
+        Effect.zipRight(
+          sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = ${effectId}`,
+          Queue.offer(rings, undefined)
+        ),
+      stopOne: yield* Deferred.make<void>(),
+      stopTwo: yield* Deferred.make<void>()
+    }
+  })
 
 describe("a cancel reaches the running handler at the commit's signal, not at the next lease renewal", () => {
   it.effect(
@@ -141,48 +185,6 @@ describe("a cancel whose signal was lost", () => {
 })
 
 describe("the watch's own loop", () => {
-  /**
-   * j1 and j2 running under "me" at attempt 1, a watch rung only by hand, and a stop for each.
-   * `cancelAndRing` cancels a row with a raw UPDATE, then rings the watch as its commit would.
-   */
-  const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage) =>
-    Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.activate
-      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
-      yield* engine.dispatchWithReceipt(submit("j2", "work.safe"))
-      const claimed = yield* Outbox.claim({
-        kinds: ["work.safe"],
-        owner: "me",
-        now: 0,
-        leaseMs: 60_000,
-        limit: 10,
-        after: 0
-      })
-      assert.strictEqual(claimed.length, 2)
-      const rings = yield* Queue.unbounded<void>()
-      const sql = yield* SqlClient
-      const watch = yield* CancelWatch.make({
-        ownerId: "me",
-        changes: Effect.succeed(Stream.fromQueue(rings)),
-        outboxChangeCount
-      }).pipe(
-        // Its reads of the watched rows die while `broken` is armed.
-        Effect.provideService(SqlClient, broken === undefined ? sql : dyingSql(sql, "lease_owner FROM outbox", broken))
-      )
-      return {
-        watch,
-        ring: Queue.offer(rings, undefined),
-        cancelAndRing: (effectId: string) =>
-          Effect.zipRight(
-            sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = ${effectId}`,
-            Queue.offer(rings, undefined)
-          ),
-        stopOne: yield* Deferred.make<void>(),
-        stopTwo: yield* Deferred.make<void>()
-      }
-    })
-
   it.scoped(
     "a cancel whose ring came before its performance was watched, while another was, is seen at once, not at the next poll",
     () =>
@@ -243,6 +245,76 @@ describe("the watch's own loop", () => {
         yield* eventually(Deferred.isDone(stopTwo), "read because the count moved")
       }).pipe(Effect.provide(jobsEngine()))
   )
+})
+
+describe("the watch with the engine's touches", () => {
+  it.scoped(
+    "a ring whose commits named no watched row reads nothing; one that named a watched row, or any row, reads; the poll reads",
+    () =>
+      Effect.gen(function* () {
+        const touches = OutboxTouches.make()
+        const { watch, cancelAndRing, stopOne, stopTwo } = yield* twoRunning(undefined, undefined, touches)
+        yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
+        yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
+        yield* settle
+        // given both rows cancelled by writes the commits behind the rings did not name
+        touches.record(["job:other"])
+        yield* cancelAndRing("job:j1")
+        touches.record([])
+        yield* cancelAndRing("job:j2")
+        yield* settle
+        // then no read ran: neither performance was stopped
+        assert.isFalse(yield* Deferred.isDone(stopOne), "named another row: no read")
+        assert.isFalse(yield* Deferred.isDone(stopTwo), "named none: no read")
+        // when a commit names a watched row, the read sees both
+        touches.record(["job:j2"])
+        yield* cancelAndRing("job:j2")
+        yield* eventually(Deferred.isDone(stopTwo), "read because j2 was named")
+        assert.isTrue(yield* Deferred.isDone(stopOne), "the same read saw j1's change")
+      }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  it.scoped("a commit that could not name its rows (another process's) reads, and so does the poll", () =>
+    Effect.gen(function* () {
+      const touches = OutboxTouches.make()
+      const { watch, cancelAndRing, ring, stopOne, stopTwo } = yield* twoRunning(undefined, undefined, touches)
+      yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
+      yield* settle
+      touches.record(undefined)
+      yield* cancelAndRing("job:j1")
+      yield* eventually(Deferred.isDone(stopOne), "read because a commit could not name its rows")
+      yield* watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined))
+      yield* settle
+      // A change nothing named or rang (a lost hint) is found by the poll.
+      touches.record(["job:other"])
+      yield* cancelAndRing("job:j2")
+      yield* settle
+      assert.isFalse(yield* Deferred.isDone(stopTwo))
+      yield* TestClock.adjust("500 millis")
+      yield* ring
+      yield* eventually(Deferred.isDone(stopTwo), "read at the poll")
+    }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  it("remembers the last commits' rows; a reader further behind, or a commit without names, is told 'touched'", () => {
+    const touches = OutboxTouches.make()
+    const watched = (id: string) => id === "a"
+    const start = touches.mark()
+    assert.isFalse(touches.touchedSince(start, watched), "nothing recorded")
+    touches.record(["b", "c"])
+    assert.isFalse(touches.touchedSince(start, watched), "other rows only")
+    touches.record(["a"])
+    assert.isTrue(touches.touchedSince(start, watched))
+    const afterA = touches.mark()
+    assert.isFalse(touches.touchedSince(afterA, watched))
+    touches.record(undefined)
+    assert.isTrue(touches.touchedSince(afterA, watched), "a commit that named nothing may have touched anything")
+    const later = touches.mark()
+    for (let i = 0; i < 64; i++) touches.record(["b"])
+    assert.isFalse(touches.touchedSince(later, watched), "64 commits back is still remembered")
+    touches.record(["b"])
+    assert.isTrue(touches.touchedSince(later, watched), "65 commits back is not: told 'touched'")
+  })
 })
 
 describe("the watch's rules, given/when/then", () => {
