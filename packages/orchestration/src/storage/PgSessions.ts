@@ -38,15 +38,24 @@ const open = async (options: SessionOptions): Promise<Session> => {
 
 const close = (session: Session) => Effect.promise(() => session.client.end().catch(() => undefined)) // swallow-ok: closing a session that may already be gone
 
+/**
+ * A lock taken on a session of its own: `lost` answers when that session ends (and the lock with it),
+ * `close` ends it. What `holdWith` needs of a lock, so its loop can be driven without a database.
+ */
+export interface HeldLock {
+  readonly lost: Effect.Effect<unknown>
+  readonly close: Effect.Effect<void>
+}
+
 /** Opens a session and tries the lock; undefined (and the session closed) when another holds it. */
-const tryLock = (options: SessionOptions, key: string) =>
+const tryLock = (options: SessionOptions, key: string): Effect.Effect<HeldLock | undefined, SqlError> =>
   Effect.tryPromise({
     try: async () => {
       const session = await open(options)
       const rows = await session.client.query<{ held: boolean }>("SELECT pg_try_advisory_lock(hashtext($1)) AS held", [
         key
       ])
-      if (rows.rows[0]?.held === true) return session
+      if (rows.rows[0]?.held === true) return { lost: Effect.promise(() => session.lost), close: close(session) }
       await session.client.end().catch(() => undefined) // swallow-ok: the answer (not held) is already known
       return undefined
     },
@@ -71,18 +80,25 @@ export const holdLock = (
   key: string,
   nodeId: string,
   onLost: (error: NodeIdInUse) => Effect.Effect<void>
+): Effect.Effect<void, NodeIdInUse | SqlError, Scope.Scope> => holdWith(tryLock(options, key), nodeId, onLost)
+
+/** `holdLock`'s loop over any way of taking the lock (`take`: held, or undefined when another holds it). */
+export const holdWith = (
+  take: Effect.Effect<HeldLock | undefined, SqlError>,
+  nodeId: string,
+  onLost: (error: NodeIdInUse) => Effect.Effect<void>
 ): Effect.Effect<void, NodeIdInUse | SqlError, Scope.Scope> =>
   Effect.gen(function* () {
-    const first = yield* tryLock(options, key)
+    const first = yield* take
     if (first === undefined) return yield* inUse(nodeId)
     let current = first
-    yield* Effect.addFinalizer(() => Effect.suspend(() => close(current)))
+    yield* Effect.addFinalizer(() => Effect.suspend(() => current.close))
     yield* Effect.forkScoped(
       Effect.gen(function* () {
         while (true) {
-          const cause = yield* Effect.promise(() => current.lost)
+          const cause = yield* current.lost
           yield* Effect.logError(`the session holding node id '${nodeId}' was lost; taking the lock again`, cause)
-          const next = yield* tryLock(options, key).pipe(
+          const next = yield* take.pipe(
             Effect.tapError((error) => Effect.logWarning("node id lock: database unreachable; retrying", error)),
             Effect.retry(Schedule.spaced("500 millis"))
           )
