@@ -18,7 +18,8 @@
  * of the aggregate sets it, and so does every foreign commit (another process says nothing of what).
  */
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, PubSub, Queue, Schedule, type Scope, Stream } from "effect"
+import { Effect, PubSub, Queue, type Scope, Stream } from "effect"
+import * as LoopRounds from "./LoopRounds.js"
 import * as OutboxTouches from "./OutboxTouches.js"
 
 export interface CommitHints {
@@ -155,26 +156,33 @@ export const make: Effect.Effect<CommitHints> = Effect.gen(function* () {
 
 /**
  * Other processes' commits (shared store): wakes followers and reactors here as our own commits do.
- * Reactors also poll for liveness, so a failed LISTEN only delays work; it is re-opened. A store
- * without other processes gives an empty stream, which ends at once.
+ * Reactors also poll for liveness, so a failed LISTEN only delays work; it is re-opened a second
+ * later. So is one that dies: retrying failures alone let a defect (a bug in the driver or in the
+ * stream) end the forwarding for the process's life, and followers here heard of other processes'
+ * commits only at their next poll or local commit. A store without other processes gives an empty
+ * stream, which ends at once.
  */
 export const forwardForeign = (
   hints: CommitHints,
   head: { readonly value: number },
   foreignCommitHints: Stream.Stream<void, SqlError>
-): Effect.Effect<void, SqlError> =>
-  foreignCommitHints.pipe(
-    Stream.tapError((error) =>
-      Effect.logWarning("commit hints from other processes stopped; retrying (reactors still poll)", error)
+): Effect.Effect<void> =>
+  Stream.runForEach(foreignCommitHints, () =>
+    hints
+      .ringCommit(head.value)
+      .pipe(
+        Effect.zipRight(hints.ringOutbox()),
+        Effect.zipRight(hints.ringTimers),
+        Effect.zipRight(hints.ringAggregates("all"))
+      )
+  ).pipe(
+    // Every cause (failure or defect) is an error value here, logged, and the stream opened again.
+    // Shutdown still ends it: an interrupted fiber runs no recovery handler.
+    Effect.sandbox,
+    Effect.tapError((cause) =>
+      LoopRounds.logFailedRound("commit hints from other processes stopped; retrying (reactors still poll)")(
+        cause
+      ).pipe(Effect.zipRight(Effect.sleep("1 second")))
     ),
-    Stream.retry(Schedule.spaced("1 second")),
-    Stream.runForEach(() =>
-      hints
-        .ringCommit(head.value)
-        .pipe(
-          Effect.zipRight(hints.ringOutbox()),
-          Effect.zipRight(hints.ringTimers),
-          Effect.zipRight(hints.ringAggregates("all"))
-        )
-    )
+    Effect.eventually
   )

@@ -12,18 +12,24 @@ import { Cause, Effect, LogLevel, Option } from "effect"
 const CAUSE_CHARS = 2_000
 
 /**
- * The round, with its failures logged at `failureLevel` (a store that refused: the next round tries
- * again) and its defects at error level (a bug), bounded to 2,000 characters.
+ * Logs why a round ended: a failure at `failureLevel` (a store that refused: the next round tries
+ * again), a defect at error level (a bug) with its cause bounded to 2,000 characters. For loops that
+ * wait or back off between rounds themselves (`survive` is the plain case).
  */
+export const logFailedRound =
+  (message: string, failureLevel: LogLevel.LogLevel = LogLevel.Warning) =>
+  (cause: Cause.Cause<unknown>): Effect.Effect<void> => {
+    const failure = Cause.failureOption(cause)
+    return Option.isSome(failure) && Option.isNone(Cause.dieOption(cause))
+      ? Effect.logWithLevel(failureLevel, message, failure.value)
+      : Effect.logError(message, Cause.pretty(cause).slice(0, CAUSE_CHARS))
+  }
+
+/** The round, with its failures and defects logged (`logFailedRound`) instead of ending the loop. */
 export const survive =
   (message: string, failureLevel: LogLevel.LogLevel = LogLevel.Warning) =>
   <A, E, R>(round: Effect.Effect<A, E, R>): Effect.Effect<void, never, R> =>
     // Shutdown still ends the loop: once its own fiber is interrupted, Effect runs no recovery handler.
     // An interrupt-only cause that does reach here came from inside the round (a child fiber it joined
     // was interrupted): a round that failed, like any other.
-    Effect.catchAllCause(Effect.asVoid(round), (cause) => {
-      const failure = Cause.failureOption(cause)
-      return Option.isSome(failure) && Option.isNone(Cause.dieOption(cause))
-        ? Effect.logWithLevel(failureLevel, message, failure.value)
-        : Effect.logError(message, Cause.pretty(cause).slice(0, CAUSE_CHARS))
-    })
+    Effect.catchAllCause(Effect.asVoid(round), logFailedRound(message, failureLevel))

@@ -2,8 +2,9 @@
  * Aggregate hints: a commit rings the readers of the aggregates it changed and no one else, so a
  * thread's SSE stream is not woken by every other thread's chunks; a foreign commit rings them all.
  */
+import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Option, Queue } from "effect"
+import { Effect, Exit, Fiber, Logger, Option, Queue, Stream, TestClock } from "effect"
 import * as CommitHints from "../src/CommitHints.js"
 
 describe("CommitHints per aggregate", () => {
@@ -55,6 +56,50 @@ describe("CommitHints per aggregate", () => {
       assert.isTrue(a.takeEventsFlag())
       yield* hints.ringAggregates("all")
       assert.deepStrictEqual([a.takeEventsFlag(), b.takeEventsFlag()], [true, true])
+    })
+  )
+})
+
+describe("forwarding other processes' commit hints", () => {
+  it.scoped(
+    "a listener that dies or fails is logged and opened again a second later, and the foreign commits after it ring followers",
+    () => {
+      const logged: Array<string> = []
+      const kept = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ logLevel }) => {
+          logged.push(logLevel.label)
+        })
+      )
+      return Effect.gen(function* () {
+        const hints = yield* CommitHints.make
+        const commits = yield* hints.subscribeCommits
+        // Each open of the listener: the first dies (a bug in the driver), the second fails (the
+        // session lost), the third is up and hears one foreign commit.
+        const opens = [
+          Stream.dieMessage("driver bug in LISTEN"),
+          Stream.fail(new SqlError({ cause: new Error("gone"), message: "the LISTEN session was lost" })),
+          Stream.concat(Stream.make(undefined), Stream.never)
+        ]
+        let opened = 0
+        const foreign = Stream.suspend(() => opens[Math.min(opened++, opens.length - 1)]!)
+        const forwarding = yield* Effect.fork(CommitHints.forwardForeign(hints, { value: 7 }, foreign))
+        yield* TestClock.adjust("1 second")
+        yield* TestClock.adjust("1 second")
+        assert.strictEqual(opened, 3, "the listener was opened again after it died and after it failed")
+        assert.deepStrictEqual(yield* Queue.poll(commits), Option.some(7))
+        assert.deepStrictEqual(logged, ["ERROR", "WARN"])
+        // Shutdown ends it.
+        yield* Fiber.interrupt(forwarding)
+        assert.isTrue(Exit.isInterrupted(yield* Fiber.await(forwarding)))
+      }).pipe(Effect.provide(kept))
+    }
+  )
+
+  it.effect("a store without other processes (an empty stream) ends the forwarding at once", () =>
+    Effect.gen(function* () {
+      const hints = yield* CommitHints.make
+      yield* CommitHints.forwardForeign(hints, { value: 0 }, Stream.empty)
     })
   )
 })
