@@ -5,9 +5,10 @@
  * when it is lost: a pooled connection that dies takes its lock or its LISTEN with it unnoticed.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Schedule, type Scope, Stream } from "effect"
+import { Cause, Effect, Exit, type Scope, Stream } from "effect"
 import pg from "pg"
 import { NodeIdInUse } from "../Errors.js"
+import * as LoopRounds from "../LoopRounds.js"
 
 export interface SessionOptions {
   readonly url: string
@@ -82,6 +83,33 @@ export const holdLock = (
   onLost: (error: NodeIdInUse) => Effect.Effect<void>
 ): Effect.Effect<void, NodeIdInUse | SqlError, Scope.Scope> => holdWith(tryLock(options, key), nodeId, onLost)
 
+/** Longest wait between re-takes that died: a bug that repeats logs its stack at most this often. */
+const DEFECT_BACKOFF_MAX_MS = 5_000
+
+/**
+ * Takes the lock again until it is answered (held, or held by another). A refusal (the database
+ * unreachable) is retried every 500 ms for as long as it lasts. So is a defect (a bug in the driver
+ * or the query), logged with its stack and backing off from 500 ms to 5 s: ending the loop on it
+ * left the node running without its lock, and it never learnt that another process took its id.
+ */
+const retake = (take: Effect.Effect<HeldLock | undefined, SqlError>) =>
+  Effect.gen(function* () {
+    let defects = 0
+    while (true) {
+      // Shutdown still ends this: an interrupted fiber runs no recovery handler, Effect.exit's included.
+      const exit = yield* Effect.exit(take)
+      if (Exit.isSuccess(exit)) return exit.value
+      if (Cause.isFailure(exit.cause) && !Cause.isDie(exit.cause)) {
+        yield* Effect.logWarning("node id lock: database unreachable; retrying", Cause.squash(exit.cause))
+        yield* Effect.sleep("500 millis")
+      } else {
+        defects++
+        yield* LoopRounds.logFailedRound("node id lock: taking it again died; retrying")(exit.cause)
+        yield* Effect.sleep(Math.min(500 * 2 ** (defects - 1), DEFECT_BACKOFF_MAX_MS))
+      }
+    }
+  })
+
 /** `holdLock`'s loop over any way of taking the lock (`take`: held, or undefined when another holds it). */
 export const holdWith = (
   take: Effect.Effect<HeldLock | undefined, SqlError>,
@@ -98,10 +126,7 @@ export const holdWith = (
         while (true) {
           const cause = yield* current.lost
           yield* Effect.logError(`the session holding node id '${nodeId}' was lost; taking the lock again`, cause)
-          const next = yield* take.pipe(
-            Effect.tapError((error) => Effect.logWarning("node id lock: database unreachable; retrying", error)),
-            Effect.retry(Schedule.spaced("500 millis"))
-          )
+          const next = yield* retake(take)
           if (next === undefined) return yield* onLost(inUse(nodeId))
           current = next
           yield* Effect.logWarning(`node id '${nodeId}' lock taken again`)
