@@ -53,6 +53,11 @@ export interface OutboxRow {
   /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
   readonly quarantine: QuarantineRecord | null
   /**
+   * Set when the stored quarantine record is not JSON: `quarantine` is then null and the status is
+   * kept. Its parked settlement is lost with it, so such a row can be failed but not released.
+   */
+  readonly quarantineUnreadable?: string
+  /**
    * Set when the stored payload is not JSON (cut off, or edited by hand): `payload` is then null. A
    * reactor never hands such a row to its handler; it fails it for good (Reactor.verdictFor).
    */
@@ -127,8 +132,6 @@ export const insertShape = TableColumns.insertShape<NewOutboxRow>()(
   { keepExistingOn: "effect_id" }
 )
 
-const parse = (json: string | null): unknown => (json === null ? null : JSON.parse(json))
-
 /**
  * A stored outcome or failure as written, or its text when it is not JSON: a row is read whatever its
  * columns hold. A read that threw here would stop the reader (a reactor's claim, an operator's list)
@@ -144,6 +147,15 @@ const parseOrText = (json: string | null): unknown => {
 const payloadOf = (json: string): { readonly payload: unknown; readonly undecodable?: string } => {
   const read = StoredJson.read(json, "payload")
   return read.ok ? { payload: read.value } : { payload: null, undecodable: read.why }
+}
+
+/** The quarantine record, or why it cannot be read. */
+const quarantineOf = (
+  json: string | null
+): { readonly quarantine: QuarantineRecord | null; readonly quarantineUnreadable?: string } => {
+  if (json === null) return { quarantine: null }
+  const read = StoredJson.read(json, "quarantine record")
+  return read.ok ? { quarantine: read.value as QuarantineRecord } : { quarantine: null, quarantineUnreadable: read.why }
 }
 
 const toRow = (r: Row): OutboxRow => ({
@@ -165,7 +177,7 @@ const toRow = (r: Row): OutboxRow => ({
   operatorActions: Number(r.operator_actions ?? 0),
   createdAt: Number(r.created_at),
   updatedAt: Number(r.updated_at),
-  quarantine: parse(r.quarantine ?? null) as QuarantineRecord | null
+  ...quarantineOf(r.quarantine ?? null)
 })
 
 export const insert = (rows: ReadonlyArray<NewOutboxRow>) =>

@@ -12,7 +12,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
 import type { EffectError, SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
-import type { DispatchError, StorageFailure } from "./Errors.js"
+import { type DispatchError, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
 import type { DispatchAnswer } from "./Processor.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
@@ -144,7 +144,7 @@ export class EffectStillQuarantined extends Schema.TaggedError<EffectStillQuaran
 const parkedRow = (effectId: string) =>
   Effect.gen(function* () {
     const row = yield* Outbox.find(effectId).pipe(Effect.mapError(toStorageFailure("read effect")))
-    if (row === undefined || row.status !== "quarantined" || row.quarantine === null) {
+    if (row === undefined || row.status !== "quarantined") {
       return yield* new EffectNotQuarantined({
         effectId,
         status: row?.status ?? "missing",
@@ -154,8 +154,26 @@ const parkedRow = (effectId: string) =>
             : `effect '${effectId}' is ${row.status}, not quarantined`
       })
     }
-    return { row, record: row.quarantine }
+    return row
   })
+
+/**
+ * The settlement a parked row keeps. A record that cannot be read is the store's damage, not the
+ * aggregate's: the row stays parked (an operator can still fail it), and nothing is dispatched on a guess.
+ */
+const parkedRecord = (row: Outbox.OutboxRow) =>
+  row.quarantine !== null
+    ? Effect.succeed(row.quarantine)
+    : Effect.fail(
+        new StorageFailure({
+          reason: "corrupt",
+          code: "QUARANTINE_UNREADABLE",
+          operation: "release a quarantined effect",
+          message: `the quarantine record of effect '${row.effectId}' cannot be read (${
+            row.quarantineUnreadable ?? "none is stored"
+          }); fail it with a reason instead`
+        })
+      )
 
 /**
  * Releases a parked row once its cause is fixed: the aggregate is replayed afresh and the parked
@@ -171,7 +189,8 @@ export const release = (
 > =>
   Effect.gen(function* () {
     const engine = yield* Engine
-    const { row, record } = yield* parkedRow(effectId)
+    const row = yield* parkedRow(effectId)
+    const record = yield* parkedRecord(row)
     yield* engine.releaseAggregate(row.aggregateType, row.aggregateId)
     const exit = yield* Effect.exit(engine.dispatchWithReceipt(record.settlement, { origin: "internal" }))
     if (Exit.isSuccess(exit)) {
@@ -209,7 +228,7 @@ export const fail = (
   reason: string
 ): Effect.Effect<Outbox.OutboxRow, EffectNotQuarantined | StorageFailure, SqlClient> =>
   Effect.gen(function* () {
-    const { row } = yield* parkedRow(effectId)
+    const row = yield* parkedRow(effectId)
     const now = yield* Clock.currentTimeMillis
     const failed = yield* Outbox.failParked(effectId, row.attempts, JSON.stringify(failedByOperator(reason)), now).pipe(
       Effect.mapError(toStorageFailure("fail a quarantined effect"))

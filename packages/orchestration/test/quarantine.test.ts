@@ -522,6 +522,54 @@ describe("operator actions on a quarantined effect", () => {
   })
 })
 
+describe("a parked row whose stored record is damaged", () => {
+  it.effect(
+    "is listed as quarantined with why its record cannot be read; release is refused as corrupt, fail still ends it",
+    () => {
+      const file = tempDbFile()
+      return Effect.gen(function* () {
+        yield* previousProcess(file, [
+          ["old", "work.bound"],
+          ["other", "work.bound"]
+        ])
+        // This deployment registers no jobs: both rows are parked at boot; then one record is cut off.
+        yield* Effect.gen(function* () {
+          const sql = yield* SqlClient
+          assert.strictEqual((yield* Boot.BootReport).reconciled.quarantined, 2)
+          yield* sql`UPDATE outbox SET quarantine = ${'{"reason":"aggregate-unreg'} WHERE effect_id = 'job:old'`
+          const listed = yield* Outbox.list({ status: "quarantined" })
+          assert.deepStrictEqual(
+            listed.map((r) => [r.effectId, r.status, r.quarantine?.reason ?? null]),
+            [
+              ["job:old", "quarantined", null],
+              ["job:other", "quarantined", "aggregate-unregistered"]
+            ]
+          )
+          assert.match(listed[0]!.quarantineUnreadable ?? "", /^its stored quarantine record is not JSON \(/)
+          assert.strictEqual(listed[1]!.quarantineUnreadable, undefined)
+          // Its parked settlement is lost with the record: a release cannot know what to dispatch.
+          const refused = yield* Effect.flip(Quarantine.release("job:old"))
+          assert.deepStrictEqual(refused._tag === "StorageFailure" ? [refused.reason, refused.code] : [refused._tag], [
+            "corrupt",
+            "QUARANTINE_UNREADABLE"
+          ])
+          assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
+          const failed = yield* Quarantine.fail("job:old", "record lost; settled by hand")
+          assert.deepStrictEqual([failed.status, failed.quarantine], ["failed", null])
+        }).pipe(
+          Effect.provide(
+            stack([testReactor(scriptedHandler().handle)], {
+              filename: file,
+              activation: "manual",
+              engine: { aggregates: [] }
+            })
+          )
+        )
+      })
+    }
+  )
+})
+
 describe("the quarantine migration", () => {
   it.effect("keeps every row and the outbox's sequence high-water mark, so no sequence is handed out twice", () =>
     Effect.gen(function* () {
