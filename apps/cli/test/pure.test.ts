@@ -184,4 +184,29 @@ describe("one effect as its reader gets it", () => {
     )
     assert.match(renderEffect(row), /payload\s+-\n/)
   })
+
+  it("a row whose stored quarantine record could not be read says so and why", () => {
+    const row = {
+      sequence: 1,
+      effectId: "o-1:welcome",
+      commandId: "o-1",
+      aggregateType: "account",
+      aggregateId: "acc-1",
+      kind: "email.send",
+      payload: {},
+      lane: "acc-1",
+      status: "quarantined" as const,
+      attempts: 1,
+      availableAt: 0,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      response: null,
+      error: null,
+      createdAt: 0,
+      updatedAt: 0,
+      quarantine: null,
+      quarantineUnreadable: "its stored quarantine record is not JSON (cut off)"
+    }
+    assert.match(renderEffect(row), /quarantine\s+unreadable: its stored quarantine record is not JSON \(cut off\)/)
+  })
 })

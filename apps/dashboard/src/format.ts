@@ -42,10 +42,13 @@ export const errorReason = (error: unknown): string | undefined => {
 /** Why a row is quarantined, in one line: the closed reason, who parked it, and the message (shortened). */
 export const quarantineReason = (effect: {
   readonly quarantine?: { readonly reason: string; readonly by: string; readonly message: string } | null | undefined
+  readonly quarantineUnreadable?: string | undefined
 }): string =>
-  effect.quarantine === null || effect.quarantine === undefined
-    ? "quarantined (no reason stored)"
-    : `${effect.quarantine.reason} (found by ${effect.quarantine.by}): ${preview(effect.quarantine.message, 300)}`
+  effect.quarantineUnreadable !== undefined
+    ? `record unreadable: ${preview(effect.quarantineUnreadable, 300)}`
+    : effect.quarantine === null || effect.quarantine === undefined
+      ? "quarantined (no reason stored)"
+      : `${effect.quarantine.reason} (found by ${effect.quarantine.by}): ${preview(effect.quarantine.message, 300)}`
 
 /** A JSON value shortened for a table cell. */
 export const preview = (value: unknown, max = 240): string => {

@@ -40,6 +40,13 @@ describe("formatting", () => {
     )
     assert.isAtMost(quarantineReason({ quarantine: { ...quarantine, message: "x".repeat(5_000) } }).length, 400)
     assert.strictEqual(quarantineReason({ quarantine: null }), "quarantined (no reason stored)")
+    assert.strictEqual(
+      quarantineReason({
+        quarantine: null,
+        quarantineUnreadable: "its stored quarantine record is not JSON (cut off)"
+      }),
+      "record unreadable: its stored quarantine record is not JSON (cut off)"
+    )
   })
 })
 

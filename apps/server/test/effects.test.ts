@@ -52,7 +52,7 @@ describe("the outbox over HTTP", () => {
     })
   )
 
-  it.scopedLive("a row whose stored payload is not JSON lists with its payload null and says why", () =>
+  it.scopedLive("a row whose stored payload or quarantine record is not JSON lists with them null and says why", () =>
     Effect.gen(function* () {
       const dataDir = tempDataDir()
       // First life: an account whose welcome mail is due in an hour.
@@ -62,20 +62,26 @@ describe("the outbox over HTTP", () => {
           yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "later@example.com"))
         })
       )
-      // Between lives: its payload is cut off, as a bad migration or a hand edit would leave it.
+      // Between lives: its payload and the record of a past quarantine are cut off, as a bad migration
+      // or a hand edit would leave them.
       yield* onStore(
         dataDir,
-        Effect.flatMap(SqlClient, (sql) => sql`UPDATE outbox SET payload = '{"to":' WHERE effect_id = 'o-1:welcome'`)
+        Effect.flatMap(
+          SqlClient,
+          (sql) => sql`UPDATE outbox SET payload = '{"to":', quarantine = '{"reason":' WHERE effect_id = 'o-1:welcome'`
+        )
       )
       const { url } = yield* startServer({ dataDir })
       const api = yield* client(url)
       const one = yield* api.effects.get({ path: { effectId: "o-1:welcome" } })
       assert.strictEqual(one.payload, null)
       assert.match(one.undecodable ?? "", /not (valid )?JSON/)
+      assert.strictEqual(one.quarantine, null)
+      assert.match(one.quarantineUnreadable ?? "", /quarantine record is not JSON/)
       const listed = yield* api.effects.list({ urlParams: {} })
       assert.deepStrictEqual(
-        listed.effects.map((e) => [e.effectId, e.payload, typeof e.undecodable]),
-        [["o-1:welcome", null, "string"]]
+        listed.effects.map((e) => [e.effectId, e.payload, typeof e.undecodable, typeof e.quarantineUnreadable]),
+        [["o-1:welcome", null, "string", "string"]]
       )
     })
   )

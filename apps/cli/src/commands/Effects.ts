@@ -50,14 +50,16 @@ export const renderEffect = (e: EffectView): string =>
     ["payload", e.undecodable === undefined ? Render.compact(e.payload, 400) : `unreadable: ${e.undecodable}`],
     ["response", Render.compact(e.response, 400)],
     ["error", Render.compact(e.error, 400)],
-    ...(e.quarantine === null
-      ? []
-      : [
-          [
-            "quarantine",
-            `${e.quarantine.reason} (by ${e.quarantine.by} at ${Render.time(e.quarantine.at)}): ${Render.compact(e.quarantine.message, 400)}`
-          ] as [string, string]
-        ])
+    ...(e.quarantineUnreadable !== undefined
+      ? [["quarantine", `unreadable: ${e.quarantineUnreadable}`] as [string, string]]
+      : e.quarantine === null
+        ? []
+        : [
+            [
+              "quarantine",
+              `${e.quarantine.reason} (by ${e.quarantine.by} at ${Render.time(e.quarantine.at)}): ${Render.compact(e.quarantine.message, 400)}`
+            ] as [string, string]
+          ])
   ])
 
 export const renderAnswer = (action: string, answer: DispatchAnswer): string =>

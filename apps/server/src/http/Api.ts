@@ -110,7 +110,9 @@ export const EffectView = Schema.Struct({
   createdAt: Schema.Number,
   updatedAt: Schema.Number,
   /** Why the row was last quarantined (kept after a release or an operator's fail), or null. */
-  quarantine: Schema.NullOr(QuarantineView)
+  quarantine: Schema.NullOr(QuarantineView),
+  /** Present when the stored quarantine record could not be read (then `quarantine` is null): why. */
+  quarantineUnreadable: Schema.optional(Schema.String)
 })
 
 export const HealthReport = Schema.Struct({
