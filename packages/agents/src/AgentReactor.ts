@@ -170,7 +170,12 @@ const modelStep = (row: Outbox.OutboxRow) =>
     const mcpTools = yield* (yield* McpServers.McpServers).tools
     const { threadId } = row.payload as { threadId: string }
     const transcript = yield* transcriptOf(threadId).pipe(
-      Effect.mapError((e) => failure(`could not read the transcript: ${e.message}`, true))
+      Effect.mapError((e) =>
+        // A damaged message stays damaged until an operator repairs it: asking again cannot help.
+        e._tag === "TranscriptUnreadable"
+          ? failure(e.message, false, "transcript-unreadable")
+          : failure(`could not read the transcript: ${e.message}`, true)
+      )
     )
     const response = yield* streamedStep(row, {
       requestId: row.effectId,

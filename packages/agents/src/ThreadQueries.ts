@@ -3,15 +3,67 @@
  * calls awaiting an operator. Rows come from the read models `ThreadProjection.ts` keeps.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Effect } from "effect"
+import { StoredJson } from "@orchestration/engine"
+import { Effect, Schema } from "effect"
 import { validateTranscript, type TranscriptMessage, type TranscriptProblem } from "./Transcript.js"
 
-export const transcriptOf = (threadId: string) =>
+/** A stored transcript message that is not JSON (cut off, hand-edited): where it sits and why. */
+export interface UnreadableMessage {
+  /** Its stored position in the thread (the first message is 1). */
+  readonly position: number
+  readonly why: string
+}
+
+/**
+ * A thread's transcript as stored: the messages that can be read, in order, and those that cannot.
+ * A read that threw on one damaged row failed the whole thread view and transcript route.
+ */
+export const storedTranscriptOf = (threadId: string) =>
   Effect.flatMap(
     SqlClient,
     (sql) =>
-      sql<{ message: string }>`SELECT message FROM agent_messages WHERE thread_id = ${threadId} ORDER BY position`
-  ).pipe(Effect.map((rows) => rows.map((r) => JSON.parse(r.message) as TranscriptMessage)))
+      sql<{
+        position: number | string
+        message: string
+      }>`SELECT position, message FROM agent_messages WHERE thread_id = ${threadId} ORDER BY position`
+  ).pipe(
+    Effect.map((rows) => {
+      const messages: Array<TranscriptMessage> = []
+      const unreadable: Array<UnreadableMessage> = []
+      for (const r of rows) {
+        const read = StoredJson.read(r.message, "message")
+        if (read.ok) messages.push(read.value as TranscriptMessage)
+        else unreadable.push({ position: Number(r.position), why: read.why })
+      }
+      return { messages, unreadable }
+    })
+  )
+
+/** The transcript has a message that cannot be read: a model must not be sent it with the hole. */
+export class TranscriptUnreadable extends Schema.TaggedError<TranscriptUnreadable>()("TranscriptUnreadable", {
+  threadId: Schema.String,
+  position: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** The provider-ready transcript: every message, or TranscriptUnreadable naming the first that cannot be read. */
+export const transcriptOf = (threadId: string) =>
+  Effect.flatMap(storedTranscriptOf(threadId), ({ messages, unreadable }) => {
+    const first = unreadable[0]
+    return first === undefined
+      ? Effect.succeed(messages)
+      : Effect.fail(
+          new TranscriptUnreadable({
+            threadId,
+            position: first.position,
+            message: `message ${first.position} of thread '${threadId}' cannot be read: ${first.why}`
+          })
+        )
+  })
+
+/** `unreadableMessages`, present only when some are (as an effect's `undecodable`). */
+const unreadableField = (unreadable: ReadonlyArray<UnreadableMessage>) =>
+  unreadable.length === 0 ? {} : { unreadableMessages: unreadable }
 
 export interface ToolCallView {
   readonly callId: string
@@ -44,7 +96,9 @@ export interface ThreadView {
   readonly title: string | null
   readonly status: string
   readonly turns: ReadonlyArray<TurnView>
+  /** The messages that can be read; the others are in `unreadableMessages`. */
   readonly messages: ReadonlyArray<TranscriptMessage>
+  readonly unreadableMessages?: ReadonlyArray<UnreadableMessage>
 }
 
 /**
@@ -84,6 +138,7 @@ export const threadView = (threadId: string) =>
       c.approval, c.approval_deadline, c.approval_note FROM agent_tool_calls c
       LEFT JOIN outbox o ON o.effect_id = c.effect_id WHERE c.thread_id = ${threadId}
       ORDER BY c.step, c.position, ${sql.onDialectOrElse({ pg: () => sql.literal("c.effect_id"), orElse: () => sql.literal("c.rowid") })}`
+    const transcript = yield* storedTranscriptOf(threadId)
     const view: ThreadView = {
       threadId,
       title: thread.title,
@@ -118,7 +173,8 @@ export const threadView = (threadId: string) =>
             )
         })
       ),
-      messages: yield* transcriptOf(threadId)
+      messages: transcript.messages,
+      ...unreadableField(transcript.unreadable)
     }
     return view
   })
@@ -128,9 +184,15 @@ export const transcriptView = (threadId: string) =>
     const sql = yield* SqlClient
     const [thread] = yield* sql<{ status: string }>`SELECT status FROM agent_threads WHERE thread_id = ${threadId}`
     if (thread === undefined) return undefined
-    const messages = yield* transcriptOf(threadId)
+    const { messages, unreadable } = yield* storedTranscriptOf(threadId)
     const validation = validateTranscript(messages, { allowTrailingOpenCalls: thread.status === "running" })
-    return { messages, valid: validation.valid, problems: validation.problems as ReadonlyArray<TranscriptProblem> }
+    return {
+      messages,
+      // With a message missing it cannot be replayed to a provider, whatever the rest says.
+      valid: validation.valid && unreadable.length === 0,
+      problems: validation.problems as ReadonlyArray<TranscriptProblem>,
+      ...unreadableField(unreadable)
+    }
   })
 
 /** A call waiting for an operator, as GET /v1/approvals lists it. */
@@ -140,10 +202,18 @@ export interface PendingApproval {
   /** The id `tool.approve` / `tool.deny` name: the call's thread-unique (transcript) id. */
   readonly callId: string
   readonly name: string
+  /** The call's arguments; null when they cannot be read (`undecodable` says why). */
   readonly arguments: unknown
+  readonly undecodable?: string
   readonly effectId: string
   /** When it is answered "denied: no approval within …" (epoch ms). */
   readonly deadline: number
+}
+
+/** The arguments, or why they cannot be read: one damaged row is listed as such, not failing the list. */
+const argumentsOf = (text: string): { readonly arguments: unknown; readonly undecodable?: string } => {
+  const read = StoredJson.read(text, "argument text")
+  return read.ok ? { arguments: read.value } : { arguments: null, undecodable: read.why }
 }
 
 /** Calls awaiting approval, oldest deadline first; of one thread when `threadId` is given. */
@@ -167,7 +237,7 @@ export const pendingApprovals = (options: { readonly threadId?: string | undefin
         turnId: r.turn_id,
         callId: r.transcript_id,
         name: r.name,
-        arguments: JSON.parse(r.arguments) as unknown,
+        ...argumentsOf(r.arguments),
         effectId: r.effect_id,
         deadline: Number(r.approval_deadline ?? 0)
       })

@@ -4,7 +4,7 @@ import { Engine, Outbox } from "@orchestration/engine"
 import { TestStore } from "@orchestration/engine/testing"
 import { Effect, Layer } from "effect"
 import { Thread } from "../src/Thread.js"
-import { ThreadViews } from "../src/ThreadReadModel.js"
+import { pendingApprovals, ThreadViews, threadView, transcriptOf, transcriptView } from "../src/ThreadReadModel.js"
 
 // The engine's tables (migrated), without the projection: the test builds the old table itself.
 const engineWithoutViews = Engine.layer({ aggregates: [Thread], projections: [] }).pipe(
@@ -78,6 +78,92 @@ describe("the tool-call read model", () => {
             ["tool:pruned-storage", "failed", 0],
             ["tool:unknown", "failed", 0]
           ]
+        )
+      }).pipe(Effect.provide(engineWithoutViews))
+  )
+})
+
+/** A thread's read model as the projection leaves it, written directly: one thread, its rows as given. */
+const threadRows = (
+  messages: ReadonlyArray<string>,
+  calls: ReadonlyArray<{ readonly effectId: string; readonly arguments: string; readonly deadline: number }>
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    yield* ThreadViews.setup
+    yield* sql`INSERT INTO agent_threads ${sql.insert({ thread_id: "t1", title: null, status: "running", updated_seq: 1 })}`
+    for (const [i, message] of messages.entries()) {
+      yield* sql`INSERT INTO agent_messages ${sql.insert({ thread_id: "t1", position: i + 1, message })}`
+    }
+    for (const call of calls) {
+      yield* sql`INSERT INTO agent_tool_calls ${sql.insert({
+        effect_id: call.effectId,
+        thread_id: "t1",
+        turn_id: "t1:m1",
+        step: 1,
+        call_id: call.effectId,
+        transcript_id: call.effectId,
+        name: "publish",
+        arguments: call.arguments,
+        approval: "awaiting",
+        approval_deadline: call.deadline
+      })}`
+    }
+  })
+
+describe("reads of a thread with one damaged row (cut off, hand-edited)", () => {
+  it.effect("the approvals list shows the damaged call with its arguments null and why; the others as stored", () =>
+    Effect.gen(function* () {
+      yield* threadRows(
+        [],
+        [
+          { effectId: "tool:ok", arguments: '{"x":1}', deadline: 1_000 },
+          { effectId: "tool:cut", arguments: '{"x":', deadline: 2_000 }
+        ]
+      )
+      const listed = yield* pendingApprovals({ limit: 10 })
+      assert.deepStrictEqual(
+        listed.map((a) => [a.callId, a.arguments, a.undecodable === undefined]),
+        [
+          ["tool:ok", { x: 1 }, true],
+          ["tool:cut", null, false]
+        ]
+      )
+      assert.match(listed[1]!.undecodable ?? "", /^its stored argument text is not JSON \(/)
+    }).pipe(Effect.provide(engineWithoutViews))
+  )
+
+  it.effect(
+    "the transcript and thread views list the readable messages, say which stored position is unreadable and why, and do not validate; the model's read refuses it",
+    () =>
+      Effect.gen(function* () {
+        yield* threadRows(
+          [
+            JSON.stringify({ role: "user", content: "hi" }),
+            '{"role":"assistant","content":"hel',
+            JSON.stringify({ role: "user", content: "again" })
+          ],
+          []
+        )
+        const transcript = (yield* transcriptView("t1"))!
+        assert.deepStrictEqual(transcript.messages, [
+          { role: "user", content: "hi" },
+          { role: "user", content: "again" }
+        ])
+        assert.isFalse(transcript.valid)
+        assert.deepStrictEqual(
+          transcript.unreadableMessages?.map((m) => m.position),
+          [2]
+        )
+        assert.match(transcript.unreadableMessages?.[0]?.why ?? "", /^its stored message is not JSON \(/)
+        const thread = (yield* threadView("t1"))!
+        assert.strictEqual(thread.messages.length, 2)
+        assert.deepStrictEqual(thread.unreadableMessages, transcript.unreadableMessages)
+        // A model step is never sent a transcript with a hole in it: the read fails, typed.
+        const refused = yield* Effect.flip(transcriptOf("t1"))
+        assert.deepStrictEqual(
+          refused._tag === "TranscriptUnreadable" ? [refused._tag, refused.position] : [refused._tag],
+          ["TranscriptUnreadable", 2]
         )
       }).pipe(Effect.provide(engineWithoutViews))
   )

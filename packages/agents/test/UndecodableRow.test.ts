@@ -2,6 +2,7 @@
  * A thread's effect row whose stored payload is not JSON (cut off, hand-edited, a bad migration):
  * the reactor never performs it and fails it for good (`payload-undecodable`); the thread must hear
  * that failure as any other, not throw on the missing payload and leave the row parked for an operator.
+ * Likewise a transcript message that is not JSON: the step fails with why, not with the parser's defect.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
@@ -57,6 +58,33 @@ describe("a thread's effect row whose stored payload cannot be read", () => {
         steps.map((s) => [s.effectId, s.status, s.turnId]),
         [[effectId, "failed", ""]]
       )
+    }).pipe(Effect.provide(agentsStack({ provider: provider.layer })))
+  })
+})
+
+describe("a thread whose stored transcript message cannot be read", () => {
+  it.effect("its model step fails for good with why, the model never sent the transcript with a hole", () => {
+    const provider = down()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const sql = yield* SqlClient
+      const effectId = "step:u2:m1#1"
+      yield* engine.dispatchWithReceipt(send("u2", "m1", "hi"))
+      yield* advanceUntil(
+        Effect.map(Outbox.find(effectId), (row) => row?.status === "pending" && row.attempts >= 1),
+        "the step failed once and waits for its retry"
+      )
+      // The user's message, cut off as a bad migration or a hand edit would leave it.
+      yield* sql`UPDATE agent_messages SET message = ${'{"role":"user","content":"h'} WHERE thread_id = 'u2'`
+
+      yield* advanceUntil(allTurnsTerminal("u2", 1), "the turn ended")
+      const [turn] = yield* turnStatus("u2")
+      assert.strictEqual(turn!.status, "failed")
+      assert.match(turn!.reason ?? "", /^model step failed: message 1 of thread 'u2' cannot be read: /)
+      const row = (yield* Outbox.find(effectId))!
+      assert.strictEqual(row.status, "failed")
+      assert.strictEqual((row.error as { code?: string } | null)?.code, "transcript-unreadable")
+      assert.strictEqual(provider.counted.asked, 1, "the model was not asked again")
     }).pipe(Effect.provide(agentsStack({ provider: provider.layer })))
   })
 })
