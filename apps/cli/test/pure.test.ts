@@ -4,8 +4,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Chunk, Effect, Exit, FiberId, Stream } from "effect"
 import * as CliErrors from "../src/CliErrors.js"
 import * as Check from "../src/db/Check.js"
+import { renderApprovals } from "../src/commands/Approvals.js"
 import { renderEffect } from "../src/commands/Effects.js"
 import { renderHealth } from "../src/commands/Status.js"
+import { renderThread } from "../src/commands/Threads.js"
 import * as Help from "../src/Help.js"
 import { sseMessages } from "../src/ServerClient.js"
 
@@ -208,5 +210,38 @@ describe("one effect as its reader gets it", () => {
       quarantineUnreadable: "its stored quarantine record is not JSON (cut off)"
     }
     assert.match(renderEffect(row), /quarantine\s+unreadable: its stored quarantine record is not JSON \(cut off\)/)
+  })
+})
+
+describe("a thread's damaged rows as its reader gets them", () => {
+  it("an approval whose stored arguments could not be read says so and why in its arguments column", () => {
+    const text = renderApprovals({
+      approvals: [
+        {
+          threadId: "t1",
+          turnId: "t1:m1",
+          callId: "call_1_0",
+          name: "execute",
+          arguments: null,
+          undecodable: "its stored argument text is not JSON (cut off)",
+          effectId: "tool:t1:m1:call_1_0",
+          deadline: 0
+        }
+      ]
+    })
+    assert.match(text, /call_1_0\s+execute\s+unreadable: its stored argument text/)
+  })
+
+  it("a transcript with an unreadable message is invalid and names its position and why", () => {
+    const unreadableMessages = [{ position: 2, why: "its stored message is not JSON (cut off)" }]
+    const text = renderThread({
+      thread: { threadId: "t1", title: "", status: "idle", turns: [], messages: [], unreadableMessages },
+      transcript: { messages: [{ role: "user", content: "hi" }], valid: false, problems: [], unreadableMessages },
+      effects: []
+    })
+    assert.match(
+      text,
+      /transcript\s+INVALID \(1 messages\): message 2 unreadable: its stored message is not JSON \(cut off\)/
+    )
   })
 })

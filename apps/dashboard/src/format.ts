@@ -50,6 +50,25 @@ export const quarantineReason = (effect: {
       ? "quarantined (no reason stored)"
       : `${effect.quarantine.reason} (found by ${effect.quarantine.by}): ${preview(effect.quarantine.message, 300)}`
 
+/** An awaiting call's arguments as the operator reads them before approving: JSON, or why they cannot be read. */
+export const approvalArguments = (approval: {
+  readonly arguments: unknown
+  readonly undecodable?: string | undefined
+}) =>
+  approval.undecodable === undefined
+    ? JSON.stringify(approval.arguments, null, 2)
+    : `arguments unreadable: ${preview(approval.undecodable, 300)}`
+
+/** The transcript's stored messages that cannot be read (they are not in its list), in one line; none: undefined. */
+export const unreadableMessagesNote = (
+  unreadable: ReadonlyArray<{ readonly position: number; readonly why: string }> | undefined
+): string | undefined =>
+  unreadable === undefined || unreadable.length === 0
+    ? undefined
+    : `${unreadable.length} message${unreadable.length === 1 ? "" : "s"} cannot be read and ${
+        unreadable.length === 1 ? "is" : "are"
+      } not shown: ${unreadable.map((m) => `message ${m.position}: ${preview(m.why, 300)}`).join("; ")}`
+
 /** A JSON value shortened for a table cell. */
 export const preview = (value: unknown, max = 240): string => {
   const text = typeof value === "string" ? value : JSON.stringify(value)

@@ -1,7 +1,15 @@
 /** The page's pure parts: age and rate formatting, the stuck rule, the chart window, SSE parsing. */
 import { assert, describe, it } from "vitest"
 import { parseSse } from "../src/eventStream.js"
-import { errorReason, formatAge, formatRate, isStuck, quarantineReason } from "../src/format.js"
+import {
+  approvalArguments,
+  errorReason,
+  formatAge,
+  formatRate,
+  isStuck,
+  quarantineReason,
+  unreadableMessagesNote
+} from "../src/format.js"
 import { addSample, rateSeries, type Sample } from "../src/samples.js"
 
 const sample = (at: number, head: number, settled = 0): Sample => ({ at, head, settled, lag: 0, oldestPendingAgeMs: 0 })
@@ -46,6 +54,24 @@ describe("formatting", () => {
         quarantineUnreadable: "its stored quarantine record is not JSON (cut off)"
       }),
       "record unreadable: its stored quarantine record is not JSON (cut off)"
+    )
+  })
+})
+
+describe("damaged rows of a thread", () => {
+  it("an approval whose arguments could not be read shows why; readable arguments show as JSON", () => {
+    assert.strictEqual(approvalArguments({ arguments: { x: 1 } }), '{\n  "x": 1\n}')
+    assert.strictEqual(
+      approvalArguments({ arguments: null, undecodable: "its stored argument text is not JSON (cut off)" }),
+      "arguments unreadable: its stored argument text is not JSON (cut off)"
+    )
+  })
+
+  it("unreadable transcript messages are named by position, with why; none, no note", () => {
+    assert.strictEqual(unreadableMessagesNote(undefined), undefined)
+    assert.strictEqual(
+      unreadableMessagesNote([{ position: 2, why: "its stored message is not JSON (cut off)" }]),
+      "1 message cannot be read and is not shown: message 2: its stored message is not JSON (cut off)"
     )
   })
 })

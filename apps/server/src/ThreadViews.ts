@@ -33,22 +33,30 @@ export const TurnView = Schema.Struct({
   toolCalls: Schema.Array(ToolCallView)
 })
 
+/** A stored transcript message that cannot be read (cut off, hand-edited): its stored position (from 1) and why. */
+export const UnreadableMessage = Schema.Struct({ position: Schema.Number, why: Schema.String })
+
 /** `GET /v1/threads/:threadId`. A deleted thread is still found, with status `deleted`. */
 export const ThreadView = Schema.Struct({
   threadId: Schema.String,
   title: Schema.String,
   status: Schema.String,
   turns: Schema.Array(TurnView),
-  /** The transcript's messages (OpenAI chat format). */
-  messages: Schema.Array(Schema.Unknown)
+  /** The transcript's messages (OpenAI chat format) that can be read. */
+  messages: Schema.Array(Schema.Unknown),
+  /** Present when some stored messages cannot be read: they are not in `messages`. */
+  unreadableMessages: Schema.optional(Schema.Array(UnreadableMessage))
 })
 export type ThreadView = typeof ThreadView.Type
 
 /** `GET /v1/threads/:threadId/transcript`: the provider-ready transcript and its validation. */
 export const TranscriptView = Schema.Struct({
   messages: Schema.Array(Schema.Unknown),
+  /** False too while a message cannot be read: a transcript with a hole cannot be replayed. */
   valid: Schema.Boolean,
-  problems: Schema.Array(Schema.Unknown)
+  problems: Schema.Array(Schema.Unknown),
+  /** Present when some stored messages cannot be read: they are not in `messages`. */
+  unreadableMessages: Schema.optional(Schema.Array(UnreadableMessage))
 })
 export type TranscriptView = typeof TranscriptView.Type
 
@@ -127,6 +135,8 @@ export const PendingApproval = Schema.Struct({
   callId: Schema.String,
   name: Schema.String,
   arguments: Schema.Unknown,
+  /** Present when the stored arguments could not be read (then `arguments` is null): why. */
+  undecodable: Schema.optional(Schema.String),
   effectId: Schema.String,
   /** Epoch ms: unanswered by then, the call is denied ("no approval within …"). */
   deadline: Schema.Number

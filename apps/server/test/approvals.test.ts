@@ -4,12 +4,13 @@
  * door lets it run and the turn complete; a second approve is one approval; a deny after it is a 422
  * stored rejection. The policy is the operator's configuration, parsed with the rest.
  */
+import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Approval } from "@orchestration/agents"
 import { Effect, Either } from "effect"
 import { domain as agents } from "../src/AgentsDomain.js"
 import { parseConfig } from "../src/Config.js"
-import { postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+import { onStore, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
 
 const token = "approval-test-token"
 const auth = { authorization: `Bearer ${token}` }
@@ -131,6 +132,69 @@ describe("approvals over HTTP", () => {
           auth
         )
         assert.deepStrictEqual([late.status, late.body.reason], [422, "approval-conflict"])
+      })
+  )
+
+  it.scopedLive(
+    "a call whose stored arguments and a message of its thread are cut off: the approvals, thread and transcript routes answer and say what is unreadable",
+    () =>
+      Effect.gen(function* () {
+        const dataDir = tempDataDir()
+        const env = { APPROVAL: "required", API_TOKEN: token }
+        // First life: an execute waits for approval.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const { url } = yield* startServer({ domain: agents, env, dataDir })
+            yield* postJson(
+              url,
+              "/v1/commands",
+              {
+                commandId: "send-1",
+                type: "message.send",
+                threadId: "t1",
+                messageId: "m1",
+                text: script({ toolCalls: [{ name: "execute", arguments: { command: "echo hi" } }] }, { text: "ok" })
+              },
+              auth
+            )
+            yield* waitFor(
+              "a pending approval",
+              Effect.map(raw(url, "/v1/approvals", { headers: auth }), (r) =>
+                r.body.approvals?.length > 0 ? r.body.approvals : undefined
+              )
+            )
+          })
+        )
+        // Between lives: the call's arguments and the user's message are cut off, as a hand edit would leave them.
+        yield* onStore(
+          dataDir,
+          Effect.gen(function* () {
+            const sql = yield* SqlClient
+            yield* sql`UPDATE agent_tool_calls SET arguments = '{"command":' WHERE thread_id = 't1'`
+            yield* sql`UPDATE agent_messages SET message = '{"role":"user","cont' WHERE thread_id = 't1' AND position = 1`
+          })
+        )
+        const { url } = yield* startServer({ domain: agents, env, dataDir })
+        const approvals = yield* raw(url, "/v1/approvals", { headers: auth })
+        assert.strictEqual(approvals.status, 200)
+        assert.deepStrictEqual(
+          approvals.body.approvals.map((p: { callId: string; arguments: unknown; undecodable?: string }) => [
+            p.callId,
+            p.arguments,
+            typeof p.undecodable
+          ]),
+          [["call_1_0", null, "string"]]
+        )
+        const transcript = yield* raw(url, "/v1/threads/t1/transcript", { headers: auth })
+        assert.strictEqual(transcript.status, 200)
+        assert.isFalse(transcript.body.valid)
+        assert.deepStrictEqual(
+          transcript.body.unreadableMessages.map((m: { position: number }) => m.position),
+          [1]
+        )
+        const thread = yield* raw(url, "/v1/threads/t1", { headers: auth })
+        assert.strictEqual(thread.status, 200)
+        assert.deepStrictEqual(thread.body.unreadableMessages, transcript.body.unreadableMessages)
       })
   )
 })

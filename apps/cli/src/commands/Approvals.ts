@@ -26,7 +26,9 @@ export const renderApprovals = (list: typeof ApprovalList.Type): string =>
           a.threadId,
           a.callId,
           a.name,
-          Render.compact(a.arguments, 80),
+          a.undecodable === undefined
+            ? Render.compact(a.arguments, 80)
+            : Render.compact(`unreadable: ${a.undecodable}`, 80),
           Render.time(a.deadline)
         ])
       )

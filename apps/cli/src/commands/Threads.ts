@@ -22,6 +22,11 @@ export interface ThreadReport {
 export const renderThread = ({ thread, transcript, effects }: ThreadReport): string => {
   const byId = new Map(effects.map((e) => [e.effectId, e]))
   const problems = transcript.problems as ReadonlyArray<{ code?: string; message?: string }>
+  // An unreadable message is not in `messages`: named first, as the validator's problems are about the rest.
+  const why = [
+    ...(transcript.unreadableMessages ?? []).map((m) => `message ${m.position} unreadable: ${m.why}`),
+    ...problems.map((p) => `${p.code}: ${p.message}`)
+  ]
   const head = Render.fields([
     ["thread", thread.threadId],
     ["title", thread.title || "-"],
@@ -30,7 +35,7 @@ export const renderThread = ({ thread, transcript, effects }: ThreadReport): str
       "transcript",
       transcript.valid
         ? `valid (${transcript.messages.length} messages)`
-        : `INVALID (${transcript.messages.length} messages): ${problems.map((p) => `${p.code}: ${p.message}`).join("; ")}`
+        : `INVALID (${transcript.messages.length} messages): ${why.join("; ")}`
     ]
   ])
   const turns =

@@ -1,6 +1,6 @@
 /** The calls waiting for an operator's approval, each with its arguments, deadline and Approve / Deny. */
 import type { PendingApproval } from "../api.js"
-import { formatAge } from "../format.js"
+import { approvalArguments, formatAge } from "../format.js"
 import { ApprovalActions } from "./ApprovalActions.js"
 
 export interface ApprovalsPanelProps {
@@ -50,7 +50,7 @@ export const ApprovalsPanel = (props: ApprovalsPanelProps) => (
               </span>
             </div>
             <pre class="text small" data-testid="approval-arguments">
-              {JSON.stringify(a.arguments, null, 2)}
+              {approvalArguments(a)}
             </pre>
             <ApprovalActions call={a} onDone={props.onChanged} onError={props.onError} />
           </li>

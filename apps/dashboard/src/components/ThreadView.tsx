@@ -4,7 +4,7 @@
  * thread, model steps included.
  */
 import type { EffectRow, ThreadDetail, ToolCall, TranscriptMessage } from "../api.js"
-import { errorReason, formatAge, formatAgo, preview } from "../format.js"
+import { errorReason, formatAge, formatAgo, preview, unreadableMessagesNote } from "../format.js"
 import { StatusBadge } from "./Badges.js"
 import { ApprovalActions } from "./ApprovalActions.js"
 import { EffectActions } from "./EffectActions.js"
@@ -159,6 +159,7 @@ export const ThreadView = (props: ThreadViewProps) => {
   const calls = new Map<string, ToolCall>()
   for (const turn of detail.turns) for (const call of turn.toolCalls) calls.set(call.transcriptId ?? call.callId, call)
   const effects = new Map(props.effects.map((e) => [e.effectId, e]))
+  const unreadableNote = unreadableMessagesNote(detail.unreadableMessages)
   return (
     <div class="thread-view" data-testid="thread-view" data-thread-id={detail.threadId}>
       <section class="panel">
@@ -193,6 +194,11 @@ export const ThreadView = (props: ThreadViewProps) => {
           <h2>Transcript</h2>
           <span class="muted small">{detail.messages.length} messages</span>
         </header>
+        {unreadableNote === undefined ? null : (
+          <p class="notice" role="status" data-testid="transcript-unreadable">
+            {unreadableNote}
+          </p>
+        )}
         <ol class="transcript" data-testid="transcript">
           {detail.messages.map((message) => (
             <Message
