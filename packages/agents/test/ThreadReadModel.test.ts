@@ -6,10 +6,10 @@ import { Effect, Layer } from "effect"
 import { Thread } from "../src/Thread.js"
 import { pendingApprovals, ThreadViews, threadView, transcriptOf, transcriptView } from "../src/ThreadReadModel.js"
 
-// The engine's tables (migrated), without the projection: the test builds the old table itself.
-const engineWithoutViews = Engine.layer({ aggregates: [Thread], projections: [] }).pipe(
-  Layer.provideMerge(TestStore.layer())
-)
+// The engine's tables (migrated), without the projection: the test builds the old table itself. A
+// store per test: on PostgreSQL one TestStore.layer() is one schema, kept across the tests that use it.
+const engineWithoutViews = () =>
+  Engine.layer({ aggregates: [Thread], projections: [] }).pipe(Layer.provideMerge(TestStore.layer()))
 
 describe("the tool-call read model", () => {
   it.effect(
@@ -79,7 +79,7 @@ describe("the tool-call read model", () => {
             ["tool:unknown", "failed", 0]
           ]
         )
-      }).pipe(Effect.provide(engineWithoutViews))
+      }).pipe(Effect.provide(engineWithoutViews()))
   )
 })
 
@@ -130,7 +130,7 @@ describe("reads of a thread with one damaged row (cut off, hand-edited)", () => 
         ]
       )
       assert.match(listed[1]!.undecodable ?? "", /^its stored argument text is not JSON \(/)
-    }).pipe(Effect.provide(engineWithoutViews))
+    }).pipe(Effect.provide(engineWithoutViews()))
   )
 
   it.effect(
@@ -165,6 +165,6 @@ describe("reads of a thread with one damaged row (cut off, hand-edited)", () => 
           refused._tag === "TranscriptUnreadable" ? [refused._tag, refused.position] : [refused._tag],
           ["TranscriptUnreadable", 2]
         )
-      }).pipe(Effect.provide(engineWithoutViews))
+      }).pipe(Effect.provide(engineWithoutViews()))
   )
 })
