@@ -7,6 +7,7 @@
 import { Schema } from "effect"
 import type { EffectOutcome } from "./EffectOutcomes.js"
 import type { StreamChunkNotice } from "./StreamChunks.js"
+import type { TimerFailure } from "./TimerFailures.js"
 import type { TimerIntent } from "./Timers.js"
 
 /** An effect the domain wants performed after the commit. It becomes one outbox row. */
@@ -120,6 +121,15 @@ export interface AggregateDefinition<
    * the chunk still lands.
    */
   readonly onStream?: ((state: S, chunk: StreamChunkNotice, ctx: DecideContext) => Decision<E> | Rejection) | undefined
+  /**
+   * One of this aggregate's timers could not fire: its command was refused for good, or is not
+   * readable (TimerFailures.ts). The timer is failed either way; this lets the domain record it or
+   * schedule again, so a chain built on timers does not stop in silence. Optional: without it
+   * nothing is recorded in the domain. A rejection records nothing.
+   */
+  readonly onTimerFailed?:
+    | ((state: S, failure: TimerFailure, ctx: DecideContext) => Decision<E> | Rejection)
+    | undefined
   /** Version written with new events; bump it when the event shapes change and upcast old ones. */
   readonly eventSchemaVersion: number
   /** Turns a stored payload of an older schema version into the current encoded shape. */
@@ -150,6 +160,7 @@ export const make = <
   readonly decide: (state: S, command: CommandOf<Cmds>, ctx: DecideContext) => Decision<E> | Rejection
   readonly onOutcome?: (state: S, outcome: EffectOutcome, ctx: DecideContext) => Decision<E> | Rejection
   readonly onStream?: (state: S, chunk: StreamChunkNotice, ctx: DecideContext) => Decision<E> | Rejection
+  readonly onTimerFailed?: (state: S, failure: TimerFailure, ctx: DecideContext) => Decision<E> | Rejection
   readonly eventSchemaVersion?: number
   readonly upcast?: (stored: {
     readonly type: string
@@ -161,6 +172,7 @@ export const make = <
   commands: definition.commands as any,
   onOutcome: definition.onOutcome,
   onStream: definition.onStream,
+  onTimerFailed: definition.onTimerFailed,
   eventSchemaVersion: definition.eventSchemaVersion ?? 1,
   upcast: definition.upcast ?? ((stored) => stored.payload)
 })

@@ -4,8 +4,8 @@
  * so every rule a command must pass before it is queued is tested without a store or an engine, and
  * a refused command costs no Effect step. The rules: a command is a JSON object; its id follows the
  * id rules of its origin; clients may not send the engine's reserved types; the type names a
- * settlement or a registered command; the payload decodes with no excess property; the aggregate's
- * id can be told from it.
+ * settlement, a timer's failure or a registered command; the payload decodes with no excess
+ * property; the aggregate's id can be told from it.
  */
 import { Either, ParseResult, Schema } from "effect"
 import type { AnyAggregate } from "./Aggregate.js"
@@ -22,6 +22,7 @@ import {
   EffectStream,
   readsThroughPage
 } from "./StreamChunks.js"
+import { decideTimerFailure, TIMER_FAILED, TimerFailed } from "./TimerFailures.js"
 
 export interface CommandRouter {
   /** Validates and routes a command: the command to queue, or why it is refused. */
@@ -43,6 +44,7 @@ const settlementDecoders = new Map<string, Decoder>(
 )
 
 const decodeStream = decoderOf(EffectStream)
+const decodeTimerFailed = decoderOf(TimerFailed)
 
 const formatIssues = (error: ParseResult.ParseError) =>
   ParseResult.ArrayFormatter.formatErrorSync(error).map((issue) => ({
@@ -86,10 +88,10 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
   }
 
   /**
-   * An engine command addressed to an effect's aggregate by name (a settlement, a stream chunk):
+   * An engine command addressed to an aggregate by name (a settlement, a stream chunk, a timer's failure):
    * decoded, with that aggregate and the command's identity under it.
    */
-  const toEffectAggregate = <C extends { readonly aggregateType: string; readonly aggregateId: string }>(
+  const toNamedAggregate = <C extends { readonly aggregateType: string; readonly aggregateId: string }>(
     raw: Record<string, unknown>,
     decode: Decoder,
     commandId: string | undefined
@@ -126,7 +128,7 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
   ): QueuedCommand | InvalidCommand => {
     const routed =
       quickly<SettlementCommand>(raw, decodeSettlementQuickly(raw)) ??
-      toEffectAggregate<SettlementCommand>(raw, decode, commandId)
+      toNamedAggregate<SettlementCommand>(raw, decode, commandId)
     if (routed instanceof InvalidCommand) return routed
     const { command: settlement, aggregate, identity } = routed
     return {
@@ -148,7 +150,7 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     const quick = decodeStreamQuickly(raw)
     const routed =
       (quick === undefined ? undefined : quickly(raw, quick, chunkFingerprint(quick))) ??
-      toEffectAggregate<EffectStream>(raw, decodeStream, commandId)
+      toNamedAggregate<EffectStream>(raw, decodeStream, commandId)
     if (routed instanceof InvalidCommand) return routed
     const chunk = routed.command
     // One fingerprint for a chunk, whichever way it was decoded.
@@ -161,6 +163,22 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
       settles: false,
       throughPage: readsThroughPage(routed.aggregate),
       effectId: chunk.effectId
+    }
+  }
+
+  /** A timer's failure (`engine.timer-failed`, internal only) goes to the timer's aggregate, like a settlement. */
+  const routeTimerFailure = (
+    raw: Record<string, unknown>,
+    commandId: string | undefined
+  ): QueuedCommand | InvalidCommand => {
+    const routed = toNamedAggregate<TimerFailed>(raw, decodeTimerFailed, commandId)
+    if (routed instanceof InvalidCommand) return routed
+    return {
+      identity: routed.identity,
+      aggregate: routed.aggregate,
+      decide: decideTimerFailure(routed.aggregate, routed.identity, routed.command),
+      settles: false,
+      pure: true
     }
   }
 
@@ -179,6 +197,7 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
     const decodeSettlement = settlementDecoders.get(raw.type)
     if (decodeSettlement !== undefined) return routeSettlement(raw, decodeSettlement, commandId)
     if (raw.type === "effect.stream") return routeStream(raw, commandId)
+    if (raw.type === TIMER_FAILED) return routeTimerFailure(raw, commandId)
     const target = routes.get(raw.type)
     if (target === undefined) return invalid(`unknown command type '${raw.type}'`, commandId)
     const decoded = target.decode(raw)

@@ -10,6 +10,7 @@ import { Cause, Clock, Duration, Effect, Exit, Option, Queue, type Scope, Stream
 import { Engine, type EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, InvalidCommand } from "./Errors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
+import * as TimerFailures from "./TimerFailures.js"
 import * as Timers from "./Timers.js"
 
 export interface TimerLoopOptions {
@@ -36,14 +37,60 @@ export const commitSignal = (engine: EngineShape): Effect.Effect<Queue.Dequeue<v
     return ring
   })
 
+type Verdict =
+  | { readonly _tag: "fired" }
+  | { readonly _tag: "retry" }
+  | { readonly _tag: "failed"; readonly reason: TimerFailures.TimerFailureReason; readonly message: string }
+
 /** A fire's answer decides the row: done (accepted or a stored rejection), unfireable, or try again. */
-const verdictOf = (exit: Exit.Exit<unknown, unknown>): "fired" | "failed" | "retry" => {
-  if (Exit.isSuccess(exit)) return "fired"
+const verdictOf = (exit: Exit.Exit<unknown, unknown>): Verdict => {
+  if (Exit.isSuccess(exit)) return { _tag: "fired" }
   const error = Option.getOrUndefined(Cause.failureOption(exit.cause))
-  if (error instanceof CommandRejected) return "fired"
-  if (error instanceof InvalidCommand || error instanceof CommandIdConflict) return "failed"
-  return "retry"
+  if (error instanceof CommandRejected) return { _tag: "fired" }
+  if (error instanceof InvalidCommand) return { _tag: "failed", reason: "invalid-command", message: error.message }
+  if (error instanceof CommandIdConflict)
+    return { _tag: "failed", reason: "command-id-conflict", message: error.message }
+  return { _tag: "retry" }
 }
+
+/**
+ * Tells the row's aggregate that it could not fire (TimerFailures.ts); answers whether to try again
+ * later. Told means a receipt holds the tell (accepted, rejected by the aggregate, or an earlier try
+ * under its id). An aggregate this process does not know cannot be told (a rolling deploy): the
+ * row is failed all the same, as it was before tells existed, and a domain re-arms it (Trigger's put).
+ */
+const tellFailure = (
+  engine: EngineShape,
+  row: Timers.TimerRow,
+  failure: { readonly reason: TimerFailures.TimerFailureReason; readonly message: string }
+) =>
+  Effect.gen(function* () {
+    const command = TimerFailures.commandOf(row, failure)
+    const exit = yield* Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
+    const error = Exit.isSuccess(exit) ? undefined : Option.getOrUndefined(Cause.failureOption(exit.cause))
+    if (Exit.isSuccess(exit) || error instanceof CommandRejected || error instanceof CommandIdConflict) {
+      yield* Effect.logError("timer could not fire; the timer is marked failed and its aggregate told", {
+        commandId: Timers.fireId(row),
+        reason: failure.reason,
+        why: failure.message
+      })
+      return "told" as const
+    }
+    if (error instanceof InvalidCommand) {
+      yield* Effect.logError("timer could not fire, nor its aggregate be told; the timer is marked failed", {
+        commandId: Timers.fireId(row),
+        reason: failure.reason,
+        why: failure.message,
+        tell: error.message
+      })
+      return "told" as const
+    }
+    yield* Effect.logWarning("telling a timer's aggregate it could not fire was not taken; trying again", {
+      commandId: command.commandId,
+      cause: Cause.pretty(exit as never)
+    })
+    return "retry" as const
+  })
 
 /** Fires every due timer; answers whether one must be tried again later (storage or engine unavailable). */
 const fireDue = (engine: EngineShape, options: Required<TimerLoopOptions>) =>
@@ -54,29 +101,27 @@ const fireDue = (engine: EngineShape, options: Required<TimerLoopOptions>) =>
       if (due.length === 0) return false
       for (const row of due) {
         const commandId = Timers.fireId(row)
+        let verdict: Verdict
         if (row.undecodable !== undefined) {
-          // Nothing to dispatch: failed for good (visible in the timers table and the log), never claimed again.
-          yield* Effect.logError("timer command unreadable; the timer is marked failed", {
-            commandId,
-            why: row.undecodable
-          })
-          yield* Timers.settle(row, "failed", yield* Clock.currentTimeMillis)
-          continue
+          // A stored command that is not JSON has nothing to dispatch: failed for good, never claimed again.
+          verdict = { _tag: "failed", reason: "unreadable", message: row.undecodable }
+        } else {
+          const exit = yield* Effect.exit(
+            engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" })
+          )
+          verdict = verdictOf(exit)
+          if (verdict._tag === "retry") {
+            yield* Effect.logWarning("timer fire not taken; trying again", {
+              commandId,
+              cause: Cause.pretty(exit as never)
+            })
+            return true
+          }
         }
-        const exit = yield* Effect.exit(
-          engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" })
-        )
-        const verdict = verdictOf(exit)
-        if (verdict === "retry") {
-          yield* Effect.logWarning("timer fire not taken; trying again", {
-            commandId,
-            cause: Cause.pretty(exit as never)
-          })
-          return true
-        }
-        if (verdict === "failed")
-          yield* Effect.logError("timer command refused; the timer is marked failed", { commandId })
-        yield* Timers.settle(row, verdict, yield* Clock.currentTimeMillis)
+        // The row is marked failed only once its aggregate was told: a crash between the two tells it
+        // again under the same id (answered from its receipt) when the claim's lease ends.
+        if (verdict._tag === "failed" && (yield* tellFailure(engine, row, verdict)) === "retry") return true
+        yield* Timers.settle(row, verdict._tag, yield* Clock.currentTimeMillis)
       }
     }
   })

@@ -127,6 +127,28 @@ describe("command router", () => {
       })
   })
 
+  it("routes a timer's failure to the timer's aggregate for the engine only; an unknown aggregate is refused", () => {
+    const failed = {
+      commandId: "timer:account:a1:t1#1:failed",
+      type: "engine.timer-failed",
+      aggregateType: "account",
+      aggregateId: "a1",
+      timerId: "t1",
+      generation: 1,
+      at: 5_000,
+      command: null,
+      reason: "unreadable",
+      message: "command is not JSON"
+    }
+    given(Account)
+      .when({ ...failed, commandId: "c1" }, "client")
+      .thenRefused({ message: "command type 'engine.timer-failed' is internal to the engine", commandId: "c1" })
+    given(Account).when(failed, "internal").thenRouted({ aggregateType: "account", aggregateId: "a1", settles: false })
+    given(Account)
+      .when({ ...failed, aggregateType: "thread" }, "internal")
+      .thenRefused({ message: "no aggregate named 'thread'", commandId: failed.commandId })
+  })
+
   it("routes a stream chunk without the schema: same answer, a fingerprint over its fields, refusals as the schema says", () => {
     const router = CommandRouter.make([Account])
     const chunk = {

@@ -30,6 +30,16 @@ const fired = (ownerId = "o-1") =>
 
 const firedCount = (n: number, ownerId = "o-1") => Effect.map(fired(ownerId), (f) => f.length === n)
 
+/** What the owner was told of its timers that could not fire (its `onTimerFailed` records them). */
+const toldFailed = (ownerId = "o-1") =>
+  Effect.gen(function* () {
+    const e = yield* Engine.Engine
+    const events = yield* e.readEvents()
+    return events
+      .filter((r) => r.aggregateId === ownerId && r.type === "reminder.timer-failed")
+      .map((r) => r.payload as { timerId: string; at: number; reason: string })
+  })
+
 describe("durable timers under TestClock", () => {
   it.effect("a timer fires once at its time, not a millisecond before", () =>
     Effect.gen(function* () {
@@ -128,6 +138,35 @@ describe("durable timers under TestClock", () => {
         ["t2", "failed"],
         ["t3", "fired"]
       ])
+      // and its owner is told, so a chain built on it does not stop in silence
+      assert.deepStrictEqual(yield* toldFailed(), [
+        { type: "reminder.timer-failed", timerId: "t2", at: 5_000, reason: "unreadable" }
+      ] as never)
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a timer whose command is refused as invalid is marked failed and its owner is told, once", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given a timer whose stored command this version refuses (written by an older one, without timerId)
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.fire"}' WHERE timer_id = 't1'`
+      // when its time comes
+      yield* TestClock.adjust("5 seconds")
+      // then the owner's onTimerFailed records it, and the row is failed, never claimed again
+      yield* eventually(
+        Effect.map(toldFailed(), (told) => told.length === 1),
+        "the owner was told"
+      )
+      yield* TestClock.adjust("2 minutes")
+      yield* settle
+      assert.deepStrictEqual(yield* toldFailed(), [
+        { type: "reminder.timer-failed", timerId: "t1", at: 5_000, reason: "invalid-command" }
+      ] as never)
+      assert.deepStrictEqual(yield* fired(), [])
+      const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.strictEqual(row!.status, "failed")
     }).pipe(Effect.provide(stack()))
   )
 
