@@ -6,6 +6,8 @@
  *   trigger.tick   (the timer's command) → trigger.fired + effect trigger.fire + timer `tick` at the next time
  *   trigger.fire settles → trigger.delivered (the message.send it dispatched was accepted or refused);
  *     refused because the thread was deleted → trigger.deleted too, and the tick timer cancelled
+ *   the tick timer could not fire (the engine refused its stored command) → trigger.tick-failed +
+ *     timer `tick` at the next time, so the schedule goes on (and the failure is on the record)
  *
  * The effect dispatches `message.send` to the thread under command id `trigger:<triggerId>:<tick ISO
  * time>`, so a tick reaches its thread once across restarts and processes: the receipt answers a
@@ -15,7 +17,15 @@
  * timer fires once and the schedule goes on from now: missed ticks are not replayed one by one.
  * Pure, like every decider: the time comes from ctx.
  */
-import { Aggregate, CommandId, Decision, type DecideContext, type EffectOutcome } from "@orchestration/engine"
+import {
+  Aggregate,
+  CommandId,
+  Decision,
+  type DecideContext,
+  type EffectOutcome,
+  type TimerFailure,
+  TimerFailures
+} from "@orchestration/engine"
 import { Schema } from "effect"
 import * as CronSchedule from "./CronSchedule.js"
 import { ThreadId } from "./ThreadEvents.js"
@@ -48,6 +58,13 @@ export const TriggerEvent = Schema.Union(
     effectId: Schema.String,
     status: Schema.Literal("succeeded", "failed", "cancelled"),
     error: Schema.NullOr(Schema.String)
+  }),
+  /** The tick at `at` could not fire (TimerFailures.ts says why); the next tick is at `nextAt`. */
+  Aggregate.event("trigger.tick-failed", {
+    at: Schema.Number,
+    reason: TimerFailures.TimerFailureReason,
+    message: Schema.String,
+    nextAt: Schema.NullOr(Schema.Number)
   })
 )
 export type TriggerEvent = typeof TriggerEvent.Type
@@ -70,6 +87,8 @@ export const evolve = (state: TriggerState, event: TriggerEvent): TriggerState =
       return { ...state, deleted: true, nextAt: null }
     case "trigger.fired":
       return { ...state, nextAt: event.nextAt, lastFiredAt: event.at }
+    case "trigger.tick-failed":
+      return { ...state, nextAt: event.nextAt }
     case "trigger.delivered":
       return state
   }
@@ -197,6 +216,29 @@ export const onOutcome = (state: TriggerState, outcome: EffectOutcome, ctx: Deci
   })
 }
 
+/**
+ * The tick timer could not fire: its stored command was refused for good (one written by another
+ * build) or is unreadable. Without this the trigger would wait for that tick forever. The failure is
+ * recorded and the next tick scheduled as a fired tick would, with a command of this build; nothing
+ * is sent for the tick that failed. A failure of a tick the trigger no longer expects (moved by an
+ * edit, or deleted) changes nothing.
+ */
+export const onTimerFailed = (
+  state: TriggerState,
+  failure: TimerFailure,
+  ctx: DecideContext
+): Decision<TriggerEvent> => {
+  if (failure.timerId !== TICK_TIMER || state.spec === null || state.deleted || state.nextAt !== failure.at) {
+    return Decision.none()
+  }
+  const spec = state.spec
+  const nextAt = CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), Math.max(failure.at, ctx.now)) ?? null
+  return Decision.of<TriggerEvent>({
+    events: [{ type: "trigger.tick-failed", at: failure.at, reason: failure.reason, message: failure.message, nextAt }],
+    ...(nextAt === null ? {} : { timers: [tickTimer(ctx.aggregateId, nextAt)] })
+  })
+}
+
 export const Trigger = Aggregate.make({
   name: "trigger",
   commands: {
@@ -209,6 +251,7 @@ export const Trigger = Aggregate.make({
   initialState,
   evolve,
   decide,
-  onOutcome
+  onOutcome,
+  onTimerFailed
 })
 export type TriggerAggregate = typeof Trigger

@@ -43,6 +43,11 @@ export const TriggerViews = Projection.make(Trigger, {
           (sql) => sql`UPDATE agent_triggers SET next_fire_at = ${event.nextAt}, last_fired_at = ${event.at},
             updated_seq = ${seq} WHERE trigger_id = ${triggerId}`
         )
+      case "trigger.tick-failed":
+        return run(
+          (sql) => sql`UPDATE agent_triggers SET next_fire_at = ${event.nextAt}, last_delivery = 'tick-failed',
+            updated_seq = ${seq} WHERE trigger_id = ${triggerId}`
+        )
       case "trigger.delivered":
         return run(
           (sql) =>
@@ -61,7 +66,10 @@ export interface TriggerSummary {
   /** Epoch ms of the next tick; null when none is scheduled (the cron has no later time). */
   readonly nextFireAt: number | null
   readonly lastFiredAt: number | null
-  /** How the last tick's message.send went: succeeded, failed, cancelled; null before the first. */
+  /**
+   * How the last tick's message.send went: succeeded, failed, cancelled; `tick-failed` when the tick
+   * itself could not fire (nothing was sent); null before the first.
+   */
   readonly lastDelivery: string | null
 }
 

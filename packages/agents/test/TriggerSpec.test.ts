@@ -1,9 +1,9 @@
 /**
- * The trigger decider as a specification: given the trigger's events, when a put, delete, tick or
- * a tick's outcome arrives, then these events, effects and timers (or this rejection). Pure.
+ * The trigger decider as a specification: given the trigger's events, when a put, delete, tick, a
+ * tick's outcome or its timer's failure arrives, then these events, effects and timers (or this rejection). Pure.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { DecideContext, EffectOutcome } from "@orchestration/engine"
+import type { DecideContext, EffectOutcome, TimerFailure } from "@orchestration/engine"
 import * as CronSchedule from "../src/CronSchedule.js"
 import { Trigger, type TriggerEvent, type TriggerSpec, tickId } from "../src/Trigger.js"
 
@@ -26,10 +26,15 @@ interface Expected {
 }
 
 const given = (events: ReadonlyArray<TriggerEvent>) => ({
-  when: (input: Command | EffectOutcome, now: number) => {
+  when: (input: Command | EffectOutcome | TimerFailure, now: number) => {
     const state = events.reduce(Trigger.evolve, Trigger.initialState)
     const ctx = ctxAt(now)
-    const answer = "status" in input ? Trigger.onOutcome!(state, input, ctx) : Trigger.decide(state, input, ctx)
+    const answer =
+      "status" in input
+        ? Trigger.onOutcome!(state, input, ctx)
+        : "timerId" in input
+          ? Trigger.onTimerFailed!(state, input, ctx)
+          : Trigger.decide(state, input, ctx)
     return {
       thenDecide: (expected: Expected) => {
         if (answer._tag === "Rejection") assert.fail(`rejected: ${answer.reason}: ${answer.message}`)
@@ -86,6 +91,16 @@ const failedDelivery = (time: number, error: string, options: { readonly timeKno
   effectId: tickId("daily", time),
   status: "failed",
   error
+})
+
+/** The engine's word that the tick timer of `time` could not fire. */
+const tickFailed = (time: number, timerId = "tick"): TimerFailure => ({
+  timerId,
+  generation: 1,
+  at: time,
+  command: { triggerId: "daily", type: "trigger.tick" },
+  reason: "invalid-command",
+  message: "invalid 'trigger.tick' command"
 })
 
 describe("the trigger decider", () => {
@@ -246,6 +261,32 @@ describe("the trigger decider", () => {
       .thenDecide({
         events: [failedDelivery(earlier, "not performed: bad JSON", { timeKnown: false })]
       })
+  })
+
+  it("a tick whose timer could not fire is recorded, and the next tick is scheduled so the schedule goes on", () =>
+    given([putEvent])
+      .when(tickFailed(nine), nine + 40)
+      .thenDecide({
+        events: [
+          {
+            type: "trigger.tick-failed",
+            at: nine,
+            reason: "invalid-command",
+            message: "invalid 'trigger.tick' command",
+            nextAt: nineNext
+          }
+        ],
+        timers: [["tick", nineNext, tickCommand(nineNext)]]
+      }))
+
+  it("a timer failure of a tick the trigger no longer expects, or of a deleted trigger, changes nothing", () => {
+    given([putEvent])
+      .when(tickFailed(nine - 86_400_000), nine)
+      .thenDecide({})
+    given([putEvent, { type: "trigger.deleted" }])
+      .when(tickFailed(nine), nine)
+      .thenDecide({})
+    given([putEvent]).when(tickFailed(nine, "other"), nine).thenDecide({})
   })
 
   it("a tick refused because its thread was deleted stops the trigger: no more ticks to a thread that is gone", () => {

@@ -232,6 +232,38 @@ describe("triggers fire through durable timers", () => {
     )
   )
 
+  it.effect("a tick whose stored command is refused is recorded as not fired, and the next tick still comes", () =>
+    startingAt(
+      "2026-06-01T08:30:00Z",
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(put("put-1", "t", { cron: "0 * * * *", threadId: "inbox", text: "hourly" }))
+        // A tick command this build refuses (as one written by a build whose trigger.tick had other fields).
+        const sql = yield* SqlClient
+        yield* sql`UPDATE timers SET command = '{"triggerId":"t","type":"trigger.tick"}' WHERE aggregate_type = 'trigger'`
+        yield* advanceTo("2026-06-01T09:05:00Z")
+        yield* settle
+        assert.deepStrictEqual(yield* tickSends, [])
+        const [trigger] = yield* listTriggers({ limit: 10 })
+        assert.deepStrictEqual(
+          [trigger!.nextFireAt, trigger!.lastDelivery],
+          [at("2026-06-01T10:00:00Z"), "tick-failed"]
+        )
+        yield* advanceTo("2026-06-01T10:05:00Z")
+        yield* eventually(sendsAre(1), "the 10:00 tick")
+        assert.deepStrictEqual(yield* tickSends, ["inbox trigger:t:2026-06-01T10:00:00.000Z accepted"])
+        const failed = (yield* engine.readEvents()).filter((e) => e.type === "trigger.tick-failed")
+        assert.deepStrictEqual(
+          failed.map((e) => {
+            const p = e.payload as { at: number; reason: string; nextAt: number }
+            return [p.at, p.reason, p.nextAt]
+          }),
+          [[at("2026-06-01T09:00:00Z"), "invalid-command", at("2026-06-01T10:00:00Z")]]
+        )
+      })
+    )
+  )
+
   it.effect("0 2 * * * in America/New_York fires at 02:00 local time across the spring-forward switch", () =>
     startingAt(
       "2026-03-06T12:00:00Z",
