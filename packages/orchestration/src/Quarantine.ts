@@ -6,7 +6,9 @@
  * aggregate is served; an operator releases the row (its parked settlement is dispatched again,
  * once the cause is fixed) or fails it (with their reason, without telling the aggregate that
  * cannot hear it). Which dispatch failures are a per-aggregate problem is decided here, once, over
- * the closed DispatchError union: a failure of the store or of the engine is never quarantined.
+ * the closed DispatchError union: a failure of the store or of the engine is never quarantined here
+ * (the reactor parks a row only when the engine cannot take even the failure recorded in place of
+ * its outcome: `settlement-defect`, ReactorSettlement.ts).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
@@ -17,8 +19,17 @@ import * as Outbox from "./Outbox.js"
 import type { DispatchAnswer } from "./Processor.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 
-/** Closed: the per-aggregate problems that park a row instead of stopping the node. */
-export const QuarantineReason = Schema.Literal("aggregate-unavailable", "aggregate-unregistered", "command-defect")
+/**
+ * Closed: the per-aggregate problems that park a row instead of stopping the node, and
+ * `settlement-defect`: the engine could take neither a reactor's outcome nor the failure recorded in
+ * its place (it refused them as invalid, or died on them). Parked, not left running under its live owner.
+ */
+export const QuarantineReason = Schema.Literal(
+  "aggregate-unavailable",
+  "aggregate-unregistered",
+  "command-defect",
+  "settlement-defect"
+)
 export type QuarantineReason = typeof QuarantineReason.Type
 
 /** What a parked row keeps: why, who parked it, and the settlement it could not record. */

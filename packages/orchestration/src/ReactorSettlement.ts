@@ -1,13 +1,15 @@
 /**
  * How a reactor settles rows through the front door: the outcome of its own performance, retried
- * until the store takes it (a refused write becomes the outcome; an aggregate that cannot record it
- * gets the row parked), and the rows of dead owners, settled by their kind's policy. The processor
+ * until the store takes it (a refused write becomes the outcome; an outcome the engine cannot take
+ * becomes a failure saying so; an aggregate that cannot record it gets the row parked, as does a
+ * row whose failure the engine cannot take either), and the rows of dead owners, settled by their
+ * kind's policy. The processor
  * settles what these dispatch a batch at a time (SettlementPage.ts).
  */
 import { Cause, Duration, Effect, Exit, Option, Schedule } from "effect"
 import { reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import type { EngineShape } from "./Engine.js"
-import { CommandIdConflict, CommandRejected, EngineUnavailable, StorageFailure } from "./Errors.js"
+import { CommandIdConflict, CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
 import * as Quarantine from "./Quarantine.js"
 import type { WorkerShape } from "./Worker.js"
@@ -52,6 +54,32 @@ export type Verdict =
 
 const dispatch = (engine: EngineShape, command: Record<string, unknown>) =>
   engine.dispatchWithReceipt(command, { origin: "internal" })
+
+/** Why a dispatch failed, in a line: the error's message, or the defect's (never a stack). */
+const whyOf = (cause: Cause.Cause<DispatchError>): string => {
+  const failure = Option.getOrUndefined(Cause.failureOption(cause))
+  if (failure !== undefined) return failure.message
+  const defect = Option.getOrUndefined(Cause.dieOption(cause))
+  return defect instanceof Error ? `${defect.name}: ${defect.message}` : String(defect ?? Cause.pretty(cause))
+}
+
+/**
+ * Parks the row, trying again until the store takes the park: a live owner's running row is
+ * reclaimed by nobody (only boot reconcile after this process ends), as a refused settle is retried.
+ */
+const parkUntilStored = (
+  row: Outbox.OutboxRow,
+  settlement: Record<string, unknown>,
+  failure: { readonly reason: Quarantine.QuarantineReason; readonly message: string },
+  by: SettledBy
+) =>
+  Quarantine.park(row, settlement, failure, by).pipe(
+    Effect.tapError((stored) =>
+      Effect.logError("could not quarantine the effect; trying again", { effectId: row.effectId, stored })
+    ),
+    Effect.retry(Schedule.union(Schedule.exponential("100 millis"), Schedule.spaced("5 seconds"))),
+    Effect.as("quarantined" as const)
+  )
 
 /**
  * Dispatches a settlement until the store takes it. A refused write turns into the outcome
@@ -110,34 +138,36 @@ export const settleOutcome = (
           row.aggregateType,
           exit.cause
         )
+        if (failure._tag === "Stale") return "stale" as const
         const fallbackTried =
           command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
         if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
           // The aggregate cannot record anything about this row: park it with what was performed,
           // for an operator to release or fail. Never left running, never retried in silence.
-          // A park the store refuses is tried again until it lands, as a refused settle is: a live
-          // owner's running row is reclaimed by nobody (only boot reconcile after this process ends).
-          return yield* Quarantine.park(row, performed, failure, by).pipe(
-            Effect.tapError((stored) =>
-              Effect.logError("could not quarantine the effect; trying again", { effectId: row.effectId, stored })
-            ),
-            Effect.retry(Schedule.union(Schedule.exponential("100 millis"), Schedule.spaced("5 seconds"))),
-            Effect.as("quarantined" as const)
+          return yield* parkUntilStored(row, performed, failure, by)
+        }
+        if (fallbackTried) {
+          // Not even the failure could be taken (Fatal: the engine refused our own command or died
+          // on it). Left running, the row would hold its lane under its live owner until a restart.
+          // Parked with the failure as its settlement, which a release dispatches once fixed.
+          return yield* parkUntilStored(
+            row,
+            command,
+            { reason: "settlement-defect", message: `the engine could not take its settlement: ${whyOf(exit.cause)}` },
+            by
           )
         }
-        // A defect recording the outcome: record that instead, once; the row must not stay running.
-        if (fallbackTried || failure._tag !== "Quarantine") {
-          yield* Effect.logError("could not record the outcome at all", {
-            effectId: row.effectId,
-            cause: Cause.pretty(exit.cause)
-          })
-          return "abandoned" as const
-        }
+        // The outcome could not be recorded (the aggregate's code threw, or the engine could not
+        // take the settlement itself: a response with no JSON form): record that instead, once.
+        yield* Effect.logError("could not record the outcome; recording that it could not be recorded", {
+          effectId: row.effectId,
+          cause: Cause.pretty(exit.cause)
+        })
         command = {
           ...base,
           type: "effect.fail",
           error: {
-            message: `outcome could not be recorded: ${error?.message ?? Cause.pretty(exit.cause)}`,
+            message: `outcome could not be recorded: ${whyOf(exit.cause)}`,
             code: "outcome-not-recorded",
             reason: "defect"
           }

@@ -8,9 +8,18 @@ import * as Migrator from "@effect/sql/Migrator"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Logger, TestClock } from "effect"
-import { Boot, Engine, Quarantine, StorageFaults, driverError, type EffectOutcome } from "../src/index.js"
+import {
+  Boot,
+  Engine,
+  Quarantine,
+  StorageFaults,
+  driverError,
+  type EffectError,
+  type EffectOutcome
+} from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as Owners from "../src/Owners.js"
+import * as ReactorSettlement from "../src/ReactorSettlement.js"
 import { processEndedReason } from "../src/Reconcile.js"
 import { engineMigrations, migrate } from "../src/storage/Migrations.js"
 import * as TestStore from "../src/testing/TestStore.js"
@@ -338,6 +347,86 @@ describe("quarantine at run time", () => {
         )
       )
     }
+  )
+
+  it.effect(
+    "a settle the engine cannot take (a response with no JSON form) records the failure instead; its lane goes on",
+    () => {
+      const handler = scriptedHandler()
+      // A handler bug: an answer JSON cannot hold. Fingerprinting its settle throws (a defect, not a refusal).
+      handler.behaviors.set("job:bad", () => Effect.succeed({ count: 10n }))
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("bad", "work.bound", { lane: "shared" }))
+        yield* engine.dispatchWithReceipt(submit("next", "work.bound", { lane: "shared" }))
+        // Its live owner is the only one who may settle it: a row left running holds the lane until a restart.
+        yield* eventually(
+          Effect.map(
+            Outbox.find("job:bad"),
+            (row) => row !== undefined && !["pending", "running"].includes(row.status)
+          ),
+          "bad no longer running"
+        )
+        yield* eventually(
+          Effect.map(Outbox.find("job:next"), (row) => row?.status === "succeeded"),
+          "the next row of its lane performed"
+        )
+        const bad = (yield* Outbox.find("job:bad"))!
+        const error = bad.error as EffectError
+        assert.deepStrictEqual([bad.status, error.code, error.reason], ["failed", "outcome-not-recorded", "defect"])
+        assert.include(error.message, "BigInt")
+        // The aggregate was told, as of any failure; the effect was performed once.
+        assert.strictEqual((yield* jobStatus("job:bad"))?.status, "failed")
+        assert.deepStrictEqual(
+          handler.performed.filter((p) => p.startsWith("job:bad#")),
+          ["job:bad#1"]
+        )
+      }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
+    }
+  )
+
+  it.effect(
+    "a settle the engine dies on, its recorded failure too, parks the row (settlement-defect); a release records the failure",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("bad", "work.bound"))
+        const [row] = yield* Outbox.claim({
+          kinds: ["work.bound"],
+          owner: "this-process",
+          now: 0,
+          leaseMs: 30_000,
+          limit: 1,
+          after: 0
+        })
+        // An engine with a bug that every settlement of this row hits (it dies before deciding).
+        const dying = { ...engine, dispatchWithReceipt: () => Effect.dieMessage("engine bug") }
+        const settled = yield* ReactorSettlement.settleOutcome(
+          dying,
+          row!,
+          { type: "effect.succeed", response: { done: "bad" } },
+          "reactor",
+          "outcome:job:bad#1"
+        )
+        assert.strictEqual(settled, "quarantined")
+        const parked = (yield* Outbox.find("job:bad"))!
+        assert.deepStrictEqual([parked.status, parked.leaseOwner], ["quarantined", null])
+        const record = quarantineOf(parked)
+        assert.strictEqual(record.reason, "settlement-defect")
+        assert.include(record.message, "engine bug")
+        // What it keeps is the failure recorded in the outcome's place, which a release dispatches.
+        assert.deepStrictEqual(
+          [record.settlement.type, record.settlement.commandId, record.settlement.error.code],
+          ["effect.fail", "outcome:job:bad#1", "outcome-not-recorded"]
+        )
+        yield* Quarantine.release("job:bad")
+        const released = (yield* Outbox.find("job:bad"))!
+        assert.deepStrictEqual(
+          [released.status, (released.error as EffectError).code],
+          ["failed", "outcome-not-recorded"]
+        )
+        assert.strictEqual((yield* jobStatus("job:bad"))?.status, "failed")
+      }).pipe(Effect.provide(stack([])))
   )
 
   it.effect(

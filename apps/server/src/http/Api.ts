@@ -5,6 +5,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
+import { Quarantine } from "@orchestration/engine"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
 import {
@@ -79,9 +80,9 @@ export const ReceiptView = Schema.Struct({
 
 export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled", "quarantined")
 
-/** Why a row was parked: its aggregate could not record its settlement (engine Quarantine.ts). */
+/** Why a row was parked: its settlement could not be recorded (engine Quarantine.ts, whose reasons these are). */
 export const QuarantineView = Schema.Struct({
-  reason: Schema.Literal("aggregate-unavailable", "aggregate-unregistered", "command-defect"),
+  reason: Quarantine.QuarantineReason,
   message: Schema.String,
   by: Schema.String,
   at: Schema.Number,
