@@ -4,8 +4,9 @@
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Logger, Option, Queue, Stream, TestClock } from "effect"
+import { Effect, Exit, Fiber, Option, Queue, Stream, TestClock } from "effect"
 import * as CommitHints from "../src/CommitHints.js"
+import { logLevels } from "./fixtures/logLevels.js"
 
 describe("CommitHints per aggregate", () => {
   it.scoped("rings only the readers of the aggregates named; all of them on 'all'; none after their scope", () =>
@@ -64,13 +65,7 @@ describe("forwarding other processes' commit hints", () => {
   it.scoped(
     "a listener that dies or fails is logged and opened again a second later, and the foreign commits after it ring followers",
     () => {
-      const logged: Array<string> = []
-      const kept = Logger.replace(
-        Logger.defaultLogger,
-        Logger.make(({ logLevel }) => {
-          logged.push(logLevel.label)
-        })
-      )
+      const { logged, layer: kept } = logLevels()
       return Effect.gen(function* () {
         const hints = yield* CommitHints.make
         const commits = yield* hints.subscribeCommits

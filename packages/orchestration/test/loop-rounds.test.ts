@@ -12,6 +12,7 @@ import { Effect, Exit, Fiber, Layer, Logger, Option, TestClock } from "effect"
 import { dyingSqlLayer } from "./fixtures/dyingSql.js"
 import { submit } from "./fixtures/Jobs.js"
 import { eventually, settle, stack, stackOverStore } from "./fixtures/reactors.js"
+import { logLevels } from "./fixtures/logLevels.js"
 
 const heartbeatAt = Effect.flatMap(SqlClient, (sql) =>
   Effect.map(
@@ -142,13 +143,7 @@ describe("LoopRounds.survive", () => {
   it.effect(
     "failures and defects are logged and the loop goes on; a child's interruption is a failed round; interrupting the loop ends it",
     () => {
-      const logged: Array<string> = []
-      const kept = Logger.replace(
-        Logger.defaultLogger,
-        Logger.make(({ logLevel }) => {
-          logged.push(logLevel.label)
-        })
-      )
+      const { logged, layer: kept } = logLevels()
       return Effect.gen(function* () {
         let round = 0
         const rounds = [
