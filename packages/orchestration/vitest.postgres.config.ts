@@ -29,6 +29,7 @@ export default defineConfig({
       "test/commit-writers.test.ts",
       "test/deferred-runs.test.ts",
       "test/claim-next-due.test.ts",
+      "test/commit-claims.test.ts",
       "test/timers.test.ts",
       "test/stream-ingest.test.ts",
       "test/stream-channels.test.ts",

@@ -265,8 +265,6 @@ const batchRunner =
             }
           )
           decided(results)
-          // Rows claimed in the commit start first: nothing else stands between their commit and their handlers.
-          if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs, since)
           let outboxChanged = false
           // The rows this commit may have taken out of a performer's hands (OutboxTouches): each
           // accepted settlement's row, and the rows decisions cancelled.
@@ -288,13 +286,22 @@ const batchRunner =
               if (settles && effectId !== undefined) outboxTouched.push(effectId)
             }
           }
+          // Rows claimed in the commit start first: nothing else stands between their commit and their handlers.
+          if (claims !== undefined && claims.handoffs.length > 0) yield* CommitClaims.deliver(claims.handoffs, since)
           if (counters.committedCommands > committedBefore) {
             yield* (yield* FaultPoints).hit("dispatch.after-commit")
             // Before any reader is rung: the store's horizons cover this commit, or know they may not.
             yield* deps.backend.ownCommit(claims?.alone)
           }
           if (head.value > before) yield* hints.ringCommit(head.value)
-          if (outboxChanged) yield* hints.ringOutbox(outboxTouched)
+          if (outboxChanged) {
+            yield* hints.ringOutbox(outboxTouched)
+            // Reactors whose claim in this commit was complete need not claim again until the touches move
+            // past its ring's mark: only when nothing else was recorded since the batch began (the writer
+            // permit keeps other batches out, not a foreign hint nor a reactor's direct write).
+            if (claims !== undefined && hints.outboxTouches.mark() === since + 1)
+              CommitClaims.cover(claims.handoffs, since + 1)
+          }
           if (touched.timers) yield* hints.ringTimers
           answer(results)
           if (changed.size > 0) yield* hints.ringAggregates(changed, withEvents)

@@ -6,6 +6,7 @@
  */
 import { SqlError } from "@effect/sql/SqlError"
 import { SqlClient } from "@effect/sql/SqlClient"
+import type * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
 import * as StoredJson from "./StoredJson.js"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
@@ -418,20 +419,26 @@ export const claim = (request: ClaimRequest) =>
     Effect.map(claimedRows)
   )
 
-/** The claim's UPDATE (see `claim`). */
-const claimStatement = (sql: SqlClient, backend: StoreBackendShape, request: ClaimRequest) =>
-  sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
-    lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
-  WHERE sequence IN (
-    SELECT o.sequence FROM outbox o
+/** The rows a claim takes, in order: due pending rows of its kinds, first of their lanes (see `claim`). */
+const claimable = (sql: SqlClient, backend: StoreBackendShape, request: ClaimRequest, limit: number) =>
+  sql`SELECT o.sequence FROM outbox o
     WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
       AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
       AND NOT EXISTS (
         SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
       )
-    ORDER BY o.sequence LIMIT ${request.limit} ${sql.literal(backend.skipLocked)}
-  )
+    ORDER BY o.sequence LIMIT ${limit} ${sql.literal(backend.skipLocked)}`
+
+/** The claim's UPDATE of the rows `rows` selects (see `claim`). */
+const claimUpdate = (sql: SqlClient, request: ClaimRequest, rows: Statement.Fragment) =>
+  sql<Row>`UPDATE outbox SET status = 'running', attempts = attempts + 1, lease_owner = ${request.owner},
+    lease_expires_at = ${request.now + request.leaseMs}, updated_at = ${request.now}
+  WHERE sequence IN (${rows})
   RETURNING *`
+
+/** The claim's UPDATE (see `claim`). */
+const claimStatement = (sql: SqlClient, backend: StoreBackendShape, request: ClaimRequest) =>
+  claimUpdate(sql, request, claimable(sql, backend, request, request.limit))
 
 const claimedRows = (rows: ReadonlyArray<Row>) => rows.map(toRow).sort((a, b) => a.sequence - b.sequence)
 
@@ -442,19 +449,32 @@ const claimedRows = (rows: ReadonlyArray<Row>) => rows.map(toRow).sort((a, b) =>
  * pending, but they are due by `now` and not counted). A row that becomes pending or due later than
  * this statement does so in a commit that rings the reactor. SQLite has no UPDATE in a CTE: two
  * statements.
+ *
+ * `more` (PostgreSQL only; undefined on SQLite): whether a claimable row was left for want of a slot.
+ * The statement selects one candidate more than `limit` and claims `limit` of them, so a claim that
+ * filled every slot can still say that it left nothing (CommitClaims.Claimer's `covered`).
  */
-export const claimWithNextDue = (request: ClaimRequest) =>
+export const claimWithNextDue = (
+  request: ClaimRequest
+): Effect.Effect<
+  { readonly claimed: ReadonlyArray<OutboxRow>; readonly due: number | undefined; readonly more?: boolean },
+  SqlError,
+  SqlClient
+> =>
   Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
     backend.dialect === "postgres"
       ? Effect.map(
-          sql<Row & { next_due: number | string | null }>`WITH claimed AS (${claimStatement(sql, backend, request)}),
+          sql<Row & { next_due: number | string | null; candidates: number | string }>`WITH
+            candidates AS MATERIALIZED (${claimable(sql, backend, request, request.limit + 1)}),
+            claimed AS (${claimUpdate(sql, request, sql`SELECT sequence FROM candidates ORDER BY sequence LIMIT ${request.limit}`)}),
             due AS (SELECT MIN(available_at) AS next_due FROM outbox
               WHERE status = 'pending' AND ${sql.in("kind", request.kinds)} AND available_at > ${request.now})
-          SELECT c.*, d.next_due FROM due d LEFT JOIN claimed c ON TRUE`,
+          SELECT c.*, d.next_due, (SELECT COUNT(*) FROM candidates) AS candidates FROM due d LEFT JOIN claimed c ON TRUE`,
           (rows) => ({
             // With nothing claimed, the one row is the due time's alone (the claimed columns NULL).
             claimed: claimedRows(rows.filter((r) => r.effect_id !== null)),
-            due: rows[0]?.next_due === null || rows[0]?.next_due === undefined ? undefined : Number(rows[0].next_due)
+            due: rows[0]?.next_due === null || rows[0]?.next_due === undefined ? undefined : Number(rows[0].next_due),
+            more: Number(rows[0]?.candidates ?? 0) > request.limit
           })
         )
       : Effect.zipWith(

@@ -212,10 +212,17 @@ const acknowledgeStopped = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, interr
  * Hands a row this owner holds back to pending (a conditional update: it changes nothing unless the row
  * is still running at this attempt under this owner). A failed hand-back leaves the row to reconcile.
  */
-const handBack = <R>(ownerId: string, context: Context.Context<SqlClient | R>, row: Outbox.OutboxRow) =>
+const handBack = <R>(
+  engine: EngineShape,
+  ownerId: string,
+  context: Context.Context<SqlClient | R>,
+  row: Outbox.OutboxRow
+) =>
   Clock.currentTimeMillis.pipe(
     Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, ownerId, now)),
-    Effect.asVoid,
+    // Pending again: a reactor covered by an earlier commit's claim (CommitClaims.Claimer's `covered`)
+    // claims again.
+    Effect.zipRight(Effect.sync(() => engine.outboxTouches.record([row.effectId]))),
     Effect.catchAll((error) =>
       // swallow-ok: the row stays running under this owner's lease; boot reconcile (or a peer, once this
       // owner is dead) settles it by its kind's policy
@@ -329,6 +336,11 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
       }
     }
     yield* faults.hit("reactor.after-perform", { kind: row.kind })
+    // The handler is done: its slot is free before the outcome's commit, so that commit's claim (CommitClaims.ts)
+    // may fill it, and, finding nothing more, tell this reactor it need not look itself (`covered`). With the
+    // slot still held, a reactor at its concurrency claimed nothing in its settlements' commits and looked on
+    // its own after each (on PostgreSQL a statement an operation).
+    freeSlot()
     const now = yield* Clock.currentTimeMillis
     const settled = yield* settleOutcome(
       env.engine,
@@ -339,9 +351,6 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
     ).pipe(env.log)
     if (settled === "stale") yield* acknowledgeStopped(env, row)
     env.onSettled()
-    // The handler is done and its outcome recorded: the slot is free now, not after this fiber's
-    // last steps (the outcome's commit may already have made the next row claimable in a commit).
-    freeSlot()
     yield* faults.hit("reactor.after-settle", { kind: row.kind })
   }).pipe(
     Effect.scoped,
@@ -349,7 +358,7 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
       // Shutdown ran out of grace: a replay-safe row goes back to pending now; a process-bound
       // one stays running for boot reconcile, which fails it with its stored reason.
       processLossOf(env.definition.kinds[row.kind]?.onProcessLoss, row.payload) === "replay-safe"
-        ? handBack(env.ownerId, env.context, row)
+        ? handBack(env.engine, env.ownerId, env.context, row)
         : Effect.void
     ),
     Effect.ensuring(Effect.zipRight(Effect.sync(freeSlot), Queue.offer(env.wake, undefined))),
@@ -397,6 +406,11 @@ export const run = <R>(
     let active = false
     let settledSinceCursor = false
     /**
+     * The last commit whose claim at commit was a complete look for this reactor (CommitClaims.Claimer's
+     * `covered`): while the engine's touches stay at `mark` and `due` has not come, a claim finds nothing.
+     */
+    let covered: { readonly mark: number; readonly due: number | undefined } | undefined
+    /**
      * Slots taken: rows being performed plus slots reserved for a claim in flight (the loop's own, or
      * one inside a commit, CommitClaims.ts). Synchronous, so two claims never take more than `concurrency`.
      */
@@ -433,7 +447,7 @@ export const run = <R>(
     const giveBack = (rows: ReadonlyArray<Outbox.OutboxRow>) =>
       Effect.suspend(() => {
         unreserve(rows.length)
-        return Effect.forEach(rows, (row) => handBack(worker.ownerId, context, row), { discard: true })
+        return Effect.forEach(rows, (row) => handBack(engine, worker.ownerId, context, row), { discard: true })
       }).pipe(log)
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
     // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the
@@ -451,6 +465,11 @@ export const run = <R>(
     const replaySafeKinds = kinds.filter((kind) => definition.kinds[kind]!.onProcessLoss === "replay-safe")
     if (replaySafeKinds.length > 0)
       yield* engine.claimAtCommit({
+        ...(replaySafeKinds.length === kinds.length && {
+          covered: (mark, due) => {
+            covered = { mark, due }
+          }
+        }),
         name: definition.name,
         kinds: replaySafeKinds,
         owner: worker.ownerId,
@@ -543,15 +562,29 @@ export const run = <R>(
           // A real look at least once a poll, whatever the store knows of its own commits: the poll is what
           // finds a row whose ring was lost (StoreBackend.horizon may answer without a look otherwise).
           const lookNow = now - lastHorizonLook >= pollMs
+          // The commit that rang this step (or the last one) claimed every row it could for this reactor
+          // and nothing was recorded since: a claim would find nothing before `covered.due`. The poll
+          // (lookNow) still claims: it is what finds a row no ring told of.
+          const coveredNow =
+            !lookNow &&
+            covered !== undefined &&
+            covered.mark === engine.outboxTouches.mark() &&
+            (covered.due === undefined || covered.due > now)
+          const wakeCovered = (due: number | undefined) =>
+            due === undefined ? now + pollMs : Math.min(now + pollMs, due)
+          const advanceDue = settledSinceCursor && now - lastAdvance >= pollMs
+          if (coveredNow && !advanceDue) return wakeCovered(covered!.due)
           if (lookNow) lastHorizonLook = now
           const horizon = yield* backend.horizon("outbox", lookNow ? Number.POSITIVE_INFINITY : undefined)
           /** The next due time after `now`, when read with the claim (see below). */
           let dueLater: { readonly due: number | undefined } | undefined
-          if (settledSinceCursor && now - lastAdvance >= pollMs) {
+          if (advanceDue) {
             settledSinceCursor = false
             lastAdvance = now
             cursor = yield* ReactorCursors.advanceCursor(definition.name, kinds, now, horizon.trusted)
             cursorReadAt = undefined
+            // Covered (and still, as of now): the advance was all this step had to do.
+            if (coveredNow && covered!.mark === engine.outboxTouches.mark()) return wakeCovered(covered!.due)
           } else if (changes === undefined) {
             // Another writer (an operator retry, a peer's requeue) may have moved the cursor back, and
             // there is no change count to say so. The claim does not need the cursor: it finds pending

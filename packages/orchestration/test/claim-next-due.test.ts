@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import { Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { jobsEngine, submit } from "./fixtures/Jobs.js"
+import * as TestStore from "../src/testing/TestStore.js"
 
 const kinds = ["work.safe"]
 const claimAt = (now: number) =>
@@ -44,6 +45,37 @@ describe("a claim that reads the next due time", () => {
         ["job:b", "me"],
         ["job:c", "me"]
       ])
+    }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  it.effect("says whether it left a claimable row for want of a slot (PostgreSQL; SQLite does not say)", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.activate
+      // given three claimable rows on three lanes, and a fourth behind the first in its lane
+      for (const job of ["a", "b", "c"]) yield* engine.dispatchWithReceipt(submit(job, "work.safe", { lane: job }))
+      yield* engine.dispatchWithReceipt(submit("a2", "work.safe", { lane: "a" }))
+      const claimTwo = Outbox.claimWithNextDue({ kinds, owner: "me", now: 0, leaseMs: 60_000, limit: 2, after: 0 })
+      const onPostgres = TestStore.testStoreKind() === "postgres"
+      // when two slots claim, then one claimable row is left (a2 waits behind a, so it is not one)
+      const first = yield* claimTwo
+      assert.deepStrictEqual(
+        first.claimed.map((row) => row.effectId),
+        ["job:a", "job:b"]
+      )
+      assert.strictEqual(first.more, onPostgres ? true : undefined)
+      // when one slot claims, then c fills it and nothing claimable is left: the claim says so although
+      // it took as many rows as it had slots
+      const second = yield* Outbox.claimWithNextDue({ kinds, owner: "me", now: 0, leaseMs: 60_000, limit: 1, after: 0 })
+      assert.deepStrictEqual(
+        second.claimed.map((row) => row.effectId),
+        ["job:c"]
+      )
+      assert.strictEqual(second.more, onPostgres ? false : undefined)
+      // when a slot claims with nothing claimable, then it says so too
+      const third = yield* Outbox.claimWithNextDue({ kinds, owner: "me", now: 0, leaseMs: 60_000, limit: 1, after: 0 })
+      assert.deepStrictEqual(third.claimed, [])
+      assert.strictEqual(third.more, onPostgres ? false : undefined)
     }).pipe(Effect.provide(jobsEngine()))
   )
 })

@@ -6,12 +6,13 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, TestClock } from "effect"
 import { EffectFailure, Engine, FaultPoints } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { probe } from "./fixtures/commitProbe.js"
 import { submit } from "./fixtures/Jobs.js"
-import { eventually, gated, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
+import { eventually, gated, scriptedHandler, settle, stack, stackOverStore, testReactor } from "./fixtures/reactors.js"
+import * as TestStore from "../src/testing/TestStore.js"
 
 describe("claims at commit", () => {
   it.effect(
@@ -158,4 +159,122 @@ describe("claims at commit", () => {
       )
     }
   )
+})
+
+/**
+ * Counts the claim UPDATEs (the reactor's own and those inside commits: the same statement) through a
+ * client over the store's. A claim at commit that took every row it could tells the reactor so
+ * (CommitClaims.Claimer's `covered`): its step after that commit then spares its own claim.
+ */
+const countedClaims = () => {
+  const counter = { claims: 0 }
+  const layer = Layer.effect(
+    SqlClient,
+    Effect.map(
+      SqlClient,
+      (sql) =>
+        new Proxy(sql, {
+          apply: (target, self, args: Array<unknown>) => {
+            const text = Array.isArray(args[0]) ? (args[0] as ReadonlyArray<string>).join("?") : ""
+            if (text.includes("attempts = attempts + 1")) counter.claims++
+            return Reflect.apply(target, self, args)
+          }
+        })
+    )
+  )
+  return { counter, layer }
+}
+
+/** A reactor of replay-safe kinds only: every claim at commit is a complete look for it. */
+const safeOnly = (handle: Parameters<typeof testReactor>[0], overrides: Parameters<typeof testReactor>[1] = {}) =>
+  testReactor(handle, { kinds: { "work.safe": { onProcessLoss: "replay-safe", timeout: "1 minute" } }, ...overrides })
+
+describe("a reactor covered by a commit's claim", () => {
+  it.effect("claims nothing of its own after commits whose claim took every row it could", () => {
+    const handler = scriptedHandler()
+    const counted = countedClaims()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* settle
+      counted.counter.claims = 0
+      for (const job of ["a", "b", "c"]) {
+        yield* engine.dispatchWithReceipt(submit(job, "work.safe"))
+        yield* eventually(
+          Effect.map(Outbox.find(`job:${job}`), (row) => row?.status === "succeeded"),
+          `job ${job} performed and settled`
+        )
+      }
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:a#1", "job:b#1", "job:c#1"])
+      // Two commits a job (its submit, its outcome), each with its claim: none of the reactor's own.
+      assert.strictEqual(counted.counter.claims, 6)
+    }).pipe(
+      Effect.provide(
+        stackOverStore([safeOnly(handler.handle)]).pipe(
+          Layer.provideMerge(counted.layer),
+          Layer.provideMerge(TestStore.layer({ filename: ":memory:" }))
+        )
+      )
+    )
+  })
+
+  it.effect("a retry due later is claimed at its due time, with no commit to ring it", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("job:r", (row) =>
+      row.attempts < 2
+        ? Effect.fail(new EffectFailure({ message: `flaky ${row.attempts}`, retryable: true }))
+        : Effect.succeed("ok")
+    )
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("r", "work.safe"))
+      yield* eventually(
+        Effect.map(Outbox.find("job:r"), (row) => row?.status === "pending" && row.attempts === 1),
+        "the first attempt failed and waits for its retry"
+      )
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:r#1"])
+      yield* TestClock.adjust("700 millis")
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:r#1"])
+      yield* TestClock.adjust("300 millis")
+      yield* eventually(
+        Effect.map(Outbox.find("job:r"), (row) => row?.status === "succeeded"),
+        "the retry performed at its due time"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:r#1", "job:r#2"])
+    }).pipe(
+      Effect.provide(
+        stack([
+          safeOnly(handler.handle, {
+            pollInterval: "1 hour",
+            retry: { maxAttempts: 3, backoff: "fixed", base: "1 second", cap: "1 second" }
+          })
+        ])
+      )
+    )
+  })
+
+  it.effect("a commit whose claim filled every free slot leaves the rest to the reactor's own claim", () => {
+    const handler = scriptedHandler()
+    const first = gated("first done")
+    handler.behaviors.set("job:first", first.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("first", "work.safe"))
+      yield* eventually(
+        Effect.sync(() => handler.performed.length === 1),
+        "first performing"
+      )
+      yield* engine.dispatchWithReceipt(submit("second", "work.safe"))
+      yield* settle
+      assert.deepStrictEqual(handler.performed, ["job:first#1"])
+      yield* first.open
+      yield* eventually(
+        Effect.map(Outbox.find("job:second"), (row) => row?.status === "succeeded"),
+        "second performed once the slot is free, without a poll"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:first#1", "job:second#1"])
+    }).pipe(Effect.provide(stack([safeOnly(handler.handle, { concurrency: 1, pollInterval: "1 hour" })])))
+  })
 })
