@@ -280,7 +280,8 @@ const batchRunner =
               changed.add(key)
               if (result.value.events.length > 0) withEvents.add(key)
               // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane),
-              // except a stream chunk: it appends to its effect's stream and leaves every row as it was.
+              // except a stream chunk: it appends to its effect's stream (what its decision cancelled is
+              // in `touched.cancels`, rung below).
               if (identity.commandType !== "effect.stream") outboxChanged = true
               const { settles, effectId } = batch[index]!
               if (settles && effectId !== undefined) outboxTouched.push(effectId)
@@ -294,7 +295,9 @@ const batchRunner =
             yield* deps.backend.ownCommit(claims?.alone)
           }
           if (head.value > before) yield* hints.ringCommit(head.value)
-          if (outboxChanged) {
+          // A stream chunk changes no row by itself, but its aggregate's decision (onStream) may cancel
+          // one: what the batch cancelled rings too, or that row's performer learns of it only at its poll.
+          if (outboxChanged || touched.cancels.length > 0) {
             yield* hints.ringOutbox(outboxTouched)
             // Reactors whose claim in this commit was complete need not claim again until the touches move
             // past its ring's mark: only when nothing else was recorded since the batch began (the writer

@@ -1,12 +1,13 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Queue, Stream, TestClock } from "effect"
+import { Deferred, Effect, Queue, Schema, Stream, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
-import { Engine } from "../src/index.js"
+import { Aggregate, Decision, Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import * as OutboxTouches from "../src/OutboxTouches.js"
+import * as StreamChunks from "../src/StreamChunks.js"
 import { type Breakage, dyingSql } from "./fixtures/dyingSql.js"
-import { jobsEngine, submit } from "./fixtures/Jobs.js"
+import { Job, jobsEngine, submit } from "./fixtures/Jobs.js"
 import { eventually, scriptedHandler, settle, stack, testReactor } from "./fixtures/reactors.js"
 
 const operator = (action: "retry" | "cancel", commandId: string, effectId: string, jobId: string) => ({
@@ -73,6 +74,53 @@ const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage, touches
       stopTwo: yield* Deferred.make<void>()
     }
   })
+
+/**
+ * Two effects race, each in its own lane; the first to stream "won" cancels the other. Its cancel is
+ * decided by `onStream`, in the commit of a stream chunk.
+ */
+const RaceEvent = Schema.Union(Aggregate.event("race.started", {}), Aggregate.event("race.won", { by: Schema.String }))
+type RaceEvent = typeof RaceEvent.Type
+const Race = Aggregate.make({
+  name: "race",
+  commands: { "race.start": Aggregate.command("race.start", { raceId: Schema.String }) },
+  events: RaceEvent,
+  aggregateId: (command) => command.raceId,
+  initialState: {},
+  evolve: (state: object) => state,
+  decide: (_state, command) =>
+    Decision.of<RaceEvent>({
+      events: [{ type: "race.started" }],
+      effects: ["a", "b"].map((runner) => ({
+        id: `race:${command.raceId}:${runner}`,
+        kind: "work.safe",
+        payload: {},
+        lane: `race:${command.raceId}:${runner}`
+      }))
+    }),
+  onStream: (_state, chunk, ctx) =>
+    chunk.text === "won"
+      ? Decision.of<RaceEvent>({
+          events: [{ type: "race.won", by: chunk.effectId }],
+          cancel: ["a", "b"]
+            .map((runner) => `race:${ctx.aggregateId}:${runner}`)
+            .filter((effectId) => effectId !== chunk.effectId)
+            .map((effectId) => ({ effectId, reason: "the other runner won" }))
+        })
+      : Decision.none()
+})
+
+/** The internal command a performer's flush sends: `text` as the first chunk of the effect's attempt 1. */
+const firstChunk = (effectId: string, aggregateType: string, aggregateId: string, text: string) => ({
+  type: "effect.stream",
+  commandId: StreamChunks.chunkCommandId(effectId, 1, 0, text.length),
+  effectId,
+  aggregateType,
+  aggregateId,
+  attempt: 1,
+  start: 0,
+  text
+})
 
 describe("a cancel reaches the running handler at the commit's signal, not at the next lease renewal", () => {
   it.effect(
@@ -151,6 +199,32 @@ describe("a cancel reaches the running handler at the commit's signal, not at th
       yield* settle
       assert.deepStrictEqual(handler.performed, ["job:j1:0#1"])
     }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)])))
+  })
+  it.effect("a stream chunk whose decision cancels another running effect rings too: its handler stops at once", () => {
+    const handler = scriptedHandler()
+    const blocked = blockedForever()
+    handler.behaviors.set("race:r1:a", () => Effect.never)
+    handler.behaviors.set("race:r1:b", blocked.behavior)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt({ commandId: "start-r1", type: "race.start", raceId: "r1" })
+      yield* eventually(
+        Effect.map(Effect.all([Outbox.find("race:r1:a"), Outbox.find("race:r1:b")]), (rows) =>
+          rows.every((row) => row?.status === "running")
+        ),
+        "both running"
+      )
+      yield* settle
+      // when a's first chunk commits, and with it the race's decision to cancel b
+      yield* engine.dispatchWithReceipt(firstChunk("race:r1:a", "race", "r1", "won"), { origin: "internal" })
+      assert.strictEqual((yield* Outbox.find("race:r1:b"))?.status, "cancelled")
+      // then b's handler stops with no clock moving: neither its watch's poll nor a renewal came
+      yield* eventually(
+        rowIs("race:r1:b", (r) => r.leaseOwner === null),
+        "b's performer stopped its handler at the chunk's commit"
+      )
+      assert.strictEqual(blocked.interrupted(), 1)
+    }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)], { engine: { aggregates: [Job, Race] } })))
   })
 })
 
