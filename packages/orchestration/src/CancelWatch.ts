@@ -95,20 +95,25 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
     const isWatched = (effectId: string) => watched.has(effectId)
 
     /**
-     * With the engine's touches: whether every watched row is as it was known to be. True when each
-     * has a mark and no commit recorded since the oldest of them named any watched row (a row named
-     * before its own mark makes this read once more than it must, never less), and the poll is not due.
+     * With the engine's touches, at `now`: whether every watched row is as it was known to be (then
+     * each entry's mark moves to the newest one). True when each has a mark, no commit recorded since
+     * the oldest of them named any watched row (a row named before its own mark makes this read once
+     * more than it must, never less), and the poll is not due. Synchronous on purpose: a performance
+     * watched meanwhile would otherwise get a mark newer than its claim's, and a cancel named between
+     * the two would wait for the poll.
      */
-    const unchangedByTouches = (touches: OutboxTouches.OutboxTouches) =>
-      Effect.gen(function* () {
-        let oldest = Number.POSITIVE_INFINITY
-        for (const entry of watched.values()) {
-          if (entry.since === undefined) return false
-          oldest = Math.min(oldest, entry.since)
-        }
-        if (touches.touchedSince(oldest, isWatched)) return false
-        return (yield* Clock.currentTimeMillis) < readAt + pollMs
-      })
+    const confirmUnchanged = (touches: OutboxTouches.OutboxTouches, now: number): boolean => {
+      if (now >= readAt + pollMs) return false
+      let oldest = Number.POSITIVE_INFINITY
+      for (const entry of watched.values()) {
+        if (entry.since === undefined) return false
+        oldest = Math.min(oldest, entry.since)
+      }
+      if (touches.touchedSince(oldest, isWatched)) return false
+      const mark = touches.mark()
+      for (const entry of watched.values()) entry.since = mark
+      return true
+    }
 
     const check = Effect.gen(function* () {
       if (watched.size === 0) return
@@ -117,18 +122,20 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
       const count = options.outboxChangeCount?.()
       if (count !== undefined && count === judgedAt && judged === registered) return
       const touches = options.touches
-      const mark = touches?.mark()
-      if (touches !== undefined && (yield* unchangedByTouches(touches))) {
+      let startedAt = readAt
+      let mark: number | undefined
+      if (touches !== undefined) {
+        // Read before judging: reading the clock may let other fibers run (and watch performances).
+        startedAt = yield* Clock.currentTimeMillis
         // Rung by commits that named none of the watched rows (new work, other performances settled).
-        for (const entry of watched.values()) entry.since = mark
-        return
+        if (confirmUnchanged(touches, startedAt)) return
+        mark = touches.mark()
       }
       const registeredBefore = registered
       // Judge only the performances watched before the read began: one registered while the read
       // was in flight (a claim that committed meanwhile) is not in what was read, and stopping it on
       // that stale answer would interrupt a live handler whose row then stays running under us.
       const entries = [...watched]
-      const startedAt = touches === undefined ? readAt : yield* Clock.currentTimeMillis
       const rows = yield* Outbox.leaseStates(entries.map(([effectId]) => effectId))
       // Only after a read that answered (a failed one leaves the next check to read again).
       readAt = startedAt

@@ -1,6 +1,6 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Queue, Schema, Stream, TestClock } from "effect"
+import { Clock, Deferred, Effect, Queue, Schema, Scope, Stream, TestClock } from "effect"
 import * as CancelWatch from "../src/CancelWatch.js"
 import { Aggregate, Decision, Engine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
@@ -36,7 +36,12 @@ const neverEnding = { shutdownGrace: "0 millis" } as const
  * j1 and j2 running under "me" at attempt 1, a watch rung only by hand, and a stop for each.
  * `cancelAndRing` cancels a row with a raw UPDATE, then rings the watch as its commit would.
  */
-const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage, touches?: OutboxTouches.OutboxTouches) =>
+const twoRunning = (
+  outboxChangeCount?: () => number,
+  broken?: Breakage,
+  touches?: OutboxTouches.OutboxTouches,
+  clock?: Clock.Clock
+) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     yield* engine.activate
@@ -60,7 +65,8 @@ const twoRunning = (outboxChangeCount?: () => number, broken?: Breakage, touches
       touches
     }).pipe(
       // Its reads of the watched rows die while `broken` is armed.
-      Effect.provideService(SqlClient, broken === undefined ? sql : dyingSql(sql, "lease_owner FROM outbox", broken))
+      Effect.provideService(SqlClient, broken === undefined ? sql : dyingSql(sql, "lease_owner FROM outbox", broken)),
+      Effect.withClock(clock ?? (yield* Effect.clock))
     )
     return {
       watch,
@@ -368,6 +374,54 @@ describe("the watch with the engine's touches", () => {
       yield* ring
       yield* eventually(Deferred.isDone(stopTwo), "read at the poll")
     }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  it.scoped(
+    "a performance watched while a check reads the clock keeps its claim's mark: a cancel named since then is seen at the next ring",
+    () =>
+      Effect.gen(function* () {
+        const touches = OutboxTouches.make()
+        // The test's clock, whose next read first runs `duringRead`: another fiber's turn, made certain.
+        const base = yield* Effect.clock
+        let duringRead: Effect.Effect<void> | undefined
+        const clock: Clock.Clock = {
+          [Clock.ClockTypeId]: Clock.ClockTypeId,
+          unsafeCurrentTimeMillis: () => base.unsafeCurrentTimeMillis(),
+          unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos(),
+          currentTimeNanos: base.currentTimeNanos,
+          sleep: (duration) => base.sleep(duration),
+          currentTimeMillis: Effect.suspend(() => {
+            const run = duringRead ?? Effect.void
+            duringRead = undefined
+            return Effect.zipRight(run, base.currentTimeMillis)
+          })
+        }
+        const { watch, ring, stopOne, stopTwo } = yield* twoRunning(undefined, undefined, touches, clock)
+        const sql = yield* SqlClient
+        const scope = yield* Effect.scope
+        // given j2's claim mark, taken before a commit that cancelled j2 and named it
+        const j2ClaimedSince = touches.mark()
+        yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined), touches.mark())
+        yield* settle
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j2'`
+        touches.record(["job:j2"])
+        // when j2's performer registers its watch while the next check reads the clock
+        let registered = false
+        duringRead = Effect.zipRight(
+          watch.watch("job:j2", 1, Deferred.succeed(stopTwo, undefined), j2ClaimedSince),
+          Effect.sync(() => {
+            registered = true
+          })
+        ).pipe(Effect.provideService(Scope.Scope, scope))
+        yield* ring
+        // then the cancel named since its claim is seen at a ring (no clock moves: not the poll)
+        yield* eventually(
+          Effect.sync(() => registered),
+          "j2 watched during the check's clock read"
+        )
+        yield* eventually(Deferred.isDone(stopTwo), "j2's cancel seen without the poll")
+        assert.isFalse(yield* Deferred.isDone(stopOne))
+      }).pipe(Effect.provide(jobsEngine()))
   )
 
   it("remembers the last commits' rows; a reader further behind, or a commit without names, is told 'touched'", () => {
