@@ -158,8 +158,13 @@ export const make = (options: CancelWatchOptions): Effect.Effect<CancelWatchShap
 
     // The poll rings the same queue as a commit does.
     const poll = yield* Alarm.make(ring)
+    // With touches a ring may skip its read, so the poll is due an interval after the last read: set
+    // from each wake-up instead, a ring that skipped would push it to almost twice the interval. Once
+    // that time has passed (the last read failed), from now: a failing read must not loop at once.
+    const nextPoll = (now: number) =>
+      options.touches !== undefined && readAt + pollMs > now ? readAt + pollMs : now + pollMs
     const ringOrPoll = Clock.currentTimeMillis.pipe(
-      Effect.flatMap((now) => poll.set(now + pollMs)),
+      Effect.flatMap((now) => poll.set(nextPoll(now))),
       Effect.zipRight(Queue.take(ring))
     )
     // A ring that came while nothing was watched is kept: it may be a cancel committed just after the

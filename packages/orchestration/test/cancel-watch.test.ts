@@ -424,6 +424,31 @@ describe("the watch with the engine's touches", () => {
       }).pipe(Effect.provide(jobsEngine()))
   )
 
+  it.scoped(
+    "the poll comes one interval after the last read, not one interval after a ring that skipped its read",
+    () =>
+      Effect.gen(function* () {
+        const touches = OutboxTouches.make()
+        const { watch, ring, stopOne } = yield* twoRunning(undefined, undefined, touches)
+        const sql = yield* SqlClient
+        // given j1 watched without a claim's mark: the watch reads it, at t = 0
+        yield* watch.watch("job:j1", 1, Deferred.succeed(stopOne, undefined))
+        yield* settle
+        // and a ring at t = 400 ms whose commit named no watched row: no read
+        yield* TestClock.adjust("400 millis")
+        touches.record(["job:other"])
+        yield* ring
+        yield* settle
+        // when j1 is cancelled by a commit nothing rang or named (a lost hint)
+        yield* sql`UPDATE outbox SET status = 'cancelled' WHERE effect_id = 'job:j1'`
+        yield* settle
+        assert.isFalse(yield* Deferred.isDone(stopOne), "nothing rang, and the poll is not due yet")
+        // then the poll due at t = 500 ms finds it, not one at 900 ms
+        yield* TestClock.adjust("100 millis")
+        yield* eventually(Deferred.isDone(stopOne), "read at the poll due 500 ms after the last read")
+      }).pipe(Effect.provide(jobsEngine()))
+  )
+
   it("remembers the last commits' rows; a reader further behind, or a commit without names, is told 'touched'", () => {
     const touches = OutboxTouches.make()
     const watched = (id: string) => id === "a"
