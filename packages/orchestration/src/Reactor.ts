@@ -336,11 +336,6 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
       }
     }
     yield* faults.hit("reactor.after-perform", { kind: row.kind })
-    // The handler is done: its slot is free before the outcome's commit, so that commit's claim (CommitClaims.ts)
-    // may fill it, and, finding nothing more, tell this reactor it need not look itself (`covered`). With the
-    // slot still held, a reactor at its concurrency claimed nothing in its settlements' commits and looked on
-    // its own after each (on PostgreSQL a statement an operation).
-    freeSlot()
     const now = yield* Clock.currentTimeMillis
     const settled = yield* settleOutcome(
       env.engine,
@@ -351,6 +346,12 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
     ).pipe(env.log)
     if (settled === "stale") yield* acknowledgeStopped(env, row)
     env.onSettled()
+    // The handler is done and its outcome recorded: the slot is free now, not after this fiber's
+    // last steps (the outcome's commit may already have made the next row claimable in a commit).
+    // Not before that commit: its claim would then run in every settlement's transaction, on the
+    // processor's serial path, to find nothing in most of them (measured on the PostgreSQL end-to-end
+    // child: 191 more claims in commits for 190 fewer of the reactor's own, off that path).
+    freeSlot()
     yield* faults.hit("reactor.after-settle", { kind: row.kind })
   }).pipe(
     Effect.scoped,
@@ -575,6 +576,8 @@ export const run = <R>(
           const advanceDue = settledSinceCursor && now - lastAdvance >= pollMs
           if (coveredNow && !advanceDue) return wakeCovered(covered!.due)
           if (lookNow) lastHorizonLook = now
+          // Before the horizon: a commit recorded after it may lie above the horizon the claim stays under.
+          const lookedSince = engine.outboxTouches.mark()
           const horizon = yield* backend.horizon("outbox", lookNow ? Number.POSITIVE_INFINITY : undefined)
           /** The next due time after `now`, when read with the claim (see below). */
           let dueLater: { readonly due: number | undefined } | undefined
@@ -625,6 +628,12 @@ export const run = <R>(
                 const read = yield* given(Outbox.claimWithNextDue(request))
                 claimed = read.claimed
                 dueLater = { due: read.due }
+                // A claim that took every row it could, below a horizon with nothing waiting above it, is
+                // a complete look as of `lookedSince` (every commit recorded by then had committed before
+                // the horizon was taken): until the touches move, the steps that the ends of performances
+                // ring need not claim again (without a change count, PostgreSQL has no `quiet` look).
+                if (!horizon.waiting && (read.claimed.length < slots || read.more === false))
+                  covered = { mark: lookedSince, due: read.due }
               } else claimed = yield* given(Outbox.claim(request))
             }
             unreserve(slots - claimed.length)
