@@ -279,10 +279,11 @@ const batchRunner =
               const key = CommitHints.aggregateKey(identity.aggregateType, identity.aggregateId)
               changed.add(key)
               if (result.value.events.length > 0) withEvents.add(key)
-              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane),
-              // except a stream chunk: it appends to its effect's stream (what its decision cancelled is
-              // in `touched.cancels`, rung below).
-              if (identity.commandType !== "effect.stream") outboxChanged = true
+              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane). A
+              // stream chunk appends to its effect's stream and changes no row by itself: it rings only when
+              // its aggregate's decision (onStream) added effects (what it cancelled is in `touched.cancels`,
+              // rung below). A plain chunk rings nothing: a stream's chunks are most of a busy engine's commits.
+              if (identity.commandType !== "effect.stream" || result.value.effectIds.length > 0) outboxChanged = true
               const { settles, effectId } = batch[index]!
               if (settles && effectId !== undefined) outboxTouched.push(effectId)
             }
@@ -295,8 +296,8 @@ const batchRunner =
             yield* deps.backend.ownCommit(claims?.alone)
           }
           if (head.value > before) yield* hints.ringCommit(head.value)
-          // A stream chunk changes no row by itself, but its aggregate's decision (onStream) may cancel
-          // one: what the batch cancelled rings too, or that row's performer learns of it only at its poll.
+          // A stream chunk's decision may cancel a row without adding one: what the batch cancelled rings
+          // too, or that row's performer learns of it only at its poll.
           if (outboxChanged || touched.cancels.length > 0) {
             yield* hints.ringOutbox(outboxTouched)
             // Reactors whose claim in this commit was complete need not claim again until the touches move

@@ -116,6 +116,33 @@ const Race = Aggregate.make({
       : Decision.none()
 })
 
+/**
+ * A relay: its first leg streams, and a chunk "pass" hands over to a second leg, a new effect of a
+ * process-bound kind (never claimed at commit) decided by `onStream` in the chunk's commit.
+ */
+const RelayEvent = Schema.Union(Aggregate.event("relay.started", {}), Aggregate.event("relay.passed", {}))
+type RelayEvent = typeof RelayEvent.Type
+const Relay = Aggregate.make({
+  name: "relay",
+  commands: { "relay.start": Aggregate.command("relay.start", { relayId: Schema.String }) },
+  events: RelayEvent,
+  aggregateId: (command) => command.relayId,
+  initialState: {},
+  evolve: (state: object) => state,
+  decide: (_state, command) =>
+    Decision.of<RelayEvent>({
+      events: [{ type: "relay.started" }],
+      effects: [{ id: `relay:${command.relayId}:first`, kind: "work.safe", payload: {}, lane: "first" }]
+    }),
+  onStream: (_state, chunk, ctx) =>
+    chunk.text === "pass"
+      ? Decision.of<RelayEvent>({
+          events: [{ type: "relay.passed" }],
+          effects: [{ id: `relay:${ctx.aggregateId}:second`, kind: "work.bound", payload: {}, lane: "second" }]
+        })
+      : Decision.none()
+})
+
 /** The internal command a performer's flush sends: `text` as the first chunk of the effect's attempt 1. */
 const firstChunk = (effectId: string, aggregateType: string, aggregateId: string, text: string) => ({
   type: "effect.stream",
@@ -231,6 +258,60 @@ describe("a cancel reaches the running handler at the commit's signal, not at th
       )
       assert.strictEqual(blocked.interrupted(), 1)
     }).pipe(Effect.provide(stack([testReactor(handler.handle, neverEnding)], { engine: { aggregates: [Job, Race] } })))
+  })
+})
+
+describe("a stream chunk whose decision adds effects", () => {
+  it.effect("rings the outbox: a new effect no claim at commit took is performed at once, not at the poll", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("relay:r1:first", () => Effect.never)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt({ commandId: "start-r1", type: "relay.start", relayId: "r1" })
+      yield* eventually(
+        rowIs("relay:r1:first", (r) => r.status === "running"),
+        "the first leg running"
+      )
+      yield* settle
+      // The chunk's commit writes the second leg's row; process-bound, so its commit claims nothing.
+      yield* engine.dispatchWithReceipt(firstChunk("relay:r1:first", "relay", "r1", "pass"), { origin: "internal" })
+      assert.strictEqual((yield* Outbox.find("relay:r1:second"))?.status, "pending")
+      // With no clock moving, the reactor's poll (an hour) never comes: only the commit's ring can wake it.
+      yield* eventually(
+        rowIs("relay:r1:second", (r) => r.status === "succeeded"),
+        "the second leg performed after the chunk's commit"
+      )
+      assert.deepStrictEqual(handler.performed, ["relay:r1:first#1", "relay:r1:second#1"])
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle, { ...neverEnding, pollInterval: "1 hour" })], {
+          engine: { aggregates: [Job, Relay] }
+        })
+      )
+    )
+  })
+
+  it.effect("a plain chunk (no effects, no cancels) still rings nothing", () => {
+    const handler = scriptedHandler()
+    handler.behaviors.set("relay:r1:first", () => Effect.never)
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt({ commandId: "start-r1", type: "relay.start", relayId: "r1" })
+      yield* eventually(
+        rowIs("relay:r1:first", (r) => r.status === "running"),
+        "the first leg running"
+      )
+      yield* settle
+      const before = engine.outboxTouches.mark()
+      yield* engine.dispatchWithReceipt(firstChunk("relay:r1:first", "relay", "r1", "hello"), { origin: "internal" })
+      assert.strictEqual(engine.outboxTouches.mark(), before)
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle, { ...neverEnding, pollInterval: "1 hour" })], {
+          engine: { aggregates: [Job, Relay] }
+        })
+      )
+    )
   })
 })
 
