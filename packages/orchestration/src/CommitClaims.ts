@@ -54,8 +54,8 @@ export interface Claimer {
   ) => Effect.Effect<void>
   /**
    * Present when every kind the reactor performs is offered here, so a claim at commit can be a full
-   * look for it. Told after a committed batch whose claim took fewer rows than the slots it had, so that
-   * nothing claimable was left: no claim of the reactor's own can find a row until the outbox touches
+   * look for it. Told after a committed batch whose claim left nothing claimable unclaimed (SQLite: it
+   * took fewer rows than its slots; PostgreSQL: Outbox.claimWithNextDue's `more` is false): no claim of the reactor's own can find a row until the outbox touches
    * move past `mark` (another commit, local or foreign, or a direct write that may free a row) or until
    * `due` (the earliest pending row of its kinds due after the claim's instant; undefined: none). The
    * reactor's step after that commit then spares its claim (Reactor.ts): on PostgreSQL the claim was
@@ -69,8 +69,8 @@ export interface Handoff {
   readonly claimer: Claimer
   readonly rows: ReadonlyArray<Outbox.OutboxRow>
   /**
-   * The claim took fewer rows than the slots it had, for a claimer with `covered`: nothing claimable was
-   * left for it in this transaction. `due`: its next due time, read with the claim.
+   * For a claimer with `covered`: the claim left nothing claimable unclaimed in this transaction (see
+   * `covered`). `due`: its next due time, read with the claim.
    */
   readonly complete?: { readonly due: number | undefined }
 }
@@ -138,12 +138,13 @@ export const make = (): CommitClaims => {
             Effect.sync(() => {
               const rows = exit._tag === "Success" ? exit.value.rows : []
               claimer.unreserve(slots - rows.length)
-              // Fewer rows than slots, or a claim that saw no candidate beyond its slots (PostgreSQL): it
-              // took every row it could (lanes in order, due by now).
+              // It took every row it could (lanes in order, due by now): on PostgreSQL when it saw none left
+              // unclaimed (fewer rows than slots may mean rows another transaction held: the claim skips
+              // them), on SQLite (one writer, nothing skipped) when it took fewer rows than its slots.
               const complete =
                 exit._tag === "Success" &&
                 claimer.covered !== undefined &&
-                (rows.length < slots || exit.value.more === false)
+                (exit.value.more === undefined ? rows.length < slots : !exit.value.more)
                   ? { due: exit.value.due }
                   : undefined
               if (rows.length > 0 || complete !== undefined)

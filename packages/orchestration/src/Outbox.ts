@@ -450,9 +450,11 @@ const claimedRows = (rows: ReadonlyArray<Row>) => rows.map(toRow).sort((a, b) =>
  * this statement does so in a commit that rings the reactor. SQLite has no UPDATE in a CTE: two
  * statements.
  *
- * `more` (PostgreSQL only; undefined on SQLite): whether a claimable row was left for want of a slot.
- * The statement selects one candidate more than `limit` and claims `limit` of them, so a claim that
- * filled every slot can still say that it left nothing (CommitClaims.Claimer's `covered`).
+ * `more` (PostgreSQL only; undefined on SQLite): whether a claimable row was left unclaimed, for want
+ * of a slot or because another transaction held it (the claim skips locked rows). The same statement
+ * lists up to `limit + 1` claimable rows without taking locks (it sees the rows it claims as still
+ * pending), so a claim that filled every slot can still say that it left nothing, and one that found
+ * fewer rows than slots because others were locked does not say so (CommitClaims.Claimer's `covered`).
  */
 export const claimWithNextDue = (
   request: ClaimRequest
@@ -464,18 +466,21 @@ export const claimWithNextDue = (
   Effect.flatMap(Effect.zip(SqlClient, StoreBackend), ([sql, backend]) =>
     backend.dialect === "postgres"
       ? Effect.map(
-          sql<Row & { next_due: number | string | null; candidates: number | string }>`WITH
-            candidates AS MATERIALIZED (${claimable(sql, backend, request, request.limit + 1)}),
-            claimed AS (${claimUpdate(sql, request, sql`SELECT sequence FROM candidates ORDER BY sequence LIMIT ${request.limit}`)}),
+          sql<Row & { next_due: number | string | null; claimable: number | string }>`WITH
+            claimed AS (${claimStatement(sql, backend, request)}),
             due AS (SELECT MIN(available_at) AS next_due FROM outbox
-              WHERE status = 'pending' AND ${sql.in("kind", request.kinds)} AND available_at > ${request.now})
-          SELECT c.*, d.next_due, (SELECT COUNT(*) FROM candidates) AS candidates FROM due d LEFT JOIN claimed c ON TRUE`,
-          (rows) => ({
+              WHERE status = 'pending' AND ${sql.in("kind", request.kinds)} AND available_at > ${request.now}),
+            seen AS (${claimable(sql, { ...backend, skipLocked: "" }, request, request.limit + 1)})
+          SELECT c.*, d.next_due, (SELECT COUNT(*) FROM seen) AS claimable FROM due d LEFT JOIN claimed c ON TRUE`,
+          (rows) => {
             // With nothing claimed, the one row is the due time's alone (the claimed columns NULL).
-            claimed: claimedRows(rows.filter((r) => r.effect_id !== null)),
-            due: rows[0]?.next_due === null || rows[0]?.next_due === undefined ? undefined : Number(rows[0].next_due),
-            more: Number(rows[0]?.candidates ?? 0) > request.limit
-          })
+            const claimed = claimedRows(rows.filter((r) => r.effect_id !== null))
+            return {
+              claimed,
+              due: rows[0]?.next_due === null || rows[0]?.next_due === undefined ? undefined : Number(rows[0].next_due),
+              more: Number(rows[0]?.claimable ?? 0) > claimed.length
+            }
+          }
         )
       : Effect.zipWith(
           Effect.map(claimStatement(sql, backend, request), claimedRows),

@@ -254,6 +254,10 @@ export const fail = (
         message: `effect '${effectId}' changed meanwhile; it is ${status}`
       })
     }
+    // The row no longer holds its lane: a reactor of this process covered by its last claim (Reactor's
+    // `covered`) must claim again rather than wait for its poll.
+    const engine = yield* Effect.serviceOption(Engine)
+    if (Option.isSome(engine)) engine.value.outboxTouches.record([effectId])
     yield* Effect.logWarning("quarantined effect failed by an operator", { effectId, attempt: row.attempts })
     return after
   }).pipe(Effect.withSpan("Quarantine.fail"))

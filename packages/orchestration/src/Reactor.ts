@@ -220,8 +220,8 @@ const handBack = <R>(
 ) =>
   Clock.currentTimeMillis.pipe(
     Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, ownerId, now)),
-    // Pending again: a reactor covered by an earlier commit's claim (CommitClaims.Claimer's `covered`)
-    // claims again.
+    // Pending again: a reactor covered by an earlier claim (Reactor's `covered`) claims again at its next
+    // wake (the caller rings its own reactor's).
     Effect.zipRight(Effect.sync(() => engine.outboxTouches.record([row.effectId]))),
     Effect.catchAll((error) =>
       // swallow-ok: the row stays running under this owner's lease; boot reconcile (or a peer, once this
@@ -448,7 +448,10 @@ export const run = <R>(
     const giveBack = (rows: ReadonlyArray<Outbox.OutboxRow>) =>
       Effect.suspend(() => {
         unreserve(rows.length)
-        return Effect.forEach(rows, (row) => handBack(engine, worker.ownerId, context, row), { discard: true })
+        return Effect.forEach(rows, (row) => handBack(engine, worker.ownerId, context, row), { discard: true }).pipe(
+          // Pending again: the loop looks at once (its step may have found the touches unmoved just before).
+          Effect.zipRight(Queue.offer(wake, undefined))
+        )
       }).pipe(log)
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
     // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the
@@ -571,8 +574,10 @@ export const run = <R>(
             covered !== undefined &&
             covered.mark === engine.outboxTouches.mark() &&
             (covered.due === undefined || covered.due > now)
+          // Woken by the poll that is due (an interval after the last look, not after this skip: a skip at
+          // every performance's end would otherwise put the poll off for as long as they keep coming).
           const wakeCovered = (due: number | undefined) =>
-            due === undefined ? now + pollMs : Math.min(now + pollMs, due)
+            due === undefined ? lastHorizonLook + pollMs : Math.min(lastHorizonLook + pollMs, due)
           const advanceDue = settledSinceCursor && now - lastAdvance >= pollMs
           if (coveredNow && !advanceDue) return wakeCovered(covered!.due)
           if (lookNow) lastHorizonLook = now
@@ -632,8 +637,7 @@ export const run = <R>(
                 // a complete look as of `lookedSince` (every commit recorded by then had committed before
                 // the horizon was taken): until the touches move, the steps that the ends of performances
                 // ring need not claim again (without a change count, PostgreSQL has no `quiet` look).
-                if (!horizon.waiting && (read.claimed.length < slots || read.more === false))
-                  covered = { mark: lookedSince, due: read.due }
+                if (!horizon.waiting && read.more === false) covered = { mark: lookedSince, due: read.due }
               } else claimed = yield* given(Outbox.claim(request))
             }
             unreserve(slots - claimed.length)

@@ -276,8 +276,10 @@ describe("reactors: timing under TestClock", () => {
         yield* TestClock.adjust("100 millis")
         yield* settle
       }
-      // 100 ms, 200 ms, 400 ms, 800 ms ... : a handful of tries in 2 s, not thousands.
-      assert.isAtLeast(failures.length, 2)
+      // 100 ms, 200 ms, 400 ms, 800 ms ... : a handful of tries in 2 s, not thousands. On PostgreSQL the
+      // reactor's last claim before the refusal found nothing, which covers it (Reactor.ts `covered`): only
+      // its polls look (and fail) then, once a second. That the loop outlives them is shown by the heal below.
+      assert.isAtLeast(failures.length, 1)
       assert.isAtMost(failures.length, 6)
       yield* refuseWrites(false)
       const engine = yield* Engine.Engine

@@ -87,7 +87,7 @@ describe("claim, cursor, follower and sweep plans on PostgreSQL", () => {
       assertIndexed(
         yield* plansOf(
           Outbox.claimWithNextDue({ kinds, owner: "me", now, leaseMs: 1000, limit: 8, after: 0, upTo: outboxHead }),
-          /^WITH\s+candidates AS MATERIALIZED \(SELECT o.sequence FROM outbox o/
+          /^WITH\s+claimed AS \(UPDATE outbox SET status = 'running'/
         )
       )
       assertIndexed(yield* plansOf(ReactorCursors.advanceCursor("r", kinds, now, outboxHead), /FROM outbox/))
