@@ -21,9 +21,11 @@ import type { TimerRow } from "./Timers.js"
  *   version does not accept: written by another build);
  * - `command-id-conflict`: its fire id was already used by another command (a row dropped and
  *   scheduled again from generation 1);
- * - `unreadable`: its stored command is not JSON (cut off, edited by hand).
+ * - `unreadable`: its stored command is not JSON (cut off, edited by hand);
+ * - `defect`: deciding it failed in the aggregate's own code (its decider, evolve or a projection
+ *   threw: CommandDefect) at each of the tries the timer loop gives it (`defectTries`).
  */
-export const TimerFailureReason = Schema.Literal("invalid-command", "command-id-conflict", "unreadable")
+export const TimerFailureReason = Schema.Literal("invalid-command", "command-id-conflict", "unreadable", "defect")
 export type TimerFailureReason = typeof TimerFailureReason.Type
 
 export const TIMER_FAILED = "engine.timer-failed"
@@ -55,6 +57,17 @@ export interface TimerFailure {
   readonly message: string
 }
 
+/**
+ * The most of a failure's message the tell carries. A defect's message holds whatever the domain's
+ * error said (a stack-sized text, a serialized state), and the tell is stored in the aggregate's
+ * receipt and, through `onTimerFailed`, in its events: it must stay a line an operator reads.
+ */
+export const MESSAGE_MAX = 2_000
+
+/** The message as the tell carries it: cut at MESSAGE_MAX characters, with a mark that it was. */
+export const boundedMessage = (message: string): string =>
+  message.length <= MESSAGE_MAX ? message : `${message.slice(0, MESSAGE_MAX - 1)}…`
+
 /** The id of the tell: one per timer generation, never a fire's (those end in `#<generation>`). */
 export const tellId = (row: Pick<TimerRow, "aggregateType" | "aggregateId" | "timerId" | "generation">): string =>
   boundedId("timer:", `${row.aggregateType}:${row.aggregateId}:${row.timerId}#${row.generation}:failed`)
@@ -73,7 +86,7 @@ export const commandOf = (
   at: row.dueAt,
   command: row.undecodable === undefined ? row.command : null,
   reason: failure.reason,
-  message: failure.message
+  message: boundedMessage(failure.message)
 })
 
 /** The decision: the aggregate's `onTimerFailed`, or nothing when it has none. */

@@ -6,9 +6,17 @@
  * `timer:…#<generation>` answers a second fire as a duplicate; the row is then marked fired).
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import { Cause, Clock, Duration, Effect, Exit, Option, Queue, type Scope, Stream } from "effect"
 import { Engine, type EngineShape } from "./Engine.js"
-import { CommandIdConflict, CommandRejected, InvalidCommand } from "./Errors.js"
+import {
+  CommandDefect,
+  CommandIdConflict,
+  CommandRejected,
+  EngineUnavailable,
+  InvalidCommand,
+  StorageFailure
+} from "./Errors.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
 import * as TimerFailures from "./TimerFailures.js"
 import * as Timers from "./Timers.js"
@@ -20,6 +28,11 @@ export interface TimerLoopOptions {
   readonly maxSleep?: Duration.DurationInput
   /** Due timers claimed per round trip. */
   readonly batch?: number
+  /**
+   * Tries a timer gets when its fire fails in its aggregate's own code (a CommandDefect), a lease
+   * apart, before it is failed with reason `defect` and its aggregate told. Counted on the row.
+   */
+  readonly defectTries?: number
 }
 
 /**
@@ -37,33 +50,57 @@ export const commitSignal = (engine: EngineShape): Effect.Effect<Queue.Dequeue<v
     return ring
   })
 
-type Verdict =
+/**
+ * What a fire's answer does to its row:
+ * - `fired`: done (accepted, or a stored rejection);
+ * - `failed`: it can never fire (its command refused for good): failed, once its aggregate is told;
+ * - `defect`: deciding it failed in the aggregate's own code (its decider, evolve or a projection
+ *   threw: CommandDefect). A counted try: the row is tried again a lease later, `defectTries` times
+ *   in all, then failed with reason `defect`. Not failed at the first one, because a throw can depend
+ *   on more than the command (a projection's unique row another command holds for a while, a deploy
+ *   fixing the bug between tries); not tried forever, because most are the same at every try, and a
+ *   timer retried every lease for good leaves its aggregate waiting in silence (a deadline never
+ *   passing) and a warning every 30 s.
+ * - `retry`: not taken, for a reason that is not the command's: tried again, uncounted (the store
+ *   unavailable, the engine not ready: keep trying, a timer must not be lost to an outage). Scope
+ *   `engine` when nothing is taken now (the store refused, the engine unavailable, or the dispatch
+ *   died), `row` when it concerns this row's aggregate alone (its log cannot be replayed).
+ */
+export type Verdict =
   | { readonly _tag: "fired" }
-  | { readonly _tag: "retry" }
   | { readonly _tag: "failed"; readonly reason: TimerFailures.TimerFailureReason; readonly message: string }
+  | { readonly _tag: "defect"; readonly message: string }
+  | { readonly _tag: "retry"; readonly scope: "engine" | "row" }
 
-/** A fire's answer decides the row: done (accepted or a stored rejection), unfireable, or try again. */
-const verdictOf = (exit: Exit.Exit<unknown, unknown>): Verdict => {
+/** Pure: the verdict on a fire from its dispatch's exit, matched on the error's tag. */
+export const verdictOf = (exit: Exit.Exit<unknown, unknown>): Verdict => {
   if (Exit.isSuccess(exit)) return { _tag: "fired" }
   const error = Option.getOrUndefined(Cause.failureOption(exit.cause))
   if (error instanceof CommandRejected) return { _tag: "fired" }
   if (error instanceof InvalidCommand) return { _tag: "failed", reason: "invalid-command", message: error.message }
   if (error instanceof CommandIdConflict)
     return { _tag: "failed", reason: "command-id-conflict", message: error.message }
-  return { _tag: "retry" }
+  if (error instanceof CommandDefect) return { _tag: "defect", message: error.message }
+  const engineWide = error === undefined || error instanceof StorageFailure || error instanceof EngineUnavailable
+  return { _tag: "retry", scope: engineWide ? "engine" : "row" }
 }
 
+/** What a row's turn in a round asks of the round: go on with the next row, or stop (nothing is taken now). */
+type Next = "next" | "stop"
+
 /**
- * Tells the row's aggregate that it could not fire (TimerFailures.ts); answers whether to try again
- * later. Told means a receipt holds the tell (accepted, rejected by the aggregate, or an earlier try
- * under its id). An aggregate this process does not know cannot be told (a rolling deploy): the
- * row is failed all the same, as it was before tells existed, and a domain re-arms it (Trigger's put).
+ * Tells the row's aggregate that it could not fire (TimerFailures.ts); answers whether the row may be
+ * marked failed now (`told`) or waits to be told again. Told means a receipt holds the tell (accepted,
+ * rejected by the aggregate, or an earlier try under its id). An aggregate this process does not know
+ * cannot be told (a rolling deploy): the row is failed all the same, as it was before tells existed,
+ * and a domain re-arms it (Trigger's put). Nor can one whose `onTimerFailed` throws: trying that again
+ * every lease is the endless retry the defect bound ends, so the row is failed and the error logged.
  */
 const tellFailure = (
   engine: EngineShape,
   row: Timers.TimerRow,
   failure: { readonly reason: TimerFailures.TimerFailureReason; readonly message: string }
-) =>
+): Effect.Effect<"told" | Next> =>
   Effect.gen(function* () {
     const command = TimerFailures.commandOf(row, failure)
     const exit = yield* Effect.exit(engine.dispatchWithReceipt(command, { origin: "internal" }))
@@ -72,56 +109,101 @@ const tellFailure = (
       yield* Effect.logError("timer could not fire; the timer is marked failed and its aggregate told", {
         commandId: Timers.fireId(row),
         reason: failure.reason,
-        why: failure.message
+        why: command.message
       })
       return "told" as const
     }
-    if (error instanceof InvalidCommand) {
+    if (error instanceof InvalidCommand || error instanceof CommandDefect) {
       yield* Effect.logError("timer could not fire, nor its aggregate be told; the timer is marked failed", {
         commandId: Timers.fireId(row),
         reason: failure.reason,
-        why: failure.message,
+        why: command.message,
         tell: error.message
       })
       return "told" as const
     }
     yield* Effect.logWarning("telling a timer's aggregate it could not fire was not taken; trying again", {
       commandId: command.commandId,
-      cause: Cause.pretty(exit as never)
+      cause: Cause.pretty(exit.cause)
     })
-    return "retry" as const
+    // Not told yet: the row stays claimed and pending. Only its aggregate's trouble lets the round go on.
+    const verdict = verdictOf(exit)
+    return verdict._tag === "retry" && verdict.scope === "row" ? "next" : "stop"
   })
 
-/** Fires every due timer; answers whether one must be tried again later (storage or engine unavailable). */
+/**
+ * Fires one claimed row and settles it, or leaves it claimed (its claim's end is when it is tried
+ * again). The row is marked failed only once its aggregate was told: a crash between the two tells it
+ * again under the same id (answered from its receipt) when the claim's lease ends.
+ */
+const fireOne = (
+  engine: EngineShape,
+  row: Timers.TimerRow,
+  options: Required<TimerLoopOptions>
+): Effect.Effect<Next, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const commandId = Timers.fireId(row)
+    let verdict: Exclude<Verdict, { readonly _tag: "retry" }>
+    if (row.undecodable !== undefined) {
+      // A stored command that is not JSON has nothing to dispatch: failed for good, never claimed again.
+      verdict = { _tag: "failed", reason: "unreadable", message: row.undecodable }
+    } else {
+      const exit = yield* Effect.exit(engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" }))
+      const answer = verdictOf(exit)
+      if (answer._tag === "retry") {
+        yield* Effect.logWarning("timer fire not taken; trying again", {
+          commandId,
+          cause: Exit.isFailure(exit) ? Cause.pretty(exit.cause) : undefined
+        })
+        return answer.scope === "engine" ? "stop" : "next"
+      }
+      verdict = answer
+    }
+    if (verdict._tag === "defect") {
+      const now = yield* Clock.currentTimeMillis
+      const tries = row.attempts + 1
+      yield* Timers.recordDefect(row, now, now + options.leaseMs)
+      if (tries < options.defectTries) {
+        yield* Effect.logWarning("timer fire failed in its aggregate's code; trying again after the lease", {
+          commandId,
+          tries,
+          of: options.defectTries,
+          why: TimerFailures.boundedMessage(verdict.message)
+        })
+        return "next"
+      }
+      verdict = {
+        _tag: "failed",
+        reason: "defect",
+        message: `failed in its aggregate's code at each of ${tries} tries; the last: ${verdict.message}`
+      }
+    }
+    if (verdict._tag === "failed") {
+      const told = yield* tellFailure(engine, row, verdict)
+      if (told !== "told") return told
+    }
+    yield* Timers.settle(row, verdict._tag, yield* Clock.currentTimeMillis)
+    return "next"
+  })
+
+/**
+ * Fires every due timer; answers whether to look again after a pause (the store or the engine took
+ * nothing). A row that is not fired now stays claimed and the round goes on with the next: a row that
+ * fails every time comes back first in due order at each claim's end, so stopping at it held every
+ * later row of its claim back for good. Only when nothing is taken now does the round stop, giving
+ * the rows it did not try back at once, rather than holding them for a lease or failing each in turn.
+ */
 const fireDue = (engine: EngineShape, options: Required<TimerLoopOptions>) =>
   Effect.gen(function* () {
     while (true) {
       const now = yield* Clock.currentTimeMillis
       const due = yield* Timers.claimDue(now, options.leaseMs, options.batch)
       if (due.length === 0) return false
-      for (const row of due) {
-        const commandId = Timers.fireId(row)
-        let verdict: Verdict
-        if (row.undecodable !== undefined) {
-          // A stored command that is not JSON has nothing to dispatch: failed for good, never claimed again.
-          verdict = { _tag: "failed", reason: "unreadable", message: row.undecodable }
-        } else {
-          const exit = yield* Effect.exit(
-            engine.dispatchWithReceipt({ ...row.command, commandId }, { origin: "internal" })
-          )
-          verdict = verdictOf(exit)
-          if (verdict._tag === "retry") {
-            yield* Effect.logWarning("timer fire not taken; trying again", {
-              commandId,
-              cause: Cause.pretty(exit as never)
-            })
-            return true
-          }
+      for (const [index, row] of due.entries()) {
+        if ((yield* fireOne(engine, row, options)) === "stop") {
+          yield* Timers.release(due.slice(index + 1), yield* Clock.currentTimeMillis)
+          return true
         }
-        // The row is marked failed only once its aggregate was told: a crash between the two tells it
-        // again under the same id (answered from its receipt) when the claim's lease ends.
-        if (verdict._tag === "failed" && (yield* tellFailure(engine, row, verdict)) === "retry") return true
-        yield* Timers.settle(row, verdict._tag, yield* Clock.currentTimeMillis)
       }
     }
   })
@@ -133,7 +215,8 @@ export const run = (options: TimerLoopOptions = {}): Effect.Effect<void, never, 
     const resolved: Required<TimerLoopOptions> = {
       leaseMs: options.leaseMs ?? 30_000,
       maxSleep: options.maxSleep ?? "10 seconds",
-      batch: options.batch ?? 32
+      batch: options.batch ?? 32,
+      defectTries: Math.max(1, options.defectTries ?? 5)
     }
     const maxSleepMs = Duration.toMillis(resolved.maxSleep)
     // Subscribe before the first read, so a commit between the read and the sleep still wakes us.

@@ -8,6 +8,10 @@
  * the fired command's id carries it (`timer:<type>:<id>:<timerId>#<generation>`): a moved timer
  * fires under a new id, so its new time is not answered as a duplicate of a fire that already
  * landed under the old generation, and a stale fire never marks the moved row as fired.
+ *
+ * `attempts` counts the fires of the current generation that failed in the aggregate's own code (a
+ * CommandDefect: TimerLoop bounds them). It is a column, not a count in memory, so the bound holds
+ * across restarts and across the processes of a shared store; a new generation starts from zero.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -36,6 +40,8 @@ export interface TimerRow {
   readonly dueAt: number
   readonly command: Record<string, unknown>
   readonly status: TimerStatus
+  /** Fires of this generation that failed in the aggregate's own code (a CommandDefect). */
+  readonly attempts: number
   /** Present when the stored command is not JSON (then `command` is empty): why. Such a timer is failed, never fired. */
   readonly undecodable?: string
 }
@@ -48,6 +54,7 @@ interface RawRow {
   readonly due_at: number | string
   readonly command: string
   readonly status: TimerStatus
+  readonly attempts: number | string
 }
 
 /**
@@ -63,7 +70,8 @@ const toRow = (r: RawRow): TimerRow => {
     generation: Number(r.generation),
     dueAt: Number(r.due_at),
     command: read.ok ? (read.value as Record<string, unknown>) : {},
-    status: r.status
+    status: r.status,
+    attempts: Number(r.attempts)
   }
   return read.ok ? row : { ...row, undecodable: read.why }
 }
@@ -87,6 +95,13 @@ export const createTable = Effect.gen(function* () {
   yield* sql`CREATE INDEX timers_due ON timers (status, due_at)`
 })
 
+/** The count of a generation's fires that failed in domain code (migration 0009_timer_attempts). */
+export const addAttempts = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  const int = sql.onDialectOrElse({ pg: () => "BIGINT", orElse: () => "INTEGER" })
+  yield* sql.unsafe(`ALTER TABLE timers ADD COLUMN attempts ${int} NOT NULL DEFAULT 0`)
+})
+
 /** The id the fire is dispatched under; the receipt makes a second fire of one generation a duplicate. */
 export const fireId = (row: Pick<TimerRow, "aggregateType" | "aggregateId" | "timerId" | "generation">): string =>
   boundedId("timer:", `${row.aggregateType}:${row.aggregateId}:${row.timerId}#${row.generation}`)
@@ -98,7 +113,7 @@ const eachStatement = <A>(
 ): Effect.Effect<void, SqlError, SqlClient> =>
   Effect.flatMap(SqlClient, (sql) => Effect.forEach(items, (item) => statement(sql, item), { discard: true }))
 
-/** Schedules or moves (a new generation, pending again, unclaimed). Runs in the decision's transaction. */
+/** Schedules or moves (a new generation, pending again, unclaimed, no tries). Runs in the decision's transaction. */
 export const schedule = (aggregateType: string, aggregateId: string, timers: ReadonlyArray<TimerIntent>, now: number) =>
   eachStatement(
     timers,
@@ -108,7 +123,7 @@ export const schedule = (aggregateType: string, aggregateId: string, timers: Rea
         NULL, ${now})
         ON CONFLICT (aggregate_type, aggregate_id, timer_id) DO UPDATE SET generation = timers.generation + 1,
         due_at = excluded.due_at, command = excluded.command, status = 'pending', claimed_until = NULL,
-        updated_at = excluded.updated_at`
+        attempts = 0, updated_at = excluded.updated_at`
   )
 
 /** Cancels pending timers of the aggregate; an unknown or already fired timer is left as it is. */
@@ -139,7 +154,7 @@ export const claimDue = (
         SELECT aggregate_type, aggregate_id, timer_id FROM timers
         WHERE status = 'pending' AND due_at <= ${now} AND (claimed_until IS NULL OR claimed_until <= ${now})
         ORDER BY due_at, aggregate_type, aggregate_id, timer_id LIMIT ${limit} ${sql.literal(lock)})
-      RETURNING aggregate_type, aggregate_id, timer_id, generation, due_at, command, status`
+      RETURNING aggregate_type, aggregate_id, timer_id, generation, due_at, command, status, attempts`
     // RETURNING has no order of its own.
     return rows.map(toRow).sort((a, b) => a.dueAt - b.dueAt)
   })
@@ -152,6 +167,30 @@ export const releaseAllClaims: Effect.Effect<void, SqlError, SqlClient> = Effect
   const sql = yield* SqlClient
   yield* sql`UPDATE timers SET claimed_until = NULL WHERE status = 'pending' AND claimed_until IS NOT NULL`
 })
+
+/**
+ * Gives claimed rows back at once (their generation, if still pending): rows of a claim the loop did
+ * not try, so they are not held for a lease because another row's fire was not taken.
+ */
+export const release = (rows: ReadonlyArray<TimerRow>, now: number) =>
+  eachStatement(
+    rows,
+    (sql, row) => sql`UPDATE timers SET claimed_until = NULL, updated_at = ${now}
+      WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
+      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
+  )
+
+/**
+ * Counts a fire of this generation that failed in the aggregate's own code, and keeps the row claimed
+ * until `retryAt` (no process tries it before). A row moved meanwhile is a new generation and untouched.
+ */
+export const recordDefect = (row: TimerRow, now: number, retryAt: number): Effect.Effect<void, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    yield* sql`UPDATE timers SET attempts = attempts + 1, claimed_until = ${retryAt}, updated_at = ${now}
+      WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
+      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
+  })
 
 /** Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays pending. */
 export const settle = (

@@ -1,14 +1,23 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, TestClock } from "effect"
+import { Effect, Exit, Fiber, Schema, TestClock } from "effect"
 import {
+  AggregateUnavailable,
   CanonicalJson,
+  CommandDefect,
   CommandId,
+  CommandIdConflict,
+  CommandRejected,
+  EngineUnavailable,
+  InvalidCommand,
+  StorageFailure,
   EffectFailure,
   EffectOutcomes,
   FaultPoints,
   Reactor,
   Receipts,
   StorageErrors,
+  TimerFailures,
+  TimerLoop,
   Worker
 } from "../src/index.js"
 import type * as Outbox from "../src/Outbox.js"
@@ -216,6 +225,61 @@ describe("reactor verdicts", () => {
           reason: "defect"
         }
       })
+  })
+})
+
+describe("timer fire verdicts", () => {
+  const identity = { commandId: "timer:reminder:o-1:t1#1", aggregateType: "reminder", aggregateId: "o-1" }
+  it("a refusal of the command is final, a defect of domain code is a counted try, the rest is retried", () => {
+    const verdict = (error: unknown) => TimerLoop.verdictOf(Exit.fail(error))
+    assert.deepStrictEqual(TimerLoop.verdictOf(Exit.succeed({})), { _tag: "fired" })
+    assert.deepStrictEqual(
+      verdict(new CommandRejected({ ...identity, reason: "late", message: "late", duplicate: false })),
+      { _tag: "fired" }
+    )
+    assert.deepStrictEqual(verdict(new InvalidCommand({ message: "unknown type", issues: [] })), {
+      _tag: "failed",
+      reason: "invalid-command",
+      message: "unknown type"
+    })
+    assert.deepStrictEqual(verdict(new CommandIdConflict({ commandId: identity.commandId, message: "taken" })), {
+      _tag: "failed",
+      reason: "command-id-conflict",
+      message: "taken"
+    })
+    assert.deepStrictEqual(verdict(new CommandDefect({ ...identity, stage: "decide", message: "decide threw" })), {
+      _tag: "defect",
+      message: "decide threw"
+    })
+    // Nothing is taken now: the round stops. Only this row's aggregate: the round goes on.
+    for (const error of [
+      new StorageFailure({ reason: "busy", code: "SQLITE_BUSY", message: "locked", operation: "commit" }),
+      new EngineUnavailable({ reason: "shutting-down", message: "stopping" })
+    ]) {
+      assert.deepStrictEqual(verdict(error), { _tag: "retry", scope: "engine" })
+    }
+    assert.deepStrictEqual(TimerLoop.verdictOf(Exit.die(new Error("driver bug"))), { _tag: "retry", scope: "engine" })
+    assert.deepStrictEqual(verdict(new AggregateUnavailable({ ...identity, message: "cannot replay" })), {
+      _tag: "retry",
+      scope: "row"
+    })
+  })
+  it("the tell carries a failure's message cut to a bound, with a mark that it was cut", () => {
+    const row = {
+      ...identity,
+      timerId: "t1",
+      generation: 1,
+      dueAt: 5_000,
+      command: { type: "reminder.boom" },
+      status: "pending",
+      attempts: 5
+    } as const
+    const long = "x".repeat(TimerFailures.MESSAGE_MAX * 3)
+    const told = TimerFailures.commandOf(row, { reason: "defect", message: long })
+    assert.strictEqual(told.message.length, TimerFailures.MESSAGE_MAX)
+    assert.isTrue(told.message.endsWith("…"))
+    assert.strictEqual(TimerFailures.commandOf(row, { reason: "defect", message: "short" }).message, "short")
+    assert.deepStrictEqual(Schema.decodeUnknownSync(TimerFailures.TimerFailed)(told), told)
   })
 })
 

@@ -1,7 +1,8 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
-import { Engine, Receipts, Timers } from "../src/index.js"
+import { Engine, Receipts, StorageFaults, Timers } from "../src/index.js"
+import { driverError } from "../src/storage/StorageFaults.js"
 import * as TestStore from "../src/testing/TestStore.js"
 import { tempDbFile } from "./fixtures/harness.js"
 import { eventually, settle, stackOverStore } from "./fixtures/reactors.js"
@@ -39,6 +40,9 @@ const toldFailed = (ownerId = "o-1") =>
       .filter((r) => r.aggregateId === ownerId && r.type === "reminder.timer-failed")
       .map((r) => r.payload as { timerId: string; at: number; reason: string })
   })
+
+/** Whether the owner's one timer has this many tries counted against it. */
+const attemptsAre = (n: number) => Effect.map(Timers.ofAggregate("reminder", "o-1"), ([row]) => row?.attempts === n)
 
 describe("durable timers under TestClock", () => {
   it.effect("a timer fires once at its time, not a millisecond before", () =>
@@ -169,6 +173,154 @@ describe("durable timers under TestClock", () => {
       assert.strictEqual(row!.status, "failed")
     }).pipe(Effect.provide(stack()))
   )
+
+  it.effect(
+    "a timer whose command its decider throws on is tried a bounded number of times, then failed and told",
+    () =>
+      Effect.gen(function* () {
+        const e = yield* Engine.Engine
+        const sql = yield* SqlClient
+        // given a timer whose command makes its aggregate's decider throw (a bug in domain code: every try the same)
+        yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+        yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.boom"}' WHERE timer_id = 't1'`
+        // when its time comes, and each claim's lease after it, for as long as ten leases
+        yield* TestClock.adjust("5 seconds")
+        for (let lease = 0; lease < 10 && (yield* toldFailed()).length === 0; lease++) {
+          yield* settle
+          yield* TestClock.adjust("30 seconds")
+        }
+        // then it was tried five times, not forever: the row is failed and its owner told why, once
+        yield* eventually(
+          Effect.map(toldFailed(), (told) => told.length === 1),
+          "the owner was told"
+        )
+        yield* TestClock.adjust("10 minutes")
+        yield* settle
+        assert.deepStrictEqual(yield* toldFailed(), [
+          { type: "reminder.timer-failed", timerId: "t1", at: 5_000, reason: "defect" }
+        ] as never)
+        const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+        assert.deepStrictEqual([row!.status, row!.attempts], ["failed", 5])
+      }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a defect's tries are counted on the row, so a restart does not start them again (file store)", () => {
+    const file = tempDbFile()
+    const boom = Effect.flatMap(
+      SqlClient,
+      (sql) => sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.boom"}' WHERE timer_id = 't1'`
+    )
+    return Effect.gen(function* () {
+      // given a timer whose fire throws in its decider, tried twice by a process that then stops
+      yield* Effect.gen(function* () {
+        const e = yield* Engine.Engine
+        yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+        yield* boom
+        yield* TestClock.adjust("5 seconds")
+        yield* eventually(attemptsAre(1), "the first try")
+        yield* TestClock.adjust("30 seconds")
+        yield* eventually(attemptsAre(2), "the second try")
+      }).pipe(Effect.provide(stack(file)))
+      // when the next process comes up and tries it again, a lease apart (at once on SQLite: its claims are dropped)
+      yield* Effect.gen(function* () {
+        for (let lease = 0; lease < 10 && (yield* toldFailed()).length === 0; lease++) {
+          yield* settle
+          yield* TestClock.adjust("30 seconds")
+        }
+        // then the fifth try in all is its last: failed and its owner told, not five more tries from the restart
+        yield* eventually(
+          Effect.map(toldFailed(), (told) => told.length === 1),
+          "the owner was told"
+        )
+        const [row] = yield* Timers.ofAggregate("reminder", "o-1")
+        assert.deepStrictEqual([row!.status, row!.attempts], ["failed", 5])
+      }).pipe(Effect.provide(stack(file)))
+    })
+  })
+
+  it.effect("a timer whose owner's onTimerFailed throws is marked failed, not told again forever", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given a timer whose command is refused as invalid, and whose owner throws on being told so
+      yield* e.dispatchWithReceipt(set("s-1", "deaf", 5_000))
+      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.fire"}' WHERE timer_id = 'deaf'`
+      // when its time comes
+      yield* TestClock.adjust("5 seconds")
+      // then the row is failed at once (the error logged), and neither fired nor claimed again
+      yield* eventually(
+        Effect.map(Timers.ofAggregate("reminder", "o-1"), ([row]) => row?.status === "failed"),
+        "the timer failed"
+      )
+      yield* TestClock.adjust("10 minutes")
+      yield* settle
+      assert.deepStrictEqual(yield* toldFailed(), [])
+      const receipts = yield* Receipts.find(["timer:reminder:o-1:deaf#1:failed"])
+      assert.strictEqual(receipts.size, 0)
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a timer whose decider throws does not hold back the timers due with it", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given three timers due at one time, the first of which makes its decider throw
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
+      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.boom"}' WHERE timer_id = 't1'`
+      // when their time comes
+      yield* TestClock.adjust("5 seconds")
+      // then the other two fire at once, not after the first one's claim ends (nor never, as it comes back first)
+      yield* eventually(firedCount(2), "the timers due with the poisoned one fired")
+      const rows = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.deepStrictEqual(
+        rows.map((r) => [r.timerId, r.status, r.attempts]),
+        [
+          ["t1", "pending", 1],
+          ["t2", "fired", 0],
+          ["t3", "fired", 0]
+        ]
+      )
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a timer the store refuses for now is tried again, uncounted, and does not hold back the others", () => {
+    const refusing = { armed: true }
+    const faults = Layer.succeed(StorageFaults, {
+      before: (point, commandId) =>
+        refusing.armed && point === "events" && commandId.startsWith("timer:reminder:o-1:t1#")
+          ? Effect.fail(driverError("SQLITE_IOERR_WRITE", "SQLITE_IOERR_WRITE: injected at events"))
+          : Effect.void
+    })
+    return Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      // given three timers due at one time, the store refusing the first one's fire (a failing write)
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
+      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+      // when their time comes, and the loop's pause after a refusal passes
+      yield* TestClock.adjust("5 seconds")
+      yield* settle
+      yield* TestClock.adjust("1 second")
+      // then the other two fire, not after the first one's claim ends
+      yield* eventually(firedCount(2), "the timers due with the refused one fired")
+      // and the refused one is tried again once the store takes writes, with no try counted against it
+      refusing.armed = false
+      yield* TestClock.adjust("30 seconds")
+      yield* eventually(firedCount(3), "the refused timer fired")
+      const rows = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.deepStrictEqual(
+        rows.map((r) => [r.timerId, r.status, r.attempts]),
+        [
+          ["t1", "fired", 0],
+          ["t2", "fired", 0],
+          ["t3", "fired", 0]
+        ]
+      )
+      assert.deepStrictEqual(yield* toldFailed(), [])
+    }).pipe(Effect.provide(stack().pipe(Layer.provideMerge(faults))))
+  })
 
   it.effect("a client cannot dispatch under the timer: prefix", () =>
     Effect.gen(function* () {

@@ -192,7 +192,8 @@ export const engineMigrations = Migrator.fromRecord({
   "0005_timers": Timers.createTable,
   "0006_stream_chunks": StreamChunks.createTable,
   "0007_stream_channels": StreamChunks.addChannels,
-  "0008_unsettled_indexes": unsettledIndexes
+  "0008_unsettled_indexes": unsettledIndexes,
+  "0009_timer_attempts": Timers.addAttempts
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */
