@@ -192,7 +192,12 @@ export const recordDefect = (row: TimerRow, now: number, retryAt: number): Effec
       AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
   })
 
-/** Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays pending. */
+/**
+ * Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays as it
+ * is. An unfireable generation is marked failed even when cancelled: the aggregate is told before the
+ * mark, and a domain closing what the timer guarded cancels its timer in that very decision (a
+ * thread's turn cancels the timers of its waits). Left `cancelled`, its failure would be hidden.
+ */
 export const settle = (
   row: TimerRow,
   status: "fired" | "failed",
@@ -200,9 +205,10 @@ export const settle = (
 ): Effect.Effect<void, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
+    const from = sql.literal(status === "failed" ? "'pending', 'cancelled'" : "'pending'")
     yield* sql`UPDATE timers SET status = ${status}, claimed_until = NULL, updated_at = ${now}
       WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
-      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
+      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status IN (${from})`
   })
 
 /** When the loop should look next: the earliest pending due time (or a claim's end), if any. */
