@@ -7,13 +7,15 @@
  *   a response without tool calls → turn.completed; the next queued message starts its turn
  *   a call the approval policy names → approval.requested + a deadline timer, and no effect until
  *     tool.approve writes it; tool.deny or the deadline (tool.approval-timeout) answer it "denied"
+ *   a deadline's timer that can never fire (the engine's onTimerFailed) → turn.timer-failed + turn.ended failed
  *
  * Everything here is pure: the transcript a provider replays is a projection of these events, and
  * every tool call gets exactly one result event, from its outcome or from a synthetic result when
  * its turn ends first. A result that arrives after its turn closed is recorded as `effect.late` and
  * never touches the transcript. Events and state live in ThreadEvents.ts, the planning of a
  * response's calls in ToolCallPlanning.ts, what a failure tells the model in FailureDescriptions.ts,
- * how a turn starts, goes on and ends in TurnProgress.ts, the approval decisions in ApprovalDecisions.ts.
+ * how a turn starts, goes on and ends in TurnProgress.ts, the approval decisions in ApprovalDecisions.ts,
+ * a deadline that cannot fire in DeadlineFailures.ts.
  */
 import {
   Aggregate,
@@ -21,11 +23,13 @@ import {
   type DecideContext,
   type EffectIntent,
   type EffectOutcome,
-  Reactor
+  Reactor,
+  type TimerFailure
 } from "@orchestration/engine"
 import { Schema } from "effect"
 import { type ApprovalPolicy, off as approvalOff } from "./Approval.js"
 import { decideApproval, decideApprovalTimeout, withholdForApproval } from "./ApprovalDecisions.js"
+import { decideTimerFailure } from "./DeadlineFailures.js"
 import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
@@ -347,7 +351,10 @@ export const makeThread = (
       if (owned !== undefined) return owned
       const decided = thread.onOutcome!(state, outcome, ctx)
       return decided._tag === "Rejection" ? decided : Delegation.afterDecision(state, ctx, decided)
-    }
+    },
+    // A deadline (an approval's, an awaited delegate's) that can never fire ends its turn failed.
+    onTimerFailed: (state: ThreadState, failure: TimerFailure, ctx: DecideContext) =>
+      Delegation.afterDecision(state, ctx, decideTimerFailure(state, failure, ctx))
   })
   type Command = Parameters<typeof thread.decide>[1] | Delegation.DelegationCommand
   return withDelegation as Aggregate.AggregateDefinition<ThreadState, Command, ThreadEvent>

@@ -3,7 +3,7 @@
  * deterministic ids of its turns and effects. The decider (Thread.ts) reads this state; the read
  * model and the transcript are projections of these events.
  */
-import { Aggregate, CommandId, Waits } from "@orchestration/engine"
+import { Aggregate, CommandId, TimerFailures, Waits } from "@orchestration/engine"
 import { Schema } from "effect"
 import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 import { waitNameOf } from "./Approval.js"
@@ -87,6 +87,21 @@ export const ThreadEvent = Schema.Union(
     transcriptId: Schema.String,
     verdict: ApprovalVerdict,
     note: Schema.NullOr(Schema.String)
+  }),
+  /**
+   * The deadline of one of the running turn's waits can never fire (TimerFailures.ts says why): the
+   * approval deadline of call `transcriptId`, or the deadline of its awaited delegate. The turn ends
+   * failed with it, in the same decision (DeadlineFailures.ts).
+   */
+  Aggregate.event("turn.timer-failed", {
+    turnId: Schema.String,
+    wait: Schema.Literal("approval", "delegate"),
+    transcriptId: Schema.String,
+    timerId: Schema.String,
+    /** When the deadline was due, epoch ms. */
+    at: Schema.Number,
+    reason: TimerFailures.TimerFailureReason,
+    message: Schema.String
   }),
   Aggregate.event("effect.late", { turnId: Schema.String, effectId: Schema.String, status: Schema.String }),
   Aggregate.event("thread.deleted", {}),
@@ -252,6 +267,7 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
       }
     }
     case "effect.late":
+    case "turn.timer-failed":
     case "thread.cleaned":
     case "delegation.accepted":
     case "delegate.awaiting":

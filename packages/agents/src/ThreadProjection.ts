@@ -212,6 +212,8 @@ export const applyThreadEvent = (event: ThreadEvent, record: EventRecord) => {
         )
       ])
     case "thread.cleaned":
+    // The turn's failure and its reason come with the turn.ended decided with it.
+    case "turn.timer-failed":
       return Effect.void
     // Delegate-and-await: a withdrawn queued message never runs; waits are visible through their calls.
     case "delegation.withdrawn":

@@ -4,7 +4,7 @@
  * effects, timers and cancels (or this rejection). Pure: no store, no engine, no reactor.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { DecideContext, EffectOutcome, Timers } from "@orchestration/engine"
+import { Decision, type DecideContext, type EffectOutcome, type TimerFailure, type Timers } from "@orchestration/engine"
 import * as Approval from "../src/Approval.js"
 import { makeThread, type CallRecord, type ThreadAggregate, type ThreadEvent } from "../src/Thread.js"
 
@@ -31,18 +31,23 @@ interface Expected {
 const decideIn = (
   aggregate: ThreadAggregate,
   events: ReadonlyArray<ThreadEvent>,
-  input: Command | EffectOutcome,
+  input: Command | EffectOutcome | TimerFailure,
   ctx: DecideContext
 ) => {
   const state = events.reduce(aggregate.evolve, aggregate.initialState)
+  // A timer's failure is decided as the engine does (TimerFailures.ts): no onTimerFailed records nothing.
   const answer =
-    "status" in input ? aggregate.onOutcome!(state, input, ctx) : aggregate.decide(state, input as Command, ctx)
+    "status" in input
+      ? aggregate.onOutcome!(state, input, ctx)
+      : "timerId" in input
+        ? (aggregate.onTimerFailed?.(state, input, ctx) ?? Decision.none<ThreadEvent>())
+        : aggregate.decide(state, input as Command, ctx)
   return { state, answer }
 }
 
 /** given(events).when(command or outcome, ctx).then(decision) | .thenReject(reason). */
 const given = (events: ReadonlyArray<ThreadEvent>, aggregate: ThreadAggregate = thread) => ({
-  when: (input: Command | EffectOutcome, ctx: DecideContext = ctxOf("cmd")) => {
+  when: (input: Command | EffectOutcome | TimerFailure, ctx: DecideContext = ctxOf("cmd")) => {
     const { answer, state } = decideIn(aggregate, events, input, ctx)
     return {
       thenDecide: (expected: Expected) => {
@@ -369,6 +374,124 @@ describe("Approval spec: the deadline against a racing answer", () => {
 
   it("given a call awaiting approval, when a timeout of another opening arrives, then it is stale", () =>
     given(awaiting).when(timeout(exec, "outcome:other"), timerCtx).thenReject("wait-closed"))
+})
+
+// ---- a deadline that cannot fire -----------------------------------------------------------------
+
+/** What the engine tells the thread when the deadline's timer can never fire (TimerFailures.ts). */
+const deadlineFailed = (c: CallRecord, fields: Partial<TimerFailure> = {}): TimerFailure => ({
+  timerId: `wait.approval.${c.transcriptId}`,
+  generation: 1,
+  at: deadline,
+  command: deadlineTimer(c).command,
+  reason: "defect",
+  message: "failed in its aggregate's code at each of 5 tries; the last: decide threw for thread 't1': boom",
+  ...fields
+})
+const failedCtx = ctxOf("timer:thread:t1:wait.approval.x#1:failed", deadline + 120_000)
+
+describe("Approval spec: a deadline timer that cannot fire", () => {
+  it("given a call awaiting approval, when its deadline's timer can never fire, then the turn ends failed naming it, the approval cancelled", () =>
+    given(mixed)
+      .when(deadlineFailed(exec), failedCtx)
+      .thenDecide({
+        events: [
+          {
+            type: "turn.timer-failed",
+            turnId: "t1:m1",
+            wait: "approval",
+            transcriptId: "x",
+            timerId: "wait.approval.x",
+            at: deadline,
+            reason: "defect",
+            message: "failed in its aggregate's code at each of 5 tries; the last: decide threw for thread 't1': boom"
+          },
+          closed(exec, "cancelled", "the deadline of call 'x' awaiting approval could not fire (defect)"),
+          {
+            type: "turn.ended",
+            turnId: "t1:m1",
+            status: "failed",
+            reason: "the deadline of call 'x' awaiting approval could not fire (defect)",
+            synthetic: [
+              {
+                callId: "x",
+                transcriptId: "x",
+                effectId: exec.effectId,
+                content:
+                  "failed: the turn failed while this call waited for approval (the deadline of call 'x' awaiting approval could not fire (defect)); it was not performed",
+                outcome: "failed"
+              },
+              {
+                callId: "p",
+                transcriptId: "p",
+                effectId: pub.effectId,
+                content:
+                  "failed: the turn failed before this call finished (the deadline of call 'x' awaiting approval could not fire (defect))",
+                outcome: "failed"
+              }
+            ]
+          }
+        ],
+        cancel: ["step:t1:m1#1", pub.effectId],
+        cancelTimers: ["wait.approval.x"]
+      }))
+
+  it("given a call awaiting approval, when its deadline's stored command is unreadable, then the turn ends failed the same way", () => {
+    const answer = given(awaiting)
+      .when(deadlineFailed(exec, { command: null, reason: "unreadable", message: "not JSON" }), failedCtx)
+      .thenDecide({
+        events: [
+          {
+            type: "turn.timer-failed",
+            turnId: "t1:m1",
+            wait: "approval",
+            transcriptId: "x",
+            timerId: "wait.approval.x",
+            at: deadline,
+            reason: "unreadable",
+            message: "not JSON"
+          },
+          closed(exec, "cancelled", "the deadline of call 'x' awaiting approval could not fire (unreadable)"),
+          {
+            type: "turn.ended",
+            turnId: "t1:m1",
+            status: "failed",
+            reason: "the deadline of call 'x' awaiting approval could not fire (unreadable)",
+            synthetic: [
+              {
+                callId: "x",
+                transcriptId: "x",
+                effectId: exec.effectId,
+                content:
+                  "failed: the turn failed while this call waited for approval (the deadline of call 'x' awaiting approval could not fire (unreadable)); it was not performed",
+                outcome: "failed"
+              }
+            ]
+          }
+        ],
+        cancel: ["step:t1:m1#1"],
+        cancelTimers: ["wait.approval.x"]
+      })
+    // The closed approval answers a late approve as a conflict: nothing runs.
+    given([...awaiting, ...answer.events])
+      .when(approve("x"))
+      .thenReject("approval-conflict")
+  })
+
+  it("given the wait closed already, or reopened since, when an old deadline's failure arrives, then nothing changes", () => {
+    given([...awaiting, closed(exec, "approved")])
+      .when(deadlineFailed(exec), failedCtx)
+      .thenDecide({})
+    given(awaiting)
+      .when(deadlineFailed(exec, { at: deadline - 1 }), failedCtx)
+      .thenDecide({})
+    given(awaiting)
+      .when(deadlineFailed(exec, { timerId: "wait.approval.other" }), failedCtx)
+      .thenDecide({})
+    given(awaiting)
+      .when(deadlineFailed(exec, { timerId: "some.other.timer" }), failedCtx)
+      .thenDecide({})
+  })
 })
 
 // ---- the turn's end -------------------------------------------------------------------------

@@ -200,6 +200,47 @@ describe("approval of a tool call, end to end on SQLite", () => {
       }).pipe(Effect.provide(agentsStack({ approval: Approval.required(2 * 60_000) })))
   )
 
+  it.effect(
+    "a deadline whose stored command this build refuses ends the turn failed, with the timer's failure on record",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const world = yield* World
+        yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [execute("echo x")] }, { text: "-" })))
+        yield* eventually(awaitingApproval, "turn awaiting approval")
+        // A deadline command this build refuses (as one written by a build whose timeout had other fields).
+        const sql = yield* SqlClient
+        yield* sql`UPDATE timers SET command = '{"threadId":"t1","type":"tool.approval-timeout"}' WHERE aggregate_type = 'thread'`
+        // Past the deadline the turn does not wait on in silence: it ends failed, naming the timer's failure.
+        yield* TestClock.adjust(`${2 * 60 - 1} seconds`)
+        yield* advanceUntil(allTurnsTerminal("t1", 1), "turn ended after its deadline could not fire", 30)
+        const reason = "the deadline of call 'call_1_0' awaiting approval could not fire (invalid-command)"
+        assert.deepStrictEqual(yield* turnStatus("t1"), [{ turn_id: "t1:m1", status: "failed", reason }])
+        const events = yield* EventLog.forAggregate("thread", "t1")
+        assert.deepStrictEqual(
+          events
+            .filter((e) => e.type === "turn.timer-failed")
+            .map((e) => {
+              const p = e.payload as { wait: string; transcriptId: string; reason: string }
+              return [p.wait, p.transcriptId, p.reason]
+            }),
+          [["approval", callId, "invalid-command"]]
+        )
+        assert.deepStrictEqual(
+          (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
+          ["failed"]
+        )
+        const view = (yield* threadView("t1"))!
+        assert.strictEqual(view.turns[0]!.toolCalls[0]!.approval?.status, "cancelled")
+        assert.deepStrictEqual(yield* pendingApprovals({ limit: 10 }), [])
+        // The call never ran, and a late approve is a conflict, not a run.
+        const late = yield* Effect.flip(engine.dispatchWithReceipt(approve("approve-late")))
+        assert.strictEqual(late._tag === "CommandRejected" ? late.reason : late._tag, "approval-conflict")
+        assert.strictEqual((yield* world.readExecutions).length, 0)
+        assert.isTrue((yield* transcriptView("t1"))!.valid)
+      }).pipe(Effect.provide(agentsStack({ approval: Approval.required(2 * 60_000) })))
+  )
+
   it.effect("an interrupted turn cancels its open approval and the deadline timer; nothing runs", () =>
     Effect.gen(function* () {
       const engine = yield* Engine.Engine

@@ -3,6 +3,7 @@
  * call's result is the awaited turn's final text, a cycle is refused with a result the model reads,
  * and both threads' transcripts validate.
  */
+import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox, Timers } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
@@ -171,5 +172,62 @@ describe("delegate with await", () => {
           ["interrupted"]
         )
       }).pipe(Effect.provide(agentsStack({ provider: slowProvider })))
+  )
+
+  it.effect(
+    "a deadline whose stored command this build refuses ends the waiting turn failed, naming it, and the awaited turn stops",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const parent = script({
+          toolCalls: [
+            {
+              name: "delegate",
+              arguments: { threadId: "slow", text: "take your time", await: true, timeoutSeconds: 3 }
+            }
+          ]
+        })
+        yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+        yield* eventually(
+          Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.some((t) => t.status === "pending")),
+          "deadline scheduled"
+        )
+        // A deadline command this build refuses (as one written by a build whose timeout had other fields).
+        const sql = yield* SqlClient
+        yield* sql`UPDATE timers SET command = '{"threadId":"t1","type":"delegate.timeout"}' WHERE aggregate_type = 'thread'`
+        yield* advanceUntil(allTurnsTerminal("t1", 1), "waiting turn ended after its deadline could not fire", 10)
+        const reason = "the deadline of call 'call_1_0' awaiting thread 'slow' could not fire (invalid-command)"
+        assert.deepStrictEqual(yield* turnStatus("t1"), [{ turn_id: "t1:m1", status: "failed", reason }])
+        const [result] = yield* toolResults("t1")
+        assert.strictEqual(result, `failed: the turn failed before this call finished (${reason})`)
+        assert.deepStrictEqual(
+          (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
+          ["failed"]
+        )
+        const told = (yield* engine.readEvents()).filter((e) => e.type === "turn.timer-failed")
+        assert.deepStrictEqual(
+          told.map((e) => (e.payload as { wait: string; reason: string }).wait),
+          ["delegate"]
+        )
+        // Nobody awaits the other turn now: it is withdrawn, not left running for no one.
+        yield* eventually(allTurnsTerminal("slow", 1), "slow turn withdrawn")
+        assert.deepStrictEqual(
+          (yield* turnStatus("slow")).map((t) => t.status),
+          ["interrupted"]
+        )
+        for (const id of ["t1", "slow"]) {
+          const transcript = (yield* transcriptView(id))!
+          assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
+        }
+      }).pipe(
+        // Should the test fail with the slow turn still running, its never-ending step is cancelled, so
+        // the stack can close and the failure be reported (not a test timeout).
+        Effect.onError(() =>
+          Effect.flatMap(Engine.Engine, (engine) =>
+            engine.dispatchWithReceipt({ commandId: "delete-slow", type: "thread.delete", threadId: "slow" })
+          ).pipe(Effect.ignore)
+        ),
+        Effect.provide(agentsStack({ provider: slowProvider }))
+      )
   )
 })

@@ -4,13 +4,20 @@
  * time is the DecideContext's `now`, so nothing sleeps.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { CommandId, type DecideContext, type Decision, type EffectOutcome, Waits } from "@orchestration/engine"
+import {
+  CommandId,
+  type DecideContext,
+  Decision,
+  type EffectOutcome,
+  type TimerFailure,
+  Waits
+} from "@orchestration/engine"
 import { DEFAULT_DELEGATE_TIMEOUT_MS, delegateMessageId } from "../src/Delegation.js"
 import { waitNameOf } from "../src/DelegationEvents.js"
 import { type CallRecord, makeThread, type ThreadEvent, type ThreadState } from "../src/Thread.js"
 
 const thread = makeThread()
-type Input = Parameters<typeof thread.decide>[1] | EffectOutcome
+type Input = Parameters<typeof thread.decide>[1] | EffectOutcome | TimerFailure
 
 const context = (commandId: string, aggregateId = "t1", now = 1_000): DecideContext => ({
   commandId,
@@ -22,8 +29,13 @@ const context = (commandId: string, aggregateId = "t1", now = 1_000): DecideCont
 /** given(events).decides(input, ctx) → the decision (asserted accepted) or the rejection's reason. */
 const given = (events: ReadonlyArray<ThreadEvent>) => {
   const state: ThreadState = events.reduce(thread.evolve, thread.initialState)
+  // A timer's failure is decided as the engine does (TimerFailures.ts): no onTimerFailed records nothing.
   const decide = (input: Input, ctx: DecideContext) =>
-    "attempt" in input ? thread.onOutcome!(state, input as EffectOutcome, ctx) : thread.decide(state, input, ctx)
+    "attempt" in input
+      ? thread.onOutcome!(state, input as EffectOutcome, ctx)
+      : "timerId" in input
+        ? (thread.onTimerFailed?.(state, input, ctx) ?? Decision.none<ThreadEvent>())
+        : thread.decide(state, input, ctx)
   return {
     state,
     decides: (input: Input, ctx: DecideContext): Decision<ThreadEvent> => {
@@ -358,6 +370,74 @@ describe("Delegation spec: the waiting call", () => {
       ["cleanup:t1", "thread.cleanup"],
       [CommandId.boundedId("withdraw:", effectId), "delegate.withdraw"]
     ])
+  })
+
+  it("the deadline's timer can never fire: the waiting turn ends failed naming it, and the awaited turn is withdrawn", () => {
+    const failure: TimerFailure = {
+      timerId,
+      generation: 1,
+      at: deadline,
+      command: null,
+      reason: "invalid-command",
+      message: "invalid 'delegate.timeout' command"
+    }
+    const d = given(waiting).decides(failure, context(`timer:thread:t1:${timerId}#1:failed`, "t1", deadline + 1))
+    const reason = "the deadline of call 'call_1_0' awaiting thread 'helper' could not fire (invalid-command)"
+    assert.deepStrictEqual(d.events, [
+      {
+        type: "turn.timer-failed",
+        turnId: "t1:m1",
+        wait: "delegate",
+        transcriptId: "call_1_0",
+        timerId,
+        at: deadline,
+        reason: "invalid-command",
+        message: "invalid 'delegate.timeout' command"
+      },
+      {
+        type: "turn.ended",
+        turnId: "t1:m1",
+        status: "failed",
+        reason,
+        synthetic: [
+          {
+            callId: "call_1_0",
+            transcriptId: "call_1_0",
+            effectId,
+            content: `failed: the turn failed before this call finished (${reason})`,
+            outcome: "failed"
+          }
+        ]
+      }
+    ])
+    // Nobody awaits the other thread's turn any more: it is withdrawn, not left running for no one.
+    assert.deepStrictEqual(effectsOf(d), [[CommandId.boundedId("withdraw:", effectId), "delegate.withdraw"]])
+    assert.deepStrictEqual(d.effects[0]!.payload, {
+      threadId: "helper",
+      messageId: childMessageId,
+      reason: `the waiting turn t1:m1 of thread 't1' ended (${reason})`
+    })
+    // The ended turn's wait is gone: the answer that comes late is refused.
+    assert.strictEqual(
+      given([...waiting, ...d.events]).rejects(answer("completed", "x"), context("delegate:reply:x")),
+      "wait-closed"
+    )
+  })
+
+  it("a failure of a deadline whose wait closed already, or of another opening, changes nothing", () => {
+    const failure: TimerFailure = {
+      timerId,
+      generation: 1,
+      at: deadline,
+      command: null,
+      reason: "unreadable",
+      message: "not JSON"
+    }
+    const answered = given(waiting).decides(answer("completed", "x"), context("delegate:reply:x"))
+    const after = given([...waiting, ...answered.events]).decides(failure, context("told", "t1", deadline))
+    assert.deepStrictEqual([after.events, after.effects], [[], []])
+    const stale = given(waiting).decides({ ...failure, at: deadline - 5 }, context("told", "t1", deadline))
+    assert.deepStrictEqual([stale.events, stale.effects], [[], []])
   })
 
   it("a timer of a wait whose turn ended finds no wait and is refused", () => {
