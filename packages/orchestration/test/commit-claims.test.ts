@@ -185,6 +185,22 @@ const countedClaims = () => {
   return { counter, layer }
 }
 
+/** Three jobs, one after the other, each performed and settled, with the claims counted from the first. */
+const threeJobsCounted = (counter: { claims: number }) =>
+  Effect.gen(function* () {
+    const engine = yield* Engine.Engine
+    yield* settle
+    counter.claims = 0
+    for (const job of ["a", "b", "c"]) {
+      yield* engine.dispatchWithReceipt(submit(job, "work.safe"))
+      yield* eventually(
+        Effect.map(Outbox.find(`job:${job}`), (row) => row?.status === "succeeded"),
+        `job ${job} performed and settled`
+      )
+    }
+    yield* settle
+  })
+
 /** A reactor of replay-safe kinds only: every claim at commit is a complete look for it. */
 const safeOnly = (handle: Parameters<typeof testReactor>[0], overrides: Parameters<typeof testReactor>[1] = {}) =>
   testReactor(handle, { kinds: { "work.safe": { onProcessLoss: "replay-safe", timeout: "1 minute" } }, ...overrides })
@@ -194,17 +210,7 @@ describe("a reactor covered by a commit's claim", () => {
     const handler = scriptedHandler()
     const counted = countedClaims()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* settle
-      counted.counter.claims = 0
-      for (const job of ["a", "b", "c"]) {
-        yield* engine.dispatchWithReceipt(submit(job, "work.safe"))
-        yield* eventually(
-          Effect.map(Outbox.find(`job:${job}`), (row) => row?.status === "succeeded"),
-          `job ${job} performed and settled`
-        )
-      }
-      yield* settle
+      yield* threeJobsCounted(counted.counter)
       assert.deepStrictEqual(handler.performed, ["job:a#1", "job:b#1", "job:c#1"])
       // Two commits a job (its submit, its outcome), each with its claim: none of the reactor's own.
       assert.strictEqual(counted.counter.claims, 6)
@@ -282,17 +288,7 @@ describe("a reactor covered by a commit's claim", () => {
     const handler = scriptedHandler()
     const counted = countedClaims()
     return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* settle
-      counted.counter.claims = 0
-      for (const job of ["a", "b", "c"]) {
-        yield* engine.dispatchWithReceipt(submit(job, "work.safe"))
-        yield* eventually(
-          Effect.map(Outbox.find(`job:${job}`), (row) => row?.status === "succeeded"),
-          `job ${job} performed and settled`
-        )
-      }
-      yield* settle
+      yield* threeJobsCounted(counted.counter)
       assert.deepStrictEqual(handler.performed, ["job:a#1", "job:b#1", "job:c#1"])
       // A job: its submit's commit claims (one slot, one row, no candidate beyond: complete); its outcome's
       // commit claims nothing (the slot is held until it is answered). Then the reactor looks once on its

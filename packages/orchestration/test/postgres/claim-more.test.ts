@@ -10,6 +10,10 @@ import * as Outbox from "../../src/Outbox.js"
 import { submit } from "../fixtures/Jobs.js"
 import { engineOn, otherSession } from "./sessions.js"
 
+/** A claim with room for four rows, now. */
+const claimFour = () =>
+  Outbox.claimWithNextDue({ kinds: ["work.safe"], owner: "me", now: Date.now(), leaseMs: 60_000, limit: 4, after: 0 })
+
 describe("a claim's `more` on PostgreSQL", () => {
   it.scoped("a claimable row another transaction holds is left unclaimed and said to be left", () =>
     Effect.gen(function* () {
@@ -19,16 +23,7 @@ describe("a claim's `more` on PostgreSQL", () => {
       yield* engine.dispatchWithReceipt(submit("free", "work.safe", { lane: "free" }))
       const other = yield* otherSession(`SELECT 1 FROM ${schema}.outbox WHERE effect_id = 'job:held' FOR UPDATE`)
       // when a claim with room for both runs, then it takes the free one and says one was left
-      const read = yield* inStore(
-        Outbox.claimWithNextDue({
-          kinds: ["work.safe"],
-          owner: "me",
-          now: Date.now(),
-          leaseMs: 60_000,
-          limit: 4,
-          after: 0
-        })
-      )
+      const read = yield* inStore(claimFour())
       assert.deepStrictEqual(
         read.claimed.map((row) => row.effectId),
         ["job:free"]
@@ -36,16 +31,7 @@ describe("a claim's `more` on PostgreSQL", () => {
       assert.strictEqual(read.more, true)
       // when the lock is gone, then the next claim takes it and leaves nothing
       yield* other.commit
-      const again = yield* inStore(
-        Outbox.claimWithNextDue({
-          kinds: ["work.safe"],
-          owner: "me",
-          now: Date.now(),
-          leaseMs: 60_000,
-          limit: 4,
-          after: 0
-        })
-      )
+      const again = yield* inStore(claimFour())
       assert.deepStrictEqual(
         again.claimed.map((row) => row.effectId),
         ["job:held"]
