@@ -131,6 +131,13 @@ export interface EngineShape {
    */
   readonly ringAggregate: (aggregateType: string, aggregateId: string) => Effect.Effect<void, StorageFailure>
   /**
+   * Told after a write of outbox rows outside the front door that may have made a row claimable (a
+   * performer handing a row back to pending, an operator failing a parked row that held its lane): it is
+   * recorded in the touches (OutboxTouches) and rings this process's reactors, as a commit of the front
+   * door does. Without it a reactor found such a row only at its poll.
+   */
+  readonly outboxWritten: (effectIds: ReadonlyArray<string>) => Effect.Effect<void>
+  /**
    * Registers a reactor to take rows claimed for it inside the commits that make them claimable
    * (CommitClaims.ts), for the life of the caller's scope.
    */
@@ -460,6 +467,7 @@ export const make = (config: EngineConfig) =>
       stopAdmitting: lifecycle.stopAdmitting,
       outboxChanges: hints.outboxChanges,
       outboxTouches: hints.outboxTouches,
+      outboxWritten: (effectIds) => Effect.asVoid(hints.ringOutbox(effectIds)),
       timerChanges: hints.timerChanges,
       aggregateChanges: (aggregateType, aggregateId) =>
         Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),

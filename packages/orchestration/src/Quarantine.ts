@@ -254,10 +254,9 @@ export const fail = (
         message: `effect '${effectId}' changed meanwhile; it is ${status}`
       })
     }
-    // The row no longer holds its lane: a reactor of this process covered by its last claim (Reactor's
-    // `covered`) must claim again rather than wait for its poll.
+    // The row no longer holds its lane: this process's reactors look again now, not at their poll.
     const engine = yield* Effect.serviceOption(Engine)
-    if (Option.isSome(engine)) engine.value.outboxTouches.record([effectId])
+    if (Option.isSome(engine)) yield* engine.value.outboxWritten([effectId])
     yield* Effect.logWarning("quarantined effect failed by an operator", { effectId, attempt: row.attempts })
     return after
   }).pipe(Effect.withSpan("Quarantine.fail"))

@@ -220,9 +220,8 @@ const handBack = <R>(
 ) =>
   Clock.currentTimeMillis.pipe(
     Effect.flatMap((now) => Outbox.release(row.effectId, row.attempts, ownerId, now)),
-    // Pending again: a reactor covered by an earlier claim (Reactor's `covered`) claims again at its next
-    // wake (the caller rings its own reactor's).
-    Effect.zipRight(Effect.sync(() => engine.outboxTouches.record([row.effectId]))),
+    // Pending again: this process's reactors look again now, not at their poll (Engine.outboxWritten).
+    Effect.zipRight(engine.outboxWritten([row.effectId])),
     Effect.catchAll((error) =>
       // swallow-ok: the row stays running under this owner's lease; boot reconcile (or a peer, once this
       // owner is dead) settles it by its kind's policy
@@ -448,10 +447,7 @@ export const run = <R>(
     const giveBack = (rows: ReadonlyArray<Outbox.OutboxRow>) =>
       Effect.suspend(() => {
         unreserve(rows.length)
-        return Effect.forEach(rows, (row) => handBack(engine, worker.ownerId, context, row), { discard: true }).pipe(
-          // Pending again: the loop looks at once (its step may have found the touches unmoved just before).
-          Effect.zipRight(Queue.offer(wake, undefined))
-        )
+        return Effect.forEach(rows, (row) => handBack(engine, worker.ownerId, context, row), { discard: true })
       }).pipe(log)
     /** Starts a claimed row's performance in a reserved slot (the slot is freed when it ends). */
     // Keyed by attempt: a commit may claim the next attempt of a row (a retry due at once) while the

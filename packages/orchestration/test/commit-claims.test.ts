@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
-import { EffectFailure, Engine, FaultPoints } from "../src/index.js"
+import { EffectFailure, Engine, FaultPoints, Quarantine } from "../src/index.js"
 import * as Outbox from "../src/Outbox.js"
 import { probe } from "./fixtures/commitProbe.js"
 import { submit } from "./fixtures/Jobs.js"
@@ -304,4 +304,29 @@ describe("a reactor covered by a commit's claim", () => {
       )
     )
   })
+
+  it.effect(
+    "a row an operator fails out of quarantine frees its lane: the next row is performed without a poll",
+    () => {
+      const handler = scriptedHandler()
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const sql = yield* SqlClient
+        // given a parked row at the head of a lane (of a kind no reactor here performs), and a row behind it
+        yield* engine.dispatchWithReceipt(submit("parked", "work.bound", { lane: "shared" }))
+        yield* sql`UPDATE outbox SET status = 'quarantined' WHERE effect_id = 'job:parked'`
+        yield* engine.dispatchWithReceipt(submit("next", "work.safe", { lane: "shared" }))
+        yield* settle
+        assert.deepStrictEqual(handler.performed, [])
+        // when an operator fails the parked row (a row update, not a commit of the front door)
+        yield* Quarantine.fail("job:parked", "settled by hand")
+        // then the reactor looks at once, not at its poll an hour later
+        yield* eventually(
+          Effect.map(Outbox.find("job:next"), (row) => row?.status === "succeeded"),
+          "the next row of the lane performed without a poll"
+        )
+        assert.deepStrictEqual(handler.performed, ["job:next#1"])
+      }).pipe(Effect.provide(stack([safeOnly(handler.handle, { pollInterval: "1 hour" })])))
+    }
+  )
 })
