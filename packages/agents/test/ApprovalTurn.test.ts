@@ -226,9 +226,10 @@ describe("approval of a tool call, end to end on SQLite", () => {
             }),
           [["approval", callId, "invalid-command"]]
         )
-        assert.deepStrictEqual(
-          (yield* Timers.ofAggregate("thread", "t1")).map((t) => t.status),
-          ["failed"]
+        // The timer loop marks the row failed once its tell is answered: after the turn's end, not before it.
+        yield* waitFor(
+          Effect.map(Timers.ofAggregate("thread", "t1"), (timers) => timers.map((t) => t.status).join() === "failed"),
+          "the deadline's timer marked failed"
         )
         const view = (yield* threadView("t1"))!
         assert.strictEqual(view.turns[0]!.toolCalls[0]!.approval?.status, "cancelled")
