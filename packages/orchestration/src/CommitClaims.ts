@@ -54,8 +54,8 @@ export interface Claimer {
   ) => Effect.Effect<void>
   /**
    * Present when every kind the reactor performs is offered here, so a claim at commit can be a full
-   * look for it. Told after a committed batch whose claim left nothing claimable unclaimed (SQLite: it
-   * took fewer rows than its slots; PostgreSQL: Outbox.claimWithNextDue's `more` is false): no claim of the reactor's own can find a row until the outbox touches
+   * look for it. Told after a committed batch whose claim left nothing claimable unclaimed
+   * (Outbox.claimWithNextDue's `more` is false): no claim of the reactor's own can find a row until the outbox touches
    * move past `mark` (another commit, local or foreign, or a direct write that may free a row) or until
    * `due` (the earliest pending row of its kinds due after the claim's instant; undefined: none). The
    * reactor's step after that commit then spares its claim (Reactor.ts): on PostgreSQL the claim was
@@ -119,34 +119,21 @@ export const make = (): CommitClaims => {
           limit: slots,
           after: 0
         }
-        // A claimer that can be covered gets its next due time with the claim (one statement on
-        // PostgreSQL, a second read on SQLite's in-process connection).
-        const claimed: Effect.Effect<
-          { rows: ReadonlyArray<Outbox.OutboxRow>; due?: number | undefined; more?: boolean | undefined },
-          SqlError,
-          SqlClient
-        > =
+        // A claimer that can be covered gets its next due time and whether the claim was complete with
+        // it (one statement on PostgreSQL, a second read on SQLite's in-process connection).
+        const claimed =
           claimer.covered === undefined
-            ? Effect.map(Outbox.claim(request), (rows) => ({ rows }))
+            ? Effect.map(Outbox.claim(request), (rows) => ({ rows, complete: undefined }))
             : Effect.map(Outbox.claimWithNextDue(request), (read) => ({
                 rows: read.claimed,
-                due: read.due,
-                more: read.more
+                complete: read.more ? undefined : { due: read.due }
               }))
         return claimed.pipe(
           Effect.onExit((exit) =>
             Effect.sync(() => {
               const rows = exit._tag === "Success" ? exit.value.rows : []
               claimer.unreserve(slots - rows.length)
-              // It took every row it could (lanes in order, due by now): on PostgreSQL when it saw none left
-              // unclaimed (fewer rows than slots may mean rows another transaction held: the claim skips
-              // them), on SQLite (one writer, nothing skipped) when it took fewer rows than its slots.
-              const complete =
-                exit._tag === "Success" &&
-                claimer.covered !== undefined &&
-                (exit.value.more === undefined ? rows.length < slots : !exit.value.more)
-                  ? { due: exit.value.due }
-                  : undefined
+              const complete = exit._tag === "Success" ? exit.value.complete : undefined
               if (rows.length > 0 || complete !== undefined)
                 into.push({ claimer, rows, ...(complete !== undefined && { complete }) })
             })

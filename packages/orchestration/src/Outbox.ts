@@ -450,16 +450,18 @@ const claimedRows = (rows: ReadonlyArray<Row>) => rows.map(toRow).sort((a, b) =>
  * this statement does so in a commit that rings the reactor. SQLite has no UPDATE in a CTE: two
  * statements.
  *
- * `more` (PostgreSQL only; undefined on SQLite): whether a claimable row was left unclaimed, for want
- * of a slot or because another transaction held it (the claim skips locked rows). The same statement
- * lists up to `limit + 1` claimable rows without taking locks (it sees the rows it claims as still
- * pending), so a claim that filled every slot can still say that it left nothing, and one that found
- * fewer rows than slots because others were locked does not say so (CommitClaims.Claimer's `covered`).
+ * `more`: whether a claimable row may have been left unclaimed, for want of a slot or because another
+ * transaction held it. False is a complete look as of the statement (CommitClaims.Claimer's `covered`,
+ * the reactor's own coverage). On PostgreSQL the claim skips locked rows, so the same statement lists up
+ * to `limit + 1` claimable rows without taking locks (it sees the rows it claims as still pending): a
+ * claim that filled every slot can still say that it left nothing, and one that found fewer rows than
+ * slots because others were locked says that it left some. On SQLite (one writer, nothing skipped) a
+ * claim that took fewer rows than its limit left nothing; one that filled it may have.
  */
 export const claimWithNextDue = (
   request: ClaimRequest
 ): Effect.Effect<
-  { readonly claimed: ReadonlyArray<OutboxRow>; readonly due: number | undefined; readonly more?: boolean },
+  { readonly claimed: ReadonlyArray<OutboxRow>; readonly due: number | undefined; readonly more: boolean },
   SqlError,
   SqlClient
 > =>
@@ -485,7 +487,7 @@ export const claimWithNextDue = (
       : Effect.zipWith(
           Effect.map(claimStatement(sql, backend, request), claimedRows),
           nextDueAfter(request.kinds, request.now),
-          (claimed, due) => ({ claimed, due })
+          (claimed, due) => ({ claimed, due, more: claimed.length >= request.limit })
         )
   )
 

@@ -633,7 +633,7 @@ export const run = <R>(
                 // a complete look as of `lookedSince` (every commit recorded by then had committed before
                 // the horizon was taken): until the touches move, the steps that the ends of performances
                 // ring need not claim again (without a change count, PostgreSQL has no `quiet` look).
-                if (!horizon.waiting && read.more === false) covered = { mark: lookedSince, due: read.due }
+                if (!horizon.waiting && !read.more) covered = { mark: lookedSince, due: read.due }
               } else claimed = yield* given(Outbox.claim(request))
             }
             unreserve(slots - claimed.length)
