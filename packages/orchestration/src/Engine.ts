@@ -42,7 +42,7 @@ import type * as Receipts from "./Receipts.js"
 import type { Touched } from "./CommandWrite.js"
 import * as CommitWriter from "./storage/CommitWriter.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
-import { StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
+import { notifyOthersOfRowWrite, StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
 
 export type { DispatchAnswer } from "./Processor.js"
 export type { ReadEventsOptions } from "./ReadSide.js"
@@ -133,8 +133,10 @@ export interface EngineShape {
   /**
    * Told after a write of outbox rows outside the front door that may have made a row claimable (a
    * performer handing a row back to pending, an operator failing a parked row that held its lane): it is
-   * recorded in the touches (OutboxTouches) and rings this process's reactors, as a commit of the front
-   * door does. Without it a reactor found such a row only at its poll.
+   * recorded in the touches (OutboxTouches), rings this process's reactors and notifies the other
+   * processes on a shared store, as a commit of the front door does. Without it a reactor found such a
+   * row only at its poll. A notification that cannot be sent is logged: the row is written, and the
+   * other processes' reactors find it at their poll.
    */
   readonly outboxWritten: (effectIds: ReadonlyArray<string>) => Effect.Effect<void>
   /**
@@ -467,7 +469,10 @@ export const make = (config: EngineConfig) =>
       stopAdmitting: lifecycle.stopAdmitting,
       outboxChanges: hints.outboxChanges,
       outboxTouches: hints.outboxTouches,
-      outboxWritten: (effectIds) => Effect.asVoid(hints.ringOutbox(effectIds)),
+      outboxWritten: (effectIds) =>
+        Effect.zipRight(hints.ringOutbox(effectIds), notifyOthersOfRowWrite(backend)).pipe(
+          Effect.provideService(SqlClient, sql)
+        ),
       timerChanges: hints.timerChanges,
       aggregateChanges: (aggregateType, aggregateId) =>
         Effect.map(hints.subscribeAggregate(aggregateType, aggregateId), Stream.fromQueue),

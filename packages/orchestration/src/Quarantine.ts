@@ -18,6 +18,7 @@ import { type DispatchError, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
 import type { DispatchAnswer } from "./Processor.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
+import { notifyOthersOfRowWrite, StoreBackend } from "./storage/StoreBackend.js"
 
 /**
  * Closed: the per-aggregate problems that park a row instead of stopping the node, and
@@ -254,9 +255,15 @@ export const fail = (
         message: `effect '${effectId}' changed meanwhile; it is ${status}`
       })
     }
-    // The row no longer holds its lane: this process's reactors look again now, not at their poll.
+    // The row no longer holds its lane: reactors look again now, not at their poll. Through this process's
+    // engine (its reactors, and the others on a shared store), or, with the store alone (the CLI's direct
+    // mode), by notifying the processes that share it.
     const engine = yield* Effect.serviceOption(Engine)
     if (Option.isSome(engine)) yield* engine.value.outboxWritten([effectId])
+    else {
+      const backend = yield* Effect.serviceOption(StoreBackend)
+      if (Option.isSome(backend)) yield* notifyOthersOfRowWrite(backend.value)
+    }
     yield* Effect.logWarning("quarantined effect failed by an operator", { effectId, attempt: row.attempts })
     return after
   }).pipe(Effect.withSpan("Quarantine.fail"))

@@ -115,7 +115,8 @@ export interface StoreBackendShape {
   readonly foreignCommitHints: Stream.Stream<void, SqlError>
   /**
    * Rings the other processes' `foreignCommitHints` for a change made outside a dispatch (which rings
-   * them as it commits): a performer's word that its handler stopped. Nothing to do for SQLite.
+   * them as it commits): a performer's word that its handler stopped, a row handed back or failed by
+   * an operator (`notifyOthersOfRowWrite`). Nothing to do for SQLite.
    */
   readonly notifyOthers: Effect.Effect<void, SqlError, SqlClient>
   /** `FOR UPDATE SKIP LOCKED` where the store has it: concurrent claimers skip each other's rows. */
@@ -171,3 +172,15 @@ export const sqliteBackend: StoreBackendShape = {
 export class StoreBackend extends Context.Reference<StoreBackend>()("orchestration/StoreBackend", {
   defaultValue: () => sqliteBackend
 }) {}
+
+/**
+ * `notifyOthers` after a row update that may have made an outbox row claimable (a hand-back, an operator
+ * failing a parked row): the write is done, so a notification that cannot be sent is logged, not failed.
+ */
+export const notifyOthersOfRowWrite = (backend: StoreBackendShape): Effect.Effect<void, never, SqlClient> =>
+  backend.notifyOthers.pipe(
+    Effect.catchAll((error) =>
+      // swallow-ok: the row is written; the other processes' reactors find it at their poll
+      Effect.logWarning("could not notify the other processes of a freed outbox row; they find it at their poll", error)
+    )
+  )
