@@ -288,12 +288,13 @@ const batchRunner =
               const key = CommitHints.aggregateKey(identity.aggregateType, identity.aggregateId)
               changed.add(key)
               if (result.value.events.length > 0) withEvents.add(key)
-              // Any accepted command may have added, cancelled or settled outbox rows (freeing a lane). A
-              // stream chunk appends to its effect's stream and changes no row by itself: it rings only when
-              // its aggregate's decision (onStream) added effects (what it cancelled is in `touched.cancels`,
-              // rung below). A plain chunk rings nothing: a stream's chunks are most of a busy engine's commits.
-              if (identity.commandType !== "effect.stream" || result.value.effectIds.length > 0) outboxChanged = true
+              // Outbox rows change in three ways: a decision adds effects (its answer names them), a
+              // settlement changes its row (freeing its lane, or making it pending again), a decision cancels
+              // rows (`touched.cancels`, rung below). Anything else (events alone, a stream's plain chunk:
+              // most of a busy engine's commits) changes no row, and ringing the reactors for it would
+              // uncover them (CommitClaims' coverage) for a claim that finds nothing.
               const { settles, effectId } = batch[index]!
+              if (settles || result.value.effectIds.length > 0) outboxChanged = true
               if (settles && effectId !== undefined) outboxTouched.push(effectId)
             }
           }

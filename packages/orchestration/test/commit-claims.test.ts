@@ -224,6 +224,31 @@ describe("a reactor covered by a commit's claim", () => {
     )
   })
 
+  it.effect("a command that changes no outbox row rings no reactor: a covered reactor claims nothing after it", () => {
+    const handler = scriptedHandler()
+    const counted = countedClaims()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // given a reactor covered after three jobs
+      yield* threeJobsCounted(counted.counter)
+      const claims = counted.counter.claims
+      const mark = engine.outboxTouches.mark()
+      // when a command records events and adds, settles or cancels no effect
+      yield* engine.dispatchWithReceipt({ commandId: "cancel-none", type: "job.cancel", jobId: "a", effectIds: [] })
+      yield* settle
+      // then its commit touched no outbox row, and the reactor stays covered: no claim ran
+      assert.strictEqual(engine.outboxTouches.mark(), mark)
+      assert.strictEqual(counted.counter.claims, claims)
+    }).pipe(
+      Effect.provide(
+        stackOverStore([safeOnly(handler.handle)]).pipe(
+          Layer.provideMerge(counted.layer),
+          Layer.provideMerge(TestStore.layer({ filename: ":memory:" }))
+        )
+      )
+    )
+  })
+
   it.effect("a retry due later is claimed at its due time, with no commit to ring it", () => {
     const handler = scriptedHandler()
     handler.behaviors.set("job:r", (row) =>
