@@ -133,8 +133,8 @@ const tellFailure = (
 
 /**
  * Fires one claimed row and settles it, or leaves it claimed (its claim's end is when it is tried
- * again). The row is marked failed only once its aggregate was told: a crash between the two tells it
- * again under the same id (answered from its receipt) when the claim's lease ends.
+ * again). The row is marked failed, with why, only once its aggregate was told: a crash between the two
+ * tells it again under the same id (answered from its receipt) when the claim's lease ends.
  */
 const fireOne = (
   engine: EngineShape,
@@ -178,11 +178,15 @@ const fireOne = (
         message: `failed in its aggregate's code at each of ${tries} tries; the last: ${verdict.message}`
       }
     }
-    if (verdict._tag === "failed") {
-      const told = yield* tellFailure(engine, row, verdict)
-      if (told !== "told") return told
+    if (verdict._tag === "fired") {
+      yield* Timers.settle(row, { status: "fired" }, yield* Clock.currentTimeMillis)
+      return "next"
     }
-    yield* Timers.settle(row, verdict._tag, yield* Clock.currentTimeMillis)
+    // Bounded once, so the row keeps the very message its aggregate is told.
+    const failure = { reason: verdict.reason, message: TimerFailures.boundedMessage(verdict.message) }
+    const told = yield* tellFailure(engine, row, failure)
+    if (told !== "told") return told
+    yield* Timers.settle(row, { status: "failed", ...failure }, yield* Clock.currentTimeMillis)
     return "next"
   })
 

@@ -12,6 +12,11 @@
  * `attempts` counts the fires of the current generation that failed in the aggregate's own code (a
  * CommandDefect: TimerLoop bounds them). It is a column, not a count in memory, so the bound holds
  * across restarts and across the processes of a shared store; a new generation starts from zero.
+ *
+ * A generation that can never fire is marked `failed` with why (`failure_reason`, `failure_message`,
+ * what its aggregate was told: TimerFailures.ts), in the statement that marks it, so an operator
+ * listing failed timers reads the reason from the store rather than from a log that may be gone. A
+ * new generation clears them, as it clears `attempts`.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -19,6 +24,7 @@ import { Effect } from "effect"
 import * as StoredJson from "./StoredJson.js"
 import { boundedId } from "./CommandId.js"
 import { canonicalJson } from "./CanonicalJson.js"
+import type { TimerFailureReason } from "./TimerFailures.js"
 
 /** A timer a decision schedules (or moves, when `timerId` is already scheduled). */
 export interface TimerIntent {
@@ -32,6 +38,18 @@ export interface TimerIntent {
 
 export type TimerStatus = "pending" | "fired" | "cancelled" | "failed"
 
+/**
+ * Why a generation could not fire, as its row keeps it: the reason and message its aggregate was
+ * told. The message comes bounded (TimerFailures.boundedMessage), so the row holds what the tell held.
+ */
+export interface StoredFailure {
+  readonly reason: TimerFailureReason
+  readonly message: string
+}
+
+/** How a claimed generation ends: fired, or failed with why. */
+export type Settlement = { readonly status: "fired" } | ({ readonly status: "failed" } & StoredFailure)
+
 export interface TimerRow {
   readonly aggregateType: string
   readonly aggregateId: string
@@ -42,8 +60,12 @@ export interface TimerRow {
   readonly status: TimerStatus
   /** Fires of this generation that failed in the aggregate's own code (a CommandDefect). */
   readonly attempts: number
+  /** When the row last changed (scheduled, cancelled, tried, settled), epoch ms. */
+  readonly updatedAt: number
   /** Present when the stored command is not JSON (then `command` is empty): why. Such a timer is failed, never fired. */
   readonly undecodable?: string
+  /** Present when this generation is failed: why it could not fire. */
+  readonly failure?: StoredFailure
 }
 
 interface RawRow {
@@ -55,7 +77,14 @@ interface RawRow {
   readonly command: string
   readonly status: TimerStatus
   readonly attempts: number | string
+  readonly updated_at: number | string
+  readonly failure_reason: TimerFailureReason | null
+  readonly failure_message: string | null
 }
+
+/** The columns toRow reads, named once for the claim's RETURNING and every SELECT. */
+const rowColumns = `aggregate_type, aggregate_id, timer_id, generation, due_at, command, status, attempts, updated_at,
+  failure_reason, failure_message`
 
 /**
  * Never throws: a throw here, in the claim of a page of due timers, left the whole page claimed and
@@ -71,9 +100,14 @@ const toRow = (r: RawRow): TimerRow => {
     dueAt: Number(r.due_at),
     command: read.ok ? (read.value as Record<string, unknown>) : {},
     status: r.status,
-    attempts: Number(r.attempts)
+    attempts: Number(r.attempts),
+    updatedAt: Number(r.updated_at)
   }
-  return read.ok ? row : { ...row, undecodable: read.why }
+  const failed =
+    r.failure_reason === null
+      ? row
+      : { ...row, failure: { reason: r.failure_reason, message: r.failure_message ?? "" } }
+  return read.ok ? failed : { ...failed, undecodable: read.why }
 }
 
 /** The table (migration 0005_timers). */
@@ -102,6 +136,20 @@ export const addAttempts = Effect.gen(function* () {
   yield* sql.unsafe(`ALTER TABLE timers ADD COLUMN attempts ${int} NOT NULL DEFAULT 0`)
 })
 
+/**
+ * Why a generation failed (migration 0010_timer_failures). The reasons are written out, not taken from
+ * TimerFailureReason: a migration is history, and a new reason is a new migration (on SQLite a rebuild,
+ * as 0003 rebuilt the outbox for a new status). The index serves `list`: most recently changed first
+ * within a status, without sorting every fired row of a long-lived store.
+ */
+export const addFailures = Effect.gen(function* () {
+  const sql = yield* SqlClient
+  yield* sql.unsafe(`ALTER TABLE timers ADD COLUMN failure_reason TEXT
+    CHECK (failure_reason IN ('invalid-command', 'command-id-conflict', 'unreadable', 'defect'))`)
+  yield* sql.unsafe(`ALTER TABLE timers ADD COLUMN failure_message TEXT`)
+  yield* sql`CREATE INDEX timers_by_status_time ON timers (status, updated_at)`
+})
+
 /** The id the fire is dispatched under; the receipt makes a second fire of one generation a duplicate. */
 export const fireId = (row: Pick<TimerRow, "aggregateType" | "aggregateId" | "timerId" | "generation">): string =>
   boundedId("timer:", `${row.aggregateType}:${row.aggregateId}:${row.timerId}#${row.generation}`)
@@ -113,7 +161,7 @@ const eachStatement = <A>(
 ): Effect.Effect<void, SqlError, SqlClient> =>
   Effect.flatMap(SqlClient, (sql) => Effect.forEach(items, (item) => statement(sql, item), { discard: true }))
 
-/** Schedules or moves (a new generation, pending again, unclaimed, no tries). Runs in the decision's transaction. */
+/** Schedules or moves (a new generation, pending again, unclaimed, no tries, no failure). Runs in the decision's transaction. */
 export const schedule = (aggregateType: string, aggregateId: string, timers: ReadonlyArray<TimerIntent>, now: number) =>
   eachStatement(
     timers,
@@ -123,7 +171,7 @@ export const schedule = (aggregateType: string, aggregateId: string, timers: Rea
         NULL, ${now})
         ON CONFLICT (aggregate_type, aggregate_id, timer_id) DO UPDATE SET generation = timers.generation + 1,
         due_at = excluded.due_at, command = excluded.command, status = 'pending', claimed_until = NULL,
-        attempts = 0, updated_at = excluded.updated_at`
+        attempts = 0, failure_reason = NULL, failure_message = NULL, updated_at = excluded.updated_at`
   )
 
 /** Cancels pending timers of the aggregate; an unknown or already fired timer is left as it is. */
@@ -154,7 +202,7 @@ export const claimDue = (
         SELECT aggregate_type, aggregate_id, timer_id FROM timers
         WHERE status = 'pending' AND due_at <= ${now} AND (claimed_until IS NULL OR claimed_until <= ${now})
         ORDER BY due_at, aggregate_type, aggregate_id, timer_id LIMIT ${limit} ${sql.literal(lock)})
-      RETURNING aggregate_type, aggregate_id, timer_id, generation, due_at, command, status, attempts`
+      RETURNING ${sql.literal(rowColumns)}`
     // RETURNING has no order of its own.
     return rows.map(toRow).sort((a, b) => a.dueAt - b.dueAt)
   })
@@ -193,20 +241,19 @@ export const recordDefect = (row: TimerRow, now: number, retryAt: number): Effec
   })
 
 /**
- * Marks a fired (or unfireable) generation; a row moved meanwhile is a new generation and stays as it
- * is. An unfireable generation is marked failed even when cancelled: the aggregate is told before the
- * mark, and a domain closing what the timer guarded cancels its timer in that very decision (a
- * thread's turn cancels the timers of its waits). Left `cancelled`, its failure would be hidden.
+ * Marks a fired (or unfireable) generation, a failed one with why; a row moved meanwhile is a new
+ * generation and stays as it is. An unfireable generation is marked failed even when cancelled: the
+ * aggregate is told before the mark, and a domain closing what the timer guarded cancels its timer in
+ * that very decision (a thread's turn cancels the timers of its waits). Left `cancelled`, its failure
+ * would be hidden.
  */
-export const settle = (
-  row: TimerRow,
-  status: "fired" | "failed",
-  now: number
-): Effect.Effect<void, SqlError, SqlClient> =>
+export const settle = (row: TimerRow, settlement: Settlement, now: number): Effect.Effect<void, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
-    const from = sql.literal(status === "failed" ? "'pending', 'cancelled'" : "'pending'")
-    yield* sql`UPDATE timers SET status = ${status}, claimed_until = NULL, updated_at = ${now}
+    const failed = settlement.status === "failed"
+    const from = sql.literal(failed ? "'pending', 'cancelled'" : "'pending'")
+    yield* sql`UPDATE timers SET status = ${settlement.status}, claimed_until = NULL, updated_at = ${now},
+      failure_reason = ${failed ? settlement.reason : null}, failure_message = ${failed ? settlement.message : null}
       WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
       AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status IN (${from})`
   })
@@ -220,6 +267,29 @@ export const nextDue = (): Effect.Effect<number | undefined, SqlError, SqlClient
     return row?.next === null || row?.next === undefined ? undefined : Number(row.next)
   })
 
+/** The most rows one `list` answers: a page an operator reads, not a dump of the table. */
+export const LIST_MAX = 1_000
+
+export interface ListOptions {
+  readonly status: TimerStatus
+  /** At most this many (default 100, clamped to 1..LIST_MAX). */
+  readonly limit?: number | undefined
+}
+
+/**
+ * Timers in one status, most recently changed first (for `failed`, most recently failed first), for
+ * operators. Status is required: every read stays on `timers_by_status_time`.
+ */
+export const list = (options: ListOptions): Effect.Effect<ReadonlyArray<TimerRow>, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    const asked = options.limit ?? 100
+    const limit = Number.isFinite(asked) ? Math.min(LIST_MAX, Math.max(1, Math.trunc(asked))) : 100
+    const rows = yield* sql<RawRow>`SELECT ${sql.literal(rowColumns)} FROM timers WHERE status = ${options.status}
+      ORDER BY updated_at DESC, aggregate_type, aggregate_id, timer_id LIMIT ${limit}`
+    return rows.map(toRow)
+  })
+
 /** Every timer of an aggregate, for tests and operators. */
 export const ofAggregate = (
   aggregateType: string,
@@ -227,7 +297,8 @@ export const ofAggregate = (
 ): Effect.Effect<ReadonlyArray<TimerRow>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
-    const rows = yield* sql<RawRow>`SELECT * FROM timers WHERE aggregate_type = ${aggregateType}
+    const rows =
+      yield* sql<RawRow>`SELECT ${sql.literal(rowColumns)} FROM timers WHERE aggregate_type = ${aggregateType}
       AND aggregate_id = ${aggregateId} ORDER BY timer_id`
     return rows.map(toRow)
   })

@@ -272,7 +272,8 @@ describe("timer fire verdicts", () => {
       dueAt: 5_000,
       command: { type: "reminder.boom" },
       status: "pending",
-      attempts: 5
+      attempts: 5,
+      updatedAt: 5_000
     } as const
     const long = "x".repeat(TimerFailures.MESSAGE_MAX * 3)
     const told = TimerFailures.commandOf(row, { reason: "defect", message: long })

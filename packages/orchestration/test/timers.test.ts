@@ -378,6 +378,119 @@ describe("durable timers under TestClock", () => {
   })
 })
 
+describe("why a timer could not fire, kept on its row for an operator", () => {
+  /** The owner's one timer, once it is marked failed. */
+  const failedRow = (ownerId = "o-1") =>
+    Effect.gen(function* () {
+      yield* eventually(
+        Effect.map(Timers.ofAggregate("reminder", ownerId), ([row]) => row?.status === "failed"),
+        "the timer failed"
+      )
+      const [row] = yield* Timers.ofAggregate("reminder", ownerId)
+      return row!
+    })
+
+  it.effect("a timer refused as invalid keeps its reason and message on its row; moving it clears them", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given a timer whose stored command this version refuses
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.fire"}' WHERE timer_id = 't1'`
+      // when its time comes and it is failed
+      yield* TestClock.adjust("5 seconds")
+      const row = yield* failedRow()
+      // then the row says why, as its owner was told
+      assert.deepStrictEqual(row.failure, { reason: "invalid-command", message: "invalid 'reminder.fire' command" })
+      // and a new schedule of the same timer is a new generation with no failure of its own
+      yield* e.dispatchWithReceipt(set("s-2", "t1", 60_000))
+      const [moved] = yield* Timers.ofAggregate("reminder", "o-1")
+      assert.deepStrictEqual(
+        [moved!.generation, moved!.status, moved!.attempts, moved!.failure],
+        [2, "pending", 0, undefined]
+      )
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a timer whose stored command is not JSON keeps reason unreadable and why on its row", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* sql`UPDATE timers SET command = '{"type":"reminder.fire' WHERE timer_id = 't1'`
+      yield* TestClock.adjust("5 seconds")
+      const row = yield* failedRow()
+      assert.strictEqual(row.failure?.reason, "unreadable")
+      assert.isAbove(row.failure!.message.length, 0)
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("a defect's message is kept cut at the tell's bound, with its tries", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given a timer whose decider throws an error with a stack-sized message, at every try
+      const why = "x".repeat(10_000)
+      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+      yield* sql`UPDATE timers SET command = ${JSON.stringify({ ownerId: "o-1", type: "reminder.boom", why })}
+        WHERE timer_id = 't1'`
+      // when its tries run out
+      yield* TestClock.adjust("5 seconds")
+      for (let lease = 0; lease < 10 && (yield* toldFailed()).length === 0; lease++) {
+        yield* settle
+        yield* TestClock.adjust("30 seconds")
+      }
+      const row = yield* failedRow()
+      // then the row keeps a line an operator reads: the reason, the tries, and the error cut at 2,000 characters
+      assert.strictEqual(row.failure?.reason, "defect")
+      assert.strictEqual(row.failure?.message.length, 2_000)
+      assert.match(row.failure!.message, /^failed in its aggregate's code at each of 5 tries; the last: .*xxx…$/)
+    }).pipe(Effect.provide(stack()))
+  )
+
+  it.effect("failed timers are listed most recently failed first, at most the limit asked, with why", () =>
+    Effect.gen(function* () {
+      const e = yield* Engine.Engine
+      const sql = yield* SqlClient
+      // given timers of two owners failing at different times, and one that fires
+      yield* e.dispatchWithReceipt(set("s-1", "first", 5_000, "o-1"))
+      yield* e.dispatchWithReceipt(set("s-2", "second", 7_000, "o-2"))
+      yield* e.dispatchWithReceipt(set("s-3", "fine", 6_000, "o-1"))
+      yield* sql`UPDATE timers SET command = '{"type":"reminder.fire' WHERE timer_id = 'first'`
+      yield* sql`UPDATE timers SET command = '{"ownerId":"o-2","type":"reminder.fire"}' WHERE timer_id = 'second'`
+      yield* TestClock.adjust("5 seconds")
+      yield* eventually(
+        Effect.map(Timers.list({ status: "failed" }), (rows) => rows.length === 1),
+        "the first failed"
+      )
+      yield* TestClock.adjust("2 seconds")
+      yield* eventually(
+        Effect.map(Timers.list({ status: "failed" }), (rows) => rows.length === 2),
+        "the second failed"
+      )
+      // when an operator lists the failed timers
+      const failed = yield* Timers.list({ status: "failed", limit: 10 })
+      // then the newest failure comes first, each with its reason, and only failed ones
+      assert.deepStrictEqual(
+        failed.map((r) => [r.aggregateId, r.timerId, r.status, r.failure?.reason, r.updatedAt]),
+        [
+          ["o-2", "second", "failed", "invalid-command", 7_000],
+          ["o-1", "first", "failed", "unreadable", 5_000]
+        ]
+      )
+      // and a limit is honoured
+      assert.deepStrictEqual(
+        (yield* Timers.list({ status: "failed", limit: 1 })).map((r) => r.timerId),
+        ["second"]
+      )
+      assert.deepStrictEqual(
+        (yield* Timers.list({ status: "fired" })).map((r) => [r.timerId, r.failure]),
+        [["fine", undefined]]
+      )
+    }).pipe(Effect.provide(stack()))
+  )
+})
+
 describe("waits: an answer and a deadline race; exactly one wins", () => {
   const request = { commandId: "r-1", type: "approval.request", ownerId: "o-1", name: "deploy", deadline: 10_000 }
   const answer = { commandId: "a-1", type: "approval.answer", ownerId: "o-1", name: "deploy", verdict: "yes" }

@@ -193,7 +193,8 @@ export const engineMigrations = Migrator.fromRecord({
   "0006_stream_chunks": StreamChunks.createTable,
   "0007_stream_channels": StreamChunks.addChannels,
   "0008_unsettled_indexes": unsettledIndexes,
-  "0009_timer_attempts": Timers.addAttempts
+  "0009_timer_attempts": Timers.addAttempts,
+  "0010_timer_failures": Timers.addFailures
 })
 
 /** Runs the engine's pending migrations. Avoids SqliteMigrator's schema dump (it shells out). */
