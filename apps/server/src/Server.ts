@@ -28,6 +28,7 @@ import { EventsLive } from "./http/EventsHandlers.js"
 import { OpsLive } from "./http/OpsHandlers.js"
 import { OutboxLive } from "./http/OutboxHandlers.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
+import { TimersLive } from "./http/TimersHandlers.js"
 import { type AnyServerDomain, aggregatesOf, type DomainContext } from "./ServerDomain.js"
 import * as ListenerGate from "./ListenerGate.js"
 import { ServerState, type ServerStateShape } from "./ServerState.js"
@@ -105,7 +106,7 @@ export const coreLayer = (options: ServerOptions) => {
 const ROUTE_PARAM_MAX = 1024
 
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
-  Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OutboxLive, OpsLive]),
+  Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OutboxLive, TimersLive, OpsLive]),
   Layer.provide(apiMiddleware)
 )
 

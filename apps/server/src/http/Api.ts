@@ -5,7 +5,7 @@
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import type { HttpMethod } from "@effect/platform/HttpMethod"
-import { Quarantine } from "@orchestration/engine"
+import { Quarantine, TimerFailures, Timers } from "@orchestration/engine"
 import { Schema } from "effect"
 import { Wire } from "../ApiErrors.js"
 import {
@@ -116,6 +116,35 @@ export const EffectView = Schema.Struct({
   quarantineUnreadable: Schema.optional(Schema.String)
 })
 
+export const TimerStatus = Schema.Literal("pending", "fired", "cancelled", "failed")
+
+/** Why a timer could not fire, as its aggregate was told (engine TimerFailures.ts, whose reasons these are). */
+export const TimerFailureView = Schema.Struct({
+  reason: TimerFailures.TimerFailureReason,
+  /** At most TimerFailures.MESSAGE_MAX characters, cut with a mark. */
+  message: Schema.String
+})
+
+/** A durable timer's row (engine Timers.ts). */
+export const TimerView = Schema.Struct({
+  aggregateType: Schema.String,
+  aggregateId: Schema.String,
+  timerId: Schema.String,
+  /** Bumped by each schedule of the same timer; the fired command's id ends in `#<generation>`. */
+  generation: Schema.Number,
+  dueAt: Schema.Number,
+  /** The command it fires; null when the stored command could not be read. */
+  command: Schema.Unknown,
+  /** Present when the stored command is not JSON (then `command` is null): why. */
+  undecodable: Schema.optional(Schema.String),
+  status: TimerStatus,
+  /** Fires of this generation that failed in the aggregate's own code. */
+  attempts: Schema.Number,
+  updatedAt: Schema.Number,
+  /** Why this generation could not fire, when it is failed; else null. */
+  failure: Schema.NullOr(TimerFailureView)
+})
+
 export const HealthReport = Schema.Struct({
   status: Schema.Literal("ok", "degraded", "unavailable"),
   storage: Schema.Struct({ freeBytes: Schema.Number, floorBytes: Schema.Number, writable: Schema.Boolean }),
@@ -185,6 +214,12 @@ const EffectsQuery = Schema.Struct({
   kind: optionalParam(Schema.String),
   aggregateId: optionalParam(Schema.String),
   limit: optionalParam(DecimalInteger(1, 1000))
+})
+
+/** `GET /v1/timers`: timers in one status, failed unless named. */
+const TimersQuery = Schema.Struct({
+  status: optionalParam(OneOf(...TimerStatus.literals)),
+  limit: optionalParam(DecimalInteger(1, Timers.LIST_MAX))
 })
 
 /** A Server-Sent Events response, as its OpenAPI document describes it. */
@@ -362,6 +397,21 @@ const outboxSummary = HttpApiEndpoint.get("summary", "/outbox/summary")
 
 export class OutboxGroup extends HttpApiGroup.make("outbox").add(outboxSummary).prefix("/v1") {}
 
+export class TimersGroup extends HttpApiGroup.make("timers")
+  .add(
+    HttpApiEndpoint.get("list", "/timers")
+      .setUrlParams(TimersQuery)
+      .addSuccess(Schema.Struct({ timers: Schema.Array(TimerView) }))
+      .addError(Wire.StorageUnavailable)
+      .pipe(
+        described(
+          `Durable timers in one status (default failed: those that can never fire, each with its failure's reason and message), ` +
+            `most recently changed first (default 100, at most ${Timers.LIST_MAX}).`
+        )
+      )
+  )
+  .prefix("/v1") {}
+
 export class OpsGroup extends HttpApiGroup.make("ops")
   .add(
     HttpApiEndpoint.get("health", "/health")
@@ -380,6 +430,7 @@ export class ServerApi extends HttpApi.make("orchestration")
   .add(ThreadsGroup)
   .add(EffectsGroup)
   .add(OutboxGroup)
+  .add(TimersGroup)
   .add(OpsGroup)
   .addError(Wire.InvalidRequest)
   .addError(Wire.Unauthorized)
