@@ -10,16 +10,17 @@ import { serve } from "./commands/Serve.js"
 import { status } from "./commands/Status.js"
 import { threads } from "./commands/Threads.js"
 import { approvals } from "./commands/Approvals.js"
+import { timers } from "./commands/Timers.js"
 import { triggers } from "./commands/Triggers.js"
 import { rootCommand } from "./Connection.js"
 import * as Help from "./Help.js"
 
 export const command = rootCommand.pipe(
   Command.withDescription(
-    "Operate a durable orchestration server: run it, read its health, effects, events, threads, approvals, triggers and receipts over HTTP, " +
+    "Operate a durable orchestration server: run it, read its health, effects, events, threads, approvals, triggers, timers and receipts over HTTP, " +
       "and check or back up its SQLite store offline. --url, --token and --json may also be given before the command."
   ),
-  Command.withSubcommands([serve, status, effects, events, threads, approvals, triggers, receipts, db])
+  Command.withSubcommands([serve, status, effects, events, threads, approvals, triggers, timers, receipts, db])
 )
 
 export const version = "0.1.0"
