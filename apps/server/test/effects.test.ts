@@ -86,6 +86,36 @@ describe("the outbox over HTTP", () => {
     })
   )
 
+  it.scopedLive("a row whose stored quarantine record is JSON of another shape lists with it null and says why", () =>
+    Effect.gen(function* () {
+      const dataDir = tempDataDir()
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const { url } = yield* startServer({ dataDir })
+          yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "later@example.com"))
+        })
+      )
+      // Valid JSON, but no record: trusted as one, its missing fields failed the view's encoding.
+      yield* onStore(
+        dataDir,
+        Effect.flatMap(
+          SqlClient,
+          (sql) => sql`UPDATE outbox SET quarantine = '{"foo":1}' WHERE effect_id = 'o-1:welcome'`
+        )
+      )
+      const { url } = yield* startServer({ dataDir })
+      const one = yield* raw(url, "/v1/effects/o-1%3Awelcome")
+      assert.strictEqual(one.status, 200)
+      assert.strictEqual(one.body.quarantine, null)
+      assert.strictEqual(
+        one.body.quarantineUnreadable,
+        "its stored quarantine record does not have the expected shape (reason is missing)"
+      )
+      const listed = yield* raw(url, "/v1/effects")
+      assert.strictEqual(listed.status, 200)
+    })
+  )
+
   it.scopedLive(
     "retry sends a failed effect back to be performed, under the default operator id; repeating it is a duplicate",
     () =>

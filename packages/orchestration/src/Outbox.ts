@@ -10,7 +10,7 @@ import type * as Statement from "@effect/sql/Statement"
 import { Effect } from "effect"
 import * as StoredJson from "./StoredJson.js"
 import type { RowChange, SettlementTarget } from "./EffectOutcomes.js"
-import type { QuarantineRecord } from "./Quarantine.js"
+import { QuarantineRecord } from "./QuarantineRecord.js"
 import { LOST_RACE_CODE } from "./storage/StorageErrors.js"
 import { StoreBackend, type StoreBackendShape } from "./storage/StoreBackend.js"
 import * as TableColumns from "./storage/TableColumns.js"
@@ -54,8 +54,9 @@ export interface OutboxRow {
   /** Why the row was last parked (kept after a release or an operator's fail, for the record). */
   readonly quarantine: QuarantineRecord | null
   /**
-   * Set when the stored quarantine record is not JSON: `quarantine` is then null and the status is
-   * kept. Its parked settlement is lost with it, so such a row can be failed but not released.
+   * Set when the stored quarantine record is not JSON, or not of a record's shape: `quarantine` is then
+   * null and the status is kept. Its parked settlement is lost with it, so such a row can be failed but
+   * not released.
    */
   readonly quarantineUnreadable?: string
   /**
@@ -150,13 +151,18 @@ const payloadOf = (json: string): { readonly payload: unknown; readonly undecoda
   return read.ok ? { payload: read.value } : { payload: null, undecodable: read.why }
 }
 
-/** The quarantine record, or why it cannot be read. */
+const readQuarantine = StoredJson.reader(QuarantineRecord, "quarantine record")
+
+/**
+ * The quarantine record, or why it cannot be read: of another shape counts as unreadable, since a
+ * release dispatches its settlement and every view renders its fields.
+ */
 const quarantineOf = (
   json: string | null
 ): { readonly quarantine: QuarantineRecord | null; readonly quarantineUnreadable?: string } => {
   if (json === null) return { quarantine: null }
-  const read = StoredJson.read(json, "quarantine record")
-  return read.ok ? { quarantine: read.value as QuarantineRecord } : { quarantine: null, quarantineUnreadable: read.why }
+  const read = readQuarantine(json)
+  return read.ok ? { quarantine: read.value } : { quarantine: null, quarantineUnreadable: read.why }
 }
 
 const toRow = (r: Row): OutboxRow => ({

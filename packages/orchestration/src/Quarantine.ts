@@ -17,31 +17,12 @@ import { Engine } from "./Engine.js"
 import { type DispatchError, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
 import type { DispatchAnswer } from "./Processor.js"
+import { QuarantineReason } from "./QuarantineRecord.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import { notifyOthersOfRowWrite, StoreBackend } from "./storage/StoreBackend.js"
 
-/**
- * Closed: the per-aggregate problems that park a row instead of stopping the node, and
- * `settlement-defect`: the engine could take neither a reactor's outcome nor the failure recorded in
- * its place (it refused them as invalid, or died on them). Parked, not left running under its live owner.
- */
-export const QuarantineReason = Schema.Literal(
-  "aggregate-unavailable",
-  "aggregate-unregistered",
-  "command-defect",
-  "settlement-defect"
-)
-export type QuarantineReason = typeof QuarantineReason.Type
-
-/** What a parked row keeps: why, who parked it, and the settlement it could not record. */
-export interface QuarantineRecord {
-  readonly reason: QuarantineReason
-  readonly message: string
-  readonly by: SettledBy
-  readonly at: number
-  /** The settlement command, as dispatched; a release dispatches it again (same id, same payload). */
-  readonly settlement: Record<string, unknown>
-}
+// The stored record's schema has its own module (QuarantineRecord.ts): Outbox reads it, and imports nothing of this one.
+export { QuarantineReason, QuarantineRecord } from "./QuarantineRecord.js"
 
 /** What a failed settlement means for its row. */
 export type SettleFailure =

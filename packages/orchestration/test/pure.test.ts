@@ -16,6 +16,7 @@ import {
   Reactor,
   Receipts,
   StorageErrors,
+  StoredJson,
   TimerFailures,
   TimerLoop,
   Worker
@@ -360,5 +361,39 @@ describe("judging an owner dead", () => {
     assert.strictEqual(Worker.deadBefore(10_000, 5_000, 40_000), 30_000)
     // Its own last write failed: it knows nothing about anyone's heartbeat.
     assert.strictEqual(Worker.deadBefore(10_000, undefined, 40_000), undefined)
+  })
+})
+
+describe("a stored JSON column read against its schema", () => {
+  const Item = Schema.Struct({
+    kind: Schema.Literal("a", "b"),
+    tags: Schema.optional(Schema.Array(Schema.Struct({ name: Schema.String })))
+  })
+  const readItem = StoredJson.reader(Item, "item")
+
+  it("a value of the shape is decoded; one of another shape says where and what was expected, never the value", () => {
+    assert.deepStrictEqual(readItem('{"kind":"a","tags":[{"name":"x"}]}'), {
+      ok: true,
+      value: { kind: "a", tags: [{ name: "x" }] }
+    })
+    const why = (text: string) => {
+      const read = readItem(text)
+      return read.ok ? "read" : read.why
+    }
+    assert.match(why('{"kind":'), /^its stored item is not JSON \(/)
+    const shape = "its stored item does not have the expected shape"
+    assert.strictEqual(why("42"), `${shape} (expected an object)`)
+    assert.strictEqual(why("[]"), `${shape} (expected an object)`)
+    assert.strictEqual(why('{"foo":1}'), `${shape} (kind is missing)`)
+    assert.strictEqual(why(JSON.stringify({ kind: "c".repeat(10_000) })), `${shape} (kind: expected "a" | "b")`)
+    assert.strictEqual(why('{"kind":"a","tags":[{}]}'), `${shape} (tags.0.name is missing)`)
+    assert.strictEqual(why('{"kind":"a","tags":{}}'), `${shape} (tags: expected a list | undefined)`)
+  })
+
+  it("a reason is bounded however large the schema's description", () => {
+    const Wide = Schema.Struct({ value: Schema.Literal(...Array.from({ length: 200 }, (_, i) => `literal-${i}`)) })
+    const read = StoredJson.reader(Wide, "wide")('{"value":"none"}')
+    assert.isFalse(read.ok)
+    assert.isAtMost(read.ok ? 0 : read.why.length, 300)
   })
 })

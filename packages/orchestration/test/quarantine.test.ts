@@ -611,52 +611,73 @@ describe("operator actions on a quarantined effect", () => {
   })
 })
 
+/** A stored quarantine record as a hand edit or a bad migration leaves it: cut off, or JSON of another shape. */
+const damagedRecords = [
+  ["cut off", '{"reason":"aggregate-unreg', /^its stored quarantine record is not JSON \(/],
+  ["an object of another shape", '{"foo":1}', /^its stored quarantine record does not have the expected shape \(/],
+  ["a number", "42", /^its stored quarantine record does not have the expected shape \(/],
+  ["null", "null", /^its stored quarantine record does not have the expected shape \(/],
+  [
+    "a record without its settlement",
+    JSON.stringify({ reason: "aggregate-unregistered", message: "m", by: "reconcile", at: 1 }),
+    /^its stored quarantine record does not have the expected shape \(settlement is missing\)$/
+  ],
+  [
+    "a record with a reason the engine never gives, and a long one",
+    JSON.stringify({ reason: "x".repeat(5_000), message: "m", by: "reconcile", at: 1, settlement: {} }),
+    /^its stored quarantine record does not have the expected shape \(reason: expected /
+  ]
+] as const
+
 describe("a parked row whose stored record is damaged", () => {
-  it.effect(
-    "is listed as quarantined with why its record cannot be read; release is refused as corrupt, fail still ends it",
-    () => {
-      const file = tempDbFile()
-      return Effect.gen(function* () {
-        yield* previousProcess(file, [
-          ["old", "work.bound"],
-          ["other", "work.bound"]
-        ])
-        // This deployment registers no jobs: both rows are parked at boot; then one record is cut off.
-        yield* Effect.gen(function* () {
-          const sql = yield* SqlClient
-          assert.strictEqual((yield* Boot.BootReport).reconciled.quarantined, 2)
-          yield* sql`UPDATE outbox SET quarantine = ${'{"reason":"aggregate-unreg'} WHERE effect_id = 'job:old'`
-          const listed = yield* Outbox.list({ status: "quarantined" })
-          assert.deepStrictEqual(
-            listed.map((r) => [r.effectId, r.status, r.quarantine?.reason ?? null]),
-            [
-              ["job:old", "quarantined", null],
-              ["job:other", "quarantined", "aggregate-unregistered"]
-            ]
-          )
-          assert.match(listed[0]!.quarantineUnreadable ?? "", /^its stored quarantine record is not JSON \(/)
-          assert.strictEqual(listed[1]!.quarantineUnreadable, undefined)
-          // Its parked settlement is lost with the record: a release cannot know what to dispatch.
-          const refused = yield* Effect.flip(Quarantine.release("job:old"))
-          assert.deepStrictEqual(refused._tag === "StorageFailure" ? [refused.reason, refused.code] : [refused._tag], [
-            "corrupt",
-            "QUARANTINE_UNREADABLE"
+  for (const [what, damaged, why] of damagedRecords)
+    it.effect(
+      `(${what}) is listed as quarantined with why its record cannot be read; release is refused as corrupt, fail still ends it`,
+      () => {
+        const file = tempDbFile()
+        return Effect.gen(function* () {
+          yield* previousProcess(file, [
+            ["old", "work.bound"],
+            ["other", "work.bound"]
           ])
-          assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
-          const failed = yield* Quarantine.fail("job:old", "record lost; settled by hand")
-          assert.deepStrictEqual([failed.status, failed.quarantine], ["failed", null])
-        }).pipe(
-          Effect.provide(
-            stack([testReactor(scriptedHandler().handle)], {
-              filename: file,
-              activation: "manual",
-              engine: { aggregates: [] }
-            })
+          // This deployment registers no jobs: both rows are parked at boot; then one record is damaged.
+          yield* Effect.gen(function* () {
+            const sql = yield* SqlClient
+            assert.strictEqual((yield* Boot.BootReport).reconciled.quarantined, 2)
+            yield* sql`UPDATE outbox SET quarantine = ${damaged} WHERE effect_id = 'job:old'`
+            const listed = yield* Outbox.list({ status: "quarantined" })
+            assert.deepStrictEqual(
+              listed.map((r) => [r.effectId, r.status, r.quarantine?.reason ?? null]),
+              [
+                ["job:old", "quarantined", null],
+                ["job:other", "quarantined", "aggregate-unregistered"]
+              ]
+            )
+            assert.match(listed[0]!.quarantineUnreadable ?? "", why)
+            // Bounded, and never the stored value itself (it can be as long as a settlement's payload).
+            assert.isBelow(listed[0]!.quarantineUnreadable!.length, 300)
+            assert.strictEqual(listed[1]!.quarantineUnreadable, undefined)
+            // Its parked settlement is lost with the record: a release cannot know what to dispatch.
+            const refused = yield* Effect.flip(Quarantine.release("job:old"))
+            assert.deepStrictEqual(
+              refused._tag === "StorageFailure" ? [refused.reason, refused.code] : [refused._tag],
+              ["corrupt", "QUARANTINE_UNREADABLE"]
+            )
+            assert.strictEqual((yield* Outbox.find("job:old"))!.status, "quarantined")
+            const failed = yield* Quarantine.fail("job:old", "record lost; settled by hand")
+            assert.deepStrictEqual([failed.status, failed.quarantine], ["failed", null])
+          }).pipe(
+            Effect.provide(
+              stack([testReactor(scriptedHandler().handle)], {
+                filename: file,
+                activation: "manual",
+                engine: { aggregates: [] }
+              })
+            )
           )
-        )
-      })
-    }
-  )
+        })
+      }
+    )
 })
 
 describe("the quarantine migration", () => {
