@@ -5,18 +5,21 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { StoredJson } from "@orchestration/engine"
 import { Effect, Schema } from "effect"
-import { validateTranscript, type TranscriptMessage, type TranscriptProblem } from "./Transcript.js"
+import { TranscriptMessage, type TranscriptProblem, validateTranscript } from "./Transcript.js"
 
-/** A stored transcript message that is not JSON (cut off, hand-edited): where it sits and why. */
+/** A stored transcript message that is not JSON, or not a message (cut off, hand-edited): where it sits and why. */
 export interface UnreadableMessage {
   /** Its stored position in the thread (the first message is 1). */
   readonly position: number
   readonly why: string
 }
 
+const readMessage = StoredJson.reader(TranscriptMessage, "message")
+
 /**
  * A thread's transcript as stored: the messages that can be read, in order, and those that cannot.
- * A read that threw on one damaged row failed the whole thread view and transcript route.
+ * A read that threw on one damaged row failed the whole thread view and transcript route. A message
+ * of another shape cannot be read either: trusted, it threw in the validator, or went to a provider.
  */
 export const storedTranscriptOf = (threadId: string) =>
   Effect.flatMap(
@@ -31,8 +34,8 @@ export const storedTranscriptOf = (threadId: string) =>
       const messages: Array<TranscriptMessage> = []
       const unreadable: Array<UnreadableMessage> = []
       for (const r of rows) {
-        const read = StoredJson.read(r.message, "message")
-        if (read.ok) messages.push(read.value as TranscriptMessage)
+        const read = readMessage(r.message)
+        if (read.ok) messages.push(read.value)
         else unreadable.push({ position: Number(r.position), why: read.why })
       }
       return { messages, unreadable }

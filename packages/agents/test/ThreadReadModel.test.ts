@@ -167,4 +167,43 @@ describe("reads of a thread with one damaged row (cut off, hand-edited)", () => 
         )
       }).pipe(Effect.provide(engineWithoutViews()))
   )
+
+  it.effect(
+    "a message that is JSON of another shape is unreadable as a cut-off one: listed with why (not the value), never sent",
+    () =>
+      Effect.gen(function* () {
+        const long = "x".repeat(5_000)
+        yield* threadRows(
+          [
+            JSON.stringify({ role: "user", content: "hi" }),
+            '{"foo":1}',
+            "42",
+            JSON.stringify({ role: "system", content: long }),
+            JSON.stringify({ role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function" }] }),
+            JSON.stringify({ role: "tool", content: long })
+          ],
+          []
+        )
+        const transcript = (yield* transcriptView("t1"))!
+        assert.deepStrictEqual(transcript.messages, [{ role: "user", content: "hi" }])
+        assert.isFalse(transcript.valid)
+        const shape = "its stored message does not have the expected shape"
+        assert.deepStrictEqual(
+          transcript.unreadableMessages?.map((m) => [m.position, m.why]),
+          [
+            [2, `${shape} (role is missing)`],
+            [3, `${shape} (expected an object)`],
+            [4, `${shape} (role: expected "user" | "assistant" | "tool")`],
+            [5, `${shape} (tool_calls.0.function is missing)`],
+            [6, `${shape} (tool_call_id is missing)`]
+          ]
+        )
+        assert.deepStrictEqual((yield* threadView("t1"))!.unreadableMessages, transcript.unreadableMessages)
+        const refused = yield* Effect.flip(transcriptOf("t1"))
+        assert.deepStrictEqual(
+          refused._tag === "TranscriptUnreadable" ? [refused._tag, refused.position] : [refused._tag],
+          ["TranscriptUnreadable", 2]
+        )
+      }).pipe(Effect.provide(engineWithoutViews()))
+  )
 })

@@ -62,29 +62,47 @@ describe("a thread's effect row whose stored payload cannot be read", () => {
   })
 })
 
-describe("a thread whose stored transcript message cannot be read", () => {
-  it.effect("its model step fails for good with why, the model never sent the transcript with a hole", () => {
-    const provider = down()
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      const sql = yield* SqlClient
-      const effectId = "step:u2:m1#1"
-      yield* engine.dispatchWithReceipt(send("u2", "m1", "hi"))
-      yield* advanceUntil(
-        Effect.map(Outbox.find(effectId), (row) => row?.status === "pending" && row.attempts >= 1),
-        "the step failed once and waits for its retry"
-      )
-      // The user's message, cut off as a bad migration or a hand edit would leave it.
-      yield* sql`UPDATE agent_messages SET message = ${'{"role":"user","content":"h'} WHERE thread_id = 'u2'`
+/** A user message as damage leaves it: cut off, or JSON that is no message (a hand edit, a bad migration). */
+const damagedMessages = [
+  [
+    "cut off",
+    '{"role":"user","content":"h',
+    /^model step failed: message 1 of thread '[^']+' cannot be read: its stored message is not JSON \(/
+  ],
+  [
+    "of another shape",
+    '{"role":"user","text":"hi"}',
+    /^model step failed: message 1 of thread '[^']+' cannot be read: its stored message does not have the expected shape \(content is missing\)$/
+  ]
+] as const
 
-      yield* advanceUntil(allTurnsTerminal("u2", 1), "the turn ended")
-      const [turn] = yield* turnStatus("u2")
-      assert.strictEqual(turn!.status, "failed")
-      assert.match(turn!.reason ?? "", /^model step failed: message 1 of thread 'u2' cannot be read: /)
-      const row = (yield* Outbox.find(effectId))!
-      assert.strictEqual(row.status, "failed")
-      assert.strictEqual((row.error as { code?: string } | null)?.code, "transcript-unreadable")
-      assert.strictEqual(provider.counted.asked, 1, "the model was not asked again")
-    }).pipe(Effect.provide(agentsStack({ provider: provider.layer })))
-  })
+describe("a thread whose stored transcript message cannot be read", () => {
+  for (const [what, damaged, reason] of damagedMessages)
+    it.effect(
+      `(${what}) its model step fails for good with why, the model never sent the transcript with a hole`,
+      () => {
+        const provider = down()
+        return Effect.gen(function* () {
+          const engine = yield* Engine.Engine
+          const sql = yield* SqlClient
+          const effectId = "step:u2:m1#1"
+          yield* engine.dispatchWithReceipt(send("u2", "m1", "hi"))
+          yield* advanceUntil(
+            Effect.map(Outbox.find(effectId), (row) => row?.status === "pending" && row.attempts >= 1),
+            "the step failed once and waits for its retry"
+          )
+          // The user's message, damaged as a bad migration or a hand edit would leave it.
+          yield* sql`UPDATE agent_messages SET message = ${damaged} WHERE thread_id = 'u2'`
+
+          yield* advanceUntil(allTurnsTerminal("u2", 1), "the turn ended")
+          const [turn] = yield* turnStatus("u2")
+          assert.strictEqual(turn!.status, "failed")
+          assert.match(turn!.reason ?? "", reason)
+          const row = (yield* Outbox.find(effectId))!
+          assert.strictEqual(row.status, "failed")
+          assert.strictEqual((row.error as { code?: string } | null)?.code, "transcript-unreadable")
+          assert.strictEqual(provider.counted.asked, 1, "the model was not asked again")
+        }).pipe(Effect.provide(agentsStack({ provider: provider.layer })))
+      }
+    )
 })
