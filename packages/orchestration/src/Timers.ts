@@ -20,7 +20,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import * as StoredJson from "./StoredJson.js"
 import { boundedId } from "./CommandId.js"
 import { canonicalJson } from "./CanonicalJson.js"
@@ -62,7 +62,10 @@ export interface TimerRow {
   readonly attempts: number
   /** When the row last changed (scheduled, cancelled, tried, settled), epoch ms. */
   readonly updatedAt: number
-  /** Present when the stored command is not JSON (then `command` is empty): why. Such a timer is failed, never fired. */
+  /**
+   * Present when the stored command is not JSON, or not an object (then `command` is empty): why. Such
+   * a timer is failed, never fired.
+   */
   readonly undecodable?: string
   /** Present when this generation is failed: why it could not fire. */
   readonly failure?: StoredFailure
@@ -87,18 +90,24 @@ const rowColumns = `aggregate_type, aggregate_id, timer_id, generation, due_at, 
   failure_reason, failure_message`
 
 /**
+ * A command is an object. Checked because a number or a list spread into the dispatched command gave
+ * just its id (or its indices), refused as an invalid command instead of said to be unreadable.
+ */
+const readCommand = StoredJson.reader(Schema.Record({ key: Schema.String, value: Schema.Unknown }), "command")
+
+/**
  * Never throws: a throw here, in the claim of a page of due timers, left the whole page claimed and
  * unfired, and the same page was claimed again (and thrown again) at every lease's end.
  */
 const toRow = (r: RawRow): TimerRow => {
-  const read = StoredJson.read(r.command, "command")
+  const read = readCommand(r.command)
   const row: TimerRow = {
     aggregateType: r.aggregate_type,
     aggregateId: r.aggregate_id,
     timerId: r.timer_id,
     generation: Number(r.generation),
     dueAt: Number(r.due_at),
-    command: read.ok ? (read.value as Record<string, unknown>) : {},
+    command: read.ok ? read.value : {},
     status: r.status,
     attempts: Number(r.attempts),
     updatedAt: Number(r.updated_at)

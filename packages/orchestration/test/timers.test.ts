@@ -123,31 +123,44 @@ describe("durable timers under TestClock", () => {
     }).pipe(Effect.provide(stack()))
   )
 
-  it.effect("a timer whose stored command is not JSON is marked failed; the timers due with it fire", () =>
-    Effect.gen(function* () {
-      const e = yield* Engine.Engine
-      const sql = yield* SqlClient
-      // given three timers due at one time, one of them damaged in the store (cut off, edited by hand)
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
-      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
-      yield* sql`UPDATE timers SET command = '{"type":"reminder.fire' WHERE timer_id = 't2'`
-      // when their time comes
-      yield* TestClock.adjust("5 seconds")
-      // then the two readable ones fire, and the damaged one is failed for good, not claimed again forever
-      yield* eventually(firedCount(2), "the readable timers fired")
-      const rows = yield* Timers.ofAggregate("reminder", "o-1")
-      assert.deepStrictEqual(rows.map((r) => [r.timerId, r.status]).sort(), [
-        ["t1", "fired"],
-        ["t2", "failed"],
-        ["t3", "fired"]
-      ])
-      // and its owner is told, so a chain built on it does not stop in silence
-      assert.deepStrictEqual(yield* toldFailed(), [
-        { type: "reminder.timer-failed", timerId: "t2", at: 5_000, reason: "unreadable" }
-      ] as never)
-    }).pipe(Effect.provide(stack()))
-  )
+  // Cut off, or JSON that is no command object: either has nothing to dispatch (a number spread into
+  // a command gave just its id, a list its indices), so both are unreadable, not an invalid command.
+  const damagedCommands = [
+    ["is not JSON", '{"type":"reminder.fire', /^its stored command is not JSON \(/],
+    ["is a number", "42", /^its stored command does not have the expected shape \(expected an object\)$/],
+    ["is a list", '["reminder.fire"]', /^its stored command does not have the expected shape \(expected an object\)$/],
+    ["is null", "null", /^its stored command does not have the expected shape \(expected an object\)$/]
+  ] as const
+  for (const [what, damaged, why] of damagedCommands)
+    it.effect(`a timer whose stored command ${what} is marked failed; the timers due with it fire`, () =>
+      Effect.gen(function* () {
+        const e = yield* Engine.Engine
+        const sql = yield* SqlClient
+        // given three timers due at one time, one of them damaged in the store (cut off, edited by hand)
+        yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
+        yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
+        yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+        yield* sql`UPDATE timers SET command = ${damaged} WHERE timer_id = 't2'`
+        assert.match(
+          (yield* Timers.ofAggregate("reminder", "o-1")).find((r) => r.timerId === "t2")?.undecodable ?? "",
+          why
+        )
+        // when their time comes
+        yield* TestClock.adjust("5 seconds")
+        // then the two readable ones fire, and the damaged one is failed for good, not claimed again forever
+        yield* eventually(firedCount(2), "the readable timers fired")
+        const rows = yield* Timers.ofAggregate("reminder", "o-1")
+        assert.deepStrictEqual(rows.map((r) => [r.timerId, r.status]).sort(), [
+          ["t1", "fired"],
+          ["t2", "failed"],
+          ["t3", "fired"]
+        ])
+        // and its owner is told, so a chain built on it does not stop in silence
+        assert.deepStrictEqual(yield* toldFailed(), [
+          { type: "reminder.timer-failed", timerId: "t2", at: 5_000, reason: "unreadable" }
+        ] as never)
+      }).pipe(Effect.provide(stack()))
+    )
 
   it.effect("a timer whose command is refused as invalid is marked failed and its owner is told, once", () =>
     Effect.gen(function* () {
