@@ -42,6 +42,13 @@ const toldFailed = (ownerId = "o-1") =>
   })
 
 /** Whether the owner's one timer has this many tries counted against it. */
+/** Timer t1 of owner o-1, due at 5 s, with its stored command replaced by `command` (as a hand edit would). */
+const scheduledWithCommand = (command: string) =>
+  Effect.gen(function* () {
+    yield* (yield* Engine.Engine).dispatchWithReceipt(set("s-1", "t1", 5_000))
+    yield* (yield* SqlClient)`UPDATE timers SET command = ${command} WHERE timer_id = 't1'`
+  })
+
 const attemptsAre = (n: number) => Effect.map(Timers.ofAggregate("reminder", "o-1"), ([row]) => row?.attempts === n)
 
 describe("durable timers under TestClock", () => {
@@ -164,11 +171,8 @@ describe("durable timers under TestClock", () => {
 
   it.effect("a timer whose command is refused as invalid is marked failed and its owner is told, once", () =>
     Effect.gen(function* () {
-      const e = yield* Engine.Engine
-      const sql = yield* SqlClient
       // given a timer whose stored command this version refuses (written by an older one, without timerId)
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.fire"}' WHERE timer_id = 't1'`
+      yield* scheduledWithCommand('{"ownerId":"o-1","type":"reminder.fire"}')
       // when its time comes
       yield* TestClock.adjust("5 seconds")
       // then the owner's onTimerFailed records it, and the row is failed, never claimed again
@@ -191,11 +195,8 @@ describe("durable timers under TestClock", () => {
     "a timer whose command its decider throws on is tried a bounded number of times, then failed and told",
     () =>
       Effect.gen(function* () {
-        const e = yield* Engine.Engine
-        const sql = yield* SqlClient
         // given a timer whose command makes its aggregate's decider throw (a bug in domain code: every try the same)
-        yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-        yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.boom"}' WHERE timer_id = 't1'`
+        yield* scheduledWithCommand('{"ownerId":"o-1","type":"reminder.boom"}')
         // when its time comes, and each claim's lease after it, for as long as ten leases
         yield* TestClock.adjust("5 seconds")
         for (let lease = 0; lease < 10 && (yield* toldFailed()).length === 0; lease++) {
@@ -406,10 +407,8 @@ describe("why a timer could not fire, kept on its row for an operator", () => {
   it.effect("a timer refused as invalid keeps its reason and message on its row; moving it clears them", () =>
     Effect.gen(function* () {
       const e = yield* Engine.Engine
-      const sql = yield* SqlClient
       // given a timer whose stored command this version refuses
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.fire"}' WHERE timer_id = 't1'`
+      yield* scheduledWithCommand('{"ownerId":"o-1","type":"reminder.fire"}')
       // when its time comes and it is failed
       yield* TestClock.adjust("5 seconds")
       const row = yield* failedRow()
@@ -427,10 +426,7 @@ describe("why a timer could not fire, kept on its row for an operator", () => {
 
   it.effect("a timer whose stored command is not JSON keeps reason unreadable and why on its row", () =>
     Effect.gen(function* () {
-      const e = yield* Engine.Engine
-      const sql = yield* SqlClient
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* sql`UPDATE timers SET command = '{"type":"reminder.fire' WHERE timer_id = 't1'`
+      yield* scheduledWithCommand('{"type":"reminder.fire')
       yield* TestClock.adjust("5 seconds")
       const row = yield* failedRow()
       assert.strictEqual(row.failure?.reason, "unreadable")
@@ -440,13 +436,9 @@ describe("why a timer could not fire, kept on its row for an operator", () => {
 
   it.effect("a defect's message is kept cut at the tell's bound, with its tries", () =>
     Effect.gen(function* () {
-      const e = yield* Engine.Engine
-      const sql = yield* SqlClient
       // given a timer whose decider throws an error with a stack-sized message, at every try
       const why = "x".repeat(10_000)
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* sql`UPDATE timers SET command = ${JSON.stringify({ ownerId: "o-1", type: "reminder.boom", why })}
-        WHERE timer_id = 't1'`
+      yield* scheduledWithCommand(JSON.stringify({ ownerId: "o-1", type: "reminder.boom", why }))
       // when its tries run out
       yield* TestClock.adjust("5 seconds")
       for (let lease = 0; lease < 10 && (yield* toldFailed()).length === 0; lease++) {
