@@ -91,25 +91,6 @@ const pipelinedClient = (conn: unknown): pg.PoolClient | undefined => {
   return raw !== undefined && (raw as unknown as { readonly pipeline?: boolean }).pipeline === true ? raw : undefined
 }
 
-/**
- * Gives `text` to a pipelined client at once (on the wire behind what it was given before) and returns
- * the wait for its rows. The send happens when this is called, not when the returned effect runs.
- */
-const sendNow = <R>(raw: pg.PoolClient, text: string, values: ReadonlyArray<unknown>) => {
-  const answered = new Promise<{ readonly error: Error | null; readonly rows: ReadonlyArray<R> }>((resolve) => {
-    raw.query({ text, values: values as Array<unknown> }, (error: Error | null, result: pg.QueryResult) =>
-      resolve({ error, rows: (result?.rows ?? []) as unknown as ReadonlyArray<R> })
-    )
-  })
-  return Effect.flatMap(
-    Effect.promise(() => answered),
-    ({ error, rows }) =>
-      error === null
-        ? Effect.succeed(rows)
-        : Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" }))
-  )
-}
-
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,40}$/
 
 /** The URL with the schema as the connection's search_path. */
@@ -182,7 +163,13 @@ const makeBackend = (
       const raw = pipelinedClient(conn)
       if (raw === undefined) return undefined
       // Pipelined: on the wire before any statement the transaction's body sends on this client.
-      return Effect.asVoid(sendNow(raw, statement, []))
+      const answered = new Promise<Error | null>((resolve) => {
+        raw.query(statement, (error: Error | null) => resolve(error))
+      })
+      return Effect.flatMap(
+        Effect.promise(() => answered),
+        (error) => (error === null ? Effect.void : Effect.fail(new SqlError({ cause: error, message: "BEGIN failed" })))
+      )
     },
     shared: true,
     beginBatch: (cached, commandIds) =>
@@ -332,10 +319,27 @@ const makeBackend = (
           answer: Effect.map(sql.unsafe<AloneRow>(CommitHorizon.WRITERS_ALONE, [writers]), aloneTops)
         }))
       // Pipelined: sent now, so the claims the caller sends next go out behind it, one round trip in all.
-      return Effect.sync(() => ({
-        guard: aloneGuard,
-        answer: Effect.map(sendNow<AloneRow>(raw, CommitHorizon.WRITERS_ALONE, [writers]), aloneTops)
-      }))
+      return Effect.sync(() => {
+        const answered = new Promise<{ readonly error: Error | null; readonly rows: ReadonlyArray<AloneRow> }>(
+          (resolve) => {
+            raw.query(
+              { text: CommitHorizon.WRITERS_ALONE, values: [writers] },
+              (error: Error | null, result: pg.QueryResult) =>
+                resolve({ error, rows: (result?.rows ?? []) as unknown as ReadonlyArray<AloneRow> })
+            )
+          }
+        )
+        return {
+          guard: aloneGuard,
+          answer: Effect.flatMap(
+            Effect.promise(() => answered),
+            ({ error, rows }) =>
+              error === null
+                ? Effect.succeed(aloneTops(rows))
+                : Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" }))
+          )
+        }
+      })
     }),
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
