@@ -23,7 +23,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Exit, type Scope } from "effect"
+import { Effect, type Scope } from "effect"
 import * as Outbox from "./Outbox.js"
 import { type AloneTops, StoreBackend } from "./storage/StoreBackend.js"
 
@@ -100,40 +100,12 @@ export const make = (): CommitClaims => {
       ).pipe(Effect.asVoid),
     claim: (now, into) =>
       Effect.flatMap(StoreBackend, (backend) => backend.claimAlone).pipe(
-        Effect.flatMap(({ guard, answer }) =>
-          guard === undefined
-            ? Effect.flatMap(answer, (alone) =>
-                alone !== undefined ? Effect.as(claimEach(now, into, undefined), alone) : Effect.succeed(alone)
-              )
-            : guarded(now, into, guard, answer)
+        Effect.flatMap((alone) =>
+          alone !== undefined ? Effect.as(claimEach(now, into), alone) : Effect.succeed(alone)
         )
       )
   }
-  /**
-   * The claims sent behind the alone check, before its answer (a pipelined connection): each claims
-   * only if the check took the lock. When it did not, nothing was claimed, and no handoff may say its
-   * claim was complete (the guard made it claim nothing, not find nothing).
-   */
-  function guarded(
-    now: number,
-    into: Array<Handoff>,
-    guard: string,
-    answer: Effect.Effect<AloneTops | undefined, SqlError>
-  ): Effect.Effect<AloneTops | undefined, SqlError, SqlClient> {
-    return Effect.gen(function* () {
-      const handoffs: Array<Handoff> = []
-      const claimed = yield* Effect.exit(claimEach(now, handoffs, guard))
-      const alone = yield* Effect.exit(answer)
-      const isAlone = Exit.isSuccess(alone) && alone.value !== undefined
-      // Into `into` whatever happens: a failed batch gives its handoffs' slots and rows back.
-      for (const handoff of handoffs)
-        if (isAlone) into.push(handoff)
-        else if (handoff.rows.length > 0) into.push({ claimer: handoff.claimer, rows: handoff.rows })
-      if (Exit.isFailure(claimed)) return yield* Effect.failCause(claimed.cause)
-      return yield* alone
-    })
-  }
-  function claimEach(now: number, into: Array<Handoff>, onlyIf: string | undefined) {
+  function claimEach(now: number, into: Array<Handoff>) {
     return Effect.forEach(
       [...claimers],
       (claimer) => {
@@ -145,8 +117,7 @@ export const make = (): CommitClaims => {
           now,
           leaseMs: claimer.leaseMs,
           limit: slots,
-          after: 0,
-          ...(onlyIf !== undefined && { onlyIf })
+          after: 0
         }
         // A claimer that can be covered gets its next due time and whether the claim was complete with
         // it (one statement on PostgreSQL, a second read on SQLite's in-process connection).

@@ -411,8 +411,6 @@ export interface ClaimRequest {
   readonly after: number
   /** The outbox's commit horizon (StoreBackend.horizon): no row above it is claimed (a reactor passes it). */
   readonly upTo?: number | undefined
-  /** An SQL condition from the store (never from a client) without which nothing is claimed: StoreBackend.claimAlone's guard. */
-  readonly onlyIf?: string | undefined
 }
 
 /**
@@ -432,7 +430,6 @@ const claimable = (sql: SqlClient, backend: StoreBackendShape, request: ClaimReq
   sql`SELECT o.sequence FROM outbox o
     WHERE o.status = 'pending' AND ${sql.in("o.kind", request.kinds)} AND o.available_at <= ${request.now}
       AND o.sequence > ${request.after}${request.upTo === undefined ? sql.literal("") : sql` AND o.sequence <= ${request.upTo}`}
-      ${sql.literal(request.onlyIf === undefined ? "" : `AND ${request.onlyIf}`)}
       AND NOT EXISTS (
         SELECT 1 FROM outbox e WHERE e.lane = o.lane AND e.sequence < o.sequence AND e.status IN ('pending', 'running', 'quarantined')
       )

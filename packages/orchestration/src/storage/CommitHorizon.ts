@@ -151,20 +151,6 @@ export const WRITERS_ALONE = `SELECT pg_try_advisory_xact_lock(hashtext($1)::big
   (SELECT MAX(sequence) FROM events) AS events_top, (SELECT MAX(sequence) FROM outbox) AS outbox_top`
 
 /**
- * For claims sent behind WRITERS_ALONE on a pipelined connection, before its answer (CommitClaims.ts):
- * true only when this transaction holds the schema's writers' lock EXCLUSIVE, that is when WRITERS_ALONE
- * took it. The claim's snapshot is taken after WRITERS_ALONE ran (PostgreSQL runs a connection's
- * statements in order), so a claim that passes is the same as a claim sent after the answer was read.
- * `writers` is writersName of a validated schema name: lower-case letters, digits, `_` and `:` only.
- */
-export const aloneGuard = (writers: string): string => {
-  if (!/^[a-z0-9_:]+$/.test(writers)) throw new Error(`writers' lock name '${writers}' is not a plain name`)
-  return `EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()
-    AND mode = 'ExclusiveLock' AND granted AND classid = 0 AND objsubid = 1
-    AND objid = (hashtext('${writers}')::bigint & 4294967295)::oid)`
-}
-
-/**
  * The observation statement for one table with a `sequence` column: L, the 32-bit xids of the
  * schema's running writers (`$2`: writersName), and (when `$1` is true) R. R is only taken in a
  * transaction without an xid of its own: an xid assigned by an earlier statement predates this

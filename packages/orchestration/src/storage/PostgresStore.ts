@@ -5,17 +5,17 @@
  * node-id locks, cross-process migrations, and the commit horizon that lets dispatches of several
  * processes run side by side (issue 20).
  */
-import { SqlClient, TransactionConnection } from "@effect/sql/SqlClient"
+import { SqlClient } from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import pg from "pg"
 import type { NodeIdInUse, StorageFailure } from "../Errors.js"
 import * as Receipts from "../Receipts.js"
 import * as CommitHorizon from "./CommitHorizon.js"
 import * as PgSessions from "./PgSessions.js"
-import { type AloneTops, StoreBackend, type StoreBackendShape } from "./StoreBackend.js"
+import { StoreBackend, type StoreBackendShape } from "./StoreBackend.js"
 import { toStorageFailure } from "./StorageErrors.js"
 
 export interface PostgresStoreOptions {
@@ -72,25 +72,6 @@ const receiptNulls = Receipts.columns
   .map(() => "NULL")
   .join(", ")
 
-type AloneCheck = StoreBackendShape["claimAlone"]
-
-type AloneRow = { alone: boolean; events_top: string | number | null; outbox_top: string | number | null }
-
-/** WRITERS_ALONE's row: the tops it saw when it took the lock, undefined when another writer held it. */
-const aloneTops = (rows: ReadonlyArray<AloneRow>): AloneTops | undefined => {
-  const row = rows[0]
-  return row?.alone === true ? { events: Number(row.events_top ?? 0), outbox: Number(row.outbox_top ?? 0) } : undefined
-}
-
-/**
- * The node-postgres client under @effect/sql-pg's reserved connection (PgCommitWriter reads it too), when
- * it pipelines (this store's pool does): a query given to it goes on the wire at once, behind those before it.
- */
-const pipelinedClient = (conn: unknown): pg.PoolClient | undefined => {
-  const raw = (conn as { readonly pg?: pg.PoolClient }).pg
-  return raw !== undefined && (raw as unknown as { readonly pipeline?: boolean }).pipeline === true ? raw : undefined
-}
-
 const IDENTIFIER = /^[a-z_][a-z0-9_]{0,40}$/
 
 /** The URL with the schema as the connection's search_path. */
@@ -111,7 +92,6 @@ const makeBackend = (
   const self = randomUUID()
   const lockKey = (name: string) => `orchestration:${schema}:${name}`
   const writers = CommitHorizon.writersName(schema)
-  const aloneGuard = CommitHorizon.aloneGuard(writers)
   // One horizon per table for every reader of this process; each refresh moves it.
   const horizons: Record<"events" | "outbox", CommitHorizon.Horizon> = {
     events: CommitHorizon.initial,
@@ -159,18 +139,6 @@ const makeBackend = (
   return {
     dialect: "postgres",
     beginWrite: "BEGIN",
-    beginAhead: (conn, statement) => {
-      const raw = pipelinedClient(conn)
-      if (raw === undefined) return undefined
-      // Pipelined: on the wire before any statement the transaction's body sends on this client.
-      const answered = new Promise<Error | null>((resolve) => {
-        raw.query(statement, (error: Error | null) => resolve(error))
-      })
-      return Effect.flatMap(
-        Effect.promise(() => answered),
-        (error) => (error === null ? Effect.void : Effect.fail(new SqlError({ cause: error, message: "BEGIN failed" })))
-      )
-    },
     shared: true,
     beginBatch: (cached, commandIds) =>
       Effect.gen(function* () {
@@ -311,36 +279,20 @@ const makeBackend = (
     ),
     notifyOthers: Effect.flatMap(SqlClient, (sql) => Effect.asVoid(sql`SELECT pg_notify(${channel}, ${self})`)),
     skipLocked: "FOR UPDATE SKIP LOCKED",
-    claimAlone: Effect.flatMap(Effect.serviceOption(TransactionConnection), (transaction): AloneCheck => {
-      const raw = transaction._tag === "Some" ? pipelinedClient(transaction.value[0]) : undefined
-      if (raw === undefined)
-        return Effect.map(SqlClient, (sql) => ({
-          guard: undefined,
-          answer: Effect.map(sql.unsafe<AloneRow>(CommitHorizon.WRITERS_ALONE, [writers]), aloneTops)
-        }))
-      // Pipelined: sent now, so the claims the caller sends next go out behind it, one round trip in all.
-      return Effect.sync(() => {
-        const answered = new Promise<{ readonly error: Error | null; readonly rows: ReadonlyArray<AloneRow> }>(
-          (resolve) => {
-            raw.query(
-              { text: CommitHorizon.WRITERS_ALONE, values: [writers] },
-              (error: Error | null, result: pg.QueryResult) =>
-                resolve({ error, rows: (result?.rows ?? []) as unknown as ReadonlyArray<AloneRow> })
-            )
-          }
-        )
-        return {
-          guard: aloneGuard,
-          answer: Effect.flatMap(
-            Effect.promise(() => answered),
-            ({ error, rows }) =>
-              error === null
-                ? Effect.succeed(aloneTops(rows))
-                : Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" }))
-          )
+    claimAlone: Effect.flatMap(SqlClient, (sql) =>
+      Effect.map(
+        sql.unsafe<{ alone: boolean; events_top: string | number | null; outbox_top: string | number | null }>(
+          CommitHorizon.WRITERS_ALONE,
+          [writers]
+        ),
+        (rows) => {
+          const row = rows[0]
+          return row?.alone === true
+            ? { events: Number(row.events_top ?? 0), outbox: Number(row.outbox_top ?? 0) }
+            : undefined
         }
-      })
-    }),
+      )
+    ),
     // Held by a session of its own kept for the process's lifetime: a crashed process's connection
     // closes and PostgreSQL releases the lock, so a restart under the same id gets it at once.
     holdNodeId: (nodeId) =>
@@ -358,44 +310,11 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
   const schema = options.schema ?? "public"
   if (!IDENTIFIER.test(schema)) throw new Error(`schema '${schema}' must be a lower-case SQL identifier`)
   const url = schema === "public" ? options.url : withSearchPath(options.url, schema)
-  const applicationName = options.applicationName ?? "orchestration-engine"
-  // A pool of clients in pipeline mode (node-postgres sends a query without waiting for the answers of
-  // those before it on the same connection): a write transaction's BEGIN goes out with its first
-  // statement, one round trip fewer on the dispatch path (Transactions.writeTransaction). Statements on
-  // a connection are still answered in order, and each has its own Sync, so one's error is its own.
-  // Cursors (`executeStream`) cannot run on a pipelined client; nothing here streams from PostgreSQL.
-  const client = PgClient.layerFromPool({
-    acquire: Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          const pool = new pg.Pool({
-            connectionString: url,
-            max: options.maxConnections ?? 10,
-            application_name: applicationName,
-            types,
-            pipeline: true
-          })
-          // An idle client's error (a server restart) is the next query's failure; unhandled it would end the process.
-          pool.on("error", () => {}) // swallow-ok: surfaced by the next query on that client
-          try {
-            await pool.query("SELECT 1")
-          } catch (error) {
-            await pool.end().catch(() => {}) // swallow-ok: the connect error is the one reported
-            throw error
-          }
-          return pool
-        },
-        catch: (cause) => new SqlError({ cause, message: "could not connect to PostgreSQL" })
-      }),
-      (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption(1000))
-    ).pipe(
-      Effect.timeoutFail({
-        duration: "5 seconds",
-        onTimeout: () => new SqlError({ cause: new Error("timed out"), message: "could not connect to PostgreSQL" })
-      })
-    ),
-    applicationName,
-    types
+  const client = PgClient.layer({
+    url: Redacted.make(url),
+    types,
+    maxConnections: options.maxConnections ?? 10,
+    applicationName: options.applicationName ?? "orchestration-engine"
   })
   const ensureSchema = Layer.effectDiscard(
     Effect.flatMap(SqlClient, (sql) =>

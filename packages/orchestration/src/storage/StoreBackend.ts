@@ -15,7 +15,6 @@
  * The default value is SQLite's, so an engine over `SqliteStore.layer` needs nothing else.
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
-import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, type Scope, Stream } from "effect"
 import type { NodeIdInUse } from "../Errors.js"
@@ -55,13 +54,6 @@ export interface StoreBackendShape {
   readonly dialect: "sqlite" | "postgres"
   /** Opens a write transaction. SQLite takes its write lock up front so a batch never upgrades. */
   readonly beginWrite: string
-  /**
-   * Where the connection pipelines (PostgreSQL): sends `statement` (the BEGIN) on the reserved connection
-   * at once, without waiting for its answer, and returns the wait for that answer. The transaction's
-   * first statement then goes out behind it instead of a round trip later (Transactions.writeTransaction).
-   * Undefined where a BEGIN is sent and answered first (SQLite, or a connection that is not pipelined).
-   */
-  readonly beginAhead: (conn: Connection, statement: string) => Effect.Effect<void, SqlError> | undefined
   /** Whether running rows of a dead previous incarnation may belong to live peers (shared store). */
   readonly shared: boolean
   /**
@@ -132,15 +124,8 @@ export interface StoreBackendShape {
   /**
    * In a writing transaction, before a claim in it (CommitClaims.ts): whether this is the only writer,
    * kept so until COMMIT (PostgreSQL: CommitHorizon.WRITERS_ALONE). Always true on SQLite (one writer).
-   * `answer` is that. Where the connection pipelines, the statement is sent at once and `guard` is set:
-   * an SQL condition, true only in a transaction that is alone, for the claims sent behind it
-   * (`Outbox.ClaimRequest.onlyIf`) before the answer comes; without `guard` a claim waits for `answer`.
    */
-  readonly claimAlone: Effect.Effect<
-    { readonly guard: string | undefined; readonly answer: Effect.Effect<AloneTops | undefined, SqlError> },
-    SqlError,
-    SqlClient
-  >
+  readonly claimAlone: Effect.Effect<AloneTops | undefined, SqlError, SqlClient>
   /**
    * Holds this node id for the scope's lifetime, failing when a live process already holds it. On a
    * shared store this is what lets boot settle its own previous incarnation's rows at once: no live
@@ -167,7 +152,6 @@ const noOtherWriter: number | undefined = undefined
 export const sqliteBackend: StoreBackendShape = {
   dialect: "sqlite",
   beginWrite: "BEGIN IMMEDIATE",
-  beginAhead: () => undefined,
   shared: false,
   beginBatch: () => Effect.succeed({ stale: [], head: undefined, receipts: undefined }),
   inOwnTransaction: (body) => body,
@@ -180,7 +164,7 @@ export const sqliteBackend: StoreBackendShape = {
   foreignCommitHints: Stream.empty,
   notifyOthers: Effect.void,
   skipLocked: "",
-  claimAlone: Effect.succeed({ guard: undefined, answer: Effect.succeed(sqliteAlone) }),
+  claimAlone: Effect.succeed(sqliteAlone),
   // The file lock already makes this process the only one on the store.
   holdNodeId: () => Effect.void
 }

@@ -33,23 +33,13 @@ export const writeTransaction = <A, E, R>(
       return yield* Effect.scoped(
         Effect.gen(function* () {
           const conn = yield* sql.reserve.pipe(Effect.mapError(toStorageFailure(`${operation}: connect`)))
-          const backend = yield* StoreBackend
-          const begin = options.begin ?? backend.beginWrite
-          const beginFailed = toStorageFailure(`${operation}: begin`)
-          // Where the connection pipelines, the BEGIN goes out now and its answer is awaited before the
-          // COMMIT (a failed BEGIN fails the body's statements too: the connection is broken).
-          const beginAnswered = backend.beginAhead(conn, begin)
-          if (beginAnswered === undefined)
-            yield* conn.executeUnprepared(begin, [], undefined).pipe(Effect.mapError(beginFailed))
+          yield* conn
+            .executeUnprepared(options.begin ?? (yield* StoreBackend).beginWrite, [], undefined)
+            .pipe(Effect.mapError(toStorageFailure(`${operation}: begin`)))
           const exit = yield* restore(body).pipe(
             Effect.provideService(TransactionConnection, [conn, 0] as const),
             Effect.exit
           )
-          const begun = beginAnswered === undefined ? Exit.void : yield* Effect.exit(beginAnswered)
-          if (Exit.isFailure(begun)) {
-            yield* rollbackQuietly(conn, "ROLLBACK")
-            return yield* beginFailed(Cause.squash(begun.cause))
-          }
           if (Exit.isSuccess(exit)) {
             const committed = yield* conn.executeUnprepared("COMMIT", [], undefined).pipe(Effect.exit)
             if (Exit.isSuccess(committed)) return exit.value

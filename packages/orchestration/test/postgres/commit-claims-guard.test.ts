@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import pg from "pg"
 import { Engine } from "../../src/index.js"
 import * as Outbox from "../../src/Outbox.js"
@@ -17,7 +17,6 @@ import * as TestStore from "../../src/testing/TestStore.js"
 import { probe } from "../fixtures/commitProbe.js"
 import { submit } from "../fixtures/Jobs.js"
 import { eventually, scriptedHandler, stack, testReactor } from "../fixtures/reactors.js"
-import { orderDuring } from "./sentOrder.js"
 
 /** Another session on the test's schema (closed with the scope), and the schema's writers' lock name. */
 const otherSession = Effect.gen(function* () {
@@ -110,28 +109,5 @@ describe("claims at commit on PostgreSQL", () => {
         "performed"
       )
     }).pipe(Effect.scoped, Effect.provide(stack([testReactor(handler.handle)]).pipe(Layer.provide(seen.layer))))
-  })
-
-  it.effect("the claim goes out behind the alone check, before its answer: one round trip for both", () => {
-    const handler = scriptedHandler()
-    return Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* eventually(Effect.succeed(true))
-      // when a batch writes a row an idle reactor takes
-      const { exit, order } = yield* orderDuring(engine.dispatchWithReceipt(submit("quick", "work.safe")))
-      assert.isTrue(Exit.isSuccess(exit))
-      yield* eventually(
-        Effect.map(Outbox.find("job:quick"), (row) => row?.status === "succeeded"),
-        "the reactor performs it"
-      )
-      // then the claim was sent before the alone check was answered, and it claimed the row at commit
-      const sentAlone = order.indexOf("sent SELECT pg_try_advisory_x")
-      const sentClaim = order.indexOf("sent UPDATE outbox SET status", sentAlone)
-      const answeredAlone = order.indexOf("answered SELECT pg_try_advisory_x")
-      assert.isAtLeast(sentAlone, 0, order.join(", "))
-      assert.isAbove(sentClaim, sentAlone, order.join(", "))
-      assert.isBelow(sentClaim, answeredAlone, order.join(", "))
-      assert.deepStrictEqual(handler.performed, ["job:quick#1"])
-    }).pipe(Effect.provide(stack([testReactor(handler.handle)])))
   })
 })
