@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option } from "effect"
+import { EffectOutcomes } from "@orchestration/engine"
 import { domain as accounts } from "./fixtures/AccountsDomain.js"
 import * as ServerDomain from "../src/ServerDomain.js"
 import { ThreadViews } from "../src/ThreadViews.js"
@@ -85,6 +86,20 @@ describe("health, metrics, docs and unknown routes", () => {
       const docs = yield* raw(url, "/docs")
       assert.strictEqual(docs.status, 200)
       assert.include(docs.body as string, "html")
+      // A parked row's record is the engine's own schema: who parked it is one of the closed settlers,
+      // not any string (the document is what clients generate their types from).
+      const quarantineSchemas: Array<{ properties: Record<string, { enum?: Array<string> }> }> = []
+      const walk = (node: unknown): void => {
+        if (typeof node !== "object" || node === null) return
+        const props = (node as { properties?: Record<string, unknown> }).properties
+        if (props !== undefined && "settlement" in props && "by" in props)
+          quarantineSchemas.push(node as (typeof quarantineSchemas)[number])
+        for (const child of Object.values(node)) walk(child)
+      }
+      walk(spec.body)
+      assert.isAbove(quarantineSchemas.length, 0, "the effect view documents its quarantine record")
+      for (const schema of quarantineSchemas)
+        assert.sameMembers(schema.properties.by?.enum ?? [], [...EffectOutcomes.SettledBy.literals])
       const unknown = yield* raw(url, "/v1/nothing-here")
       assert.strictEqual(unknown.status, 404)
       assert.deepStrictEqual(unknown.body, { error: "NotFound", message: "no route GET /v1/nothing-here" })

@@ -80,15 +80,11 @@ export const ReceiptView = Schema.Struct({
 
 export const EffectStatus = Schema.Literal("pending", "running", "succeeded", "failed", "cancelled", "quarantined")
 
-/** Why a row was parked: its settlement could not be recorded (engine Quarantine.ts, whose reasons these are). */
-export const QuarantineView = Schema.Struct({
-  reason: Quarantine.QuarantineReason,
-  message: Schema.String,
-  by: Schema.String,
-  at: Schema.Number,
-  /** The settlement it could not record; a release dispatches it again. */
-  settlement: Schema.Record({ key: Schema.String, value: Schema.Unknown })
-})
+/**
+ * Why a row was parked: its settlement could not be recorded. The engine's stored record as it is
+ * (QuarantineRecord.ts), so the document names the same closed reasons and settlers the engine writes.
+ */
+export const QuarantineView = Quarantine.QuarantineRecord
 
 export const EffectView = Schema.Struct({
   sequence: Schema.Number,
