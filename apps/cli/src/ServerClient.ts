@@ -59,6 +59,7 @@ const statusOfTag: Record<string, number> = {
   UnsupportedMediaType: 415,
   CommandRejected: 422,
   CommandDefect: 500,
+  StorageCorrupt: 500,
   StorageUnavailable: 503,
   EngineUnavailable: 503
 }

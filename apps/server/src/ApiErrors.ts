@@ -63,6 +63,15 @@ export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()
   reason: Schema.String
 }) {}
 
+/**
+ * A stored row the engine cannot read (cut off, edited by hand), or a damaged store file: asking again
+ * reads the same bytes, so this is no outage to wait out (503) but damage an operator repairs. The
+ * message names the row and what is wrong with it, never its contents.
+ */
+export class StorageCorrupt extends Schema.TaggedError<StorageCorrupt>()("StorageCorrupt", {
+  message: Schema.String
+}) {}
+
 /** The server is still opening, migrating or reconciling its store: nothing is served yet. Retry later. */
 export class Starting extends Schema.TaggedError<Starting>()("Starting", { message: Schema.String }) {}
 
@@ -107,6 +116,7 @@ export const Wire = {
   UnsupportedMediaType: onWire(UnsupportedMediaType, 415),
   CommandRejected: onWire(CommandRejected, 422),
   CommandDefect: onWire(CommandDefect, 500),
+  StorageCorrupt: onWire(StorageCorrupt, 500),
   StorageUnavailable: onWire(StorageUnavailable, 503),
   EngineUnavailable: onWire(EngineUnavailable, 503),
   Starting: onWire(Starting, 503)
@@ -118,21 +128,27 @@ export type ApiDispatchError =
   | CommandRejected
   | EffectActionRefused
   | StorageUnavailable
+  | StorageCorrupt
   | EngineUnavailable
   | AggregateUnavailable
   | CommandDefect
 
-export const storageUnavailable = (failure: StorageFailure) =>
-  new StorageUnavailable({
-    reason: failure.reason,
-    message: `the store refused the write (${failure.code}) during ${failure.operation}: ${failure.message}`
-  })
+/** A store's failure as the edge answers it: damage (500, not retried) or a refusal to wait out (503). */
+export const fromStorageFailure = (failure: StorageFailure): StorageUnavailable | StorageCorrupt =>
+  failure.reason === "corrupt"
+    ? new StorageCorrupt({
+        message: `the store holds damaged data (${failure.code}) at ${failure.operation}: ${failure.message}`
+      })
+    : new StorageUnavailable({
+        reason: failure.reason,
+        message: `the store failed (${failure.code}) during ${failure.operation}: ${failure.message}`
+      })
 
 /** The one mapping from the engine's dispatch failures to what the edge answers. */
 export const fromDispatchError = (error: DispatchError): ApiDispatchError => {
   switch (error._tag) {
     case "StorageFailure":
-      return storageUnavailable(error)
+      return fromStorageFailure(error)
     case "EngineUnavailable":
       return error.reason === "storage-below-floor"
         ? new StorageUnavailable({ reason: "below-floor", message: error.message })

@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
+import { StorageFailure } from "./Errors.js"
 import * as StoredJson from "./StoredJson.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
@@ -86,6 +87,21 @@ export const columns = [
   "rejection",
   "accepted_at"
 ] as const satisfies ReadonlyArray<keyof ReceiptRow>
+
+/**
+ * A receipt marked unreadable as the failure its readers answer: the command was handled once, and what
+ * it was told cannot be known, so neither a retry nor a read may guess (StoredAnswers.storedAnswer, the
+ * server's receipt route). Undefined for a readable receipt.
+ */
+export const damage = (receipt: Receipt): StorageFailure | undefined =>
+  receipt.unreadable === undefined
+    ? undefined
+    : new StorageFailure({
+        reason: "corrupt",
+        code: "RECEIPT_UNREADABLE",
+        operation: "read receipt",
+        message: `the receipt of command '${receipt.commandId}' cannot be read: ${receipt.unreadable}`
+      })
 
 /** Never throws: a damaged row is a receipt marked `unreadable` (it used to fail its whole batch). */
 export const toReceipt = (row: ReceiptRow): Receipt => {

@@ -5,7 +5,7 @@
  */
 import { Effect, Exit } from "effect"
 import type { EventRecord } from "./Aggregate.js"
-import { CommandIdConflict, CommandRejected, StorageFailure } from "./Errors.js"
+import { CommandIdConflict, CommandRejected } from "./Errors.js"
 import * as EventLog from "./EventLog.js"
 import * as Receipts from "./Receipts.js"
 
@@ -39,16 +39,8 @@ export const answerFromReceipt = (receipt: Receipts.Receipt, identity: Receipts.
  */
 export const storedAnswer = (receipt: Receipts.Receipt) =>
   Effect.gen(function* () {
-    if (receipt.unreadable !== undefined) {
-      return Exit.fail(
-        new StorageFailure({
-          reason: "corrupt",
-          code: "RECEIPT_UNREADABLE",
-          operation: "read receipt",
-          message: `the receipt of command '${receipt.commandId}' cannot be read: ${receipt.unreadable}`
-        })
-      )
-    }
+    const damage = Receipts.damage(receipt)
+    if (damage !== undefined) return Exit.fail(damage)
     if (receipt.status === "rejected") {
       return Exit.fail(
         new CommandRejected({

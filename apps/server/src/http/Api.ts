@@ -28,6 +28,7 @@ const DispatchErrors = Schema.Union(
   Wire.PayloadTooLarge,
   Wire.UnsupportedMediaType,
   Wire.StorageUnavailable,
+  Wire.StorageCorrupt,
   Wire.EngineUnavailable,
   Wire.AggregateUnavailable,
   Wire.CommandDefect
@@ -221,10 +222,10 @@ const TimersQuery = Schema.Struct({
 /** A Server-Sent Events response, as its OpenAPI document describes it. */
 const EventStream = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" }))
 
-/** A read of something named: 404 when there is no such thing, 503 when the store cannot be read. */
+/** A read of something named: 404 when there is no such thing, 503 when the store cannot be read now, 500 when what it holds is damaged. */
 const readOf = <N extends string, M extends HttpMethod, P, U, B, H, S, E, R, RE>(
   endpoint: HttpApiEndpoint.HttpApiEndpoint<N, M, P, U, B, H, S, E, R, RE>
-) => endpoint.addError(Wire.NotFound).addError(Wire.StorageUnavailable)
+) => endpoint.addError(Wire.NotFound).addError(Wire.StorageUnavailable).addError(Wire.StorageCorrupt)
 
 /** The endpoint's description in the OpenAPI document. */
 const described =
@@ -251,12 +252,14 @@ export class EventsGroup extends HttpApiGroup.make("events")
       .setUrlParams(EventsQuery)
       .addSuccess(Schema.Struct({ events: Schema.Array(EventView), next: Schema.Number }))
       .addError(Wire.StorageUnavailable)
+      .addError(Wire.StorageCorrupt)
   )
   .add(
     HttpApiEndpoint.get("stream", "/events/stream")
       .setUrlParams(Schema.Struct({ after: optionalParam(Sequence), access_token: optionalParam(Schema.String) }))
       .addSuccess(EventStream)
       .addError(Wire.StorageUnavailable)
+      .addError(Wire.StorageCorrupt)
       .pipe(described("Server-Sent Events: id = sequence, event = type, data = the event. Honours Last-Event-ID."))
   )
   .prefix("/v1") {}
@@ -325,6 +328,7 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .setUrlParams(EffectsQuery)
       .addSuccess(Schema.Struct({ effects: Schema.Array(EffectView) }))
       .addError(Wire.StorageUnavailable)
+      .addError(Wire.StorageCorrupt)
   )
   .add(HttpApiEndpoint.get("get")`/effects/${effectId}`.addSuccess(EffectView).pipe(readOf))
   .add(
@@ -363,6 +367,7 @@ export class EffectsGroup extends HttpApiGroup.make("effects")
       .addError(Wire.PayloadTooLarge)
       .addError(Wire.UnsupportedMediaType)
       .addError(Wire.StorageUnavailable)
+      .addError(Wire.StorageCorrupt)
       .pipe(described("End a quarantined effect as failed with the operator's reason; its aggregate is not told."))
   )
   .prefix("/v1") {}
@@ -389,6 +394,7 @@ export type OutboxSummary = typeof OutboxSummary.Type
 const outboxSummary = HttpApiEndpoint.get("summary", "/outbox/summary")
   .addSuccess(OutboxSummary)
   .addError(Wire.StorageUnavailable)
+  .addError(Wire.StorageCorrupt)
   .pipe(described("Outbox rows by status and kind, oldest due pending age, reactor lag, the newest failures."))
 
 export class OutboxGroup extends HttpApiGroup.make("outbox").add(outboxSummary).prefix("/v1") {}
@@ -399,6 +405,7 @@ export class TimersGroup extends HttpApiGroup.make("timers")
       .setUrlParams(TimersQuery)
       .addSuccess(Schema.Struct({ timers: Schema.Array(TimerView) }))
       .addError(Wire.StorageUnavailable)
+      .addError(Wire.StorageCorrupt)
       .pipe(
         described(
           `Durable timers in one status (default failed: those that can never fire, each with its failure's reason and message), ` +

@@ -1,8 +1,8 @@
 /** POST /v1/commands (the front door over HTTP) and GET /v1/commands/:commandId (its receipt). */
 import { HttpApiBuilder } from "@effect/platform"
-import { Engine } from "@orchestration/engine"
+import { Engine, Receipts } from "@orchestration/engine"
 import { Effect, Option } from "effect"
-import { InvalidCommand, NotFound, storageUnavailable } from "../ApiErrors.js"
+import { InvalidCommand, NotFound, fromStorageFailure } from "../ApiErrors.js"
 import { ServerApi } from "./Api.js"
 import * as EdgeDispatch from "./EdgeDispatch.js"
 import { readJsonBody } from "./RequestBody.js"
@@ -23,26 +23,26 @@ export const CommandsLive = HttpApiBuilder.group(ServerApi, "commands", (handler
         )
       )
       .handle("receipt", ({ path }) =>
-        engine.receipt(path.commandId).pipe(
-          Effect.mapError(storageUnavailable),
-          Effect.flatMap(
-            Option.match({
-              onNone: () => Effect.fail(new NotFound({ message: `no command '${path.commandId}' has a receipt` })),
-              onSome: (receipt) =>
-                Effect.succeed({
-                  commandId: receipt.commandId,
-                  status: receipt.status,
-                  aggregateType: receipt.aggregateType,
-                  aggregateId: receipt.aggregateId,
-                  commandType: receipt.commandType,
-                  sequence: receipt.lastSequence,
-                  effectIds: receipt.effectIds,
-                  ...(receipt.rejection === null ? {} : { rejection: receipt.rejection }),
-                  acceptedAt: receipt.acceptedAt
-                })
-            })
-          )
-        )
+        Effect.gen(function* () {
+          const found = yield* engine.receipt(path.commandId).pipe(Effect.mapError(fromStorageFailure))
+          if (Option.isNone(found))
+            return yield* new NotFound({ message: `no command '${path.commandId}' has a receipt` })
+          const receipt = found.value
+          // A damaged receipt is not shown as if whole (its effect ids or rejection would read as empty).
+          const damage = Receipts.damage(receipt)
+          if (damage !== undefined) return yield* fromStorageFailure(damage)
+          return {
+            commandId: receipt.commandId,
+            status: receipt.status,
+            aggregateType: receipt.aggregateType,
+            aggregateId: receipt.aggregateId,
+            commandType: receipt.commandType,
+            sequence: receipt.lastSequence,
+            effectIds: receipt.effectIds,
+            ...(receipt.rejection === null ? {} : { rejection: receipt.rejection }),
+            acceptedAt: receipt.acceptedAt
+          }
+        })
       )
   })
 )

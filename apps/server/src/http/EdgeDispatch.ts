@@ -40,7 +40,8 @@ export const make = Effect.gen(function* () {
           Effect.flatMap(elapsed, (s) => metrics.observeDispatch(error._tag, s)).pipe(
             Effect.zipRight(storeRefused ? writability.refused : Effect.void)
           ),
-          (error._tag === "CommandDefect" || storeRefused
+          // Damaged stored data is no client's mistake: an operator must see it (it is no refused write).
+          (error._tag === "CommandDefect" || error._tag === "StorageCorrupt" || storeRefused
             ? Effect.logError("command failed")
             : Effect.logInfo("command refused")
           ).pipe(Effect.annotateLogs({ error: error._tag, reason: clip(error.message) }))

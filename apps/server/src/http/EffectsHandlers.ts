@@ -13,7 +13,7 @@ import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { CommandId, EffectOutcomes, Engine, Outbox, Quarantine, StorageErrors } from "@orchestration/engine"
 import { Effect, type Layer, Option, ParseResult, Schema } from "effect"
-import { fromDispatchError, InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
+import { fromDispatchError, InvalidRequest, NotFound, fromStorageFailure } from "../ApiErrors.js"
 import type { ServerMetrics } from "../Metrics.js"
 import type { StoreWritability } from "../StoreWritability.js"
 import { FailQuarantinedBody, OperatorBody, ServerApi } from "./Api.js"
@@ -33,7 +33,7 @@ export const EffectsLive: Layer.Layer<
     const dispatch = yield* EdgeDispatch.make
     const find = (effectId: string) =>
       Outbox.find(effectId).pipe(
-        Effect.mapError((e) => storageUnavailable(StorageErrors.toStorageFailure("read effect")(e))),
+        Effect.mapError((e) => fromStorageFailure(StorageErrors.toStorageFailure("read effect")(e))),
         Effect.flatMap((row) =>
           row === undefined ? Effect.fail(new NotFound({ message: `no effect '${effectId}'` })) : Effect.succeed(row)
         ),
@@ -72,7 +72,7 @@ export const EffectsLive: Layer.Layer<
         yield* find(effectId)
         return yield* Quarantine.release(effectId).pipe(
           Effect.catchTags({
-            StorageFailure: (failure) => Effect.fail(storageUnavailable(failure)),
+            StorageFailure: (failure) => Effect.fail(fromStorageFailure(failure)),
             InvalidCommand: (error) => Effect.fail(fromDispatchError(error)),
             CommandIdConflict: (error) => Effect.fail(fromDispatchError(error)),
             CommandRejected: (error) => Effect.fail(fromDispatchError(error)),
@@ -90,7 +90,7 @@ export const EffectsLive: Layer.Layer<
         const body = yield* operatorBody(request, FailQuarantinedBody, "{ reason } (1 to 500 characters)", false, true)
         yield* find(effectId)
         return yield* Quarantine.fail(effectId, body.reason).pipe(
-          Effect.catchTag("StorageFailure", (failure) => Effect.fail(storageUnavailable(failure))),
+          Effect.catchTag("StorageFailure", (failure) => Effect.fail(fromStorageFailure(failure))),
           Effect.provideService(SqlClient, sql),
           Effect.annotateLogs({ effectId, action: "fail" })
         )
@@ -110,7 +110,7 @@ export const EffectsLive: Layer.Layer<
         const previous =
           repeated === undefined
             ? undefined
-            : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(storageUnavailable)))
+            : Option.getOrUndefined(yield* engine.receipt(repeated).pipe(Effect.mapError(fromStorageFailure)))
         const commandId = body.commandId ?? EffectOutcomes.defaultOperatorId(action, row, previous)
         return yield* dispatch(EffectOutcomes.operatorCommand(action, row, commandId), "internal").pipe(
           Effect.annotateLogs({ effectId: row.effectId, action })
@@ -125,7 +125,7 @@ export const EffectsLive: Layer.Layer<
           aggregateId: urlParams.aggregateId,
           limit: urlParams.limit ?? 100
         }).pipe(
-          Effect.mapError((e) => storageUnavailable(StorageErrors.toStorageFailure("list effects")(e))),
+          Effect.mapError((e) => fromStorageFailure(StorageErrors.toStorageFailure("list effects")(e))),
           Effect.map((effects) => ({ effects })),
           Effect.provideService(SqlClient, sql)
         )

@@ -2,7 +2,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Engine } from "@orchestration/engine"
 import { Effect } from "effect"
-import { InvalidRequest, storageUnavailable } from "../ApiErrors.js"
+import { InvalidRequest, fromStorageFailure } from "../ApiErrors.js"
 import { ServerState } from "../ServerState.js"
 import { ServerApi } from "./Api.js"
 import { eventJson, eventStream, parseLastEventId, sseResponse } from "./Sse.js"
@@ -23,7 +23,7 @@ export const EventsLive = HttpApiBuilder.group(ServerApi, "events", (handlers) =
             ...(urlParams.aggregateId === undefined ? {} : { aggregateId: urlParams.aggregateId })
           })
           .pipe(
-            Effect.mapError(storageUnavailable),
+            Effect.mapError(fromStorageFailure),
             Effect.map((events) => ({
               events: events.map(eventJson),
               next: events.at(-1)?.sequence ?? urlParams.after ?? 0

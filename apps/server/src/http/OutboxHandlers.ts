@@ -6,7 +6,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, Outbox, StorageErrors } from "@orchestration/engine"
 import { Clock, Effect } from "effect"
-import { storageUnavailable } from "../ApiErrors.js"
+import { fromStorageFailure } from "../ApiErrors.js"
 import * as OutboxStats from "../OutboxStats.js"
 import { ServerState } from "../ServerState.js"
 import { ServerApi } from "./Api.js"
@@ -50,7 +50,7 @@ export const OutboxLive = HttpApiBuilder.group(ServerApi, "outbox", (handlers) =
           recentFailures: failures.filter((row) => row !== undefined && row.status === "failed").map((row) => row!),
           quarantined
         }
-      }).pipe(Effect.mapError(storageUnavailable), Effect.provide(context))
+      }).pipe(Effect.mapError(fromStorageFailure), Effect.provide(context))
     )
   })
 )

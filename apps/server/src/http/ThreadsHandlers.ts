@@ -3,7 +3,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Engine, type StorageFailure } from "@orchestration/engine"
 import { Effect, Option, Stream } from "effect"
-import { InvalidRequest, NotFound, storageUnavailable } from "../ApiErrors.js"
+import { InvalidRequest, NotFound, fromStorageFailure } from "../ApiErrors.js"
 import { ServerState } from "../ServerState.js"
 import * as ThreadStream from "../ThreadStream.js"
 import { ThreadViews, type ThreadViewsShape } from "../ThreadViews.js"
@@ -43,7 +43,7 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
         onNone: () => Effect.fail(noThreads()),
         onSome: (v) =>
           read(v).pipe(
-            Effect.mapError(storageUnavailable),
+            Effect.mapError(fromStorageFailure),
             Effect.flatMap(Option.match({ onNone: () => Effect.fail(missing(threadId)), onSome: Effect.succeed }))
           )
       })
@@ -57,13 +57,13 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
               after: urlParams.after,
               status: urlParams.status,
               order: urlParams.order
-            }).pipe(Effect.mapError(storageUnavailable))
+            }).pipe(Effect.mapError(fromStorageFailure))
       })
       .handle("triggers", ({ urlParams }) => {
         const list = Option.getOrUndefined(views)?.listTriggers
         return list === undefined
           ? Effect.fail(new NotFound({ message: "this server's domain has no triggers" }))
-          : list({ limit: urlParams.limit ?? defaultTriggerPage }).pipe(Effect.mapError(storageUnavailable))
+          : list({ limit: urlParams.limit ?? defaultTriggerPage }).pipe(Effect.mapError(fromStorageFailure))
       })
       .handleRaw("stream", ({ path, request, urlParams }) =>
         Effect.gen(function* () {
@@ -90,7 +90,7 @@ export const ThreadsLive = HttpApiBuilder.group(ServerApi, "threads", (handlers)
         return list === undefined
           ? Effect.fail(new NotFound({ message: "this server's domain has no approvals" }))
           : list({ limit: urlParams.limit ?? defaultApprovalPage, threadId: urlParams.threadId }).pipe(
-              Effect.mapError(storageUnavailable)
+              Effect.mapError(fromStorageFailure)
             )
       })
   })

@@ -7,7 +7,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { StorageErrors, Timers } from "@orchestration/engine"
 import { Effect } from "effect"
-import { storageUnavailable } from "../ApiErrors.js"
+import { fromStorageFailure } from "../ApiErrors.js"
 import { ServerApi, type TimerView } from "./Api.js"
 
 /** How many timers are listed when the client names no limit. */
@@ -33,7 +33,7 @@ export const TimersLive = HttpApiBuilder.group(ServerApi, "timers", (handlers) =
     const sql = yield* SqlClient
     return handlers.handle("list", ({ urlParams }) =>
       Timers.list({ status: urlParams.status ?? "failed", limit: urlParams.limit ?? defaultTimerPage }).pipe(
-        Effect.mapError((e) => storageUnavailable(StorageErrors.toStorageFailure("list timers")(e))),
+        Effect.mapError((e) => fromStorageFailure(StorageErrors.toStorageFailure("list timers")(e))),
         Effect.map((rows) => ({ timers: rows.map(timerView) })),
         Effect.provideService(SqlClient, sql)
       )
