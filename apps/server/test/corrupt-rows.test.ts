@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { onStore, postJson, raw, startServer, tempDataDir } from "./fixtures/server.js"
+import { firstLife, onStore, postJson, raw, startServer, tempDataDir } from "./fixtures/server.js"
 
 const command = { commandId: "c-1", type: "account.open", accountId: "a", owner: "ada" }
 
@@ -16,12 +16,7 @@ describe("a damaged stored row", () => {
       Effect.gen(function* () {
         const dataDir = tempDataDir()
         // First life: the command is accepted and its receipt stored.
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const { url } = yield* startServer({ dataDir })
-            assert.strictEqual((yield* postJson(url, "/v1/commands", command)).status, 200)
-          })
-        )
+        yield* firstLife(dataDir, [command])
         // Between lives: its receipt's effect ids are cut off.
         yield* onStore(
           dataDir,

@@ -1,7 +1,17 @@
 import { assert, describe, it } from "@effect/vitest"
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { client, effectStatus, onStore, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
+import {
+  client,
+  effectStatus,
+  firstLife,
+  onStore,
+  postJson,
+  raw,
+  startServer,
+  tempDataDir,
+  waitFor
+} from "./fixtures/server.js"
 
 const open = (id: string, accountId: string, owner: string) => ({
   commandId: id,
@@ -56,12 +66,7 @@ describe("the outbox over HTTP", () => {
     Effect.gen(function* () {
       const dataDir = tempDataDir()
       // First life: an account whose welcome mail is due in an hour.
-      yield* Effect.scoped(
-        Effect.gen(function* () {
-          const { url } = yield* startServer({ dataDir })
-          yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "later@example.com"))
-        })
-      )
+      yield* firstLife(dataDir, [open("o-1", "acc-1", "later@example.com")])
       // Between lives: its payload and the record of a past quarantine are cut off, as a bad migration
       // or a hand edit would leave them.
       yield* onStore(

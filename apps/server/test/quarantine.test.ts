@@ -1,7 +1,17 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { client, effectStatus, onStore, postJson, raw, startServer, tempDataDir, waitFor } from "./fixtures/server.js"
+import {
+  client,
+  effectStatus,
+  firstLife,
+  onStore,
+  postJson,
+  raw,
+  startServer,
+  tempDataDir,
+  waitFor
+} from "./fixtures/server.js"
 
 const open = (id: string, accountId: string, owner: string) => ({
   commandId: id,
@@ -17,16 +27,10 @@ describe("quarantined effects over HTTP", () => {
       Effect.gen(function* () {
         const dataDir = tempDataDir()
         // First life: two accounts whose welcome mails are due in an hour.
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const { url } = yield* startServer({ dataDir })
-            for (const n of [1, 2])
-              assert.strictEqual(
-                (yield* postJson(url, "/v1/commands", open(`o-${n}`, `acc-${n}`, "later@example.com"))).status,
-                200
-              )
-          })
-        )
+        yield* firstLife(dataDir, [
+          open("o-1", "acc-1", "later@example.com"),
+          open("o-2", "acc-2", "later@example.com")
+        ])
         // Between lives: a process that died had claimed both, and both accounts' logs stopped decoding.
         const original = yield* onStore(
           dataDir,
