@@ -12,13 +12,9 @@ import {
   tempDataDir,
   waitFor
 } from "./fixtures/server.js"
+import { openAccount } from "./fixtures/AccountsDomain.js"
 
-const open = (id: string, accountId: string, owner: string) => ({
-  commandId: id,
-  type: "account.open",
-  accountId,
-  owner
-})
+const open = openAccount
 
 describe("the outbox over HTTP", () => {
   it.scopedLive("lists effects by status, kind and aggregate, and shows one row with its lease and outcome", () =>
