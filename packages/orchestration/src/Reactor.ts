@@ -31,6 +31,7 @@ import { FreeSpace } from "./FreeSpace.js"
 import { OneShot } from "./OneShot.js"
 import * as Outbox from "./Outbox.js"
 import * as ReactorCursors from "./ReactorCursors.js"
+import * as StoredJson from "./StoredJson.js"
 import { toStorageFailure } from "./storage/StorageErrors.js"
 import * as CommitHorizon from "./storage/CommitHorizon.js"
 import { StoreBackend } from "./storage/StoreBackend.js"
@@ -50,14 +51,38 @@ export interface RetryPolicy {
 /**
  * How a handler says an effect failed. `retryable: false` makes the failure final at once.
  * `reason` is `handler` unless the handler failed because a store refused a write it needed
- * (`storage`, with the driver's code): its domain then knows nothing further can be recorded.
+ * (`storage`, with the driver's code): its domain then knows nothing further can be recorded; or
+ * because its row's payload is not what its kind writes (`defect`, from `payloadOf`).
  */
 export class EffectFailure extends Schema.TaggedError<EffectFailure>()("EffectFailure", {
   message: Schema.String,
   retryable: Schema.Boolean,
   code: Schema.optional(Schema.String),
-  reason: Schema.optional(Schema.Literal("handler", "storage"))
+  reason: Schema.optional(Schema.Literal("handler", "storage", "defect"))
 }) {}
+
+/** A row whose stored payload cannot be read is never performed: asking again reads the same stored bytes. */
+const notPerformed = (why: string) => ({
+  message: `not performed: ${why}`,
+  code: "payload-undecodable",
+  reason: "defect" as const
+})
+
+/**
+ * A handler's payload as its kind writes it, decoded with `schema` (the decoder built once). A payload
+ * of another shape (written by an older build, edited by hand) fails the effect for good, before the
+ * handler acts on fields it lacks, as a payload that is not JSON does (verdictFor); the reason says
+ * where and what was expected, never the stored value.
+ */
+export const payloadOf = <A, I>(schema: Schema.Schema<A, I, never>) => {
+  const decode = StoredJson.decoder(schema)
+  return (row: Outbox.OutboxRow): Effect.Effect<A, EffectFailure> => {
+    const read = decode(row.payload, `${row.kind} payload`)
+    return read.ok
+      ? Effect.succeed(read.value)
+      : Effect.fail(new EffectFailure({ ...notPerformed(read.why), retryable: false }))
+  }
+}
 
 export interface ReactorDefinition<R = never> {
   readonly name: string
@@ -104,11 +129,7 @@ export const verdictFor = (
   now: number
 ): Verdict => {
   // Never performed (perform skips its handler): asking again reads the same stored bytes.
-  if (row.undecodable !== undefined)
-    return {
-      type: "effect.fail",
-      error: { message: `not performed: ${row.undecodable}`, code: "payload-undecodable", reason: "defect" }
-    }
+  if (row.undecodable !== undefined) return { type: "effect.fail", error: notPerformed(row.undecodable) }
   if (Exit.isSuccess(exit)) return { type: "effect.succeed", response: exit.value ?? null }
   const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
   const attemptsLeft = row.attempts < retry.maxAttempts

@@ -30,11 +30,21 @@ export const read = (text: string, what: string): Read => {
  * of the shape). The decoder is built once, here, not per row.
  */
 export const reader = <A, I>(schema: Schema.Schema<A, I, never>, what: string) => {
-  const decode = ParseResult.decodeUnknownEither(schema)
+  const decode = decoder(schema)
   return (text: string): Read<A> => {
     const parsed = read(text, what)
-    if (!parsed.ok) return parsed
-    const decoded = decode(parsed.value)
+    return parsed.ok ? decode(parsed.value, what) : parsed
+  }
+}
+
+/**
+ * Checks a value already parsed from its column (an outbox row's payload) against `schema`: the
+ * decoded value, or why it is not of the shape. The decoder is built once, here, not per value.
+ */
+export const decoder = <A, I>(schema: Schema.Schema<A, I, never>) => {
+  const decode = ParseResult.decodeUnknownEither(schema)
+  return (value: unknown, what: string): Read<A> => {
+    const decoded = decode(value)
     return Either.isRight(decoded)
       ? { ok: true, value: decoded.right }
       : {

@@ -227,6 +227,29 @@ describe("reactor verdicts", () => {
         }
       })
   })
+  it.effect("a payload of another shape fails its handler's read as one that is not JSON fails the row", () =>
+    Effect.gen(function* () {
+      // given a kind's payload schema and a row whose stored payload is JSON of another shape
+      const payloadOf = Reactor.payloadOf(Schema.Struct({ threadId: Schema.String }))
+      const damaged = { kind: "model.step", attempts: 1, payload: { threadId: 7, text: "x".repeat(10_000) } }
+      // when its handler reads the payload, and the performance ends with that failure
+      const exit = yield* Effect.exit(payloadOf(damaged as Outbox.OutboxRow))
+      const policy = { onProcessLoss: "replay-safe", timeout: "1 second" } as const
+      // then it fails for good, unperformed, with the closed code and a reason that names the kind, not the value
+      assert.deepStrictEqual(Reactor.verdictFor(exit, row, policy, retry, 0), {
+        type: "effect.fail",
+        error: {
+          message:
+            "not performed: its stored model.step payload does not have the expected shape (threadId: expected string)",
+          code: "payload-undecodable",
+          reason: "defect"
+        }
+      })
+      assert.deepStrictEqual(yield* payloadOf({ ...damaged, payload: { threadId: "t1" } } as Outbox.OutboxRow), {
+        threadId: "t1"
+      })
+    })
+  )
 })
 
 describe("timer fire verdicts", () => {
