@@ -11,19 +11,26 @@ import {
   Engine,
   type FlushWindows,
   type Outbox,
-  type Reactor,
+  Reactor,
   StorageErrors,
   StreamIngest
 } from "@orchestration/engine"
 import { Duration, Effect, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { delegateMessageId, delegationCommandId } from "./Delegation.js"
+import {
+  DelegateCallPayload,
+  delegateMessageId,
+  DelegateReplyPayload,
+  DelegateWithdrawPayload,
+  delegationCommandId
+} from "./Delegation.js"
 import * as McpServers from "./McpServers.js"
-import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
+import { type McpTarget, parseOfferedName } from "./McpTools.js"
 import { ModelProvider, type ModelStepRequest, runStream, streamOf } from "./Provider.js"
 import * as StepStreams from "./StepStreams.js"
-import { turnIdOf } from "./ThreadEvents.js"
+import { CleanupPayload, turnIdOf } from "./ThreadEvents.js"
 import { transcriptOf } from "./ThreadReadModel.js"
+import { McpCallPayload, ToolCallPayload } from "./ToolCallPlanning.js"
 import { findTrigger } from "./TriggerReadModel.js"
 import {
   DelegateInput,
@@ -33,16 +40,9 @@ import {
   type EffectKind,
   TriggerEditInput
 } from "./Tools.js"
-import { THREAD_DELETED, TriggerSpec } from "./Trigger.js"
+import { THREAD_DELETED, TriggerFirePayload, TriggerSpec } from "./Trigger.js"
+import { ModelStepPayload } from "./TurnProgress.js"
 import { World, type WorldError, type WorldToolName } from "./World.js"
-
-interface ToolPayload {
-  readonly threadId: string
-  readonly turnId: string
-  readonly callId: string
-  readonly name: string
-  readonly arguments: unknown
-}
 
 const kinds = Object.fromEntries(
   Object.values(toolPolicies).map((policy) => [
@@ -165,10 +165,9 @@ const streamedStep = (row: Outbox.OutboxRow, request: ModelStepRequest) =>
  * One step: the built-in tools and the MCP tools of the servers up now. Each call of an offered MCP
  * tool carries the policy its annotations give, so the decider records it with the call.
  */
-const modelStep = (row: Outbox.OutboxRow) =>
+const modelStep = (row: Outbox.OutboxRow, { threadId }: ModelStepPayload) =>
   Effect.gen(function* () {
     const mcpTools = yield* (yield* McpServers.McpServers).tools
-    const { threadId } = row.payload as { threadId: string }
     const transcript = yield* transcriptOf(threadId).pipe(
       Effect.mapError((e) =>
         // A damaged message stays damaged until an operator repairs it: asking again cannot help.
@@ -243,7 +242,7 @@ const dispatchFailure =
  * `await: true` the message names the waiting call (and the threads waiting above it), and this row
  * settles once the message is accepted: the call then waits in its thread's state (Delegation.ts).
  */
-const delegate = (row: Outbox.OutboxRow, payload: ToolPayload & { readonly awaitChain?: ReadonlyArray<string> }) =>
+const delegate = (row: Outbox.OutboxRow, payload: DelegateCallPayload) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     const world = yield* World
@@ -283,11 +282,13 @@ const delegate = (row: Outbox.OutboxRow, payload: ToolPayload & { readonly await
  * to the turn it awaited: one command under an id derived from this effect. A rejection is an answer
  * (the call already has its result, the turn is gone) and settles the row.
  */
-const delegationCommand = (row: Outbox.OutboxRow) =>
+const delegationCommand = (
+  row: Outbox.OutboxRow,
+  payload: DelegateReplyPayload | DelegateWithdrawPayload,
+  type: "delegate.answer" | "delegation.withdraw"
+) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
-    const payload = row.payload as Record<string, unknown>
-    const type = row.kind === "delegate.reply" ? "delegate.answer" : "delegation.withdraw"
     return yield* engine
       .dispatchWithReceipt({ ...payload, commandId: delegationCommandId(row.effectId), type }, { origin: "internal" })
       .pipe(
@@ -306,7 +307,7 @@ const delegationCommand = (row: Outbox.OutboxRow) =>
  * the Trigger decider refuses (a bad cron or time zone) is the call's result, and nothing is written.
  * Then the world file mirrors the trigger, so the world shows from outside what was put.
  */
-const triggerEdit = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+const triggerEdit = (row: Outbox.OutboxRow, payload: ToolCallPayload) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     const invalid = (e: ParseResult.ParseError) =>
@@ -359,10 +360,9 @@ const triggerEdit = (row: Outbox.OutboxRow, payload: ToolPayload) =>
   })
 
 /** A tick: the message to the thread, under the tick's id (the effect id), so a repeated tick is a duplicate. */
-const triggerFire = (row: Outbox.OutboxRow) =>
+const triggerFire = (row: Outbox.OutboxRow, { threadId, text }: TriggerFirePayload) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
-    const { threadId, text } = row.payload as { threadId: string; text: string }
     const messageId = `t-${createHash("sha256").update(row.effectId).digest("hex").slice(0, 40)}`
     const answer = yield* engine
       .dispatchWithReceipt(
@@ -385,7 +385,7 @@ const triggerFire = (row: Outbox.OutboxRow) =>
     return { threadId, commandId: row.effectId, messageId, sequence: answer.sequence, duplicate: answer.duplicate }
   })
 
-const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
+const worldTool = (row: Outbox.OutboxRow, payload: ToolCallPayload) =>
   Effect.gen(function* () {
     const world = yield* World
     return yield* world
@@ -399,36 +399,63 @@ const worldTool = (row: Outbox.OutboxRow, payload: ToolPayload) =>
       .pipe(Effect.mapError((error) => worldFailure(error, row.kind)))
   })
 
-const cleanup = (row: Outbox.OutboxRow) =>
+const cleanup = (row: Outbox.OutboxRow, { threadId }: CleanupPayload) =>
   Effect.gen(function* () {
     const world = yield* World
     yield* world
       .recordPerformance({ effectId: row.effectId, kind: row.kind, attempt: row.attempts })
       .pipe(Effect.mapError((e) => worldFailure(e, row.kind)))
-    return { cleaned: (row.payload as { threadId: string }).threadId }
+    return { cleaned: threadId }
   })
 
 export type AgentServices = ModelProvider | World | McpServers.McpServers | Engine.Engine | FlushWindows | SqlClient
 
+/**
+ * A handler run on its row's payload as its kind writes it (`schema`, the decoder built once): a
+ * payload of another shape fails the row for good, unperformed (Reactor.payloadOf).
+ */
+const withPayload = <A, I, R>(
+  schema: Schema.Schema<A, I, never>,
+  handler: (row: Outbox.OutboxRow, payload: A) => Effect.Effect<unknown, EffectFailure, R>
+) => {
+  const payloadOf = Reactor.payloadOf(schema)
+  return (row: Outbox.OutboxRow) => Effect.flatMap(payloadOf(row), (payload) => handler(row, payload))
+}
+
+const performModelStep = withPayload(ModelStepPayload, modelStep)
+const performCleanup = withPayload(CleanupPayload, cleanup)
+const performDelegate = withPayload(DelegateCallPayload, delegate)
+const performReply = withPayload(DelegateReplyPayload, (row, payload) =>
+  delegationCommand(row, payload, "delegate.answer")
+)
+const performWithdraw = withPayload(DelegateWithdrawPayload, (row, payload) =>
+  delegationCommand(row, payload, "delegation.withdraw")
+)
+const performMcpCall = withPayload(McpCallPayload, mcpCall)
+const performTriggerEdit = withPayload(ToolCallPayload, triggerEdit)
+const performTriggerFire = withPayload(TriggerFirePayload, triggerFire)
+const performWorldTool = withPayload(ToolCallPayload, worldTool)
+
 export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFailure, AgentServices> => {
   switch (row.kind) {
     case "model.step":
-      return modelStep(row)
+      return performModelStep(row)
     case "thread.cleanup":
-      return cleanup(row)
+      return performCleanup(row)
     case "tool.delegate":
-      return delegate(row, row.payload as ToolPayload)
+      return performDelegate(row)
     case "delegate.reply":
+      return performReply(row)
     case "delegate.withdraw":
-      return delegationCommand(row)
+      return performWithdraw(row)
     case "tool.mcp_call":
-      return mcpCall(row, row.payload as McpCallPayload)
+      return performMcpCall(row)
     case "tool.trigger_edit":
-      return triggerEdit(row, row.payload as ToolPayload)
+      return performTriggerEdit(row)
     case "trigger.fire":
-      return triggerFire(row)
+      return performTriggerFire(row)
     default:
-      return worldTool(row, row.payload as ToolPayload)
+      return performWorldTool(row)
   }
 }
 

@@ -14,7 +14,7 @@ import {
   Waits
 } from "@orchestration/engine"
 import { type ApprovalPolicy, deniedContent, requiresApproval, waitNameOf } from "./Approval.js"
-import type { McpCallPayload } from "./McpTools.js"
+import type { McpCallPayload } from "./ToolCallPlanning.js"
 import type { ActiveTurn, ApprovalVerdict, CallRecord, ThreadEvent, ThreadState } from "./ThreadEvents.js"
 import { answerCall } from "./TurnProgress.js"
 /**

@@ -32,6 +32,7 @@ import {
 import { Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type AwaitedBy, waitNameOf } from "./DelegationEvents.js"
+import { ToolCallPayload } from "./ToolCallPlanning.js"
 import {
   type ActiveTurn,
   type CallRecord,
@@ -59,6 +60,38 @@ export const delegationCommandId = (effectId: string) => CommandId.boundedId("de
 const replyEffectId = (turnId: string) => CommandId.boundedId("reply:", turnId)
 const withdrawEffectId = (callEffectId: string) => CommandId.boundedId("withdraw:", callEffectId)
 
+/**
+ * The payload of a `delegate.reply` row: the `delegate.answer` it sends, but for its id and type. Its
+ * shape only: what the command refuses (a thread id it does not allow) is that command's answer.
+ */
+export const DelegateReplyPayload = Schema.Struct({
+  threadId: Schema.String,
+  effectId: Schema.String,
+  childThreadId: Schema.String,
+  childTurnId: Schema.String,
+  turnStatus: Schema.Literal("completed", "failed", "interrupted"),
+  text: Schema.String
+})
+export type DelegateReplyPayload = typeof DelegateReplyPayload.Type
+
+/**
+ * The payload of a `delegate.withdraw` row: the `delegation.withdraw` it sends, but for its id and type.
+ * Its shape only: a withdraw may name the thread the model asked for, which that command may refuse.
+ */
+export const DelegateWithdrawPayload = Schema.Struct({
+  threadId: Schema.String,
+  messageId: Schema.String,
+  reason: Schema.String
+})
+export type DelegateWithdrawPayload = typeof DelegateWithdrawPayload.Type
+
+/** The payload of a `tool.delegate` row: the call, and for an awaited one the threads waiting above it. */
+export const DelegateCallPayload = Schema.Struct({
+  ...ToolCallPayload.fields,
+  awaitChain: Schema.optional(Schema.Array(Schema.String))
+})
+export type DelegateCallPayload = typeof DelegateCallPayload.Type
+
 export const delegationCommands = {
   "delegate.answer": Aggregate.command("delegate.answer", {
     threadId: ThreadId,
@@ -67,7 +100,7 @@ export const delegationCommands = {
     childThreadId: Schema.String,
     childTurnId: Schema.String,
     /** How the awaited turn ended (not `status`, so a command is never mistaken for an outcome). */
-    turnStatus: Schema.Literal("completed", "failed", "interrupted"),
+    turnStatus: DelegateReplyPayload.fields.turnStatus,
     /** The awaited turn's final text, or the reason it failed or was interrupted. */
     text: Schema.String
   }),
@@ -186,7 +219,7 @@ const reply = (
     childTurnId: turnId,
     turnStatus,
     text
-  }
+  } satisfies DelegateReplyPayload
 })
 
 // ---- after every decision: replies owed, children to withdraw, chains to carry -------------
@@ -195,7 +228,11 @@ const reply = (
 const withdraw = (callEffectId: string, childThreadId: string, reason: string): EffectIntent => ({
   id: withdrawEffectId(callEffectId),
   kind: "delegate.withdraw",
-  payload: { threadId: childThreadId, messageId: delegateMessageId(callEffectId), reason }
+  payload: {
+    threadId: childThreadId,
+    messageId: delegateMessageId(callEffectId),
+    reason
+  } satisfies DelegateWithdrawPayload
 })
 
 /**
@@ -249,10 +286,12 @@ export const afterDecision = (
   }
   const chained = decision.effects.map((effect) => {
     if (effect.kind !== "tool.delegate") return effect
-    const payload = effect.payload as { turnId: string; arguments: unknown }
+    // A delegate this decision planned (ToolCallPlanning), so of that shape: not a stored row.
+    const payload = effect.payload as ToolCallPayload
     if (args(payload).await !== true) return effect
     const above = owed[payload.turnId]?.chain ?? []
-    return { ...effect, payload: { ...payload, awaitChain: [...above, ctx.aggregateId] } }
+    const chained: DelegateCallPayload = { ...payload, awaitChain: [...above, ctx.aggregateId] }
+    return { ...effect, payload: chained }
   })
   if (effects.length === 0 && cancelTimers.length === 0 && chained.every((e, i) => e === decision.effects[i])) {
     return decision

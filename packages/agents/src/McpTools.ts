@@ -74,22 +74,13 @@ export interface ToolHints {
 export const policyOf = (hints: ToolHints | undefined): ProcessLossPolicy =>
   hints?.readOnlyHint === true || hints?.idempotentHint === true ? "replay-safe" : "process-bound"
 
-/** What a planned MCP call records in its effect's payload. */
-export interface McpTarget {
-  readonly server: string
-  readonly tool: string
-  readonly onProcessLoss: ProcessLossPolicy
-}
-
-/** The payload of a `tool.mcp_call` row. */
-export interface McpCallPayload {
-  readonly threadId: string
-  readonly turnId: string
-  readonly callId: string
-  readonly name: string
-  readonly arguments: unknown
-  readonly mcp?: McpTarget
-}
+/** What a planned MCP call records in its effect's payload (ToolCallPlanning.McpCallPayload). */
+export const McpTarget = Schema.Struct({
+  server: Schema.String,
+  tool: Schema.String,
+  onProcessLoss: Schema.Literal("replay-safe", "process-bound")
+})
+export type McpTarget = typeof McpTarget.Type
 
 /** The policy recorded with a row; a row without one (or with anything else) is process-bound. */
 export const recordedPolicy = (payload: unknown): ProcessLossPolicy =>

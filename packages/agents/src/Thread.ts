@@ -34,6 +34,7 @@ import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
 import {
   type ActiveTurn,
+  type CleanupPayload,
   cleanupEffectId,
   DEFAULT_STEP_LIMIT,
   evolve,
@@ -294,7 +295,11 @@ export const makeThread = (
         case "thread.delete": {
           if (!state.exists) return Decision.reject("not-found", `thread '${threadId}' does not exist`)
           if (state.deleted) return Decision.none()
-          const cleanup: EffectIntent = { id: cleanupEffectId(threadId), kind: "thread.cleanup", payload: { threadId } }
+          const cleanup: EffectIntent = {
+            id: cleanupEffectId(threadId),
+            kind: "thread.cleanup",
+            payload: { threadId } satisfies CleanupPayload
+          }
           const deleted: ThreadEvent = { type: "thread.deleted" }
           if (state.active === null) return Decision.of<ThreadEvent>({ events: [deleted], effects: [cleanup] })
           const ended = endTurn({ ...state, queue: [] }, state.active, threadId, "interrupted", "thread deleted")

@@ -166,6 +166,10 @@ export const stepEffectId = (turnId: string, step: number) => CommandId.boundedI
 export const toolEffectId = (turnId: string, callId: string) => CommandId.boundedId("tool:", `${turnId}:${callId}`)
 export const cleanupEffectId = (threadId: string) => CommandId.boundedId("cleanup:", threadId)
 
+/** The payload of a `thread.cleanup` row: the deleted thread. */
+export const CleanupPayload = Schema.Struct({ threadId: Schema.String })
+export type CleanupPayload = typeof CleanupPayload.Type
+
 /** Folds one event into the state. Pure. */
 export const evolve = (state: ThreadState, event: ThreadEvent): ThreadState => {
   const next = evolveThread(state, event)

@@ -6,9 +6,27 @@
  * plans the same ids.
  */
 import { CommandId, type EffectIntent } from "@orchestration/engine"
+import { Schema } from "effect"
 import { type ActiveTurn, type CallRecord, type ThreadEvent, toolEffectId } from "./ThreadEvents.js"
-import { type McpCallPayload, type McpTarget, parseOfferedName } from "./McpTools.js"
+import { McpTarget, parseOfferedName } from "./McpTools.js"
 import { isToolName, type ToolName, toolKind } from "./Tools.js"
+
+/** The payload of a planned call's row (`tool.<name>`): the call, in its thread's turn. */
+export const ToolCallPayload = Schema.Struct({
+  threadId: Schema.String,
+  turnId: Schema.String,
+  callId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Unknown
+})
+export type ToolCallPayload = typeof ToolCallPayload.Type
+
+/**
+ * The payload of a `tool.mcp_call` row: the call, and the server, tool and policy it was planned
+ * for (without them its performer reads the server and tool from the name, and the call is process-bound).
+ */
+export const McpCallPayload = Schema.Struct({ ...ToolCallPayload.fields, mcp: Schema.optional(McpTarget) })
+export type McpCallPayload = typeof McpCallPayload.Type
 
 /** A tool call as a provider answers it. */
 export interface ResponseCall {
@@ -83,7 +101,13 @@ export const planCalls = (
       })
     )
   const effects = calls.flatMap((c, index): Array<EffectIntent> => {
-    const payload = { threadId, turnId: active.turnId, callId: c.callId, name: c.name, arguments: c.arguments }
+    const payload: ToolCallPayload = {
+      threadId,
+      turnId: active.turnId,
+      callId: c.callId,
+      name: c.name,
+      arguments: c.arguments
+    }
     if (isToolName(c.name)) return [{ id: c.effectId, kind: toolKind(c.name as ToolName), payload }]
     const target = parseOfferedName(c.name)
     if (target === undefined) return []

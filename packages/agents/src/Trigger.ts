@@ -40,6 +40,15 @@ export const TriggerSpec = Schema.Struct({
 })
 export type TriggerSpec = typeof TriggerSpec.Type
 
+/** The payload of a `trigger.fire` row: the tick, and the message it sends to its thread. */
+export const TriggerFirePayload = Schema.Struct({
+  triggerId: Schema.String,
+  at: Schema.Number,
+  threadId: Schema.String,
+  text: Schema.String
+})
+export type TriggerFirePayload = typeof TriggerFirePayload.Type
+
 export const TriggerEvent = Schema.Union(
   Aggregate.event("trigger.put", { spec: TriggerSpec, nextAt: Schema.Number }),
   /** `reason` when the trigger stopped itself (its thread was deleted); absent for `trigger.delete`. */
@@ -166,7 +175,12 @@ export const decide = (
           {
             id: effectId,
             kind: "trigger.fire",
-            payload: { triggerId, at: command.at, threadId: spec.threadId, text: spec.text }
+            payload: {
+              triggerId,
+              at: command.at,
+              threadId: spec.threadId,
+              text: spec.text
+            } satisfies TriggerFirePayload
           }
         ],
         ...(nextAt === null ? {} : { timers: [tickTimer(triggerId, nextAt)] })

@@ -5,6 +5,7 @@
  * Pure, like the aggregate: each function returns the Decision the caller's command makes.
  */
 import { Decision, type EffectIntent, Waits } from "@orchestration/engine"
+import { Schema } from "effect"
 import { waitNameOf } from "./Approval.js"
 import {
   type ActiveTurn,
@@ -15,10 +16,14 @@ import {
   type ThreadState,
   turnIdOf
 } from "./ThreadEvents.js"
+/** The payload of a `model.step` row: the step of a thread's turn. */
+export const ModelStepPayload = Schema.Struct({ threadId: Schema.String, turnId: Schema.String, step: Schema.Number })
+export type ModelStepPayload = typeof ModelStepPayload.Type
+
 export const modelStep = (threadId: string, turnId: string, step: number): EffectIntent => ({
   id: stepEffectId(turnId, step),
   kind: "model.step",
-  payload: { threadId, turnId, step }
+  payload: { threadId, turnId, step } satisfies ModelStepPayload
 })
 
 /** Starts the turn of a message: the user message enters the transcript now, never earlier. */
