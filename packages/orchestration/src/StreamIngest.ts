@@ -31,7 +31,7 @@ import { Engine } from "./Engine.js"
 import { CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import type { OutboxRow } from "./Outbox.js"
 import { FaultPoints } from "./FaultPoints.js"
-import { EffectFailure } from "./Reactor.js"
+import { EffectFailure } from "./EffectVerdicts.js"
 import { chunkCommandId, type EffectStream } from "./StreamChunks.js"
 import * as FlushWindows from "./FlushWindows.js"
 
