@@ -23,6 +23,12 @@ const connect = async () => {
   return client
 }
 
+/** Ends a session before the test's end (a loop of writers would otherwise hold one connection per try). */
+const release = async (client: pg.Client) => {
+  clients.splice(clients.indexOf(client), 1)
+  await client.end()
+}
+
 const rows = async (client: pg.Client, text: string, values: Array<unknown> = []) =>
   (await client.query(text, values)).rows as Array<Record<string, unknown>>
 
@@ -185,10 +191,13 @@ describe("commit horizon: xid order is not sequence order", () => {
     // ended. A snapshot lists only xids below its xmax (newest completed + 1): the open writer below is
     // in no list while `high` is visible, so that form trusts `high` at once and skips `low`. Another
     // session's commit in between can list it after all, so the interleaving runs until the xip form
-    // is seen to trust past the open row (bounded); the horizon must never do so.
+    // is seen to trust past the open row (bounded); the horizon must never do so. Any transaction of the
+    // cluster that takes a newer xid and ends before the reader's snapshot (another test file's, in CI)
+    // lists the open writer, so under load many tries may pass before the interleaving comes: 10 were
+    // once not enough.
     const readerClient = await connect()
     let xipFormSkipped = false
-    for (let attempt = 0; attempt < 10 && !xipFormSkipped; attempt++) {
+    for (let attempt = 0; attempt < 100 && !xipFormSkipped; attempt++) {
       await readerClient.query("TRUNCATE events RESTART IDENTITY")
       const safe = horizonFollower(readerClient, "events")
       const committed = await writer()
@@ -207,6 +216,8 @@ describe("commit horizon: xid order is not sequence order", () => {
       expect(safe.seen).toEqual([])
       await open.commit()
       await readUntil(safe, [low, high])
+      await release(committed.client)
+      await release(open.client)
     }
     expect(xipFormSkipped, "the open writer was listed in every snapshot").toBe(true)
   })
