@@ -14,6 +14,7 @@ import {
   EffectStillQuarantined,
   EffectActionRefused,
   InvalidCommand,
+  ROW_DAMAGE_CODES,
   type DispatchError,
   type StorageFailure
 } from "@orchestration/engine"
@@ -69,7 +70,11 @@ export class StorageUnavailable extends Schema.TaggedError<StorageUnavailable>()
  * message names the row and what is wrong with it, never its contents.
  */
 export class StorageCorrupt extends Schema.TaggedError<StorageCorrupt>()("StorageCorrupt", {
-  message: Schema.String
+  message: Schema.String,
+  /** The engine's or the driver's code (RECEIPT_UNREADABLE, SQLITE_CORRUPT, …). */
+  code: Schema.String,
+  /** `row`: one stored row cannot be read; `store`: the store reports its file damaged (health is unavailable). */
+  scope: Schema.Literal("row", "store")
 }) {}
 
 /** The server is still opening, migrating or reconciling its store: nothing is served yet. Retry later. */
@@ -137,6 +142,8 @@ export type ApiDispatchError =
 export const fromStorageFailure = (failure: StorageFailure): StorageUnavailable | StorageCorrupt =>
   failure.reason === "corrupt"
     ? new StorageCorrupt({
+        code: failure.code,
+        scope: ROW_DAMAGE_CODES.has(failure.code) ? "row" : "store",
         message: `the store holds damaged data (${failure.code}) at ${failure.operation}: ${failure.message}`
       })
     : new StorageUnavailable({

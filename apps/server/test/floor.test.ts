@@ -103,6 +103,28 @@ describe("the disk floor", () => {
 
 describe("a write the store refuses", () => {
   it.scopedLive(
+    "a store that reports its file damaged (SQLITE_CORRUPT): 500 StorageCorrupt, not retried, and /health unavailable (a row's damage alone leaves health as it is)",
+    () =>
+      Effect.gen(function* () {
+        const file = { corrupt: false }
+        const faults = Layer.succeed(StorageFaults, {
+          before: (point) =>
+            point === "receipts" && file.corrupt
+              ? Effect.fail(driverError("SQLITE_CORRUPT", "database disk image is malformed"))
+              : Effect.void
+        })
+        const { url } = yield* startServer({ storageFaults: faults, env: { STORAGE_PROBE_MS: "100" } })
+        file.corrupt = true
+        const refused = yield* postJson(url, "/v1/commands", { ...open(1), commandId: "o-corrupt" })
+        assert.strictEqual(refused.status, 500)
+        assert.strictEqual(refused.body.error, "StorageCorrupt")
+        assert.strictEqual(refused.body.scope, "store")
+        const health = yield* raw(url, "/health")
+        assert.deepStrictEqual([health.status, health.body.storage.writable], [503, false])
+      })
+  )
+
+  it.scopedLive(
     "fails its command with 503 StorageUnavailable; /health reports the store not writable until its probe write lands, with no client write",
     () =>
       Effect.gen(function* () {

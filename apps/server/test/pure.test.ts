@@ -119,7 +119,7 @@ describe("the listener gate", () => {
 })
 
 describe("engine failures at the edge", () => {
-  it("storage failures and the floor become StorageUnavailable; other unavailability stays EngineUnavailable", () => {
+  it("storage failures and the floor become StorageUnavailable, damage StorageCorrupt; other unavailability stays EngineUnavailable", () => {
     const disk = fromDispatchError(
       new StorageFailure({ reason: "disk-full", code: "SQLITE_FULL", message: "full", operation: "commit" })
     )
@@ -127,6 +127,15 @@ describe("engine failures at the edge", () => {
     assert.strictEqual((disk as { reason: string }).reason, "disk-full")
     const floor = fromDispatchError(new EngineUnavailable({ reason: "storage-below-floor", message: "low" }))
     assert.deepStrictEqual([floor._tag, (floor as { reason: string }).reason], ["StorageUnavailable", "below-floor"])
+    // Damage is no outage: a 500 naming its code; a row's damage and the store's file's told apart.
+    const row = fromDispatchError(
+      new StorageFailure({ reason: "corrupt", code: "RECEIPT_UNREADABLE", message: "cut", operation: "read receipt" })
+    )
+    assert.deepStrictEqual([row._tag, (row as { scope?: string }).scope], ["StorageCorrupt", "row"])
+    const file = fromDispatchError(
+      new StorageFailure({ reason: "corrupt", code: "SQLITE_CORRUPT", message: "malformed", operation: "commit" })
+    )
+    assert.deepStrictEqual([file._tag, (file as { scope?: string }).scope], ["StorageCorrupt", "store"])
     const overloaded = fromDispatchError(new EngineUnavailable({ reason: "overloaded", message: "full queue" }))
     assert.deepStrictEqual(
       [overloaded._tag, (overloaded as { reason: string }).reason],

@@ -46,6 +46,13 @@ export const StorageFailureReason = Schema.Literal(
 export type StorageFailureReason = typeof StorageFailureReason.Type
 
 /**
+ * The codes of a `corrupt` StorageFailure that concern one stored row the engine cannot read (its
+ * receipt, its quarantine record), written by the engine itself. Any other `corrupt` code is the
+ * driver's: the store's file or pages are damaged, and no write can be trusted to land.
+ */
+export const ROW_DAMAGE_CODES: ReadonlySet<string> = new Set(["RECEIPT_UNREADABLE", "QUARANTINE_UNREADABLE"])
+
+/**
  * Why an operator's retry or cancel was refused. A refusal is about the effect's state at that
  * moment, not about the command, so it is not stored under the command id: the same request sent
  * once the state allows it is performed.

@@ -35,7 +35,10 @@ export const make = Effect.gen(function* () {
       ),
       Effect.tapError((error) => {
         // The store itself refused the write (not the floor, which is a policy).
-        const storeRefused = error._tag === "StorageUnavailable" && error.reason !== "below-floor"
+        // A store reporting its file damaged is as unwritable as a full one; one unreadable row is not.
+        const storeRefused =
+          (error._tag === "StorageUnavailable" && error.reason !== "below-floor") ||
+          (error._tag === "StorageCorrupt" && error.scope === "store")
         return Effect.zipRight(
           Effect.flatMap(elapsed, (s) => metrics.observeDispatch(error._tag, s)).pipe(
             Effect.zipRight(storeRefused ? writability.refused : Effect.void)

@@ -3,9 +3,10 @@
  * `followEvents` (catch up from the table, then follow, every event once, in order), so a client
  * that reconnects with `Last-Event-ID: <sequence>` continues exactly after what it saw.
  */
-import type { EventRecord } from "@orchestration/engine"
+import { type EventRecord, StorageFailure } from "@orchestration/engine"
 import { HttpServerResponse } from "@effect/platform"
 import { Cause, Deferred, type Duration, Effect, Schedule, Stream } from "effect"
+import { fromStorageFailure } from "../ApiErrors.js"
 import { clip } from "../ClientValue.js"
 import { parseDecimal } from "./QueryParams.js"
 
@@ -48,8 +49,8 @@ export const eventStream = <E, R>(events: Stream.Stream<EventRecord, E, R>, hear
 
 /**
  * An SSE response over a stream's text. A failing read ends the response loudly (logged as `what`
- * ended by a storage failure, and told to the client as an `error` event); the client reconnects
- * with Last-Event-ID and loses nothing. Shutdown (`draining`) ends open streams, so the HTTP server
+ * ended by a storage failure, and told to the client as an `error` event, StorageCorrupt when what
+ * the store holds is damaged); the client reconnects with Last-Event-ID and loses nothing. Shutdown (`draining`) ends open streams, so the HTTP server
  * can close.
  */
 export const sseResponse = <E extends { readonly message: string }>(
@@ -61,7 +62,11 @@ export const sseResponse = <E extends { readonly message: string }>(
       Stream.catchAll((failure) =>
         Stream.fromEffect(Effect.logError(`${options.what} ended by a storage failure`, failure)).pipe(
           Stream.as(
-            `event: error\ndata: ${JSON.stringify({ error: "StorageUnavailable", message: failure.message })}\n\n`
+            // Damage is told as such (StorageCorrupt): reconnecting reads the same bytes.
+            `event: error\ndata: ${JSON.stringify({
+              error: failure instanceof StorageFailure ? fromStorageFailure(failure)._tag : "StorageUnavailable",
+              message: failure.message
+            })}\n\n`
           )
         )
       ),
