@@ -41,7 +41,6 @@ const toldFailed = (ownerId = "o-1") =>
       .map((r) => r.payload as { timerId: string; at: number; reason: string })
   })
 
-/** Whether the owner's one timer has this many tries counted against it. */
 /** Timer t1 of owner o-1, due at 5 s, with its stored command replaced by `command` (as a hand edit would). */
 const scheduledWithCommand = (command: string) =>
   Effect.gen(function* () {
@@ -49,6 +48,14 @@ const scheduledWithCommand = (command: string) =>
     yield* (yield* SqlClient)`UPDATE timers SET command = ${command} WHERE timer_id = 't1'`
   })
 
+/** Timers t1, t2 and t3 of owner o-1, all due at 5 s. */
+const threeDueTogether = Effect.flatMap(Engine.Engine, (e) =>
+  Effect.forEach(["t1", "t2", "t3"], (timerId, i) => e.dispatchWithReceipt(set(`s-${i + 1}`, timerId, 5_000)), {
+    discard: true
+  })
+)
+
+/** Whether the owner's one timer has this many tries counted against it. */
 const attemptsAre = (n: number) => Effect.map(Timers.ofAggregate("reminder", "o-1"), ([row]) => row?.attempts === n)
 
 describe("durable timers under TestClock", () => {
@@ -141,12 +148,9 @@ describe("durable timers under TestClock", () => {
   for (const [what, damaged, why] of damagedCommands)
     it.effect(`a timer whose stored command ${what} is marked failed; the timers due with it fire`, () =>
       Effect.gen(function* () {
-        const e = yield* Engine.Engine
         const sql = yield* SqlClient
         // given three timers due at one time, one of them damaged in the store (cut off, edited by hand)
-        yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-        yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
-        yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+        yield* threeDueTogether
         yield* sql`UPDATE timers SET command = ${damaged} WHERE timer_id = 't2'`
         assert.match(
           (yield* Timers.ofAggregate("reminder", "o-1")).find((r) => r.timerId === "t2")?.undecodable ?? "",
@@ -276,12 +280,9 @@ describe("durable timers under TestClock", () => {
 
   it.effect("a timer whose decider throws does not hold back the timers due with it", () =>
     Effect.gen(function* () {
-      const e = yield* Engine.Engine
       const sql = yield* SqlClient
       // given three timers due at one time, the first of which makes its decider throw
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
-      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+      yield* threeDueTogether
       yield* sql`UPDATE timers SET command = '{"ownerId":"o-1","type":"reminder.boom"}' WHERE timer_id = 't1'`
       // when their time comes
       yield* TestClock.adjust("5 seconds")
@@ -308,11 +309,8 @@ describe("durable timers under TestClock", () => {
           : Effect.void
     })
     return Effect.gen(function* () {
-      const e = yield* Engine.Engine
       // given three timers due at one time, the store refusing the first one's fire (a failing write)
-      yield* e.dispatchWithReceipt(set("s-1", "t1", 5_000))
-      yield* e.dispatchWithReceipt(set("s-2", "t2", 5_000))
-      yield* e.dispatchWithReceipt(set("s-3", "t3", 5_000))
+      yield* threeDueTogether
       // when their time comes, and the loop's pause after a refusal passes
       yield* TestClock.adjust("5 seconds")
       yield* settle
