@@ -50,7 +50,9 @@ export type StorageFailureReason = typeof StorageFailureReason.Type
  * receipt, its quarantine record), written by the engine itself. Any other `corrupt` code is the
  * driver's: the store's file or pages are damaged, and no write can be trusted to land.
  */
-export const ROW_DAMAGE_CODES: ReadonlySet<string> = new Set(["RECEIPT_UNREADABLE", "QUARANTINE_UNREADABLE"])
+export const RECEIPT_UNREADABLE = "RECEIPT_UNREADABLE"
+export const QUARANTINE_UNREADABLE = "QUARANTINE_UNREADABLE"
+export const ROW_DAMAGE_CODES: ReadonlySet<string> = new Set([RECEIPT_UNREADABLE, QUARANTINE_UNREADABLE])
 
 /**
  * Why an operator's retry or cancel was refused. A refusal is about the effect's state at that

@@ -14,7 +14,7 @@ import type { SqlClient } from "@effect/sql/SqlClient"
 import { Cause, Clock, Effect, Exit, Option, Schema } from "effect"
 import type { EffectError, SettledBy } from "./EffectOutcomes.js"
 import { Engine } from "./Engine.js"
-import { type DispatchError, StorageFailure } from "./Errors.js"
+import { type DispatchError, QUARANTINE_UNREADABLE, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
 import type { DispatchAnswer } from "./Processor.js"
 import { QuarantineReason } from "./QuarantineRecord.js"
@@ -160,7 +160,7 @@ const parkedRecord = (row: Outbox.OutboxRow) =>
     : Effect.fail(
         new StorageFailure({
           reason: "corrupt",
-          code: "QUARANTINE_UNREADABLE",
+          code: QUARANTINE_UNREADABLE,
           operation: "release a quarantined effect",
           message: `the quarantine record of effect '${row.effectId}' cannot be read (${
             row.quarantineUnreadable ?? "none is stored"

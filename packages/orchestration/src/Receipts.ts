@@ -6,7 +6,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { StorageFailure } from "./Errors.js"
+import { RECEIPT_UNREADABLE, StorageFailure } from "./Errors.js"
 import * as StoredJson from "./StoredJson.js"
 import * as TableColumns from "./storage/TableColumns.js"
 
@@ -98,7 +98,7 @@ export const damage = (receipt: Receipt): StorageFailure | undefined =>
     ? undefined
     : new StorageFailure({
         reason: "corrupt",
-        code: "RECEIPT_UNREADABLE",
+        code: RECEIPT_UNREADABLE,
         operation: "read receipt",
         message: `the receipt of command '${receipt.commandId}' cannot be read: ${receipt.unreadable}`
       })
