@@ -36,7 +36,7 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", {
   message: Schema.String
 }) {}
 
-/** 400/413/415/422: the server refused the input as malformed, or the decider rejected it. */
+/** 400/403/413/415/422: the server refused the input as malformed, the request's host or origin, or the decider rejected the command. */
 export class Refused extends Schema.TaggedError<Refused>()("Refused", {
   status: Schema.Number,
   error: Schema.String,

@@ -5,7 +5,7 @@
  * CliError in `fromHttpFailure`, the one mapping from what the server said to what the CLI says.
  */
 import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
-import { Api, ThreadStream } from "@orchestration/server"
+import { Api, ApiErrors as ServerErrors, ListenerGate, ThreadStream } from "@orchestration/server"
 import { Effect, Option, type ParseResult, Schema, Stream } from "effect"
 import {
   Conflict,
@@ -45,25 +45,6 @@ const authorize = (connection: Connection) => (client: HttpClient.HttpClient) =>
 const makeClient = (connection: Connection): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
   HttpApiClient.make(Api.ServerApi, { baseUrl: connection.url, transformClient: authorize(connection) })
 
-const statusOfTag: Record<string, number> = {
-  InvalidCommand: 400,
-  InvalidRequest: 400,
-  Unauthorized: 401,
-  NotFound: 404,
-  CommandIdConflict: 409,
-  AggregateUnavailable: 409,
-  EffectNotQuarantined: 409,
-  EffectStillQuarantined: 409,
-  EffectActionRefused: 409,
-  PayloadTooLarge: 413,
-  UnsupportedMediaType: 415,
-  CommandRejected: 422,
-  CommandDefect: 500,
-  StorageCorrupt: 500,
-  StorageUnavailable: 503,
-  EngineUnavailable: 503
-}
-
 const transportCode = (cause: unknown): string | undefined => {
   // fetch wraps the socket error: TypeError("fetch failed") with `cause.code` (ECONNREFUSED, …).
   let current: unknown = cause
@@ -89,7 +70,7 @@ export const fromStatus = (connection: Connection, status: number, error: string
   }
   if (status === 404) return new NotFound({ message })
   if (status === 409) return new Conflict({ error, message: `${error}: ${message}` })
-  if (status === 400 || status === 413 || status === 415 || status === 422) {
+  if (status === 400 || status === 403 || status === 413 || status === 415 || status === 422) {
     return new Refused({ status, error, message: `${error} (${status}): ${message}` })
   }
   return new ServerFailed({ status, error, message: `the server answered ${status} ${error}: ${message}` })
@@ -128,7 +109,7 @@ export const fromHttpFailure =
         message: `the server's answer is not what this CLI expects: ${message}`
       })
     }
-    const status = statusOfTag[tag]
+    const status = ServerErrors.statusOfTag[tag]
     if (status !== undefined) return fromStatus(connection, status, tag, message)
     return new ServerFailed({ status: 0, error: tag || "Unknown", message })
   }
@@ -157,6 +138,16 @@ export const health = (connection: Connection): Effect.Effect<Api.HealthReport, 
     if (response.status === 200 || response.status === 503) {
       const report = Schema.decodeUnknownOption(Api.HealthReport)(body)
       if (Option.isSome(report)) return report.value
+      // The listener is open but the server is not serving (ListenerGate): no report to show.
+      const gate = Schema.decodeUnknownOption(ListenerGate.GateHealth)(body)
+      if (Option.isSome(gate)) {
+        const phase = gate.value.status
+        return yield* new ServerFailed({
+          status: response.status,
+          error: phase === "starting" ? "Starting" : "Stopping",
+          message: `the server at ${connection.url} is ${phase === "starting" ? "starting; retry shortly" : "stopping"}`
+        })
+      }
     }
     const error = body as { error?: unknown; message?: unknown }
     return yield* fromStatus(

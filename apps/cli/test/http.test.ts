@@ -2,6 +2,9 @@ import { assert, describe, it, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import Database from "better-sqlite3"
 import { createServer } from "node:net"
+import * as Http from "node:http"
+import { HttpServerResponse } from "@effect/platform"
+import { ListenerGate } from "@orchestration/server"
 import { join } from "node:path"
 import {
   cli,
@@ -502,5 +505,82 @@ describe("the CLI with servers of its own", () => {
         assert.include(badConfig.stderr, "configuration error: PORT must be a whole number")
       }),
     180_000
+  )
+})
+
+/**
+ * A listener that answers every request as the server's gate does while it starts or stops (the
+ * gate's own `closedResponse`), on a real port.
+ */
+const gateOnly = (phase: "starting" | "stopping") =>
+  Effect.acquireRelease(
+    Effect.promise(
+      () =>
+        new Promise<{ server: Http.Server; url: string }>((resolve) => {
+          const server = Http.createServer((request, response) => {
+            const pathname = new URL(request.url ?? "/", "http://localhost").pathname
+            const answer = HttpServerResponse.toWeb(ListenerGate.closedResponse(phase, pathname))
+            void answer.text().then((body) => {
+              response.writeHead(answer.status, Object.fromEntries(answer.headers.entries()))
+              response.end(body)
+            })
+          })
+          server.listen(0, "127.0.0.1", () => {
+            const address = server.address()
+            const port = typeof address === "object" && address !== null ? address.port : 0
+            resolve({ server, url: `http://127.0.0.1:${port}` })
+          })
+        })
+    ),
+    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
+  )
+
+describe("the CLI against a server that is not serving yet, or any more", () => {
+  it.scopedLive(
+    "a starting server's 503 is said as such (retry shortly), exit 1, for every server command; not a schema dump",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* gateOnly("starting")
+        for (const args of [
+          ["effects", "list"],
+          ["effects", "show", "x"],
+          ["effects", "retry", "x"],
+          ["threads", "show", "t"],
+          ["receipts", "show", "c"]
+        ]) {
+          const result = yield* cli([...args, "--url", url])
+          assert.strictEqual(result.code, 1, `${args.join(" ")}: ${result.stderr}`)
+          assert.strictEqual(
+            result.stderr.trim(),
+            "error: the server answered 503 Starting: the server is starting (opening, migrating or reconciling its store); retry shortly",
+            args.join(" ")
+          )
+        }
+        const status = yield* cli(["status", "--url", url])
+        assert.strictEqual(status.code, 1, status.stderr)
+        assert.strictEqual(status.stderr.trim(), `error: the server at ${url} is starting; retry shortly`)
+      }),
+    120_000
+  )
+
+  it.scopedLive("a stopping server's 503 says it is shutting down, on reads as on commands", () =>
+    Effect.gen(function* () {
+      const { url } = yield* gateOnly("stopping")
+      for (const args of [
+        ["effects", "show", "x"],
+        ["effects", "retry", "x"]
+      ]) {
+        const result = yield* cli([...args, "--url", url])
+        assert.strictEqual(result.code, 1, `${args.join(" ")}: ${result.stderr}`)
+        assert.strictEqual(
+          result.stderr.trim(),
+          "error: the server answered 503 EngineUnavailable: the server is shutting down",
+          args.join(" ")
+        )
+      }
+      const status = yield* cli(["status", "--url", url])
+      assert.strictEqual(status.code, 1, status.stderr)
+      assert.strictEqual(status.stderr.trim(), `error: the server at ${url} is stopping`)
+    })
   )
 })

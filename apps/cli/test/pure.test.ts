@@ -9,7 +9,9 @@ import { renderEffect } from "../src/commands/Effects.js"
 import { renderHealth } from "../src/commands/Status.js"
 import { renderThread } from "../src/commands/Threads.js"
 import * as Help from "../src/Help.js"
-import { sseMessages } from "../src/ServerClient.js"
+import { fromHttpFailure, sseMessages } from "../src/ServerClient.js"
+import { ApiErrors } from "@orchestration/server"
+import { HttpApiSchema } from "@effect/platform"
 
 describe("exit codes, mapped in one place", () => {
   it("each error has its documented code; interruption and help are 0; a usage error from the parser is 2", () => {
@@ -33,6 +35,27 @@ describe("exit codes, mapped in one place", () => {
       "error: no effect 'x'"
     )
     assert.strictEqual(CliErrors.outcomeOf(Exit.die(new Error("boom"))).code, 1)
+  })
+})
+
+describe("server errors, as the CLI reads them", () => {
+  it("every error the server puts on the wire keeps its status, and so its exit code", () => {
+    const connection = { url: "http://127.0.0.1:1", token: undefined, json: false }
+    for (const [tag, schema] of Object.entries(ApiErrors.Wire)) {
+      const status = HttpApiSchema.getStatusError(schema)
+      const error = fromHttpFailure(connection)({ _tag: tag, message: "m" })
+      // 401, 404 and 409 are errors of their own; every other carries the status it came with.
+      const ownStatus: Record<string, number> = { Unauthorized: 401, NotFound: 404, Conflict: 409 }
+      const seen = "status" in error ? error.status : ownStatus[error._tag]
+      assert.strictEqual(seen, status, `${tag}: the server answers ${status}`)
+    }
+  })
+
+  it("a refusal of the request's host or origin (403) is refused input, exit 8, not a server failure", () => {
+    const connection = { url: "http://127.0.0.1:1", token: undefined, json: false }
+    const error = fromHttpFailure(connection)({ _tag: "Forbidden", message: "this server does not answer to Host 'x'" })
+    assert.strictEqual(error._tag, "Refused")
+    assert.strictEqual(CliErrors.exitCodeOfError(error), 8)
   })
 })
 

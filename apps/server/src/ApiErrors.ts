@@ -127,6 +127,14 @@ export const Wire = {
   Starting: onWire(Starting, 503)
 } as const
 
+/**
+ * Each wire error's HTTP status by its tag, read off `Wire` (so never a second list): clients such as
+ * apps/cli map a decoded error body to the status it came with.
+ */
+export const statusOfTag: Readonly<Record<string, number>> = Object.fromEntries(
+  Object.entries(Wire).map(([tag, schema]) => [tag, HttpApiSchema.getStatusError(schema)])
+)
+
 export type ApiDispatchError =
   | InvalidCommand
   | CommandIdConflict

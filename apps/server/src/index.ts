@@ -27,3 +27,5 @@ export * as Api from "./http/Api.js"
 /** The domain `main.ts` serves, loaded on demand (it pulls in the agents domain): `orchestrator serve` runs the same server. */
 export const loadDomain = (): Promise<AnyServerDomain> => import("./domain.js").then((m) => m.domain)
 export * as ServerProcess from "./ServerProcess.js"
+/** What every route answers while the server starts or stops (503 Starting / EngineUnavailable), for clients and their tests. */
+export * as ListenerGate from "./ListenerGate.js"

@@ -440,4 +440,7 @@ export class ServerApi extends HttpApi.make("orchestration")
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
   .addError(Wire.UnsupportedMediaType)
+  // Every route may answer what the listener's gate answers while the server starts or stops (ListenerGate).
+  .addError(Wire.Starting)
+  .addError(Wire.EngineUnavailable)
   .annotate(OpenApi.Title, "Durable orchestration server") {}
