@@ -44,6 +44,36 @@ describe("Server-Sent Events framing", () => {
     })
   )
 
+  it.effect("a stream ended by damage says StorageCorrupt; one ended by a refused read says StorageUnavailable", () =>
+    Effect.gen(function* () {
+      const draining = yield* Deferred.make<void>()
+      const endedBy = (failure: StorageFailure) =>
+        Effect.gen(function* () {
+          // given an event stream whose read fails after one message
+          const text = Stream.concat(Stream.make("id: 1\n\n"), Stream.fail(failure))
+          // when its response is written
+          const body = sseResponse(text, { what: "test stream", draining }).body
+          if (body._tag !== "Stream") return assert.fail(`a stream body, got ${body._tag}`)
+          const written = Chunk.toReadonlyArray(yield* Stream.runCollect(body.stream))
+            .map((chunk) => new TextDecoder().decode(chunk))
+            .join("")
+          assert.include(written, "id: 1\n\n")
+          const last = /event: error\ndata: (.*)\n\n$/.exec(written)
+          if (last === null) return assert.fail(`an error event last, got ${written}`)
+          return JSON.parse(last[1]!) as { error: string; message: string }
+        })
+      // then damage is told as such (reconnecting reads the same bytes); a refused read as a retry
+      const damaged = yield* endedBy(
+        new StorageFailure({ reason: "corrupt", code: "SQLITE_CORRUPT", message: "damaged", operation: "read" })
+      )
+      assert.deepStrictEqual(damaged, { error: "StorageCorrupt", message: "damaged" })
+      const refused = yield* endedBy(
+        new StorageFailure({ reason: "io-error", code: "SQLITE_IOERR", message: "refused", operation: "read" })
+      )
+      assert.deepStrictEqual(refused, { error: "StorageUnavailable", message: "refused" })
+    })
+  )
+
   it("an event is id, event and one data line of JSON", () => {
     assert.strictEqual(
       formatEvent(record(7)),
