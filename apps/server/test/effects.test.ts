@@ -12,9 +12,7 @@ import {
   tempDataDir,
   waitFor
 } from "./fixtures/server.js"
-import { openAccount } from "./fixtures/AccountsDomain.js"
-
-const open = openAccount
+import { openAccount as open } from "./fixtures/AccountsDomain.js"
 
 describe("the outbox over HTTP", () => {
   it.scopedLive("lists effects by status, kind and aggregate, and shows one row with its lease and outcome", () =>
@@ -90,12 +88,7 @@ describe("the outbox over HTTP", () => {
   it.scopedLive("a row whose stored quarantine record is JSON of another shape lists with it null and says why", () =>
     Effect.gen(function* () {
       const dataDir = tempDataDir()
-      yield* Effect.scoped(
-        Effect.gen(function* () {
-          const { url } = yield* startServer({ dataDir })
-          yield* postJson(url, "/v1/commands", open("o-1", "acc-1", "later@example.com"))
-        })
-      )
+      yield* firstLife(dataDir, [open("o-1", "acc-1", "later@example.com")])
       // Valid JSON, but no record: trusted as one, its missing fields failed the view's encoding.
       yield* onStore(
         dataDir,

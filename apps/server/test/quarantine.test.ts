@@ -12,9 +12,7 @@ import {
   tempDataDir,
   waitFor
 } from "./fixtures/server.js"
-import { openAccount } from "./fixtures/AccountsDomain.js"
-
-const open = openAccount
+import { openAccount as open } from "./fixtures/AccountsDomain.js"
 
 describe("quarantined effects over HTTP", () => {
   it.scopedLive(
