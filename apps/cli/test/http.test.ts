@@ -535,52 +535,51 @@ const gateOnly = (phase: "starting" | "stopping") =>
     ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
   )
 
+/** Each command against a gate-only listener: exit 1 and one line naming the gate's answer. */
+const answeredByGate = (
+  phase: "starting" | "stopping",
+  commands: ReadonlyArray<ReadonlyArray<string>>,
+  line: string,
+  statusLine: (url: string) => string
+) =>
+  Effect.gen(function* () {
+    const { url } = yield* gateOnly(phase)
+    for (const args of [...commands, ["status"]]) {
+      const result = yield* cli([...args, "--url", url])
+      assert.strictEqual(result.code, 1, `${args.join(" ")}: ${result.stderr}`)
+      const expected = args[0] === "status" ? statusLine(url) : line
+      assert.strictEqual(result.stderr.trim(), `error: ${expected}`, args.join(" "))
+    }
+  })
+
 describe("the CLI against a server that is not serving yet, or any more", () => {
   it.scopedLive(
     "a starting server's 503 is said as such (retry shortly), exit 1, for every server command; not a schema dump",
     () =>
-      Effect.gen(function* () {
-        const { url } = yield* gateOnly("starting")
-        for (const args of [
+      answeredByGate(
+        "starting",
+        [
           ["effects", "list"],
           ["effects", "show", "x"],
           ["effects", "retry", "x"],
           ["threads", "show", "t"],
           ["receipts", "show", "c"]
-        ]) {
-          const result = yield* cli([...args, "--url", url])
-          assert.strictEqual(result.code, 1, `${args.join(" ")}: ${result.stderr}`)
-          assert.strictEqual(
-            result.stderr.trim(),
-            "error: the server answered 503 Starting: the server is starting (opening, migrating or reconciling its store); retry shortly",
-            args.join(" ")
-          )
-        }
-        const status = yield* cli(["status", "--url", url])
-        assert.strictEqual(status.code, 1, status.stderr)
-        assert.strictEqual(status.stderr.trim(), `error: the server at ${url} is starting; retry shortly`)
-      }),
+        ],
+        "the server answered 503 Starting: the server is starting (opening, migrating or reconciling its store); retry shortly",
+        (url) => `the server at ${url} is starting; retry shortly`
+      ),
     120_000
   )
 
   it.scopedLive("a stopping server's 503 says it is shutting down, on reads as on commands", () =>
-    Effect.gen(function* () {
-      const { url } = yield* gateOnly("stopping")
-      for (const args of [
+    answeredByGate(
+      "stopping",
+      [
         ["effects", "show", "x"],
         ["effects", "retry", "x"]
-      ]) {
-        const result = yield* cli([...args, "--url", url])
-        assert.strictEqual(result.code, 1, `${args.join(" ")}: ${result.stderr}`)
-        assert.strictEqual(
-          result.stderr.trim(),
-          "error: the server answered 503 EngineUnavailable: the server is shutting down",
-          args.join(" ")
-        )
-      }
-      const status = yield* cli(["status", "--url", url])
-      assert.strictEqual(status.code, 1, status.stderr)
-      assert.strictEqual(status.stderr.trim(), `error: the server at ${url} is stopping`)
-    })
+      ],
+      "the server answered 503 EngineUnavailable: the server is shutting down",
+      (url) => `the server at ${url} is stopping`
+    )
   )
 })
