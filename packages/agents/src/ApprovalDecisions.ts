@@ -33,6 +33,7 @@ export const withholdForApproval = (
   const requested: Array<ThreadEvent> = []
   const timers: Array<Timers.TimerIntent> = []
   for (const effect of effects) {
+    // Planned by planCalls in this same decision, so of its shape: not read back from a stored row.
     const payload = effect.payload as McpCallPayload
     const transcriptId = active.calls.find((c) => c.effectId === effect.id)?.transcriptId
     if (
@@ -117,6 +118,8 @@ export const decideApproval = (
   if (answer.verdict === "approved") {
     if (record.effect === null)
       return Decision.reject("approval-conflict", `call '${answer.callId}' has no effect to run`)
+    // Written as its stored event holds it, never read here: its handler decodes the payload, and one
+    // that does not decode is failed unperformed (payload-undecodable), so the call still gets its result.
     return Decision.of<ThreadEvent>({ events: [closed], effects: [record.effect], cancelTimers: closing.cancelTimers })
   }
   const denied = denyCall(

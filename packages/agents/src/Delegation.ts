@@ -29,7 +29,7 @@ import {
   type EffectOutcome,
   Waits
 } from "@orchestration/engine"
-import { Schema } from "effect"
+import { Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type AwaitedBy, waitNameOf } from "./DelegationEvents.js"
 import { ToolCallPayload } from "./ToolCallPlanning.js"
@@ -91,6 +91,7 @@ export const DelegateCallPayload = Schema.Struct({
   awaitChain: Schema.optional(Schema.Array(Schema.String))
 })
 export type DelegateCallPayload = typeof DelegateCallPayload.Type
+const decodeDelegateCall = Schema.decodeUnknownOption(DelegateCallPayload)
 
 export const delegationCommands = {
   "delegate.answer": Aggregate.command("delegate.answer", {
@@ -286,8 +287,13 @@ export const afterDecision = (
   }
   const chained = decision.effects.map((effect) => {
     if (effect.kind !== "tool.delegate") return effect
-    // A delegate this decision planned (ToolCallPlanning), so of that shape: not a stored row.
-    const payload = effect.payload as ToolCallPayload
+    // Planned in this decision (ToolCallPlanning), or written now from a stored approval.requested
+    // event (ApprovalDecisions.ts), whose payload no schema checked: decoded, as its handler will.
+    // One that does not decode is written as stored, unchained: its handler fails it unperformed
+    // (payload-undecodable) and the call's result says why, as for any damaged row.
+    const decoded = decodeDelegateCall(effect.payload)
+    if (Option.isNone(decoded)) return effect
+    const payload = decoded.value
     if (args(payload).await !== true) return effect
     const above = owed[payload.turnId]?.chain ?? []
     const chained: DelegateCallPayload = { ...payload, awaitChain: [...above, ctx.aggregateId] }

@@ -325,6 +325,47 @@ describe("Approval spec: approve and deny", () => {
     given(mixed).when(approve("p")).thenReject("approval-unknown"))
 })
 
+// ---- a stored request, damaged ------------------------------------------------------------------
+
+/**
+ * An approved call's effect is written from its stored `approval.requested` event, whose payload the
+ * event's schema does not check: damage there (a hand edit, a bad migration, an older build's shape)
+ * must not make the decider throw. The effect is written as stored, and its handler fails it
+ * unperformed (`payload-undecodable`, ApprovalTurn.test.ts shows it end to end).
+ */
+describe("Approval spec: an approved call whose stored effect payload is damaged", () => {
+  const delegating = makeThread({ approval: { mode: "required", tools: ["delegate"], timeoutMs: 24 * HOUR } })
+  const helper = call("d", "delegate", { threadId: "helper", text: "summarise", await: true })
+  const damaged = [
+    ["null", null],
+    ["absent", undefined],
+    ["without its turn", { threadId: "t1", callId: "d", name: "delegate", arguments: helper.arguments }]
+  ] as const
+  for (const [what, payload] of damaged)
+    it(`(${what}) given an awaited delegate awaiting approval, when approved, then its effect is written as stored, no chain added`, () => {
+      const stored = { ...requested(helper), effect: { ...effectOf(helper), payload } } as ThreadEvent
+      const answer = given([...running, responded([helper]), stored], delegating)
+        .when(approve("d"))
+        .thenDecide({
+          events: [closed(helper, "approved")],
+          effects: [[helper.effectId, "tool.delegate"]],
+          cancelTimers: ["wait.approval.d"]
+        })
+      assert.deepStrictEqual(answer.effects[0]!.payload, payload)
+    })
+
+  it("given an awaited delegate awaiting approval, when approved, then its effect carries the chain of threads waiting", () => {
+    const answer = given([...running, responded([helper]), requested(helper)], delegating)
+      .when(approve("d"))
+      .thenDecide({
+        events: [closed(helper, "approved")],
+        effects: [[helper.effectId, "tool.delegate"]],
+        cancelTimers: ["wait.approval.d"]
+      })
+    assert.deepStrictEqual(answer.effects[0]!.payload, { ...effectOf(helper).payload, awaitChain: ["t1"] })
+  })
+})
+
 // ---- the deadline -------------------------------------------------------------------------------
 
 describe("Approval spec: the deadline against a racing answer", () => {

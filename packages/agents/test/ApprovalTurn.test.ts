@@ -2,11 +2,12 @@
  * Approval end to end, through the real engine (SQLite; PostgreSQL in the conformance run): a scripted turn asks for `execute`, which
  * waits for an operator with no effect row; approved, the command runs in the real sandbox and the
  * turn completes; denied, or left unanswered past its deadline (TestClock), the model reads why
- * and the turn completes without the command ever running. A restart in between changes nothing.
+ * and the turn completes without the command ever running. A restart in between changes nothing. An
+ * approved call whose stored request is damaged fails unperformed, and the turn goes on.
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, EventLog, Timers } from "@orchestration/engine"
+import { Engine, EventLog, Outbox, Timers } from "@orchestration/engine"
 import { Effect, Layer, TestClock } from "effect"
 import { join } from "node:path"
 import * as Approval from "../src/Approval.js"
@@ -299,6 +300,52 @@ describe("approval of a tool call, end to end on SQLite", () => {
       )
     })
   })
+
+  it.effect(
+    "an approved delegate whose stored request lost its payload is written as stored and fails unperformed; the model reads why and the turn completes",
+    () => {
+      const dir = tempDir()
+      const stack = () =>
+        agentsStack({ dir, approval: { mode: "required", tools: ["delegate"], timeoutMs: 24 * HOUR } })
+      return Effect.gen(function* () {
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const engine = yield* Engine.Engine
+            const delegate = { name: "delegate", arguments: { threadId: "helper", text: "summarise", await: true } }
+            yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [delegate] }, { text: "done" })))
+            yield* waitFor(awaitingApproval, "turn awaiting approval")
+            // The stored request's payload damaged, as a hand edit or a bad migration would leave it.
+            const sql = yield* SqlClient
+            const [stored] = yield* sql<{ event_id: string; payload: string }>`
+              SELECT event_id, payload FROM events WHERE aggregate_id = 't1' AND type = 'approval.requested'`
+            const event = JSON.parse(stored!.payload) as { effect: { payload: unknown } }
+            const damaged = JSON.stringify({ ...event, effect: { ...event.effect, payload: null } })
+            yield* sql`UPDATE events SET payload = ${damaged} WHERE event_id = ${stored!.event_id}`
+          }).pipe(Effect.provide(Layer.fresh(stack())))
+        )
+        // After a restart the thread's state is read back from its stored events, damage included.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const engine = yield* Engine.Engine
+            const approved = yield* engine.dispatchWithReceipt(approve("approve-1"))
+            assert.deepStrictEqual(approved.effectIds, [effectId])
+            yield* waitFor(allTurnsTerminal("t1", 1), "turn done")
+            assert.strictEqual((yield* turnStatus("t1"))[0]!.status, "completed")
+            const row = (yield* Outbox.find(effectId))!
+            assert.deepStrictEqual(
+              [row.status, (row.error as { code?: string } | null)?.code, row.attempts],
+              ["failed", "payload-undecodable", 1]
+            )
+            assert.deepStrictEqual(yield* toolMessages, [
+              "error: not performed: its stored tool.delegate payload does not have the expected shape (expected an object)"
+            ])
+            assert.deepStrictEqual(yield* turnStatus("helper"), [], "nothing was delegated")
+            assert.isTrue((yield* transcriptView("t1"))!.valid)
+          }).pipe(Effect.provide(Layer.fresh(stack())))
+        )
+      })
+    }
+  )
 
   it.live(
     "with a real MCP server: the read-only tool runs at once, the process-bound one waits and runs once approved",
