@@ -9,11 +9,22 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
+import { join } from "node:path"
 import { ModelProvider, ProviderError } from "../src/Provider.js"
 import { stepsOfThread } from "../src/StepStreams.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
-import { advanceUntil, agentsStack, allTurnsTerminal, script, send, turnStatus } from "./fixtures/agents.js"
+import {
+  advanceUntil,
+  agentsStack,
+  allTurnsTerminal,
+  script,
+  send,
+  tempDir,
+  turnStatus,
+  waitFor
+} from "./fixtures/agents.js"
+import { callsOf, fixtureConfig, mcpConfig } from "./fixtures/mcp.js"
 
 /** A provider that is down: every step fails retryably, so the step's row waits pending for its retry. */
 const down = () => {
@@ -186,6 +197,44 @@ describe("a thread's effect row whose stored payload is JSON of another shape", 
         )
         assert.deepStrictEqual(transcript.messages.at(-1), { role: "assistant", content: "done" })
       }).pipe(Effect.provide(agentsStack()))
+  )
+
+  // No build wrote an MCP target without its policy (since MCP calls carry a target, the planner has
+  // always set it from the tool's annotations, or "process-bound"); one that lacks it is damage, and
+  // guessing its policy could repeat a call that must run at most once.
+  it.live(
+    "(an MCP call whose target lacks its policy) is never performed on the server; the call's result says why and the turn goes on",
+    () => {
+      const dir = tempDir("agents-mcp-undecodable-")
+      const log = join(dir, "fixture.jsonl")
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const world = yield* World
+        yield* storedDamaged("tool.mcp_call", "json_remove(NEW.payload, '$.mcp.onProcessLoss')")
+        const model = script(
+          { toolCalls: [{ name: "fixture__slow_write", arguments: { label: "x", sleepMs: 0 } }] },
+          { text: "done" }
+        )
+        yield* engine.dispatchWithReceipt(send("s5", "m1", model))
+
+        yield* waitFor(allTurnsTerminal("s5", 1), "the turn ended")
+        assertUnperformed(
+          yield* Outbox.find("tool:s5:m1:call_1_0"),
+          /^not performed: its stored tool\.mcp_call payload does not have the expected shape \(mcp\.onProcessLoss is missing\)$/
+        )
+        assert.strictEqual(callsOf(log, "slow_write"), 0, "the server was never called")
+        assert.deepStrictEqual(yield* world.readLedger, [], "no performance began")
+        assert.strictEqual((yield* turnStatus("s5"))[0]!.status, "completed")
+        const transcript = (yield* transcriptView("s5"))!
+        assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+        assert.deepStrictEqual(
+          transcript.messages.filter((m) => m.role === "tool").map((m) => m.content),
+          [
+            "error: not performed: its stored tool.mcp_call payload does not have the expected shape (mcp.onProcessLoss is missing)"
+          ]
+        )
+      }).pipe(Effect.provide(agentsStack({ dir, mcp: mcpConfig({ fixture: fixtureConfig(log) }) })))
+    }
   )
 
   it.effect("(a trigger's tick whose text is no string) sends no message; the tick fails for good with why", () =>
