@@ -422,19 +422,37 @@ const withPayload = <A, I, R>(
   return (row: Outbox.OutboxRow) => Effect.flatMap(payloadOf(row), (payload) => handler(row, payload))
 }
 
-const performModelStep = withPayload(ModelStepPayload, modelStep)
-const performCleanup = withPayload(CleanupPayload, cleanup)
-const performDelegate = withPayload(DelegateCallPayload, delegate)
-const performReply = withPayload(DelegateReplyPayload, (row, payload) =>
+/**
+ * The schema each kind's handler reads its row's payload with, one for every kind of the table in
+ * Tools.ts: what its writer (a decider) puts in the row must decode with it (PayloadRoundTrip.test.ts).
+ */
+export const payloadSchemas = {
+  "model.step": ModelStepPayload,
+  "thread.cleanup": CleanupPayload,
+  "tool.publish": ToolCallPayload,
+  "tool.execute": ToolCallPayload,
+  "tool.delegate": DelegateCallPayload,
+  "tool.trigger_edit": ToolCallPayload,
+  "tool.mcp_call": McpCallPayload,
+  "trigger.fire": TriggerFirePayload,
+  "delegate.reply": DelegateReplyPayload,
+  "delegate.withdraw": DelegateWithdrawPayload
+} as const satisfies { readonly [K in EffectKind]: Schema.Schema<any, any, never> }
+
+const performModelStep = withPayload(payloadSchemas["model.step"], modelStep)
+const performCleanup = withPayload(payloadSchemas["thread.cleanup"], cleanup)
+const performDelegate = withPayload(payloadSchemas["tool.delegate"], delegate)
+const performReply = withPayload(payloadSchemas["delegate.reply"], (row, payload) =>
   delegationCommand(row, payload, "delegate.answer")
 )
-const performWithdraw = withPayload(DelegateWithdrawPayload, (row, payload) =>
+const performWithdraw = withPayload(payloadSchemas["delegate.withdraw"], (row, payload) =>
   delegationCommand(row, payload, "delegation.withdraw")
 )
-const performMcpCall = withPayload(McpCallPayload, mcpCall)
-const performTriggerEdit = withPayload(ToolCallPayload, triggerEdit)
-const performTriggerFire = withPayload(TriggerFirePayload, triggerFire)
-const performWorldTool = withPayload(ToolCallPayload, worldTool)
+const performMcpCall = withPayload(payloadSchemas["tool.mcp_call"], mcpCall)
+const performTriggerEdit = withPayload(payloadSchemas["tool.trigger_edit"], triggerEdit)
+const performTriggerFire = withPayload(payloadSchemas["trigger.fire"], triggerFire)
+/** `tool.publish` and `tool.execute`: the world's own tools, one schema. */
+const performWorldTool = withPayload(payloadSchemas["tool.publish"], worldTool)
 
 export const handle = (row: Outbox.OutboxRow): Effect.Effect<unknown, EffectFailure, AgentServices> => {
   switch (row.kind) {
