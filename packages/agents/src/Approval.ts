@@ -4,7 +4,7 @@
  * calls; a call that needs approval gets no effect row until it is approved. With `mode: "off"` (the
  * default) nothing waits, so a thread behaves exactly as before approvals existed.
  */
-import type { ProcessLossPolicy } from "./Tools.js"
+import type { Reactor } from "@orchestration/engine"
 
 export interface ApprovalPolicy {
   readonly mode: "off" | "required"
@@ -27,7 +27,7 @@ export const required = (timeoutMs: number = DEFAULT_TIMEOUT_MS): ApprovalPolicy
 /** Pure: whether a call of `name` (with the policy its MCP annotations gave, if any) waits for approval. */
 export const requiresApproval = (
   policy: ApprovalPolicy,
-  call: { readonly name: string; readonly mcpPolicy?: ProcessLossPolicy | undefined }
+  call: { readonly name: string; readonly mcpPolicy?: Reactor.ProcessLossPolicy | undefined }
 ): boolean => {
   if (policy.mode === "off") return false
   if (policy.tools !== undefined) return policy.tools.includes(call.name)

@@ -8,9 +8,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
+import type { Reactor } from "@orchestration/engine"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
 import { type McpConfig, type McpServerConfig, offeredName, policyOf } from "./McpTools.js"
-import type { ProcessLossPolicy } from "./Tools.js"
 
 // ---------------------------------------------------------------------------------------------
 // What the service tells
@@ -36,7 +36,7 @@ export interface McpToolEntry {
   readonly name: string
   readonly description: string
   readonly inputSchema: Readonly<Record<string, unknown>>
-  readonly onProcessLoss: ProcessLossPolicy
+  readonly onProcessLoss: Reactor.ProcessLossPolicy
 }
 
 /** The server's answer, as the model sees it. `isError: true` is the tool's own error result. */

@@ -6,7 +6,7 @@
  * cannot change what happens to a call already recorded.
  */
 import { Either, ParseResult, Schema } from "effect"
-import type { ProcessLossPolicy } from "./Tools.js"
+import { Reactor } from "@orchestration/engine"
 
 /** Letters, digits and `-`: no `_`, so `<server>__<tool>` splits at its first `__` without doubt. */
 export const ServerName = Schema.String.pipe(
@@ -71,19 +71,19 @@ export interface ToolHints {
  * A tool that says it changes nothing, or that repeating it changes nothing more, may run again
  * after a crash; any other tool may have acted in a way we cannot ask about, so it never runs twice.
  */
-export const policyOf = (hints: ToolHints | undefined): ProcessLossPolicy =>
+export const policyOf = (hints: ToolHints | undefined): Reactor.ProcessLossPolicy =>
   hints?.readOnlyHint === true || hints?.idempotentHint === true ? "replay-safe" : "process-bound"
 
 /** What a planned MCP call records in its effect's payload (ToolCallPlanning.McpCallPayload). */
 export const McpTarget = Schema.Struct({
   server: Schema.String,
   tool: Schema.String,
-  onProcessLoss: Schema.Literal("replay-safe", "process-bound")
+  onProcessLoss: Reactor.ProcessLossPolicy
 })
 export type McpTarget = typeof McpTarget.Type
 
 /** The policy recorded with a row; a row without one (or with anything else) is process-bound. */
-export const recordedPolicy = (payload: unknown): ProcessLossPolicy =>
+export const recordedPolicy = (payload: unknown): Reactor.ProcessLossPolicy =>
   typeof payload === "object" &&
   payload !== null &&
   "mcp" in payload &&

@@ -3,6 +3,7 @@
  * and the one table of effect kinds with their policy after process loss, lane and timeout.
  * Everything that performs or schedules a tool reads this module, so a tool is declared once.
  */
+import type { Reactor } from "@orchestration/engine"
 import { Duration, Schema } from "effect"
 import { recordedPolicy } from "./McpTools.js"
 
@@ -137,9 +138,6 @@ export const toolDefinitions: ReadonlyArray<ToolDefinition & { readonly name: To
   }
 ]
 
-/** What happens to a row cut off by process loss: run it again, or settle it as interrupted. */
-export type ProcessLossPolicy = "replay-safe" | "process-bound"
-
 export type ToolEffectKind = `tool.${ToolName}`
 /** `tool.mcp_call`: a call of any MCP tool, whose policy is recorded in its payload. */
 /** `delegate.reply` / `delegate.withdraw`: an awaited turn's end to its waiting call, and back (Delegation.ts). */
@@ -159,7 +157,7 @@ export interface EffectPolicy {
   /** The tool the model calls to cause this effect; absent for the domain's own effects. */
   readonly tool?: ToolName
   /** A function decides per row from the payload recorded when the call was planned. */
-  readonly onProcessLoss: ProcessLossPolicy | ((payload: unknown) => ProcessLossPolicy)
+  readonly onProcessLoss: Reactor.KindPolicy["onProcessLoss"]
   /** Every thread effect runs in its thread's lane, so a turn's steps never overlap; a tick in its trigger's. */
   readonly lane: "thread" | "trigger"
   readonly timeout: Duration.Duration

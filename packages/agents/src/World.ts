@@ -5,6 +5,7 @@
  * executions, triggers). Every write failure is a typed error: nothing here logs and
  * continues, because a swallowed write error is the bug this project exists to end.
  */
+import { Reactor } from "@orchestration/engine"
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs/promises"
@@ -48,7 +49,7 @@ export const LedgerEntry = Schema.Struct({
   attempt: Schema.Int,
   at: Schema.String,
   /** Written when the kind's policy is decided per call (an MCP tool's), so a check can read it here. */
-  onProcessLoss: Schema.optional(Schema.Literal("replay-safe", "process-bound"))
+  onProcessLoss: Schema.optional(Reactor.ProcessLossPolicy)
 })
 export type LedgerEntry = typeof LedgerEntry.Type
 
@@ -100,7 +101,7 @@ export interface WorldShape {
     readonly effectId: string
     readonly kind: string
     readonly attempt: number
-    readonly onProcessLoss?: "replay-safe" | "process-bound"
+    readonly onProcessLoss?: Reactor.ProcessLossPolicy
   }) => Effect.Effect<LedgerEntry, WorldWriteError>
   /** Decodes the arguments, records the ledger line, then performs: the path reactors use. */
   readonly perform: (request: PerformRequest) => Effect.Effect<unknown, WorldError>

@@ -38,7 +38,7 @@ import { type KindPolicy, processLossOf, reclaimDeadOwners, settleOutcome } from
 import { defaultRetry, type EffectFailure, type RetryPolicy, TimedOut, verdictFor } from "./EffectVerdicts.js"
 import { Worker } from "./Worker.js"
 
-export { type KindPolicy, type ProcessLossPolicy, processLossOf, type Verdict } from "./ReactorSettlement.js"
+export { type KindPolicy, ProcessLossPolicy, processLossOf, type Verdict } from "./ReactorSettlement.js"
 export {
   backoffMillis,
   defaultRetry,

@@ -6,7 +6,7 @@
  * kind's policy. The processor
  * settles what these dispatch a batch at a time (SettlementPage.ts).
  */
-import { Cause, Duration, Effect, Exit, Option, Schedule } from "effect"
+import { Cause, Duration, Effect, Exit, Option, Schedule, Schema } from "effect"
 import { reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
 import type { EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
@@ -14,8 +14,12 @@ import * as Outbox from "./Outbox.js"
 import * as Quarantine from "./Quarantine.js"
 import type { WorkerShape } from "./Worker.js"
 
-/** What may happen to a row whose owner died while performing it. */
-export type ProcessLossPolicy = "replay-safe" | "process-bound"
+/**
+ * What may happen to a row whose owner died while performing it: named once here, for kind tables,
+ * payloads that record a per-call policy, and ledgers alike.
+ */
+export const ProcessLossPolicy = Schema.Literal("replay-safe", "process-bound")
+export type ProcessLossPolicy = typeof ProcessLossPolicy.Type
 
 export interface KindPolicy {
   /**
