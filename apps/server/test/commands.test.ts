@@ -1,13 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { client, postJson, raw, startServer } from "./fixtures/server.js"
-
-const open = (id: string, accountId: string, owner = "ada") => ({
-  commandId: id,
-  type: "account.open",
-  accountId,
-  owner
-})
+import { openAccount as open } from "./fixtures/AccountsDomain.js"
 
 describe("POST /v1/commands", () => {
   it.scopedLive(

@@ -2,8 +2,9 @@ import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { effectStatus, firstLife, onStore, postJson, raw, startServer, tempDataDir } from "./fixtures/server.js"
+import { openAccount } from "./fixtures/AccountsDomain.js"
 
-const command = { commandId: "c-1", type: "account.open", accountId: "a", owner: "ada" }
+const command = openAccount("c-1", "a")
 
 /**
  * A stored row the engine cannot read (cut off, edited by hand) is the store's damage: asking again reads

@@ -1,8 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { postJson, raw, startServer } from "./fixtures/server.js"
+import { openAccount as open } from "./fixtures/AccountsDomain.js"
 
-const open = (id: string, accountId: string) => ({ commandId: id, type: "account.open", accountId, owner: "ada" })
 const deposit = (id: string, accountId: string, amount: number) => ({
   commandId: id,
   type: "account.deposit",

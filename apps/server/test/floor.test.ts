@@ -3,13 +3,9 @@ import { driverError, FreeSpace, StorageFaults } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
 import { domain as agents } from "../src/AgentsDomain.js"
 import { effectStatus, postJson, raw, startServer, waitFor } from "./fixtures/server.js"
+import { openAccount } from "./fixtures/AccountsDomain.js"
 
-const open = (n: number) => ({
-  commandId: `o-${n}`,
-  type: "account.open",
-  accountId: `acc-${n}`,
-  owner: `user${n}@example.com`
-})
+const open = (n: number) => openAccount(`o-${n}`, `acc-${n}`, `user${n}@example.com`)
 const floor = 64 * 1024 * 1024
 
 describe("the disk floor", () => {
