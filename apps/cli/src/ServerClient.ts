@@ -42,8 +42,44 @@ const authorize = (connection: Connection) => (client: HttpClient.HttpClient) =>
     : HttpClient.mapRequest(json, HttpClientRequest.bearerToken(connection.token))
 }
 
-const makeClient = (connection: Connection): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
-  HttpApiClient.make(Api.ServerApi, { baseUrl: connection.url, transformClient: authorize(connection) })
+/** A failing answer's status and JSON body, kept for when the typed client cannot decode it. */
+interface FailedAnswer {
+  readonly status: number
+  readonly body: unknown
+}
+
+const makeClient = (
+  connection: Connection,
+  keep: (answer: FailedAnswer | undefined) => void
+): Effect.Effect<ApiClient, never, HttpClient.HttpClient> =>
+  HttpApiClient.make(Api.ServerApi, {
+    baseUrl: connection.url,
+    transformClient: (client) =>
+      HttpClient.transformResponse(
+        authorize(connection)(client),
+        // The body is read once and cached by the response: the typed client decodes the same text.
+        // Each answer replaces the last, so a failure is never explained by an earlier request's answer.
+        Effect.tap((response) =>
+          response.status < 400
+            ? Effect.sync(() => keep(undefined))
+            : Effect.map(Effect.option(response.json), (body) =>
+                keep({ status: response.status, body: Option.getOrUndefined(body) })
+              )
+        )
+      )
+  })
+
+/**
+ * An error answer the typed client could not decode (a newer server's error, or one the route does
+ * not declare), told by its status and, when the body is the API's error shape, its tag and message;
+ * instead of a schema's decode failure or a bare status code.
+ */
+const undecodedAnswer = (connection: Connection, answer: FailedAnswer): CliError => {
+  const named = answer.body as { readonly error?: unknown; readonly message?: unknown } | undefined
+  const error = typeof named?.error === "string" ? named.error.slice(0, 100) : `HTTP ${answer.status}`
+  const message = typeof named?.message === "string" ? named.message.slice(0, 500) : "(no message)"
+  return fromStatus(connection, answer.status, error, message)
+}
 
 const transportCode = (cause: unknown): string | undefined => {
   // fetch wraps the socket error: TypeError("fetch failed") with `cause.code` (ECONNREFUSED, …).
@@ -119,10 +155,26 @@ export const call = <A, E>(
   connection: Connection,
   f: (api: ApiClient) => Effect.Effect<A, E>
 ): Effect.Effect<A, CliError> =>
-  Effect.flatMap(makeClient(connection), f).pipe(
-    Effect.mapError(fromHttpFailure(connection)),
-    Effect.provide(FetchHttpClient.layer)
-  )
+  Effect.suspend(() => {
+    let failed: FailedAnswer | undefined
+    return Effect.flatMap(
+      makeClient(connection, (answer) => {
+        failed = answer
+      }),
+      f
+    ).pipe(
+      Effect.mapError((failure) => {
+        // The typed client could not decode an error answer (ParseError), or the route declares none for
+        // its status (ResponseError): the answer itself says what happened.
+        const tag = (failure as { readonly _tag?: unknown })._tag
+        const undecoded = tag === "ParseError" || tag === "ResponseError"
+        return failed !== undefined && undecoded
+          ? undecodedAnswer(connection, failed)
+          : fromHttpFailure(connection)(failure)
+      }),
+      Effect.provide(FetchHttpClient.layer)
+    )
+  })
 
 /** Path segments are sent as given by the typed client: ids with `:` or `#` must be encoded. */
 export const segment = (id: string) => encodeURIComponent(id)

@@ -508,20 +508,16 @@ describe("the CLI with servers of its own", () => {
   )
 })
 
-/**
- * A listener that answers every request as the server's gate does while it starts or stops (the
- * gate's own `closedResponse`), on a real port.
- */
-const gateOnly = (phase: "starting" | "stopping") =>
+/** A real listener on a free port that answers every request with `answer(pathname)`. */
+const listenerAnswering = (answer: (pathname: string) => Response) =>
   Effect.acquireRelease(
     Effect.promise(
       () =>
         new Promise<{ server: Http.Server; url: string }>((resolve) => {
           const server = Http.createServer((request, response) => {
-            const pathname = new URL(request.url ?? "/", "http://localhost").pathname
-            const answer = HttpServerResponse.toWeb(ListenerGate.closedResponse(phase, pathname))
-            void answer.text().then((body) => {
-              response.writeHead(answer.status, Object.fromEntries(answer.headers.entries()))
+            const answered = answer(new URL(request.url ?? "/", "http://localhost").pathname)
+            void answered.text().then((body) => {
+              response.writeHead(answered.status, Object.fromEntries(answered.headers.entries()))
               response.end(body)
             })
           })
@@ -534,6 +530,10 @@ const gateOnly = (phase: "starting" | "stopping") =>
     ),
     ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
   )
+
+/** A listener that answers every request as the server's gate does while it starts or stops (its own `closedResponse`). */
+const gateOnly = (phase: "starting" | "stopping") =>
+  listenerAnswering((pathname) => HttpServerResponse.toWeb(ListenerGate.closedResponse(phase, pathname)))
 
 /** Each command against a gate-only listener: exit 1 and one line naming the gate's answer. */
 const answeredByGate = (
@@ -581,5 +581,31 @@ describe("the CLI against a server that is not serving yet, or any more", () => 
       "the server answered 503 EngineUnavailable: the server is shutting down",
       (url) => `the server at ${url} is stopping`
     )
+  )
+})
+
+describe("the CLI against a server whose error it does not know", () => {
+  it.scopedLive(
+    "an error body this CLI cannot decode (a newer server's error, or one a route does not declare) is said by its status, tag and message",
+    () =>
+      Effect.gen(function* () {
+        const json = (status: number, body: unknown) =>
+          new Response(JSON.stringify(body), { status, headers: { "content-type": "application/json" } })
+        const { url } = yield* listenerAnswering((pathname) =>
+          pathname.startsWith("/v1/receipts") || pathname.startsWith("/v1/commands/")
+            ? json(500, { error: "SomethingNew", message: "a newer server's failure" })
+            : json(409, { error: "EffectLocked", message: "a newer server's refusal" })
+        )
+        const conflict = yield* cli(["effects", "show", "x", "--url", url])
+        assert.strictEqual(conflict.stderr.trim(), "error: EffectLocked: a newer server's refusal")
+        assert.strictEqual(conflict.code, 7)
+        const failed = yield* cli(["receipts", "show", "c", "--url", url])
+        assert.strictEqual(
+          failed.stderr.trim(),
+          "error: the server answered 500 SomethingNew: a newer server's failure"
+        )
+        assert.strictEqual(failed.code, 1)
+      }),
+    60_000
   )
 })
