@@ -268,7 +268,21 @@ describe("reactors: timing under TestClock", () => {
       const text = Array.isArray(message) ? String(message[0]) : String(message)
       if (text.includes("cooling off")) failures.push(text)
     })
+    // Work to claim while the store fails: a first attempt that fails, so the row waits, pending, for
+    // its retry at 1 s. A reactor with nothing to claim writes nothing (on SQLite a claim that finds no
+    // row runs no UPDATE), so only a claim of a due row meets the refusal.
+    handler.behaviors.set("job:j0", (row) =>
+      row.attempts === 1
+        ? Effect.fail(new EffectFailure({ message: "down once", retryable: true, code: "E_DOWN" }))
+        : Effect.succeed({ done: row.effectId })
+    )
     return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j0", "work.safe"))
+      yield* eventually(
+        Effect.map(Outbox.find("job:j0"), (r) => r?.attempts === 1 && r.status === "pending"),
+        "j0 waits for its retry"
+      )
       // Every write is refused (SQLITE_READONLY, or PostgreSQL's read-only error), as from a failing device.
       yield* refuseWrites(true)
       // 2 s in 100 ms steps: each retry's next sleep is registered before the clock moves past it.
@@ -276,18 +290,20 @@ describe("reactors: timing under TestClock", () => {
         yield* TestClock.adjust("100 millis")
         yield* settle
       }
-      // 100 ms, 200 ms, 400 ms, 800 ms ... : a handful of tries in 2 s, not thousands. On PostgreSQL the
-      // reactor's last claim before the refusal found nothing, which covers it (Reactor.ts `covered`): only
-      // its polls look (and fail) then, once a second. That the loop outlives them is shown by the heal below.
+      // From j0's due time on, 100 ms, 200 ms, 400 ms ... : a handful of tries, not thousands. That the
+      // loop outlives them is shown by the heal below.
       assert.isAtLeast(failures.length, 1)
       assert.isAtMost(failures.length, 6)
       yield* refuseWrites(false)
-      const engine = yield* Engine.Engine
       yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
       yield* TestClock.adjust("2 seconds")
       yield* eventually(
         Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
         "healed"
+      )
+      yield* eventually(
+        Effect.map(Outbox.find("job:j0"), (r) => r?.status === "succeeded"),
+        "j0 retried after the heal"
       )
     }).pipe(
       Effect.provide(
