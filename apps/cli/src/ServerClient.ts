@@ -2,7 +2,8 @@
  * Talking to a running server: the typed HttpApiClient of the server's own HttpApi (so requests and
  * answers are checked against the same schemas the server serves), the health report (which answers
  * 503 with the same body when unavailable), and the event stream. Every HTTP failure becomes a
- * CliError in `fromHttpFailure`, the one mapping from what the server said to what the CLI says.
+ * CliError in `fromHttpFailure` (or, for an error answer the typed client cannot decode, from the
+ * answer itself); both end in `fromStatus`, the one mapping from a status to what the CLI says.
  */
 import { FetchHttpClient, type HttpApi, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Api, ApiErrors as ServerErrors, ListenerGate, ThreadStream } from "@orchestration/server"
