@@ -97,20 +97,23 @@ describe("the disk floor", () => {
   )
 })
 
+/** Every receipt write fails with the driver's `code` while `failing` is set (the store's fault points). */
+const receiptWritesFailing = (code: string, message: string) => {
+  const refusal = { failing: false }
+  const faults = Layer.succeed(StorageFaults, {
+    before: (point) => (point === "receipts" && refusal.failing ? Effect.fail(driverError(code, message)) : Effect.void)
+  })
+  return Object.assign(refusal, { faults })
+}
+
 describe("a write the store refuses", () => {
   it.scopedLive(
     "a store that reports its file damaged (SQLITE_CORRUPT): 500 StorageCorrupt, not retried, and /health unavailable (a row's damage alone leaves health as it is)",
     () =>
       Effect.gen(function* () {
-        const file = { corrupt: false }
-        const faults = Layer.succeed(StorageFaults, {
-          before: (point) =>
-            point === "receipts" && file.corrupt
-              ? Effect.fail(driverError("SQLITE_CORRUPT", "database disk image is malformed"))
-              : Effect.void
-        })
-        const { url } = yield* startServer({ storageFaults: faults, env: { STORAGE_PROBE_MS: "100" } })
-        file.corrupt = true
+        const file = receiptWritesFailing("SQLITE_CORRUPT", "database disk image is malformed")
+        const { url } = yield* startServer({ storageFaults: file.faults, env: { STORAGE_PROBE_MS: "100" } })
+        file.failing = true
         const refused = yield* postJson(url, "/v1/commands", { ...open(1), commandId: "o-corrupt" })
         assert.strictEqual(refused.status, 500)
         assert.strictEqual(refused.body.error, "StorageCorrupt")
@@ -125,15 +128,9 @@ describe("a write the store refuses", () => {
     () =>
       Effect.gen(function* () {
         // The disk fills faster than the floor check: while `full`, every receipt write gets SQLITE_FULL.
-        const disk = { full: false }
-        const faults = Layer.succeed(StorageFaults, {
-          before: (point) =>
-            point === "receipts" && disk.full
-              ? Effect.fail(driverError("SQLITE_FULL", "database or disk is full"))
-              : Effect.void
-        })
-        const { url } = yield* startServer({ storageFaults: faults, env: { STORAGE_PROBE_MS: "100" } })
-        disk.full = true
+        const disk = receiptWritesFailing("SQLITE_FULL", "database or disk is full")
+        const { url } = yield* startServer({ storageFaults: disk.faults, env: { STORAGE_PROBE_MS: "100" } })
+        disk.failing = true
         const refused = yield* postJson(url, "/v1/commands", { ...open(1), commandId: "o-full" })
         assert.strictEqual(refused.status, 503)
         assert.strictEqual(refused.body.error, "StorageUnavailable")
@@ -151,7 +148,7 @@ describe("a write the store refuses", () => {
           false
         ])
         // Room again: the probe finds out by itself.
-        disk.full = false
+        disk.failing = false
         const back = yield* waitFor(
           "/health 200 without a client write",
           Effect.map(raw(url, "/health"), (r) => (r.status === 200 ? r : undefined))
