@@ -149,15 +149,20 @@ const makeBackend = (
         // One round trip: the transaction's id before any sequence and the schema's writers' lock
         // (CommitHorizon.WRITER_XID_FIRST), the hint to other processes (delivered at COMMIT; a rolled-back batch notifies nobody), the
         // batch's receipts, the committed versions of its cached aggregates, and the log head.
+        // Each cached aggregate's newest version, one index entry each (the newest of its unique
+        // (type, id, version) index). Not MAX(version) … GROUP BY: PostgreSQL computes that by reading
+        // every event of the aggregate, so a batch for a long thread read its whole history.
+        // 0 for an aggregate without events, as the cache compares it.
         const versions =
           cached.length === 0
             ? sql.literal("")
             : sql`UNION ALL
-          SELECT NULL, e.aggregate_type, e.aggregate_id, ${sql.literal(receiptNulls)}, MAX(e.version), NULL FROM events e
-          WHERE (e.aggregate_type, e.aggregate_id) IN (VALUES ${sql.csv(
+          SELECT NULL, c.aggregate_type, c.aggregate_id, ${sql.literal(receiptNulls)},
+            COALESCE((SELECT e.version FROM events e WHERE e.aggregate_type = c.aggregate_type AND e.aggregate_id = c.aggregate_id
+              ORDER BY e.version DESC LIMIT 1), 0), NULL
+          FROM (VALUES ${sql.csv(
             cached.map((c) => sql`(CAST(${c.aggregateType} AS TEXT), CAST(${c.aggregateId} AS TEXT))`)
-          )})
-          GROUP BY e.aggregate_type, e.aggregate_id`
+          )}) AS c (aggregate_type, aggregate_id)`
         const rows = yield* sql<Receipts.ReceiptRow & { version: number | null; head: number | null }>`
           SELECT r.*, NULL::bigint AS version, NULL::bigint AS head FROM receipts r WHERE ${sql.in("r.command_id", commandIds)}
           ${versions}

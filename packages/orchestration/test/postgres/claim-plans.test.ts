@@ -32,6 +32,9 @@ const sentDuring = <A, E, R>(body: Effect.Effect<A, E, R>) => {
   )(body).pipe(Effect.as(sent))
 }
 
+/** Every statement sent by a test that captures its engine's fibers too (the one below). */
+const everySent: Array<readonly [string, ReadonlyArray<unknown>]> = []
+
 interface Plan {
   readonly text: string
   /** Pages the statement touched (shared buffers hit or read, the top node's total). */
@@ -40,9 +43,13 @@ interface Plan {
 
 /** Each statement `body` sent that mentions `table`, run again under EXPLAIN (ANALYZE, BUFFERS). */
 const plansOf = <A, E, R>(body: Effect.Effect<A, E, R>, table: RegExp) =>
+  Effect.flatMap(sentDuring(body), (sent) => explained(sent, table))
+
+/** Each of the `sent` statements that mentions `table`, run again under EXPLAIN (ANALYZE, BUFFERS). */
+const explained = (all: ReadonlyArray<readonly [string, ReadonlyArray<unknown>]>, table: RegExp) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
-    const sent = (yield* sentDuring(body)).filter(([text]) => table.test(text) && !/^(BEGIN|COMMIT)/.test(text))
+    const sent = all.filter(([text]) => table.test(text) && !/^(BEGIN|COMMIT)/.test(text))
     assert.isAbove(sent.length, 0, `a statement on ${table}`)
     return yield* Effect.forEach(sent, ([text, params]) =>
       Effect.gen(function* () {
@@ -98,5 +105,42 @@ describe("claim, cursor, follower and sweep plans on PostgreSQL", () => {
       assertIndexed(yield* plansOf(EventLog.head, /FROM events/))
       assertIndexed(yield* plansOf(Retention.pruneOnce(), /FROM outbox/))
     }).pipe(Effect.provide(jobsEngine()))
+  )
+
+  // A batch's first statement checks that each aggregate it has cached is still at the cached version.
+  // It read that version as MAX(version) over the aggregate's events, which PostgreSQL computed by
+  // reading every one of them: a batch for a thread with a long history read its whole history.
+  it.effect("a batch's start reads a cached aggregate's version, not its history", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient
+      const engine = yield* Engine.Engine
+      yield* engine.activate
+      // given an aggregate with a long history, loaded once (so the processor caches it)
+      const now = Date.now()
+      yield* sql`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
+        SELECT 'long/e' || i, 'job', 'long', i, 'job.cancel-asked', 1, '{"type":"job.cancel-asked","effectIds":[]}', 'hist-' || i, ${now}
+        FROM generate_series(1, ${history}::int) AS i`
+      yield* sql`ANALYZE`
+      const cancel = (n: number) => ({ commandId: `cancel-${n}`, type: "job.cancel", jobId: "long", effectIds: [] })
+      yield* engine.dispatchWithReceipt(cancel(1))
+      // when the next command for it starts a batch (on the processor's fiber, which the capture reaches
+      // because the engine was built inside it)
+      const from = everySent.length
+      yield* engine.dispatchWithReceipt(cancel(2))
+      const plans = yield* explained(everySent.slice(from), /FROM receipts r WHERE/)
+      // then that statement reads a few pages, not the aggregate's history
+      assertIndexed(plans)
+      // and both commands were decided on the cached state and written
+      const written = yield* sql<{ n: number | string }>`SELECT COUNT(*) AS n FROM events WHERE aggregate_id = 'long'`
+      assert.strictEqual(Number(written[0]!.n), history + 2)
+    }).pipe(
+      Effect.provide(jobsEngine()),
+      Statement.withTransformer((statement) =>
+        Effect.sync(() => {
+          everySent.push(statement.compile())
+          return statement
+        })
+      )
+    )
   )
 })
