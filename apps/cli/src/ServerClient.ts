@@ -202,13 +202,8 @@ export const health = (connection: Connection): Effect.Effect<Api.HealthReport, 
         })
       }
     }
-    const error = body as { error?: unknown; message?: unknown }
-    return yield* fromStatus(
-      connection,
-      response.status,
-      String(error?.error ?? `HTTP ${response.status}`),
-      String(error?.message ?? JSON.stringify(body))
-    )
+    // Any other answer is told as any undecodable error answer is: its status, tag and message, clipped.
+    return yield* undecodedAnswer(connection, { status: response.status, body })
   }).pipe(
     Effect.mapError((failure) => (isCliError(failure) ? failure : fromHttpFailure(connection)(failure))),
     Effect.provide(FetchHttpClient.layer)

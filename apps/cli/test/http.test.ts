@@ -608,4 +608,25 @@ describe("the CLI against a server whose error it does not know", () => {
       }),
     60_000
   )
+
+  it.scopedLive(
+    "a /health answer that is not a report is said by its status, tag and message, each clipped as any error answer's",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* listenerAnswering(
+          () =>
+            new Response(JSON.stringify({ error: "T".repeat(5_000), message: "m".repeat(50_000) }), {
+              status: 500,
+              headers: { "content-type": "application/json" }
+            })
+        )
+        const result = yield* cli(["status", "--url", url])
+        assert.strictEqual(
+          result.stderr.trim(),
+          `error: the server answered 500 ${"T".repeat(100)}: ${"m".repeat(500)}`
+        )
+        assert.strictEqual(result.code, 1)
+      }),
+    60_000
+  )
 })
