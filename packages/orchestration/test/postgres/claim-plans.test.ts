@@ -70,14 +70,18 @@ const assertIndexed = (plans: ReadonlyArray<Plan>) => {
   }
 }
 
+/** The test's engine, activated, its client and the time the test starts at. */
+const activeEngine = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.activate
+  return { sql: yield* SqlClient, engine, now: Date.now() }
+})
+
 describe("claim, cursor, follower and sweep plans on PostgreSQL", () => {
   it.effect(`no read scans the outbox or the log with ${history.toLocaleString("en-US")} settled rows`, () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient
-      const engine = yield* Engine.Engine
-      yield* engine.activate
+      const { sql, engine, now } = yield* activeEngine
       // given a store with a long settled history (one aggregate and lane a row) and a few live rows
-      const now = Date.now()
       yield* sql`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
         SELECT 'hist-' || i || '/e0', 'job', 'h-' || i, 1, 'job.submitted', 1, '{}', 'hist-' || i, ${now}
         FROM generate_series(1, ${history}::int) AS i`
@@ -112,11 +116,8 @@ describe("claim, cursor, follower and sweep plans on PostgreSQL", () => {
   // reading every one of them: a batch for a thread with a long history read its whole history.
   it.effect("a batch's start reads a cached aggregate's version, not its history", () =>
     Effect.gen(function* () {
-      const sql = yield* SqlClient
-      const engine = yield* Engine.Engine
-      yield* engine.activate
+      const { sql, engine, now } = yield* activeEngine
       // given an aggregate with a long history, loaded once (so the processor caches it)
-      const now = Date.now()
       yield* sql`INSERT INTO events (event_id, aggregate_type, aggregate_id, version, type, schema_version, payload, command_id, occurred_at)
         SELECT 'long/e' || i, 'job', 'long', i, 'job.cancel-asked', 1, '{"type":"job.cancel-asked","effectIds":[]}', 'hist-' || i, ${now}
         FROM generate_series(1, ${history}::int) AS i`
