@@ -26,7 +26,7 @@ import {
   Reactor,
   type TimerFailure
 } from "@orchestration/engine"
-import { Schema } from "effect"
+import { HashSet, Schema } from "effect"
 import { type ApprovalPolicy, off as approvalOff } from "./Approval.js"
 import { decideApproval, decideApprovalTimeout, withholdForApproval } from "./ApprovalDecisions.js"
 import { decideTimerFailure } from "./DeadlineFailures.js"
@@ -272,7 +272,7 @@ export const makeThread = (
           return Decision.of<ThreadEvent>({ events: [{ type: "thread.created", title: command.title ?? null }] })
         case "message.send": {
           if (state.deleted) return Decision.reject("thread-deleted", `thread '${threadId}' was deleted`)
-          if (state.messageIds.includes(command.messageId)) {
+          if (HashSet.has(state.messageIds, command.messageId)) {
             return Decision.reject(
               "duplicate-message",
               `message '${command.messageId}' was already sent to thread '${threadId}'`

@@ -4,7 +4,7 @@
  * model and the transcript are projections of these events.
  */
 import { Aggregate, CommandId, TimerFailures, Waits } from "@orchestration/engine"
-import { Schema } from "effect"
+import { HashSet, Schema } from "effect"
 import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 import { waitNameOf } from "./Approval.js"
 
@@ -137,8 +137,13 @@ export interface ThreadState {
   readonly turns: number
   readonly active: ActiveTurn | null
   readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
-  readonly messageIds: ReadonlyArray<string>
-  readonly transcriptIds: ReadonlyArray<string>
+  /**
+   * Every message id and transcript id the thread has seen, for its life. Persistent sets: adding one
+   * shares the rest, where arrays were copied whole on every event (a thread months old then took
+   * minutes to fold, and each event copied tens of thousands of ids).
+   */
+  readonly messageIds: HashSet.HashSet<string>
+  readonly transcriptIds: HashSet.HashSet<string>
   /** Delegate-and-await: answers this thread owes and calls of it that wait (DelegationEvents.ts). */
   readonly delegation: DelegationState
   /** Approval waits by name (`approval.<transcriptId>`), race-safe open / answer / timeout. */
@@ -152,8 +157,8 @@ export const initialState: ThreadState = {
   turns: 0,
   active: null,
   queue: [],
-  messageIds: [],
-  transcriptIds: [],
+  messageIds: HashSet.empty(),
+  transcriptIds: HashSet.empty(),
   delegation: initialDelegation,
   waits: Waits.empty,
   approvals: {}
@@ -184,16 +189,14 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
       return {
         ...state,
         queue: [...state.queue, { messageId: event.messageId, text: event.text }],
-        messageIds: [...state.messageIds, event.messageId]
+        messageIds: HashSet.add(state.messageIds, event.messageId)
       }
     case "turn.started":
       return {
         ...state,
         turns: event.ordinal,
         queue: state.queue.filter((q) => q.messageId !== event.messageId),
-        messageIds: state.messageIds.includes(event.messageId)
-          ? state.messageIds
-          : [...state.messageIds, event.messageId],
+        messageIds: HashSet.add(state.messageIds, event.messageId),
         active: {
           turnId: event.turnId,
           ordinal: event.ordinal,
@@ -208,7 +211,7 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
         ? state
         : {
             ...state,
-            transcriptIds: [...state.transcriptIds, ...event.toolCalls.map((c) => c.transcriptId)],
+            transcriptIds: event.toolCalls.reduce((ids, c) => HashSet.add(ids, c.transcriptId), state.transcriptIds),
             active: { ...state.active, step: event.step, calls: event.toolCalls, answered: [] }
           }
     case "tool.result": {

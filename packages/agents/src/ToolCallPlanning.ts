@@ -6,7 +6,7 @@
  * plans the same ids.
  */
 import { CommandId, type EffectIntent } from "@orchestration/engine"
-import { Schema } from "effect"
+import { HashSet, Schema } from "effect"
 import { type ActiveTurn, type CallRecord, type ThreadEvent, toolEffectId } from "./ThreadEvents.js"
 import { McpTarget, parseOfferedName } from "./McpTools.js"
 import { isToolName, type ToolName, toolKind } from "./Tools.js"
@@ -44,7 +44,11 @@ const safeCallId = (id: string) => (/^[A-Za-z0-9._-]{1,64}$/.test(id) ? id : Com
  * across steps, across turns), and the transcript, the effect id and the read model's key must not.
  * Deterministic: the same response in the same state always gets the same ids.
  */
-export const uniqueCallId = (callId: string, ordinal: number, used: ReadonlySet<string>): string => {
+export const uniqueCallId = (
+  callId: string,
+  ordinal: number,
+  used: { readonly has: (id: string) => boolean }
+): string => {
   if (!used.has(callId)) return callId
   const inTurn = `${callId}_t${ordinal}`
   if (!used.has(inTurn)) return inTurn
@@ -65,15 +69,17 @@ export interface PlannedCalls {
 export const planCalls = (
   threadId: string,
   active: ActiveTurn,
-  transcriptIds: ReadonlyArray<string>,
+  transcriptIds: HashSet.HashSet<string>,
   toolCalls: ReadonlyArray<ResponseCall>,
   now: number
 ): PlannedCalls => {
-  const used = new Set(transcriptIds)
+  // The thread's ids and this response's, without copying the thread's (it may hold tens of thousands).
+  const planned = new Set<string>()
+  const used = { has: (id: string) => planned.has(id) || HashSet.has(transcriptIds, id) }
   const calls = toolCalls.map((call, index): CallRecord => {
     const callId = safeCallId(call.id || `call_${active.step}_${index}`)
     const transcriptId = uniqueCallId(callId, active.ordinal, used)
-    used.add(transcriptId)
+    planned.add(transcriptId)
     return {
       callId,
       transcriptId,

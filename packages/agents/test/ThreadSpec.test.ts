@@ -625,3 +625,85 @@ describe("Thread spec: thread cleanup", () => {
   it("given a deleted thread, when its cleanup fails, then nothing is recorded", () =>
     Thread.given(deleted).when(cleanup("failed")).thenDecide({}))
 })
+
+// ---- a long history ---------------------------------------------------------------------------
+
+/**
+ * A thread months old: `turns` completed turns, each one step with two calls (a cron trigger firing
+ * every minute makes 40,000 in four weeks). The state folded from it must answer as a new thread's:
+ * its seen message and transcript ids were arrays copied whole on every event, so folding this many
+ * turns (a restart, a cache eviction) took minutes and each new event copied them again.
+ */
+const longHistory = (turns: number): Array<ThreadEvent> => {
+  const events: Array<ThreadEvent> = [created]
+  for (let i = 1; i <= turns; i++) {
+    const turnId = `t1:h${i}`
+    const calls = [`h${i}a`, `h${i}b`].map((id) => ({ ...call(id), effectId: `tool:${turnId}:${id}` }))
+    events.push(
+      { type: "turn.started", turnId, ordinal: i, messageId: `h${i}`, text: "tick" },
+      { type: "model.responded", turnId, step: 1, text: "", toolCalls: calls },
+      { type: "turn.completed", turnId, steps: 1, text: "done" }
+    )
+  }
+  return events
+}
+
+/**
+ * The thread's fold, letting the event loop run every 100 events and stopping once the test timed out:
+ * a fold that takes minutes then fails at the test's timeout instead of holding the run (a synchronous
+ * one cannot be timed out).
+ */
+const foldLetting = async (thread: ThreadAggregate, events: ReadonlyArray<ThreadEvent>, signal: AbortSignal) => {
+  let state = thread.initialState
+  for (const [index, event] of events.entries()) {
+    state = thread.evolve(state, event)
+    if (index % 100 === 0) {
+      await new Promise((resolve) => setImmediate(resolve))
+      signal.throwIfAborted()
+    }
+  }
+  return state
+}
+
+describe("Thread spec: a long history", () => {
+  const turns = 50_000
+  const thread = makeThread()
+
+  it(`given ${turns.toLocaleString("en-US")} turns, when the first turn's message id is sent again, then duplicate-message; a new one starts a turn`, async ({
+    signal
+  }) => {
+    const state = await foldLetting(thread, longHistory(turns), signal)
+    const again = thread.decide(
+      state,
+      { commandId: "c", type: "message.send", threadId: "t1", messageId: "h1", text: "tick" },
+      ctx
+    )
+    assert.strictEqual(again._tag === "Rejection" ? again.reason : "accepted", "duplicate-message")
+    const next = thread.decide(
+      state,
+      { commandId: "c", type: "message.send", threadId: "t1", messageId: "m1", text: "go" },
+      ctx
+    )
+    if (next._tag === "Rejection") return assert.fail(`rejected: ${next.reason}`)
+    assert.deepStrictEqual(next.events, [started("m1", turns + 1)])
+  })
+
+  it(`given ${turns.toLocaleString("en-US")} turns and a new one running, when its step reuses the first turn's call id, then the call gets a thread-unique transcript id`, async ({
+    signal
+  }) => {
+    const state = await foldLetting(thread, [...longHistory(turns), started("m1", turns + 1)], signal)
+    const answer = thread.onOutcome!(
+      state,
+      stepOutcome(1, "succeeded", {
+        response: { text: "", toolCalls: [{ id: "h1a", name: "publish", arguments: a.arguments }] }
+      }),
+      ctx
+    )
+    if (answer._tag === "Rejection") return assert.fail(`rejected: ${answer.reason}`)
+    const planned = answer.events[0]?.type === "model.responded" ? answer.events[0].toolCalls : []
+    assert.deepStrictEqual(
+      planned.map((c) => [c.callId, c.transcriptId]),
+      [["h1a", `h1a_t${turns + 1}`]]
+    )
+  })
+})
