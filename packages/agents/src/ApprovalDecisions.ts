@@ -15,7 +15,14 @@ import {
 } from "@orchestration/engine"
 import { type ApprovalPolicy, deniedContent, requiresApproval, waitNameOf } from "./Approval.js"
 import type { McpCallPayload } from "./ToolCallPlanning.js"
-import type { ActiveTurn, ApprovalVerdict, CallRecord, ThreadEvent, ThreadState } from "./ThreadEvents.js"
+import {
+  type ActiveTurn,
+  approvalOf,
+  type ApprovalVerdict,
+  type CallRecord,
+  type ThreadEvent,
+  type ThreadState
+} from "./ThreadEvents.js"
 import { answerCall } from "./TurnProgress.js"
 /**
  * Of a step's planned effects, those the policy lets run now, and for the others an open approval
@@ -76,7 +83,7 @@ const verdictWords: Record<ApprovalVerdict, string> = {
 
 /** The call an approval command names, its record, and the turn it waits in; or why there is none. */
 const approvalTarget = (state: ThreadState, threadId: string, callId: string) => {
-  const record = state.approvals[callId]
+  const record = approvalOf(state, callId)
   if (record === undefined)
     return Decision.reject("approval-unknown", `no call '${callId}' of thread '${threadId}' waits for approval`)
   const active = state.active

@@ -27,12 +27,12 @@ const guardedWait = (state: ThreadState, failure: TimerFailure) => {
   for (const call of active.calls) {
     if (active.answered.includes(call.transcriptId)) continue
     const approval = approvalWaitOf(call.transcriptId)
-    if (failure.timerId === Waits.timerIdOf(approval) && isThisOpening(state.waits[approval])) {
+    if (failure.timerId === Waits.timerIdOf(approval) && isThisOpening(Waits.get(state.waits, approval))) {
       const what = `the deadline of call '${call.transcriptId}' awaiting approval`
       return { active, call, wait: "approval" as const, what }
     }
     const delegate = delegateWaitOf(call.effectId)
-    if (failure.timerId === Waits.timerIdOf(delegate) && isThisOpening(state.delegation.waits[delegate])) {
+    if (failure.timerId === Waits.timerIdOf(delegate) && isThisOpening(Waits.get(state.delegation.waits, delegate))) {
       const other = state.delegation.awaiting[call.effectId]?.threadId ?? ""
       const what = `the deadline of call '${call.transcriptId}' awaiting thread '${other}'`
       return { active, call, wait: "delegate" as const, what }

@@ -420,7 +420,7 @@ export const decideDelegation = (
       // The answer may land before the delegate's own settlement opened the wait: the call is open, so it counts.
       let cancelTimers: ReadonlyArray<string> = []
       let closing: ReadonlyArray<ThreadEvent> = []
-      if (state.delegation.waits[name] !== undefined) {
+      if (Waits.get(state.delegation.waits, name) !== undefined) {
         const answered = Waits.answer(state.delegation.waits, name)
         if (Waits.isRejection(answered)) return answered
         cancelTimers = answered.cancelTimers
@@ -459,7 +459,7 @@ export const decideDelegation = (
         return Decision.reject("wait-closed", `wait '${command.wait}' has no open call`)
       }
       const [effectId, waiting] = entry
-      const deadline = state.delegation.waits[command.wait]!.deadline
+      const deadline = Waits.get(state.delegation.waits, command.wait)!.deadline
       const outcome = resultOutcome(open.active, open.call, {
         status: "failed",
         error: {

@@ -4,7 +4,7 @@
  * model and the transcript are projections of these events.
  */
 import { Aggregate, CommandId, TimerFailures, Waits } from "@orchestration/engine"
-import { HashSet, Schema } from "effect"
+import { HashMap, HashSet, Option, Schema } from "effect"
 import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 import { waitNameOf } from "./Approval.js"
 
@@ -148,7 +148,8 @@ export interface ThreadState {
   readonly delegation: DelegationState
   /** Approval waits by name (`approval.<transcriptId>`), race-safe open / answer / timeout. */
   readonly waits: Waits.WaitsState
-  readonly approvals: Readonly<Record<string, ApprovalRecord>>
+  /** By transcript id, for the thread's life: a persistent map, for the reason `messageIds` is a set. */
+  readonly approvals: HashMap.HashMap<string, ApprovalRecord>
 }
 
 export const initialState: ThreadState = {
@@ -161,8 +162,12 @@ export const initialState: ThreadState = {
   transcriptIds: HashSet.empty(),
   delegation: initialDelegation,
   waits: Waits.empty,
-  approvals: {}
+  approvals: HashMap.empty()
 }
+
+/** The approval record of call `transcriptId`, if it ever waited for one. */
+export const approvalOf = (state: ThreadState, transcriptId: string): ApprovalRecord | undefined =>
+  Option.getOrUndefined(HashMap.get(state.approvals, transcriptId))
 
 // ---- ids --------------------------------------------------------------------------------------
 
@@ -248,18 +253,15 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
           deadline: event.deadline,
           token: event.token
         }),
-        approvals: {
-          ...state.approvals,
-          [event.transcriptId]: {
-            turnId: event.turnId,
-            effect: event.effect,
-            timeoutMs: event.timeoutMs,
-            verdict: null
-          }
-        }
+        approvals: HashMap.set(state.approvals, event.transcriptId, {
+          turnId: event.turnId,
+          effect: event.effect,
+          timeoutMs: event.timeoutMs,
+          verdict: null
+        })
       }
     case "approval.closed": {
-      const record = state.approvals[event.transcriptId]
+      const record = approvalOf(state, event.transcriptId)
       return {
         ...state,
         waits: Waits.closed(
@@ -270,7 +272,7 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
         approvals:
           record === undefined
             ? state.approvals
-            : { ...state.approvals, [event.transcriptId]: { ...record, effect: null, verdict: event.verdict } }
+            : HashMap.set(state.approvals, event.transcriptId, { ...record, effect: null, verdict: event.verdict })
       }
     }
     case "effect.late":

@@ -9,6 +9,7 @@ import { Schema } from "effect"
 import { waitNameOf } from "./Approval.js"
 import {
   type ActiveTurn,
+  approvalOf,
   type CallRecord,
   type ResultRecord,
   stepEffectId,
@@ -55,7 +56,7 @@ export const endTurn = (
   const answered = [...active.answered, ...(extra.answered ?? [])]
   const unanswered = active.calls.filter((c) => !answered.includes(c.transcriptId))
   // A call still waiting for approval has no effect row: its wait closes, its deadline timer goes.
-  const waiting = unanswered.filter((c) => state.approvals[c.transcriptId]?.verdict === null)
+  const waiting = unanswered.filter((c) => approvalOf(state, c.transcriptId)?.verdict === null)
   const isWaiting = (c: CallRecord) => waiting.includes(c)
   const synthetic = unanswered.map(
     (c): ResultRecord => ({

@@ -7,6 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Decision, type DecideContext, type EffectOutcome, type TimerFailure, type Timers } from "@orchestration/engine"
 import * as Approval from "../src/Approval.js"
 import { makeThread, type CallRecord, type ThreadAggregate, type ThreadEvent } from "../src/Thread.js"
+import { foldLetting } from "./fixtures/fold.js"
 
 type Command = Parameters<ThreadAggregate["decide"]>[1]
 
@@ -638,6 +639,75 @@ describe("Approval spec: a turn that ends cancels its open approvals", () => {
         cancel: ["step:t1:m1#1"],
         cancelTimers: ["wait.approval.x"]
       }))
+})
+
+// ---- a long history ------------------------------------------------------------------------------
+
+/**
+ * A thread that asked for approval of a call in each of `turns` turns, each approved (a cron trigger
+ * whose turn runs `execute` every minute makes 40,000 in four weeks). Its approvals and waits are kept
+ * for the thread's life, so a late answer is judged: they were records copied whole on every
+ * `approval.requested` and `approval.closed`, and 5,000 of them took 23 s to fold.
+ */
+const approvedHistory = (turns: number): Array<ThreadEvent> => {
+  const events: Array<ThreadEvent> = [created]
+  for (let i = 1; i <= turns; i++) {
+    const turnId = `t1:h${i}`
+    const x: CallRecord = { ...exec, callId: `x${i}`, transcriptId: `x${i}`, effectId: `tool:${turnId}:x${i}` }
+    const inTurn = <E extends ThreadEvent>(event: E): E => ({ ...event, turnId })
+    events.push(
+      { type: "turn.started", turnId, ordinal: i, messageId: `h${i}`, text: "tick" },
+      inTurn(responded([x])),
+      inTurn(requested(x)),
+      inTurn(closed(x, "approved")),
+      inTurn(result(x, "done", "succeeded")),
+      { type: "turn.completed", turnId, steps: 2, text: "done" }
+    )
+  }
+  return events
+}
+
+describe("Approval spec: a long history", () => {
+  const turns = 20_000
+  const first = { ...exec, callId: "x1", transcriptId: "x1" }
+  const history = approvedHistory(turns)
+  const newTurn: ThreadEvent = { ...started, ordinal: turns + 1 } as ThreadEvent
+
+  it(`given ${turns.toLocaleString("en-US")} approved calls, when the first is approved again, denied, or its deadline fires, then the same answer changes nothing and the others are refused`, async ({
+    signal
+  }) => {
+    const state = await foldLetting(thread, history, signal)
+    const again = thread.decide(state, approve("x1", "approve-again"), ctxOf("approve-again"))
+    if (again._tag === "Rejection") return assert.fail(`rejected: ${again.reason}`)
+    assert.deepStrictEqual([again.events, again.effects], [[], []])
+    const denied = thread.decide(state, deny("x1"), ctxOf("deny-1"))
+    assert.strictEqual(denied._tag === "Rejection" ? denied.reason : "accepted", "approval-conflict")
+    const late = thread.decide(state, timeout(first), timerCtx)
+    assert.strictEqual(late._tag === "Rejection" ? late.reason : "accepted", "wait-closed")
+  })
+
+  it(`given ${turns.toLocaleString("en-US")} approved calls and a new turn, when its step asks for execute, then the call waits with a deadline timer; approved, its effect is written`, async ({
+    signal
+  }) => {
+    const state = await foldLetting(thread, [...history, newTurn], signal)
+    const asked = thread.onOutcome!(
+      state,
+      stepResponded({ toolCalls: [{ id: "x", name: "execute", arguments: exec.arguments }] }),
+      ctxOf(stepOutcomeId)
+    )
+    if (asked._tag === "Rejection") return assert.fail(`rejected: ${asked.reason}`)
+    assert.deepStrictEqual(
+      [asked.events, asked.effects, asked.timers],
+      [[responded([exec]), requested(exec)], [], [deadlineTimer(exec)]]
+    )
+    const waiting = asked.events.reduce(thread.evolve, state)
+    const approved = thread.decide(waiting, approve("x"), ctxOf("approve-1"))
+    if (approved._tag === "Rejection") return assert.fail(`rejected: ${approved.reason}`)
+    assert.deepStrictEqual(
+      [approved.events, approved.effects.map((e) => e.id), approved.cancelTimers],
+      [[closed(exec, "approved")], [exec.effectId], ["wait.approval.x"]]
+    )
+  })
 })
 
 describe("Approval: durations as the operator reads them", () => {

@@ -6,6 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { DecideContext, EffectOutcome } from "@orchestration/engine"
 import { makeThread, type CallRecord, type ThreadAggregate, type ThreadEvent } from "../src/Thread.js"
+import { foldLetting } from "./fixtures/fold.js"
 
 const ctx: DecideContext = { commandId: "cmd", aggregateId: "t1", now: 0, deriveId: (key) => `cmd:${key}` }
 
@@ -646,23 +647,6 @@ const longHistory = (turns: number): Array<ThreadEvent> => {
     )
   }
   return events
-}
-
-/**
- * The thread's fold, letting the event loop run every 100 events and stopping once the test timed out:
- * a fold that takes minutes then fails at the test's timeout instead of holding the run (a synchronous
- * one cannot be timed out).
- */
-const foldLetting = async (thread: ThreadAggregate, events: ReadonlyArray<ThreadEvent>, signal: AbortSignal) => {
-  let state = thread.initialState
-  for (const [index, event] of events.entries()) {
-    state = thread.evolve(state, event)
-    if (index % 100 === 0) {
-      await new Promise((resolve) => setImmediate(resolve))
-      signal.throwIfAborted()
-    }
-  }
-  return state
 }
 
 describe("Thread spec: a long history", () => {
