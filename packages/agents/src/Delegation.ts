@@ -32,6 +32,7 @@ import {
 import { Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { type AwaitedBy, waitNameOf } from "./DelegationEvents.js"
+import * as MessageQueue from "./MessageQueue.js"
 import { ToolCallPayload } from "./ToolCallPlanning.js"
 import {
   type ActiveTurn,
@@ -499,7 +500,7 @@ export const decideDelegation = (
       if (state.active !== null && state.active.turnId === turnId) {
         return afterDecision(unowed, ctx, core.interrupt(state, state.active, ctx.aggregateId, command.reason))
       }
-      if (state.queue.some((q) => q.messageId === command.messageId)) {
+      if (MessageQueue.has(state.queue, command.messageId)) {
         return Decision.of<ThreadEvent>({
           events: [{ type: "delegation.withdrawn", turnId, messageId: command.messageId, reason: command.reason }]
         })

@@ -32,6 +32,7 @@ import { decideApproval, decideApprovalTimeout, withholdForApproval } from "./Ap
 import { decideTimerFailure } from "./DeadlineFailures.js"
 import * as Delegation from "./Delegation.js"
 import { describeFailure } from "./FailureDescriptions.js"
+import * as MessageQueue from "./MessageQueue.js"
 import {
   type ActiveTurn,
   type CleanupPayload,
@@ -302,7 +303,13 @@ export const makeThread = (
           }
           const deleted: ThreadEvent = { type: "thread.deleted" }
           if (state.active === null) return Decision.of<ThreadEvent>({ events: [deleted], effects: [cleanup] })
-          const ended = endTurn({ ...state, queue: [] }, state.active, threadId, "interrupted", "thread deleted")
+          const ended = endTurn(
+            { ...state, queue: MessageQueue.empty },
+            state.active,
+            threadId,
+            "interrupted",
+            "thread deleted"
+          )
           return Decision.of<ThreadEvent>({
             events: [...ended.events, deleted],
             effects: [cleanup],

@@ -7,6 +7,7 @@ import { Aggregate, CommandId, TimerFailures, Waits } from "@orchestration/engin
 import { HashMap, HashSet, Option, Schema } from "effect"
 import { DelegationEvent, type DelegationState, evolveDelegation, initialDelegation } from "./DelegationEvents.js"
 import { waitNameOf } from "./Approval.js"
+import * as MessageQueue from "./MessageQueue.js"
 
 /** Thread and message ids: short, and safe to embed in effect and command ids. */
 export const ThreadId = Schema.String.pipe(
@@ -136,7 +137,8 @@ export interface ThreadState {
   readonly deleted: boolean
   readonly turns: number
   readonly active: ActiveTurn | null
-  readonly queue: ReadonlyArray<{ readonly messageId: string; readonly text: string }>
+  /** Messages waiting for the running turn to end, in order (MessageQueue.ts). */
+  readonly queue: MessageQueue.MessageQueue
   /**
    * Every message id and transcript id the thread has seen, for its life. Persistent sets: adding one
    * shares the rest, where arrays were copied whole on every event (a thread months old then took
@@ -157,7 +159,7 @@ export const initialState: ThreadState = {
   deleted: false,
   turns: 0,
   active: null,
-  queue: [],
+  queue: MessageQueue.empty,
   messageIds: HashSet.empty(),
   transcriptIds: HashSet.empty(),
   delegation: initialDelegation,
@@ -193,14 +195,14 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
     case "message.queued":
       return {
         ...state,
-        queue: [...state.queue, { messageId: event.messageId, text: event.text }],
+        queue: MessageQueue.enqueue(state.queue, { messageId: event.messageId, text: event.text }),
         messageIds: HashSet.add(state.messageIds, event.messageId)
       }
     case "turn.started":
       return {
         ...state,
         turns: event.ordinal,
-        queue: state.queue.filter((q) => q.messageId !== event.messageId),
+        queue: MessageQueue.remove(state.queue, event.messageId),
         messageIds: HashSet.add(state.messageIds, event.messageId),
         active: {
           turnId: event.turnId,
@@ -242,9 +244,9 @@ const evolveThread = (state: ThreadState, event: ThreadEvent): ThreadState => {
     case "turn.ended":
       return { ...state, active: null }
     case "thread.deleted":
-      return { ...state, deleted: true, active: null, queue: [] }
+      return { ...state, deleted: true, active: null, queue: MessageQueue.empty }
     case "delegation.withdrawn":
-      return { ...state, queue: state.queue.filter((q) => q.messageId !== event.messageId) }
+      return { ...state, queue: MessageQueue.remove(state.queue, event.messageId) }
     case "approval.requested":
       return {
         ...state,

@@ -7,6 +7,7 @@
 import { Decision, type EffectIntent, Waits } from "@orchestration/engine"
 import { Schema } from "effect"
 import { waitNameOf } from "./Approval.js"
+import * as MessageQueue from "./MessageQueue.js"
 import {
   type ActiveTurn,
   approvalOf,
@@ -38,7 +39,7 @@ export const startTurn = (state: ThreadState, threadId: string, messageId: strin
 
 /** After a turn ends: the next queued message starts its turn, in order. */
 export const startNextQueued = (state: ThreadState, threadId: string) => {
-  const next = state.queue[0]
+  const next = MessageQueue.head(state.queue)
   return next === undefined || state.deleted
     ? { events: [], effects: [] }
     : startTurn(state, threadId, next.messageId, next.text)

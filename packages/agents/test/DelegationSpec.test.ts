@@ -14,6 +14,7 @@ import {
 } from "@orchestration/engine"
 import { DEFAULT_DELEGATE_TIMEOUT_MS, delegateMessageId } from "../src/Delegation.js"
 import { waitNameOf } from "../src/DelegationEvents.js"
+import * as MessageQueue from "../src/MessageQueue.js"
 import { type CallRecord, makeThread, type ThreadEvent, type ThreadState } from "../src/Thread.js"
 
 const thread = makeThread()
@@ -571,7 +572,7 @@ describe("Delegation spec: the awaited thread", () => {
       { type: "delegation.withdrawn", turnId: childTurnId, messageId: childMessageId, reason: "gone" }
     ])
     const after = d.events.reduce(thread.evolve, spec.state)
-    assert.deepStrictEqual(after.queue, [])
+    assert.deepStrictEqual(MessageQueue.toArray(after.queue), [])
     assert.deepStrictEqual(after.delegation.awaitedBy, {})
   })
 })
