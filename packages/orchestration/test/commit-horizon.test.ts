@@ -73,6 +73,23 @@ describe("commit horizon", () => {
     assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["4294967290"], after: null }).trusted, 0)
     assert.strictEqual(CommitHorizon.fromRow(wrapped, { newest: 25, writers: ["7"], after: null }).trusted, 20)
   })
+
+  it("keeps what this process's alone commits trusted while a look was in flight, and the look's own news", () => {
+    // given a look that started at trusted 10 and answers trusted 12 with 20 waiting
+    const looked = { trusted: 12, waiting: { newest: 20, after: 100n } }
+    // when an alone commit moved the process's horizon to 15 meanwhile, then 15 stands and 20 still waits
+    assert.deepStrictEqual(CommitHorizon.afterLook({ trusted: 15, waiting: undefined }, looked), {
+      trusted: 15,
+      waiting: { newest: 20, after: 100n }
+    })
+    // when the commit moved it to 25, past what the look saw waiting, then nothing is left to wait for
+    assert.deepStrictEqual(CommitHorizon.afterLook({ trusted: 25, waiting: undefined }, looked), {
+      trusted: 25,
+      waiting: undefined
+    })
+    // when nothing moved it, then the look's answer is the horizon
+    assert.deepStrictEqual(CommitHorizon.afterLook({ trusted: 10, waiting: undefined }, looked), looked)
+  })
 })
 
 describe("one look", () => {

@@ -110,9 +110,10 @@ describe("quarantine at boot", () => {
           assert.deepStrictEqual(yield* jobStatus("job:good"), { status: "failed", detail: processEndedReason })
           yield* engine.dispatchWithReceipt(submit("later", "work.bound"))
           // Within the reactor's liveness poll (1 s), which the clock is moved through: the poll, not the
-          // commit's ring, is what the design promises. On PostgreSQL this test failed twice in CI (once
-          // with no warning logged) waiting 20 s for a ring alone with the clock never moving; the ring
-          // path's miss is open (session note), the row being served is what this test is about.
+          // commit's ring, is what the design promises. On PostgreSQL this test failed twice in CI waiting
+          // 20 s for a ring alone with the clock never moving: a horizon look in flight across the batch's
+          // alone commit stored its older answer over the commit's (CommitHorizon.afterLook, since fixed;
+          // test/postgres/horizon-own-commits.test.ts). The row being served is what this test is about.
           const laterPerformed = Effect.map(Outbox.find("job:later"), (row) => row?.status === "succeeded")
           for (let second = 0; second < 5 && !(yield* laterPerformed); second++) {
             yield* settle

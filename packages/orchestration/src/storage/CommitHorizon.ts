@@ -205,6 +205,24 @@ export const fromRow = (horizon: Horizon, row: ObservationRow): Horizon => {
 }
 
 /**
+ * Pure: the horizon a process keeps once a look answers `looked`, when it holds `current` by then.
+ * A look computes its answer from the horizon as it started, so `current` may have moved meanwhile:
+ * an alone commit of this process (StoreBackend.ownCommit) trusts rows the look's snapshot did not
+ * see. Stored as it was, the answer moved the horizon back below that commit's rows, and a reader the
+ * commit rang read without a look (the process vouched for every row by then) and missed them until
+ * its poll. Both are proven, so the newer trusted sequence stands, and the look's waiting observation
+ * only while it is above it. Looks are serial, so `current` has no waiting observation the look did
+ * not start from.
+ */
+export const afterLook = (current: Horizon, looked: Horizon): Horizon => {
+  const trusted = Math.max(current.trusted, looked.trusted)
+  return {
+    trusted,
+    waiting: looked.waiting !== undefined && looked.waiting.newest > trusted ? looked.waiting : undefined
+  }
+}
+
+/**
  * Runs a table's looks one at a time, and lets a caller skip its own look when another caller's did
  * the work for it. A look's running-writers list only speaks for an R assigned before that list was
  * read, so two looks of one table must never be in flight together; callers that queue behind a look

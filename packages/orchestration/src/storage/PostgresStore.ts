@@ -122,7 +122,7 @@ const makeBackend = (
           )
         ).pipe(
           Effect.map((horizon) => {
-            horizons[table] = horizon
+            horizons[table] = CommitHorizon.afterLook(horizons[table], horizon)
             known.coveredAt[table] = Math.max(known.coveredAt[table], startedAt)
           })
         )

@@ -10,7 +10,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import * as Statement from "@effect/sql/Statement"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Deferred, Effect, Fiber, Layer, Stream } from "effect"
 import { Engine } from "../../src/index.js"
 import { StoreBackend } from "../../src/storage/StoreBackend.js"
 import * as TestStore from "../../src/testing/TestStore.js"
@@ -141,5 +141,60 @@ describe("the events horizon after this process's own commits", () => {
         const down = yield* countingLooks(horizon())
         assert.isAbove(down.looks, 0)
       })
+  )
+  it.scopedLive("a look in flight when an alone commit moves the horizon does not move it back", () =>
+    Effect.gen(function* () {
+      const store = yield* Layer.build(TestStore.layer())
+      const sql = yield* Effect.provide(SqlClient, store)
+      const backend = yield* Effect.provide(StoreBackend, store)
+      const horizon = (atLeast?: number) => Effect.provide(backend.horizon("events", atLeast), store)
+      yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
+      yield* sql`INSERT INTO events DEFAULT VALUES`
+      // given the LISTEN session up, so a read after an alone commit may answer without a look
+      let hints = 0
+      yield* Effect.forkScoped(
+        Stream.runForEach(backend.foreignCommitHints, () =>
+          Effect.sync(() => {
+            hints += 1
+          })
+        ).pipe(Effect.ignore)
+      )
+      assert.isTrue(
+        yield* within(
+          5_000,
+          Effect.sync(() => hints >= 1)
+        ),
+        "the LISTEN session opened"
+      )
+      assert.deepStrictEqual(yield* horizon(), { trusted: 1, waiting: false })
+      // and a reader's look whose statement has run (it saw sequence 1) but whose answer is not in yet
+      const statementRan = yield* Deferred.make<void>()
+      const answer = yield* Deferred.make<void>()
+      const held = Object.assign(Object.create(sql), {
+        unsafe: (text: string, params?: ReadonlyArray<unknown>) =>
+          text.includes("FROM pg_locks")
+            ? Effect.zipLeft(
+                sql.unsafe(text, params),
+                Effect.zipRight(Deferred.succeed(statementRan, undefined), Deferred.await(answer))
+              )
+            : sql.unsafe(text, params)
+      }) as SqlClient
+      const look = yield* Effect.fork(
+        Effect.provide(
+          backend.horizon("events", Number.POSITIVE_INFINITY).pipe(Effect.provideService(SqlClient, held)),
+          store
+        )
+      )
+      yield* Deferred.await(statementRan)
+      // when this process commits sequence 2 alone meanwhile (the commit then rings its readers)
+      yield* sql`INSERT INTO events DEFAULT VALUES`
+      yield* backend.ownCommit({ events: 2, outbox: 0 })
+      yield* Deferred.succeed(answer, undefined)
+      yield* Fiber.join(look)
+      // then a reader the commit rang reads sequence 2: the older look's answer did not replace the
+      // commit's horizon (it did: the reader then read without a look, below the row, until its poll)
+      const rung = yield* countingLooks(horizon())
+      assert.deepStrictEqual(rung.value, { trusted: 2, waiting: false })
+    })
   )
 })
