@@ -16,6 +16,8 @@ export interface Profile {
   /** Sequential single-client end-to-end runs, which also give the pickup latency. */
   readonly pickupOps: number
   readonly reconcileRows: ReadonlyArray<number>
+  /** Rounds of the smallest reconcile size (each a fresh process); the larger sizes run once. */
+  readonly reconcileRounds: number
   readonly scaleRows: ReadonlyArray<number>
   readonly scaleOps: number
   /** Interleaved rounds over the loaded scale stores (each round a fresh process per size). */
@@ -42,6 +44,7 @@ const settings: { readonly [K in Exclude<keyof Profile, "name">]: readonly [Prof
   endToEndOps: [1_000, 200],
   pickupOps: [300, 100],
   reconcileRows: [[10_000, 100_000], [1_000]],
+  reconcileRounds: [3, 1],
   scaleRows: [
     [100_000, 1_000_000],
     [10_000, 100_000]
