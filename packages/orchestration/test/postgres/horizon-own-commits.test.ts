@@ -41,6 +41,35 @@ const within = <E, R>(ms: number, condition: Effect.Effect<boolean, E, R>) =>
     return false
   })
 
+/**
+ * A store whose `events` table holds sequence 1, with its LISTEN session up (as the engine keeps it) and
+ * its hints counted: the conditions under which a read after an alone commit may answer without a look.
+ */
+const listeningStore = Effect.gen(function* () {
+  const store = yield* Layer.build(TestStore.layer())
+  const sql = yield* Effect.provide(SqlClient, store)
+  const backend = yield* Effect.provide(StoreBackend, store)
+  yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
+  yield* sql`INSERT INTO events DEFAULT VALUES`
+  const counted = { hints: 0 }
+  yield* Effect.forkScoped(
+    Stream.runForEach(backend.foreignCommitHints, () =>
+      Effect.sync(() => {
+        counted.hints += 1
+      })
+    ).pipe(Effect.ignore)
+  )
+  assert.isTrue(
+    yield* within(
+      5_000,
+      Effect.sync(() => counted.hints >= 1)
+    ),
+    "the LISTEN session opened"
+  )
+  const horizon = (atLeast?: number) => Effect.provide(backend.horizon("events", atLeast), store)
+  return { store, sql, backend, horizon, counted }
+})
+
 describe("the events horizon after this process's own commits", () => {
   it.scopedLive("an engine's readers read what its alone batches committed without a look", () => {
     const handler = scriptedHandler()
@@ -78,29 +107,9 @@ describe("the events horizon after this process's own commits", () => {
     "a commit that was not alone, a foreign hint, a newer head or a LISTEN down each make the next read look",
     () =>
       Effect.gen(function* () {
-        const store = yield* Layer.build(TestStore.layer())
-        const sql = yield* Effect.provide(SqlClient, store)
-        const backend = yield* Effect.provide(StoreBackend, store)
-        const horizon = (atLeast?: number) => Effect.provide(backend.horizon("events", atLeast), store)
-        const schema = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
-        yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
-        yield* sql`INSERT INTO events DEFAULT VALUES`
         // given the store's LISTEN session up (as the engine keeps it), counting its hints
-        let hints = 0
-        yield* Effect.forkScoped(
-          Stream.runForEach(backend.foreignCommitHints, () =>
-            Effect.sync(() => {
-              hints += 1
-            })
-          ).pipe(Effect.ignore)
-        )
-        assert.isTrue(
-          yield* within(
-            5_000,
-            Effect.sync(() => hints >= 1)
-          ),
-          "the LISTEN session opened"
-        )
+        const { sql, backend, horizon, counted } = yield* listeningStore
+        const schema = (yield* sql<{ schema: string }>`SELECT current_schema() AS schema`)[0]!.schema
         assert.deepStrictEqual((yield* countingLooks(horizon())).value, { trusted: 1, waiting: false })
         // when this process commits sequence 2 alone, the next read trusts it without a look
         yield* sql`INSERT INTO events DEFAULT VALUES`
@@ -121,12 +130,12 @@ describe("the events horizon after this process's own commits", () => {
         assert.isAbove(notAlone.looks, 0)
         // another process's commit, once its hint is here: the next read looks
         yield* sql`INSERT INTO events DEFAULT VALUES`
-        const before = hints
+        const before = counted.hints
         yield* sql`SELECT pg_notify(${`orchestration_${schema}`}, 'another-process')`
         assert.isTrue(
           yield* within(
             5_000,
-            Effect.sync(() => hints > before)
+            Effect.sync(() => counted.hints > before)
           ),
           "the hint arrived"
         )
@@ -144,28 +153,8 @@ describe("the events horizon after this process's own commits", () => {
   )
   it.scopedLive("a look in flight when an alone commit moves the horizon does not move it back", () =>
     Effect.gen(function* () {
-      const store = yield* Layer.build(TestStore.layer())
-      const sql = yield* Effect.provide(SqlClient, store)
-      const backend = yield* Effect.provide(StoreBackend, store)
-      const horizon = (atLeast?: number) => Effect.provide(backend.horizon("events", atLeast), store)
-      yield* sql`CREATE TABLE events (sequence BIGSERIAL PRIMARY KEY)`
-      yield* sql`INSERT INTO events DEFAULT VALUES`
       // given the LISTEN session up, so a read after an alone commit may answer without a look
-      let hints = 0
-      yield* Effect.forkScoped(
-        Stream.runForEach(backend.foreignCommitHints, () =>
-          Effect.sync(() => {
-            hints += 1
-          })
-        ).pipe(Effect.ignore)
-      )
-      assert.isTrue(
-        yield* within(
-          5_000,
-          Effect.sync(() => hints >= 1)
-        ),
-        "the LISTEN session opened"
-      )
+      const { store, sql, backend, horizon } = yield* listeningStore
       assert.deepStrictEqual(yield* horizon(), { trusted: 1, waiting: false })
       // and a reader's look whose statement has run (it saw sequence 1) but whose answer is not in yet
       const statementRan = yield* Deferred.make<void>()
