@@ -5,11 +5,10 @@
  */
 import { Boot, Engine, type Reactor, Reconcile, SqliteStore } from "@orchestration/engine"
 import { Deferred, Effect, Layer } from "effect"
-import { execFileSync } from "node:child_process"
-import { fileURLToPath } from "node:url"
 import { effectKind } from "./BenchDomain.js"
 import { bulkLoad, createSchema } from "./BulkLoad.js"
 import { benchConfig, engineLayer, runBench, storeFile } from "./EngineStack.js"
+import { runJsonChild } from "./JsonChild.js"
 import { nowMs } from "./Stats.js"
 
 export interface RecoveryResult {
@@ -74,11 +73,5 @@ export const runRecovery = async (dir: string, rows: number): Promise<RecoveryRe
  * in a process's first reconcile and 770–880 ms in its second and third (2026-12-05, this machine), and
  * no boot is ever that warm.
  */
-export const measureRecovery = (dir: string, rows: number): RecoveryResult => {
-  const child = fileURLToPath(new URL("./RecoveryChild.js", import.meta.url))
-  const output = execFileSync(process.execPath, [child, dir, String(rows)], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  return JSON.parse(output.trim().split("\n").pop() ?? "{}") as RecoveryResult
-}
+export const measureRecovery = (dir: string, rows: number): RecoveryResult =>
+  runJsonChild<RecoveryResult>("RecoveryChild.js", [dir, String(rows)])

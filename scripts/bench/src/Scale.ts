@@ -6,9 +6,8 @@
  * gave ratios from 0.54 to 1.5 between runs on this shared machine, as a neighbour's fsync burst fell
  * on one size or another.
  */
-import { execFileSync } from "node:child_process"
-import { fileURLToPath } from "node:url"
 import { bulkLoad, createSchema } from "./BulkLoad.js"
+import { runJsonChild } from "./JsonChild.js"
 
 export interface ScaleResult {
   readonly rows: number
@@ -29,12 +28,7 @@ export const loadScaleStore = async (dir: string, rows: number) => {
  * this store and nothing else's. `label` prefixes the command ids: every round over one store needs new
  * ones, or it would measure stored answers instead of writes.
  */
-export const measureScale = (dir: string, rows: number, ops: number, label: string): ScaleResult => {
-  const child = fileURLToPath(new URL("./ScaleChild.js", import.meta.url))
-  const output = execFileSync(process.execPath, [child, dir, String(ops), label], {
-    encoding: "utf8",
-    stdio: ["ignore", "pipe", "inherit"]
-  })
-  const measured = JSON.parse(output.trim().split("\n").pop() ?? "{}") as Omit<ScaleResult, "rows">
-  return { rows, ...measured }
-}
+export const measureScale = (dir: string, rows: number, ops: number, label: string): ScaleResult => ({
+  rows,
+  ...runJsonChild<Omit<ScaleResult, "rows">>("ScaleChild.js", [dir, String(ops), label])
+})
