@@ -32,6 +32,28 @@ describe("canonical JSON and fingerprints", () => {
     assert.strictEqual(CanonicalJson.fingerprint({ a: 1, b: 2 }), CanonicalJson.fingerprint({ b: 2, a: 1 }))
     assert.notStrictEqual(CanonicalJson.fingerprint({ a: 1 }), CanonicalJson.fingerprint({ a: "1" }))
   })
+
+  it("keeps the text and digest receipts already store, so a retry after an upgrade still matches", () => {
+    // Written by the first implementation (sorted entries joined, sha256 by createHash); stored
+    // receipts hold such digests, so any change here turns honest retries into conflicts.
+    const command = {
+      commandId: "c1",
+      type: "account.deposit",
+      accountId: "a1",
+      amount: 5,
+      memo: "",
+      tags: ["x", null, { b: true, a: -0.5 }],
+      skip: undefined
+    }
+    assert.strictEqual(
+      CanonicalJson.canonicalJson(command),
+      '{"accountId":"a1","amount":5,"commandId":"c1","memo":"","tags":["x",null,{"a":-0.5,"b":true}],"type":"account.deposit"}'
+    )
+    assert.strictEqual(
+      CanonicalJson.fingerprint(command),
+      "e31b6e679594074cdc745e86f92978fda4a2f14adcb30dd0c9991e5b34f479af"
+    )
+  })
 })
 
 describe("command ids", () => {
