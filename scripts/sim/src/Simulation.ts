@@ -15,6 +15,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Client from "./Client.js"
 import * as Invariants from "./Invariants.js"
+import * as Reduction from "./Reduction.js"
 import * as Rng from "./Rng.js"
 import * as SimFaults from "./SimFaults.js"
 import * as SimProvider from "./SimProvider.js"
@@ -30,6 +31,13 @@ export interface SimOptions {
   readonly crashWindow?: number
   /** Simulated time after which a run that has not come to rest fails. */
   readonly maxSimMs?: number
+  /** What of the seed's draws the run leaves out (Reduction.ts; Shrink.ts finds one). */
+  readonly reduction?: Reduction.Reduction
+  /**
+   * A check of the world after every scheduler step, for tests of the simulator itself: a description
+   * ends the run as a `probe` violation.
+   */
+  readonly probe?: (world: SimWorld.SimWorldState) => string | undefined
 }
 
 export interface SeedResult {
@@ -158,10 +166,12 @@ const drive = (
   trace: Trace,
   report: (violation: Violation) => void,
   crashAt: number,
-  maxSimMs: number
+  maxSimMs: number,
+  afterStep: (() => void) | undefined
 ): boolean => {
   let crashed = false
   for (;;) {
+    afterStep?.()
     if (state.violation !== undefined || state.finished) break
     const exit = fiber.unsafePoll()
     if (exit !== null) {
@@ -188,16 +198,26 @@ const drive = (
   return crashed
 }
 
+export const defaultCrashWindow = 1_500
+
+/** The clients' plans a seed draws, before any reduction. */
+export const seedPlans = (seed: number, size: Workload.WorkloadSize = Workload.defaultSize) =>
+  Workload.generate(Rng.fork(seed, 2), size)
+
 export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   const size = options.size ?? Workload.defaultSize
-  const crashWindow = options.crashWindow ?? 1_500
+  const crashWindow = options.reduction?.crashWindow ?? options.crashWindow ?? defaultCrashWindow
   const maxSimMs = options.maxSimMs ?? 6 * 3_600_000
   const runtime = new SimRuntime(Rng.fork(seed, 1))
   const trace = new Trace(() => runtime.now - epoch)
-  const plans = Workload.generate(Rng.fork(seed, 2), size)
+  const reduction = options.reduction ?? Reduction.none
+  const plans = Reduction.applyTo(seedPlans(seed, size), reduction)
   const chaos = Rng.fork(seed, 3)
-  const faultRate = 0.002 + chaos.next() * 0.03
-  const maxCrashes = chaos.chance(0.9) ? 1 + chaos.int(3) : 0
+  // Drawn whatever the reduction says, so the rest of the chaos stream is the seed's.
+  const drawnFaultRate = 0.002 + chaos.next() * 0.03
+  const faultRate = reduction.noFaults ? 0 : drawnFaultRate
+  const maxCrashes = Math.min(chaos.chance(0.9) ? 1 + chaos.int(3) : 0, reduction.maxCrashes ?? Infinity)
+  const outageRate = reduction.noOutages ? 0 : 0.05
   const world = SimWorld.emptyState()
   const memory = Client.emptyMemory()
   const faults: SimFaults.FaultLog = { hits: new Map(), count: 0 }
@@ -221,7 +241,7 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
   const clientRng = Rng.fork(seed, 6)
   const services = Layer.mergeAll(
     Layer.succeed(World.World, SimWorld.make(world, worldRng, runtime, trace)),
-    SimProvider.layer(providerRng, trace, () => (state.calm ? 0 : 0.05)),
+    SimProvider.layer(providerRng, trace, () => (state.calm ? 0 : outageRate)),
     // No MCP servers: the simulated world has none to call.
     McpServers.none
   )
@@ -304,7 +324,15 @@ export const runSeed = (seed: number, options: SimOptions = {}): SeedResult => {
       ),
       { scheduler: runtime }
     )
-    const crashed = drive(runtime, fiber, state, trace, report, crashAt, maxSimMs)
+    const probe = options.probe
+    const afterStep =
+      probe === undefined
+        ? undefined
+        : () => {
+            const detail = probe(world)
+            if (detail !== undefined) report({ invariant: "probe", detail })
+          }
+    const crashed = drive(runtime, fiber, state, trace, report, crashAt, maxSimMs, afterStep)
     runtime.abandon()
     forgetRootsSince(rootsBefore)
     closeConnections()

@@ -10,6 +10,8 @@ export type Invariant =
   | "not-quiescent"
   | "refused-write-hidden"
   | "unexpected-error"
+  /** A test's own check of the world (SimOptions.probe); the simulator never raises it itself. */
+  | "probe"
 
 export interface Violation {
   readonly invariant: Invariant

@@ -4,9 +4,14 @@
  * line. With `--jobs J` the range is cut into J contiguous slices, each run by its own process (a seed
  * depends on nothing but its number, so the slices give the seeds the same histories). A failure
  * prints its seed, the invariant and the last trace events, and exits non-zero.
+ * `pnpm sim --seed 123 --shrink [--tries N]` shrinks a failing seed (Shrink.ts) and prints the reduced
+ * case; `pnpm sim --seed 123 --case '<json>'` replays a seed under that reduction (Reduction.ts).
  */
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import type * as Reduction from "./Reduction.js"
+import { describe as describeReduction } from "./Reduction.js"
+import { shrink } from "./Shrink.js"
 import { cleanup, runSeed, type SeedResult } from "./Simulation.js"
 
 const args = process.argv.slice(2)
@@ -15,11 +20,15 @@ const option = (name: string) => {
   return i >= 0 ? Number(args[i + 1]) : undefined
 }
 
-const printFailure = (result: SeedResult) => {
+const caseArgument = (reduction: Reduction.Reduction) => `--case '${JSON.stringify(reduction)}'`
+
+const printFailure = (result: SeedResult, reduction?: Reduction.Reduction) => {
   const f = result.failure!
   process.stdout.write(`sim: FAILED seed=${result.seed} invariant=${f.invariant}\n  ${f.detail}\n  last events:\n`)
   for (const line of f.tail) process.stdout.write(`    ${line}\n`)
-  process.stdout.write(`  replay: pnpm sim --seed ${result.seed}\n`)
+  const replay = `pnpm sim --seed ${result.seed}${reduction === undefined ? "" : ` ${caseArgument(reduction)}`}`
+  process.stdout.write(`  replay: ${replay}\n`)
+  if (reduction === undefined) process.stdout.write(`  shrink: pnpm sim --seed ${result.seed} --shrink\n`)
 }
 
 interface Totals {
@@ -94,6 +103,8 @@ const runSlice = (from: number, count: number, base: number, sampleEvery: number
 
 const slice = args.indexOf("--slice")
 const single = option("seed")
+const caseAt = args.indexOf("--case")
+const reduction = caseAt >= 0 ? (JSON.parse(args[caseAt + 1] ?? "{}") as Reduction.Reduction) : undefined
 if (slice >= 0) {
   const [from, count, base, sampleEvery] = args.slice(slice + 1, slice + 5).map(Number) as [
     number,
@@ -102,11 +113,26 @@ if (slice >= 0) {
     number
   ]
   process.stdout.write(`sim-slice: ${JSON.stringify(runRange(from, count, base, sampleEvery))}\n`)
+} else if (single !== undefined && args.includes("--shrink")) {
+  const tries = option("tries") ?? 300
+  process.stdout.write(`sim: shrinking seed=${single} (at most ${tries} runs)\n`)
+  const shrunk = shrink(single, { maxTries: tries })
+  cleanup()
+  if (shrunk === undefined) {
+    process.stdout.write(`sim: seed=${single} does not fail; nothing to shrink\n`)
+  } else {
+    const { original: o, shrunk: s, reduction: r } = shrunk
+    process.stdout.write(
+      `sim: shrunk seed=${single} invariant=${o.failure!.invariant} steps=${o.steps}->${s.steps} crashes=${o.crashes}->${s.crashes} faults=${o.faults}->${s.faults} tries=${shrunk.tries} (${describeReduction(r)})\n`
+    )
+    printFailure(s, r)
+    process.exit(1)
+  }
 } else if (single !== undefined) {
-  const result = runSeed(single)
+  const result = runSeed(single, reduction === undefined ? {} : { reduction })
   cleanup()
   if (result.failure !== undefined) {
-    printFailure(result)
+    printFailure(result, reduction)
     process.exit(1)
   }
   process.stdout.write(
