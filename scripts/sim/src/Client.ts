@@ -10,7 +10,7 @@ import type { Rng } from "./Rng.js"
 import type { FaultLog } from "./SimFaults.js"
 import type { Trace } from "./Trace.js"
 import type { Violation } from "./Violation.js"
-import type { Action, ClientPlan } from "./Workload.js"
+import type { ClientPlan, Single } from "./Workload.js"
 
 export interface Ack {
   readonly sequence: number
@@ -29,7 +29,7 @@ export interface ClientMemory {
 
 export const emptyMemory = (): ClientMemory => ({ next: new Map(), acked: new Map(), refusals: 0 })
 
-const commandOf = (action: Action) => {
+const commandOf = (action: Single) => {
   switch (action.type) {
     case "send":
     case "duplicate":
@@ -54,7 +54,7 @@ const commandOf = (action: Action) => {
 const retryable = new Set(["StorageFailure", "EngineUnavailable", "AggregateUnavailable"])
 
 /** Plays one action to its answer, retrying refusals; a broken promise is reported as a violation. */
-const play = (action: Action, memory: ClientMemory, faults: FaultLog, rng: Rng, trace: Trace) =>
+const play = (action: Single, memory: ClientMemory, faults: FaultLog, rng: Rng, trace: Trace) =>
   Effect.gen(function* () {
     const engine = yield* Engine.Engine
     const command = commandOf(action)
@@ -127,8 +127,15 @@ export const run = (
     for (let i = memory.next.get(plan.threadId) ?? 0; i < plan.actions.length; i++) {
       const step = plan.actions[i]!
       yield* Effect.sleep(step.pauseMs)
-      const violation = yield* play(step.action, memory, faults, rng, trace)
-      if (violation !== undefined) report(violation as Violation)
+      // A burst's sends go at once, each to its own answer (a crash in between plays them all again,
+      // as retries under the same ids).
+      const violations =
+        step.action.type === "burst"
+          ? yield* Effect.forEach(step.action.sends, (send) => play(send, memory, faults, rng, trace), {
+              concurrency: "unbounded"
+            })
+          : [yield* play(step.action, memory, faults, rng, trace)]
+      for (const violation of violations) if (violation !== undefined) report(violation as Violation)
       memory.next.set(plan.threadId, i + 1)
     }
   })

@@ -8,7 +8,10 @@
 import type { ClientPlan } from "./Workload.js"
 
 export interface Reduction {
-  /** Client actions left out, as `<threadId>:<index>` (the action's place in the seed's plan). */
+  /**
+   * Client actions left out, as `<threadId>:<index>` (the action's place in the seed's plan), and single
+   * sends of a burst as `<threadId>:<index>.<send>`.
+   */
   readonly dropActions?: ReadonlyArray<string>
   /** Scripted tool calls left out, as `<threadId>/<messageId>:<step>.<call>` (places in the seed's script). */
   readonly dropCalls?: ReadonlyArray<string>
@@ -28,6 +31,7 @@ export interface Reduction {
 export const none: Reduction = {}
 
 export const actionKey = (threadId: string, index: number) => `${threadId}:${index}`
+export const burstSendKey = (threadId: string, index: number, send: number) => `${threadId}:${index}.${send}`
 export const callKey = (threadId: string, messageId: string, step: number, call: number) =>
   `${threadId}/${messageId}:${step}.${call}`
 
@@ -73,6 +77,10 @@ export const applyTo = (plans: ReadonlyArray<ClientPlan>, reduction: Reduction):
       actions: plan.actions.flatMap((step, index) => {
         if (dropActions.has(actionKey(plan.threadId, index))) return []
         const action = step.action
+        if (action.type === "burst") {
+          const sends = action.sends.filter((_, k) => !dropActions.has(burstSendKey(plan.threadId, index, k)))
+          return sends.length === 0 ? [] : [{ pauseMs: step.pauseMs, action: { ...action, sends } }]
+        }
         if ((action.type === "duplicate" || action.type === "conflict") && unsent.has(action.messageId)) return []
         if (action.type === "interrupt" || dropCalls.size === 0) return [step]
         // A send and its duplicate carry one text; a conflict carries it edited (Workload.generate).

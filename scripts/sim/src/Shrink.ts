@@ -66,13 +66,20 @@ const stepsOf = (seed: number, options: ShrinkOptions, crashes: number): Readonl
     )
   for (const plan of plans) {
     const byMessage = new Map<string, Array<number>>()
-    plan.actions.forEach(({ action }, i) =>
-      byMessage.set(action.messageId, [...(byMessage.get(action.messageId) ?? []), i])
-    )
+    plan.actions.forEach(({ action }, i) => {
+      const message = action.type === "burst" ? `burst:${i}` : action.messageId
+      byMessage.set(message, [...(byMessage.get(message) ?? []), i])
+    })
     for (const indexes of byMessage.values()) steps.push(dropAll("dropActions", keysOf(plan.threadId, indexes)))
   }
   for (const plan of plans)
-    plan.actions.forEach((_, i) => steps.push(dropAll("dropActions", keysOf(plan.threadId, [i]))))
+    plan.actions.forEach(({ action }, i) => {
+      steps.push(dropAll("dropActions", keysOf(plan.threadId, [i])))
+      if (action.type === "burst")
+        action.sends.forEach((_, k) =>
+          steps.push(dropAll("dropActions", [Reduction.burstSendKey(plan.threadId, i, k)]))
+        )
+    })
   for (const plan of plans) {
     const seen = new Set<string>()
     for (const { action } of plan.actions) {
@@ -95,7 +102,11 @@ const pruned = (seed: number, options: ShrinkOptions, reduction: Reduction.Reduc
   const sent = new Set<string>()
   for (const plan of seedPlans(seed, options.size))
     plan.actions.forEach(({ action }, i) => {
-      if (action.type !== "interrupt" && !dropActions.has(Reduction.actionKey(plan.threadId, i)))
+      if (
+        action.type !== "interrupt" &&
+        action.type !== "burst" &&
+        !dropActions.has(Reduction.actionKey(plan.threadId, i))
+      )
         sent.add(`${plan.threadId}/${action.messageId}`)
     })
   // With no crash allowed, no crash point is drawn: the window is never read.

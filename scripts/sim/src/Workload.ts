@@ -1,6 +1,8 @@
 /**
  * What the clients do, drawn from the seed before the run starts: threads, messages whose scripts
- * decide the model's tool calls, duplicate and conflicting retries, and interrupts.
+ * decide the model's tool calls, duplicate and conflicting retries, interrupts, and in some seeds a
+ * burst: several messages sent at the same instant, so they share one group commit (a refused write
+ * then abandons a batch of several commands, each of which must get its own answer).
  */
 import type { Rng } from "./Rng.js"
 
@@ -9,6 +11,18 @@ export type Action =
   | { readonly type: "duplicate"; readonly threadId: string; readonly messageId: string; readonly text: string }
   | { readonly type: "conflict"; readonly threadId: string; readonly messageId: string; readonly text: string }
   | { readonly type: "interrupt"; readonly threadId: string; readonly messageId: string }
+  | { readonly type: "burst"; readonly sends: ReadonlyArray<Send> }
+
+/** A message sent: its command (Client.ts) is `send-<threadId>-<messageId>`. */
+export interface Send {
+  readonly type: "send"
+  readonly threadId: string
+  readonly messageId: string
+  readonly text: string
+}
+
+/** An action that is one command. */
+export type Single = Exclude<Action, { readonly type: "burst" }>
 
 export interface ClientPlan {
   readonly threadId: string
@@ -61,7 +75,7 @@ const scriptText = (rng: Rng, threadId: string, threads: ReadonlyArray<string>) 
 
 export const generate = (rng: Rng, size: WorkloadSize): ReadonlyArray<ClientPlan> => {
   const threads = Array.from({ length: size.threads }, (_, i) => `th${i}`)
-  return threads.map((threadId) => {
+  const plans = threads.map((threadId) => {
     const actions: Array<{ pauseMs: number; action: Action }> = []
     const messages = 1 + rng.int(size.messages)
     for (let m = 0; m < messages; m++) {
@@ -80,4 +94,19 @@ export const generate = (rng: Rng, size: WorkloadSize): ReadonlyArray<ClientPlan
     }
     return { threadId, actions }
   })
+  // Drawn after every plan, so a seed without a burst keeps the plans (and the history) it had before
+  // bursts existed. Plain texts: the model answers each in one step, without tool calls.
+  if (!rng.chance(0.5)) return plans
+  const host = rng.int(plans.length)
+  const sends: Array<Send> = Array.from({ length: 2 + rng.int(4) }, (_, k) => ({
+    type: "send",
+    threadId: rng.pick(threads),
+    messageId: `burst${k}`,
+    text: `burst ${k}`
+  }))
+  const at = rng.int(plans[host]!.actions.length + 1)
+  const burst = { pauseMs: rng.int(20_000), action: { type: "burst", sends } as const }
+  return plans.map((plan, i) =>
+    i === host ? { ...plan, actions: [...plan.actions.slice(0, at), burst, ...plan.actions.slice(at)] } : plan
+  )
 }

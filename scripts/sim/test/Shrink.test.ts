@@ -32,7 +32,11 @@ const plans: ReadonlyArray<ClientPlan> = [
 ]
 
 const kinds = (reduced: ReadonlyArray<ClientPlan>) =>
-  reduced[0]!.actions.map((s) => `${s.action.type}:${s.action.messageId}`)
+  (reduced[0]?.actions ?? []).map(({ action }) =>
+    action.type === "burst"
+      ? `burst:${action.sends.map((send) => `${send.threadId}/${send.messageId}`).join(",")}`
+      : `${action.type}:${action.messageId}`
+  )
 const textOf = (reduced: ReadonlyArray<ClientPlan>, index: number) => {
   const action = reduced[0]!.actions[index]!.action
   return "text" in action ? action.text : ""
@@ -71,6 +75,30 @@ describe("a reduction of a seed's plans (Reduction.applyTo)", () => {
     assert.strictEqual(textOf(reduced, 2), `${expected} (edited)`)
     // Another message's calls are its own.
     assert.strictEqual(textOf(reduced, 4), script)
+  })
+
+  it("given one send of a burst dropped, when applied, then the burst goes on with the others; all dropped, it is gone", () => {
+    const burst = {
+      threadId: "th0",
+      actions: [
+        {
+          pauseMs: 5,
+          action: {
+            type: "burst" as const,
+            sends: [0, 1, 2].map((k) => ({
+              type: "send" as const,
+              threadId: `th${k}`,
+              messageId: `burst${k}`,
+              text: `burst ${k}`
+            }))
+          }
+        }
+      ]
+    }
+    const one = Reduction.applyTo([burst], { dropActions: [Reduction.burstSendKey("th0", 0, 1)] })
+    assert.deepStrictEqual(kinds(one), ["burst:th0/burst0,th2/burst2"])
+    const all = [0, 1, 2].map((k) => Reduction.burstSendKey("th0", 0, k))
+    assert.deepStrictEqual(kinds(Reduction.applyTo([burst], { dropActions: all })), [])
   })
 
   it("given every call of a step dropped, when applied, then the step is gone and the closing text stays", () => {
