@@ -13,6 +13,8 @@
  * - A statement outside a transaction holds the connection's permit until it has run. The upstream
  *   client takes the permit only to hand out the connection, so a transaction of another fiber could
  *   begin before the statement ran, and the statement then ran inside it (a write rolled back with it).
+ * - Rows are read as arrays and made into objects in JavaScript (RowObjects.ts): twice as fast as
+ *   the driver's own object rows, for the same objects.
  * - The raw connection is offered as the `SqliteConnection` service, so the processor's hot path can
  *   run its own statements synchronously inside the transaction it already holds (see
  *   SqliteCommitWriter.ts). Only the SQLite store provides it; another SQLite client goes the generic
@@ -26,6 +28,7 @@ import * as Statement from "@effect/sql/Statement"
 import Database from "better-sqlite3"
 import { Context, Effect, Layer, Scope, Stream } from "effect"
 import { withDirectStatements } from "./EffectSqlInternals.js"
+import { allRows, forgetColumns } from "./RowObjects.js"
 
 export interface SqliteClientOptions {
   readonly filename: string
@@ -71,6 +74,8 @@ export const makePrepareCache = (db: Database.Database, capacity: number) => {
   }
 }
 
+const isSchemaChange = (sql: string) => /^\s*(create|alter|drop)\b/i.test(sql)
+
 const executeFailure = (cause: unknown) => new SqlError({ cause, message: "Failed to execute statement" })
 const prepareFailure = (cause: unknown) => new SqlError({ cause, message: "Failed to prepare statement" })
 
@@ -102,6 +107,8 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
           if (safe) statement.safeIntegers(true)
           if (!statement.reader) {
             const result = statement.run(...params)
+            // A schema change can change what `SELECT *` answers: its column names are read again.
+            if (isSchemaChange(sql)) forgetColumns()
             return Effect.succeed(mode === "raw" ? (result as unknown as Rows) : [])
           }
           if (mode === "values") {
@@ -112,7 +119,7 @@ export const makeOver = (db: Database.Database, prepareCacheSize = 500) =>
               statement.raw(false)
             }
           }
-          return Effect.succeed(statement.all(...params))
+          return Effect.succeed(allRows(statement, params))
         } catch (cause) {
           return Effect.fail(executeFailure(cause))
         } finally {
