@@ -5,7 +5,8 @@
  * a refused command costs no Effect step. The rules: a command is a JSON object; its id follows the
  * id rules of its origin; clients may not send the engine's reserved types; the type names a
  * settlement, a timer's failure or a registered command; the payload decodes with no excess
- * property; the aggregate's id can be told from it.
+ * property; the aggregate's id can be told from it; a client's command nests at most
+ * JsonDepth.maxDepth levels.
  */
 import { Either, ParseResult, Schema } from "effect"
 import type { AnyAggregate } from "./Aggregate.js"
@@ -13,6 +14,7 @@ import { fingerprint } from "./CanonicalJson.js"
 import { commandIdProblem, isReservedType, type Origin } from "./CommandId.js"
 import { decodeSettlementQuickly, settlementSchemas, type SettlementCommand } from "./EffectOutcomes.js"
 import { InvalidCommand } from "./Errors.js"
+import * as JsonDepth from "./JsonDepth.js"
 import { decideCommand, decideSettlementCommand, type QueuedCommand } from "./Processor.js"
 import type * as Receipts from "./Receipts.js"
 import {
@@ -185,6 +187,10 @@ export const make = (aggregates: ReadonlyArray<AnyAggregate>): CommandRouter => 
   const route = (input: unknown, origin: Origin): QueuedCommand | InvalidCommand => {
     if (typeof input !== "object" || input === null || Array.isArray(input)) {
       return invalid("a command is a JSON object with commandId and type")
+    }
+    // Before anything that recurses into the value (the schema's error messages, the fingerprint).
+    if (origin === "client" && JsonDepth.deeperThan(input, JsonDepth.maxDepth)) {
+      return invalid(`the command ${JsonDepth.tooDeep}`)
     }
     const raw = input as Record<string, unknown>
     const idProblem = commandIdProblem(raw.commandId, origin)

@@ -10,6 +10,7 @@ export {
 } from "./Aggregate.js"
 export * as CanonicalJson from "./CanonicalJson.js"
 export * as CommandId from "./CommandId.js"
+export * as JsonDepth from "./JsonDepth.js"
 export * as Engine from "./Engine.js"
 export type { DispatchAnswer, EngineConfig, EngineShape } from "./Engine.js"
 export * from "./Errors.js"

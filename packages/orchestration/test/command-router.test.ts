@@ -260,6 +260,22 @@ describe("command router", () => {
       .thenRefused({ message: "invalid 'account.deposit' command", commandId: "c1", issuePaths: [["note"]] })
   })
 
+  it("refuses a client's command nested deeper than 64 levels before reading it, instead of overflowing the stack", () => {
+    const nested = (depth: number): unknown => {
+      let value: unknown = "x"
+      for (let i = 0; i < depth; i++) value = [value]
+      return value
+    }
+    // 3,000 levels in a field that fails its schema: wording the refusal recursed into the value.
+    given(Account)
+      .when({ commandId: "deep", type: "account.open", accountId: "a1", owner: nested(3_000) })
+      .thenRefused({ message: "the command nests deeper than 64 levels" })
+    // 63 levels in a field (64 with the command) is read as usual: here, refused by its schema.
+    given(Account)
+      .when({ commandId: "deep", type: "account.open", accountId: "a1", owner: nested(63) })
+      .thenRefused({ message: "invalid 'account.open' command", commandId: "deep", issuePaths: [["owner"]] })
+  })
+
   it("refuses a command whose aggregate id cannot be told, instead of throwing", () => {
     const Picky = Aggregate.make({
       name: "picky",

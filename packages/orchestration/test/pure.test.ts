@@ -5,6 +5,7 @@ import {
   CanonicalJson,
   CommandDefect,
   CommandId,
+  JsonDepth,
   CommandIdConflict,
   CommandRejected,
   EngineUnavailable,
@@ -53,6 +54,24 @@ describe("canonical JSON and fingerprints", () => {
       CanonicalJson.fingerprint(command),
       "e31b6e679594074cdc745e86f92978fda4a2f14adcb30dd0c9991e5b34f479af"
     )
+  })
+})
+
+describe("JSON depth", () => {
+  it("given scalars, empty and nested values, when measured, then depth counts objects and arrays", () => {
+    assert.isFalse(JsonDepth.deeperThan("x", 0))
+    assert.isFalse(JsonDepth.deeperThan(null, 0))
+    assert.isTrue(JsonDepth.deeperThan({}, 0))
+    assert.isFalse(JsonDepth.deeperThan({}, 1))
+    assert.isFalse(JsonDepth.deeperThan({ a: [1, { b: 2 }], c: "d" }, 3))
+    assert.isTrue(JsonDepth.deeperThan({ a: [1, { b: [] }] }, 3))
+  })
+
+  it("given 100,000 levels, when measured, then it answers without overflowing the stack", () => {
+    let value: unknown = 1
+    for (let i = 0; i < 100_000; i++) value = { v: value }
+    assert.isTrue(JsonDepth.deeperThan(value, JsonDepth.maxDepth))
+    assert.isFalse(JsonDepth.deeperThan(value, 100_000))
   })
 })
 
