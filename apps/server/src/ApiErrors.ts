@@ -77,6 +77,13 @@ export class StorageCorrupt extends Schema.TaggedError<StorageCorrupt>()("Storag
   scope: Schema.Literal("row", "store")
 }) {}
 
+/**
+ * The server failed on this request by a defect of its own (a bug, not the store or the input): the
+ * request's outcome is what the rest of the answer path says it is; the cause is in the server's log,
+ * never in the answer, which might otherwise carry what the client sent.
+ */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", { message: Schema.String }) {}
+
 /** The server is still opening, migrating or reconciling its store: nothing is served yet. Retry later. */
 export class Starting extends Schema.TaggedError<Starting>()("Starting", { message: Schema.String }) {}
 
@@ -122,6 +129,7 @@ export const Wire = {
   CommandRejected: onWire(CommandRejected, 422),
   CommandDefect: onWire(CommandDefect, 500),
   StorageCorrupt: onWire(StorageCorrupt, 500),
+  InternalError: onWire(InternalError, 500),
   StorageUnavailable: onWire(StorageUnavailable, 503),
   EngineUnavailable: onWire(EngineUnavailable, 503),
   Starting: onWire(Starting, 503)

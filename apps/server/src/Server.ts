@@ -27,6 +27,7 @@ import { EffectsLive } from "./http/EffectsHandlers.js"
 import { EventsLive } from "./http/EventsHandlers.js"
 import { OpsLive } from "./http/OpsHandlers.js"
 import { OutboxLive } from "./http/OutboxHandlers.js"
+import * as RouteMatch from "./http/RouteMatch.js"
 import { ThreadsLive } from "./http/ThreadsHandlers.js"
 import { TimersLive } from "./http/TimersHandlers.js"
 import { type AnyServerDomain, aggregatesOf, type DomainContext } from "./ServerDomain.js"
@@ -102,9 +103,6 @@ export const coreLayer = (options: ServerOptions) => {
   return Layer.mergeAll(state, Metrics.layer, writability).pipe(Layer.provideMerge(withThreads))
 }
 
-/** The longest path parameter the router matches: any id the engine accepts, with room to spare. */
-const ROUTE_PARAM_MAX = 1024
-
 const ApiLive = HttpApiBuilder.api(ServerApi).pipe(
   Layer.provide([CommandsLive, EventsLive, ThreadsLive, EffectsLive, OutboxLive, TimersLive, OpsLive]),
   Layer.provide(apiMiddleware)
@@ -119,10 +117,8 @@ export const httpLayer = HttpApiBuilder.serve().pipe(
   Layer.provide(DashboardAssets.layer),
   Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/openapi.json" })),
   Layer.provide(ApiLive),
-  // The router refuses path parameters over 100 characters by default, but ids the engine builds
-  // (effect ids derived from 128-character client ids) may be up to 512: an id in a path must
-  // reach its handler, which answers 404 or 400 itself. Longer than any valid id is still refused.
-  Layer.provide(HttpRouter.setRouterConfig({ maxParamLength: ROUTE_PARAM_MAX }))
+  // The same configuration as the access check's route matcher (RouteMatch.routerConfig says why).
+  Layer.provide(HttpRouter.setRouterConfig(RouteMatch.routerConfig))
 )
 
 /** The listener is gated first, so a request that arrives while the store boots is answered (503). */

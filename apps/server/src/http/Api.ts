@@ -443,4 +443,6 @@ export class ServerApi extends HttpApi.make("orchestration")
   // Every route may answer what the listener's gate answers while the server starts or stops (ListenerGate).
   .addError(Wire.Starting)
   .addError(Wire.EngineUnavailable)
+  // A defect of the server's own on any route (Edge.ts): a typed 500, never an empty one.
+  .addError(Wire.InternalError)
   .annotate(OpenApi.Title, "Durable orchestration server") {}

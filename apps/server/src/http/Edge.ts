@@ -14,9 +14,9 @@ import {
   HttpServerRequest,
   HttpServerResponse
 } from "@effect/platform"
-import { Effect, Layer, Redacted } from "effect"
+import { Cause, Effect, Layer, Redacted } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
-import { InvalidRequest, NotFound } from "../ApiErrors.js"
+import { InternalError, InvalidRequest, NotFound } from "../ApiErrors.js"
 import { clip, clipAll } from "../ClientValue.js"
 import { ServerState } from "../ServerState.js"
 import { decideAccess, policyOf, tokenInQueryRoutes } from "./Access.js"
@@ -45,8 +45,23 @@ export const presentedToken = (
     : undefined
 }
 
-const retryAfter = (_: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
-  Effect.succeed(response.status === 503 ? HttpServerResponse.setHeader(response, "retry-after", "1") : response)
+/**
+ * Headers some answers carry whichever route gave them: every 503 says when to come back; a 413 closes
+ * the connection, since the rest of the body it refused is still arriving (RequestBody.readUpTo
+ * throws it away until then) and the connection cannot carry another request.
+ */
+const answerHeaders = (_: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
+  Effect.succeed(
+    response.status === 503
+      ? HttpServerResponse.setHeader(response, "retry-after", "1")
+      : response.status === 413
+        ? HttpServerResponse.setHeader(response, "connection", "close")
+        : response
+  )
+
+/** A defect's printed cause, bounded for the log (its stack matters, a client's value in it does not). */
+const clipCause = (text: string) =>
+  text.length <= 4_000 ? text : `${text.slice(0, 4_000)}…(${text.length} characters)`
 
 const pathOf = (request: HttpServerRequest.HttpServerRequest) => new URL(request.url, "http://localhost").pathname
 
@@ -119,8 +134,18 @@ export const apiMiddleware = HttpApiBuilder.middleware(
               ? Effect.fail(clipAll(decodeFailure(error)))
               : Effect.fail(clipAll(error))
         ),
-        // Every 503 says when to come back, whichever route or error produced it.
-        (handled) => Effect.zipRight(HttpApp.appendPreResponseHandler(retryAfter), handled)
+        // A defect (a bug of ours, not a refusal) is a typed 500 with its cause logged, bounded: the
+        // cause may hold what the client sent. Without this the client got an empty 500.
+        Effect.catchAllDefect((defect) =>
+          Effect.logError("a request failed by a defect of the server", {
+            cause: clipCause(Cause.pretty(Cause.die(defect)))
+          }).pipe(
+            Effect.zipRight(
+              Effect.fail(new InternalError({ message: "the server failed on this request; the cause is in its log" }))
+            )
+          )
+        ),
+        (handled) => Effect.zipRight(HttpApp.appendPreResponseHandler(answerHeaders), handled)
       ) as HttpApp.Default<never>
   })
 ).pipe(Layer.provide(HttpApiBuilder.Router.Live))

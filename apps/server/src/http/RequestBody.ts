@@ -5,7 +5,10 @@
  * body or not, is required earlier, by Access.
  */
 import type { HttpServerRequest } from "@effect/platform/HttpServerRequest"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { JsonDepth } from "@orchestration/engine"
 import { Chunk, Effect, Stream } from "effect"
+import type { IncomingMessage } from "node:http"
 import { PayloadTooLarge, UnsupportedMediaType } from "../ApiErrors.js"
 import { clip } from "../ClientValue.js"
 import { isJson } from "./Access.js"
@@ -28,6 +31,71 @@ const hasBody = (request: HttpServerRequest) => {
   return request.headers["transfer-encoding"] !== undefined
 }
 
+/** Bytes past the limit read and thrown away, so the 413 reaches the client, before the connection is cut. */
+const discardAtMost = 8 * maxBodyBytes
+
+/**
+ * The body, counted while it is read (a chunked body declares no length). Past the limit the rest is
+ * read and thrown away rather than the request destroyed: destroying it closes the socket before the
+ * 413 is written, and the client saw a reset connection. The answer then closes the connection
+ * (`closeAfter413`). A client that keeps sending past `discardAtMost` more is cut off.
+ */
+const readUpTo = (request: HttpServerRequest, limit: number): Effect.Effect<Buffer | "too-large" | "unreadable"> => {
+  const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
+  if (incoming === undefined || typeof incoming.on !== "function") return readStreamUpTo(request, limit)
+  return Effect.async<Buffer | "too-large" | "unreadable">((resume) => {
+    const chunks: Array<Buffer> = []
+    let total = 0
+    let discarded = 0
+    const stop = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onError)
+      incoming.off("aborted", onError)
+    }
+    const discard = (chunk: Buffer) => {
+      discarded += chunk.length
+      if (discarded > discardAtMost) incoming.destroy()
+    }
+    const onData = (chunk: Buffer) => {
+      total += chunk.length
+      if (total <= limit) return void chunks.push(chunk)
+      stop()
+      chunks.length = 0
+      incoming.on("data", discard)
+      resume(Effect.succeed("too-large"))
+    }
+    const onEnd = () => {
+      stop()
+      resume(Effect.succeed(Buffer.concat(chunks)))
+    }
+    const onError = () => {
+      stop()
+      resume(Effect.succeed("unreadable"))
+    }
+    incoming.on("data", onData)
+    incoming.once("end", onEnd)
+    incoming.once("error", onError)
+    incoming.once("aborted", onError)
+    // Interrupted (the server stopping): stop listening; the server ends the connection itself.
+    return Effect.sync(stop)
+  })
+}
+
+/** `readUpTo` for a request that is not Node's (no socket to keep open): the stream, stopped at the limit. */
+const readStreamUpTo = (request: HttpServerRequest, limit: number) => {
+  let total = 0
+  return request.stream.pipe(
+    Stream.mapEffect((chunk) => {
+      total += chunk.length
+      return total > limit ? Effect.fail("too-large" as const) : Effect.succeed(chunk)
+    }),
+    Stream.runCollect,
+    Effect.map((chunks): Buffer | "too-large" | "unreadable" => Buffer.concat(Chunk.toReadonlyArray(chunks))),
+    Effect.catchAll((error) => Effect.succeed(error === "too-large" ? error : ("unreadable" as const)))
+  )
+}
+
 export const readJsonBody = <E>(
   request: HttpServerRequest,
   options: ReadOptions<E>
@@ -41,21 +109,18 @@ export const readJsonBody = <E>(
         message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'`
       })
     }
-    // Count while reading: a chunked body declares no length.
-    let total = 0
-    const chunks = yield* request.stream.pipe(
-      // The client went away or sent a broken body: nothing was dispatched, the client is told.
-      Stream.mapError(() => options.invalid("the request body could not be read")),
-      Stream.mapEffect((chunk) => {
-        total += chunk.length
-        return total > maxBodyBytes ? Effect.fail(tooLarge()) : Effect.succeed(chunk)
-      }),
-      Stream.runCollect
-    )
-    const text = Buffer.concat(Chunk.toReadonlyArray(chunks)).toString("utf8")
-    return yield* Effect.try({
+    const read = yield* readUpTo(request, maxBodyBytes)
+    if (read === "too-large") return yield* tooLarge()
+    // The client went away or sent a broken body: nothing was dispatched, the client is told.
+    if (read === "unreadable") return yield* Effect.fail(options.invalid("the request body could not be read"))
+    const text = read.toString("utf8")
+    const value = yield* Effect.try({
       try: () => JSON.parse(text) as unknown,
       catch: (error) =>
         options.invalid(`the request body is not valid JSON: ${error instanceof Error ? error.message : String(error)}`)
     })
+    // Bounded before anything recursive reads it (a schema's error message overflowed the stack).
+    if (JsonDepth.deeperThan(value, JsonDepth.maxDepth))
+      return yield* Effect.fail(options.invalid(`the request body ${JsonDepth.tooDeep}`))
+    return value
   })

@@ -10,6 +10,16 @@ class Matched {
   constructor(readonly path: string) {}
 }
 
+/**
+ * The router's configuration, the server's and the matcher's alike. The router refuses path parameters
+ * over 100 characters by default, but ids the engine builds (effect ids derived from 128-character
+ * client ids) may be up to 512: an id in a path must reach its handler, which answers 404 or 400
+ * itself. Longer than any valid id is still refused. The matcher is built in a request's fiber, which
+ * does not see the server's `setRouterConfig`: it was matching with the default and found no route
+ * for a 150-character thread id, so a valid `?access_token` was not taken (2026-12-05).
+ */
+export const routerConfig = { maxParamLength: 1024 } as const
+
 /** The path template of the route a request would be served by (`/v1/effects/:effectId`), or undefined. */
 export type RouteMatcher = (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<string | undefined>
 
@@ -19,7 +29,7 @@ export const make = (routes: Iterable<HttpRouter.Route<unknown, unknown>>): Effe
       HttpRouter.fromIterable(
         [...routes].map((route) => HttpRouter.makeRoute(route.method, route.path, Effect.fail(new Matched(route.path))))
       )
-    ),
+    ).pipe(HttpRouter.withRouterConfig(routerConfig)),
     (app) => (request) =>
       (app as Effect.Effect<unknown, unknown, HttpServerRequest.HttpServerRequest>).pipe(
         Effect.provideService(HttpServerRequest.HttpServerRequest, request),
