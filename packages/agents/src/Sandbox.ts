@@ -1,7 +1,8 @@
 /**
  * The sandbox `execute` runs commands in: `/bin/sh -c <command>` inside bubblewrap, with no network,
- * a read-only `/usr`, fresh `/proc`, `/dev` and `/tmp`, no host `/etc`, an empty environment, and
- * the thread's workspace as its only writable directory. Resource limits are rlimits set by
+ * a read-only `/usr`, fresh `/proc`, `/dev` and a writable `/tmp`, no host `/etc`, an empty
+ * environment, no descriptor but stdin, stdout and stderr, and the thread's workspace as its only
+ * writable directory. Resource limits are rlimits set by
  * `prlimit` before `bwrap` starts, so they hold for everything in the jail. Running on the host is
  * possible only when the operator asked for it (`mode: "none"`): a missing `bwrap` is a refusal,
  * never a fallback.
@@ -174,6 +175,24 @@ const privilegeArguments = (config: SandboxConfig, jailed: boolean) =>
 /** Inside the jail: the host's /usr is its /usr. */
 const setprivPath = "/usr/bin/setpriv"
 
+/**
+ * The command with no descriptor but its stdio. One the server inherited without close-on-exec (a
+ * supervisor's log pipe, a socket-activation listener, a shell redirection: Node marks only the
+ * descriptors it opens) passes through prlimit, bwrap and setpriv, and reached the jail: a jailed
+ * command wrote to a host file through it (2026-12-05). dash cannot name a descriptor above 9, so bash
+ * (Essential in Debian, under the jail's /usr) closes every one above 2 it finds open, then runs the
+ * command in sh. Without bash the run fails (127), it never runs unclosed.
+ */
+const onlyStdio = (command: string): ReadonlyArray<string> => [
+  "/bin/bash",
+  "-c",
+  // Without SHLVL, which bash's `exec` sets and exports into the command's otherwise empty environment.
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: `${fd##*/}` is the shell's expansion, not a template
+  'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec /usr/bin/env -u SHLVL /bin/sh -c "$1"',
+  "sandbox",
+  command
+]
+
 /** The bwrap arguments for one run; the workspace is bound read-write at `/workspace`. */
 export const jailArguments = (
   config: SandboxConfig,
@@ -203,6 +222,10 @@ export const jailArguments = (
   "/proc",
   "--dev",
   "/dev",
+  // Root runs bwrap without a user namespace: the tmpfs would be root's 0755, and the command (uid
+  // 64000 after setpriv) could not write its temporary files (mktemp, sort -T, compilers).
+  "--perms",
+  "1777",
   "--tmpfs",
   "/tmp",
   "--bind",
@@ -224,9 +247,7 @@ export const jailArguments = (
   "--json-status-fd",
   "3",
   ...privilegeArguments(config, jailed).prefix,
-  "/bin/sh",
-  "-c",
-  command
+  ...onlyStdio(command)
 ]
 
 /** The rlimits, as `prlimit` arguments; CPU gets one second between SIGXCPU and SIGKILL. */
@@ -334,7 +355,7 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
     const inJail = config.mode === "bwrap"
     const program = inJail
       ? [config.bwrapPath, ...jailArguments(config, request.workspace, request.command, jailed)]
-      : ["/bin/sh", "-c", request.command]
+      : onlyStdio(request.command)
     return Effect.async<SandboxResult, SandboxUnavailable>((resume) => {
       let tracker: RunTracker
       try {

@@ -1,7 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Fiber } from "effect"
+import { spawn } from "node:child_process"
+import { closeSync, openSync, readFileSync } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import * as Sandbox from "../src/Sandbox.js"
 import { runLimit } from "../src/SandboxRun.js"
 import { processesWith } from "./fixtures/agents.js"
@@ -54,6 +57,55 @@ describe("Sandbox", () => {
       const env = yield* run(ws, "env | cut -d= -f1 | sort | tr '\\n' ' '")
       assert.strictEqual(env.stdout, "HOME LANG PATH PWD ")
       if (process.getuid?.() === 0) assert.strictEqual((yield* run(ws, "id -u")).stdout, `${config.uid}\n`)
+    })
+  )
+
+  it.scoped("the jail's fresh /tmp is the command's to write (it was root's 0755 when the server runs as root)", () =>
+    Effect.gen(function* () {
+      const ws = yield* workspace()
+      const result = yield* run(ws, 'f=$(mktemp) && echo ok > "$f" && cat "$f" && printf \'b\\na\\n\' | sort -T /tmp')
+      assert.strictEqual(result.exitCode, 0, `stderr: ${result.stderr}`)
+      assert.strictEqual(result.stdout, "ok\na\nb\n")
+    })
+  )
+
+  it.scoped("a descriptor the server inherited from its launcher is not reachable from inside the jail", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const ws = yield* Sandbox.prepareWorkspace(config, path.join(dir, "workspaces"), "t1")
+      const hostFile = path.join(dir, "host-file.log")
+      const fd = openSync(hostFile, "w")
+      const packageDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+      // A server process started with one more open descriptor (fd 20), as a supervisor, socket
+      // activation or a shell redirection leaves it; the jailed command tries to write through it.
+      const script = `
+        const Sandbox = await import(${JSON.stringify(path.join(packageDir, "dist/src/Sandbox.js"))})
+        const { Effect } = await import("effect")
+        const result = await Effect.runPromise(Sandbox.run({ ...Sandbox.defaultConfig }, {
+          command: "bash -c 'echo written-from-the-jail >&20'; ls /proc/self/fd",
+          workspace: ${JSON.stringify(ws)},
+          timeoutMs: 30000
+        }))
+        process.stdout.write(JSON.stringify(result))`
+      const out = yield* Effect.promise(
+        () =>
+          new Promise<string>((resolve) => {
+            const child = spawn(process.execPath, ["--input-type=module", "-e", script], {
+              cwd: packageDir,
+              stdio: ["ignore", "pipe", "inherit", ...Array.from({ length: 17 }, () => "ignore" as const), fd]
+            })
+            let text = ""
+            child.stdout!.on("data", (chunk) => {
+              text += chunk
+            })
+            child.on("close", () => resolve(text))
+          })
+      )
+      closeSync(fd)
+      const result = JSON.parse(out) as Sandbox.SandboxResult
+      assert.strictEqual(readFileSync(hostFile, "utf8"), "", `written outside the jail; the run: ${out}`)
+      // Only stdio (and the descriptor `ls` opens on the directory it lists) is open in the jail.
+      assert.deepStrictEqual(result.stdout.trim().split("\n"), ["0", "1", "2", "3"])
     })
   )
 
