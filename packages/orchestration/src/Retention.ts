@@ -45,6 +45,11 @@ export const horizonsAt = (now: number, options: RetentionOptions = {}) => ({
   settledEffectsBefore: now - Duration.toMillis(options.settledEffects ?? defaults.settledEffects)
 })
 
+/** A settled row old enough to go: not one whose cancelled performance is still stopping under its lease. */
+const prunable = (sql: SqlClient, before: number, now: number) =>
+  sql`status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ${before}
+    AND NOT (status = 'cancelled' AND lease_owner IS NOT NULL AND lease_expires_at > ${now})`
+
 /** Deletes one batch of each; returns how many rows went. */
 export const pruneOnce = (options: RetentionOptions = {}) =>
   Effect.gen(function* () {
@@ -53,11 +58,13 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
     const batch = options.batchSize ?? defaults.batchSize
     const { receiptsBefore, settledEffectsBefore: effectsBefore } = horizonsAt(now, options)
     // Through outbox_settled_by_time (its WHERE is this one's status list), unordered: ordering by
-    // sequence made SQLite sort every old row each round to keep 500.
+    // sequence made SQLite sort every old row each round to keep 500. The outer WHERE says it again:
+    // on PostgreSQL a DELETE that waited for a row's lock re-checks only its own WHERE on the row as
+    // committed, and an operator's retry had made the row pending meanwhile (it was deleted, pending).
+    // A cancelled row whose performer still holds a live lease is still stopping: it is kept.
     const effects = yield* sql<{ sequence: number }>`DELETE FROM outbox WHERE sequence IN (
-        SELECT sequence FROM outbox WHERE status IN ('succeeded', 'failed', 'cancelled') AND updated_at < ${effectsBefore}
-        LIMIT ${batch}
-      ) RETURNING sequence`
+        SELECT sequence FROM outbox WHERE ${prunable(sql, effectsBefore, now)} LIMIT ${batch}
+      ) AND ${prunable(sql, effectsBefore, now)} RETURNING sequence`
     const receipts = yield* sql<{ command_id: string }>`DELETE FROM receipts WHERE command_id IN (
         SELECT command_id FROM receipts WHERE accepted_at < ${receiptsBefore} LIMIT ${batch}
       ) RETURNING command_id`
@@ -66,7 +73,7 @@ export const pruneOnce = (options: RetentionOptions = {}) =>
       Duration.toMillis(options.settledStreams ?? defaults.settledStreams),
       Duration.toMillis(options.settledEffects ?? defaults.settledEffects)
     )
-    const compacted = yield* StreamChunks.compactSettled(batch, now - streamsPeriod)
+    const compacted = yield* StreamChunks.compactSettled(batch, now - streamsPeriod, now)
     // Their tails go with them, so no reader is answered with text the table no longer holds.
     const tails = yield* Effect.serviceOption(StreamTails)
     if (Option.isSome(tails)) tails.value.forget(new Set(compacted))
