@@ -156,7 +156,9 @@ export interface ReadOptions {
   readonly after: number
   readonly limit: number
   readonly aggregateId?: string | undefined
-  /** The log's commit horizon (StoreBackend.horizon): a read of the whole log stops at it. */
+  /** With `aggregateId`: that one aggregate's events. */
+  readonly aggregateType?: string | undefined
+  /** The log's commit horizon (StoreBackend.horizon): a read that is not of one aggregate stops at it. */
   readonly upTo?: number | undefined
 }
 
@@ -166,8 +168,11 @@ export const read = (options: ReadOptions) =>
       ? sql<EventRow>`SELECT * FROM events WHERE sequence > ${options.after}${
           options.upTo === undefined ? sql.literal("") : sql` AND sequence <= ${options.upTo}`
         } ORDER BY sequence LIMIT ${options.limit}`
-      : sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${options.aggregateId} AND sequence > ${options.after}
-          ORDER BY sequence LIMIT ${options.limit}`
+      : sql<EventRow>`SELECT * FROM events WHERE aggregate_id = ${options.aggregateId}${
+          options.aggregateType === undefined ? sql.literal("") : sql` AND aggregate_type = ${options.aggregateType}`
+        } AND sequence > ${options.after}${
+          options.upTo === undefined ? sql.literal("") : sql` AND sequence <= ${options.upTo}`
+        } ORDER BY sequence LIMIT ${options.limit}`
   ).pipe(Effect.map((rows) => rows.map(toRecord)))
 
 /** The highest committed sequence, 0 for an empty log. */

@@ -9,7 +9,7 @@
  * constraint refuses one that did not).
  */
 import { SqlClient } from "@effect/sql/SqlClient"
-import { Chunk, Effect, Option, Queue, type Scope, Stream } from "effect"
+import { Chunk, Clock, Duration, Effect, Option, Queue, type Scope, Stream } from "effect"
 import type { AnyAggregate, EventRecord } from "./Aggregate.js"
 import { decodeEvent } from "./AggregateStates.js"
 import type { StorageFailure, UndecodableEvent } from "./Errors.js"
@@ -26,11 +26,19 @@ export interface ReadEventsOptions {
   readonly after?: number
   readonly limit?: number
   readonly aggregateId?: string
+  /**
+   * With `aggregateId`: one aggregate's events, which commit in its version order, so they are read
+   * as soon as they commit. An id alone may name aggregates of several types, whose writers commit
+   * in any order: those pages stop at the commit horizon, as the whole log's do.
+   */
+  readonly aggregateType?: string
 }
 
 export interface FollowOptions {
   readonly after?: number
   readonly aggregateId?: string
+  /** As ReadEventsOptions.aggregateType. */
+  readonly aggregateType?: string
 }
 
 export interface ReadSide {
@@ -96,16 +104,21 @@ export const make = (options: {
   /** A page, and whether rows above the horizon wait for open transactions (look again without a hint). */
   const readPage = (read: ReadEventsOptions, reachHead: boolean) =>
     Effect.gen(function* () {
-      const horizon =
-        read.aggregateId !== undefined
-          ? undefined
-          : reachHead
-            ? yield* horizonReachingHead
-            : yield* options.horizon("events")
+      // One aggregate's events commit in order: read as they commit. An aggregate id alone is no
+      // order (aggregates of two types may share an id, their writers commit in any order), so such
+      // a page stops at the horizon like the whole log's: a follower of id `k` skipped a job `k`'s
+      // event that committed after an account `k`'s later one (2026-12-05).
+      const oneAggregate = read.aggregateId !== undefined && read.aggregateType !== undefined
+      const horizon = oneAggregate
+        ? undefined
+        : reachHead
+          ? yield* horizonReachingHead
+          : yield* options.horizon("events")
       const page = yield* EventLog.read({
         after: read.after ?? 0,
         limit: Math.min(Math.max(read.limit ?? 100, 1), 10_000),
         aggregateId: read.aggregateId,
+        aggregateType: read.aggregateId === undefined ? undefined : read.aggregateType,
         upTo: horizon?.trusted
       })
       return { page, waiting: horizon?.waiting === true }
@@ -135,7 +148,8 @@ export const make = (options: {
               {
                 after: cursor,
                 limit: FOLLOW_PAGE,
-                ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {})
+                ...(follow.aggregateId ? { aggregateId: follow.aggregateId } : {}),
+                ...(follow.aggregateId && follow.aggregateType ? { aggregateType: follow.aggregateType } : {})
               },
               false
             )
@@ -183,8 +197,23 @@ export const make = (options: {
       Effect.mapError(toStorageFailure("read effect status")),
       Effect.provideService(SqlClient, sql)
     )
-  const effectSettled = (effectId: string) =>
-    Effect.map(findEffect(effectId), (row) => row === undefined || settledStatuses.includes(row.status))
+  /**
+   * Whether no chunk can come any more (`true`), or until when one may (`stopping`: a cancelled row
+   * whose performer still holds its lease flushes what it had as it stops, and the table takes it),
+   * or `false`: the effect is running or pending.
+   */
+  const effectEnded = (effectId: string) =>
+    Effect.map(
+      Effect.zip(findEffect(effectId), Clock.currentTimeMillis),
+      ([row, now]): boolean | { readonly stoppingUntil: number } => {
+        if (row === undefined) return true
+        if (!settledStatuses.includes(row.status)) return false
+        const lease = row.leaseExpiresAt
+        return row.status === "cancelled" && row.leaseOwner !== null && lease !== null && lease > now
+          ? { stoppingUntil: lease }
+          : true
+      }
+    )
 
   const followStreamChunks = (effectId: string, follow: Pick<StreamChunks.ReadChunksOptions, "after"> = {}) =>
     Stream.unwrapScoped(
@@ -201,15 +230,21 @@ export const make = (options: {
         const next = Effect.gen(function* () {
           while (!done) {
             // The status first: a row seen settled took its last chunk before, so the page below holds it.
-            const settled = yield* effectSettled(effectId)
+            const ended = yield* effectEnded(effectId)
             const page = yield* readStreamChunks(effectId, { after, limit: 500 })
             if (page.length > 0) {
               const last = page[page.length - 1]!
               after = { attempt: last.attempt, end: last.end }
               return Option.some(Chunk.fromIterable(page))
             }
-            if (settled) done = true
-            else yield* Queue.take(hints)
+            if (ended === true) done = true
+            else if (ended === false) yield* Queue.take(hints)
+            else {
+              // The performer's "stopped" rings the aggregate; a performer that died never says it,
+              // and its lease's end is when no chunk of it can come any more.
+              const wait = ended.stoppingUntil - (yield* Clock.currentTimeMillis)
+              yield* Effect.raceFirst(Queue.take(hints), Effect.sleep(Duration.millis(Math.max(0, wait))))
+            }
           }
           return Option.none()
         })

@@ -68,7 +68,7 @@ describe("commit order across processes", () => {
           Stream.runForEach(engineB.followEvents(), (e) => Effect.sync(() => seen.push(e.sequence)))
         )
         yield* Effect.forkScoped(
-          Stream.runForEach(engineB.followEvents({ aggregateId: "acc-b" }), (e) =>
+          Stream.runForEach(engineB.followEvents({ aggregateId: "acc-b", aggregateType: "account" }), (e) =>
             Effect.sync(() => seenOfB.push(e.sequence))
           )
         )
