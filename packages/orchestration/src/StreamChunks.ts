@@ -20,7 +20,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Effect, Schema } from "effect"
+import { Clock, Effect, Schema } from "effect"
 import { Decision, type AnyAggregate, type Rejection } from "./Aggregate.js"
 import { ingestCommandId } from "./Ingestion.js"
 import type { OutboxRow } from "./Outbox.js"
@@ -320,14 +320,19 @@ export const read = (
  */
 export const compactSettled = (
   batchSize = 500,
-  settledBefore?: number
+  settledBefore?: number,
+  now?: number
 ): Effect.Effect<ReadonlyArray<string>, SqlError, SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient
     const before = settledBefore ?? Number.MAX_SAFE_INTEGER
+    const at = now ?? (yield* Clock.currentTimeMillis)
+    // Not a cancelled effect whose performer still holds a live lease: it is stopping, and may still
+    // flush its text (decideChunk takes it), which would then be refused as out of order for good.
     const deleted = yield* sql<{ effect_id: string }>`DELETE FROM effect_stream_chunks WHERE effect_id IN (
         SELECT DISTINCT c.effect_id FROM effect_stream_chunks c LEFT JOIN outbox o ON o.effect_id = c.effect_id
-        WHERE o.effect_id IS NULL OR (o.status IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < ${before})
+        WHERE o.effect_id IS NULL OR (o.status IN ('succeeded', 'failed', 'cancelled') AND o.updated_at < ${before}
+          AND NOT (o.status = 'cancelled' AND o.lease_owner IS NOT NULL AND o.lease_expires_at > ${at}))
         LIMIT ${batchSize}
       ) RETURNING effect_id`
     return deleted.map((row) => row.effect_id)
