@@ -13,6 +13,13 @@ import { ThreadViews } from "../src/ThreadViews.js"
 import { exact } from "./fixtures/rawHttp.js"
 import { raw, startServer } from "./fixtures/server.js"
 
+/** The accounts domain with threads whose views answer `getThread` (the rest: none). */
+const withThreads = (getThread: (id: string) => Effect.Effect<Option.Option<never>>) =>
+  ServerDomain.make({
+    ...accounts,
+    threads: () => Layer.succeed(ThreadViews, { getThread, getTranscript: () => Effect.succeed(Option.none()) })
+  })
+
 const json = { "content-type": "application/json" }
 const nested = (depth: number) => "[".repeat(depth) + "]".repeat(depth)
 
@@ -93,14 +100,7 @@ describe("?access_token on a thread stream", () => {
   it.scopedLive("is taken for a 150-character thread id (ids may have 200) as the header is", () =>
     Effect.gen(function* () {
       const token = "s3cret-token"
-      const domain = ServerDomain.make({
-        ...accounts,
-        threads: () =>
-          Layer.succeed(ThreadViews, {
-            getThread: (id) => Effect.succeed(Option.some({ threadId: id } as never)),
-            getTranscript: () => Effect.succeed(Option.none())
-          })
-      })
+      const domain = withThreads((id) => Effect.succeed(Option.some({ threadId: id } as never)))
       const { url } = yield* startServer({ env: { API_TOKEN: token }, domain })
       const short = "t".repeat(90)
       const long = "t".repeat(150)
@@ -125,14 +125,7 @@ describe("a defect inside a route", () => {
   it.scopedLive("is a typed 500 InternalError whose body carries nothing of the cause (it was an empty 500)", () =>
     Effect.gen(function* () {
       const secret = "client-value-that-must-not-be-echoed"
-      const domain = ServerDomain.make({
-        ...accounts,
-        threads: () =>
-          Layer.succeed(ThreadViews, {
-            getThread: () => Effect.die(new Error(`a bug met ${secret}`)),
-            getTranscript: () => Effect.succeed(Option.none())
-          })
-      })
+      const domain = withThreads(() => Effect.die(new Error(`a bug met ${secret}`)))
       const { url } = yield* startServer({ domain })
       const answer = yield* exact(url, { path: "/v1/threads/t1" })
       assert.strictEqual(answer.status, 500, answer.text)

@@ -21,19 +21,27 @@ const chunk = (start: number, text: string) => ({
   text
 })
 
+/** A job's effect performed by owner w (attempt 1), with the text "ab" recorded. */
+const performingWithText = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  yield* engine.activate
+  yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
+  yield* Outbox.claim({ kinds: ["work.safe"], owner: "w", now: 0, leaseMs: 30_000, limit: 1, after: 0 })
+  yield* engine.dispatchWithReceipt(chunk(0, "ab"), { origin: "internal" })
+  return engine
+})
+
+/** The job cancels its running effect: the row is cancelled and keeps its lease until the performer stops. */
+const cancel = (engine: Engine.EngineShape) =>
+  engine.dispatchWithReceipt({ commandId: "cancel-s", type: "job.cancel", jobId: "s", effectIds: ["job:s"] })
+
 describe("followStreamChunks and a cancelled performance's stopping tail", () => {
   it.effect("a follower delivers every chunk the table accepts, including the text flushed after a cancel", () =>
     Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.activate
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      // A performer (owner w) holds the row, attempt 1.
-      yield* Outbox.claim({ kinds: ["work.safe"], owner: "w", now: 0, leaseMs: 30_000, limit: 1, after: 0 })
-      yield* engine.dispatchWithReceipt(chunk(0, "ab"), { origin: "internal" })
+      const engine = yield* performingWithText
       const follower = yield* Effect.fork(Stream.runCollect(engine.followStreamChunks("job:s")))
       yield* settle
-      // The job cancels its running effect: the row is cancelled and keeps its lease until the performer stops.
-      yield* engine.dispatchWithReceipt({ commandId: "cancel-s", type: "job.cancel", jobId: "s", effectIds: ["job:s"] })
+      yield* cancel(engine)
       yield* settle
       // The performer flushes the text it had buffered as it stops: the table takes it (decideChunk's stopping rule).
       const late = yield* engine.dispatchWithReceipt(chunk(2, "cd"), { origin: "internal" })
@@ -54,12 +62,8 @@ describe("followStreamChunks and a cancelled performance's stopping tail", () =>
 describe("retention and a cancelled performance that has not stopped yet", () => {
   it.effect("chunks of a cancelled row are kept while its performer's lease is live, and compacted after it", () =>
     Effect.gen(function* () {
-      const engine = yield* Engine.Engine
-      yield* engine.activate
-      yield* engine.dispatchWithReceipt(submit("s", "work.safe"))
-      yield* Outbox.claim({ kinds: ["work.safe"], owner: "w", now: 0, leaseMs: 30_000, limit: 1, after: 0 })
-      yield* engine.dispatchWithReceipt(chunk(0, "ab"), { origin: "internal" })
-      yield* engine.dispatchWithReceipt({ commandId: "cancel-s", type: "job.cancel", jobId: "s", effectIds: ["job:s"] })
+      const engine = yield* performingWithText
+      yield* cancel(engine)
       // A round past the streams period while the performer is still stopping under its lease.
       yield* TestClock.adjust("2 seconds")
       const during = yield* Retention.pruneOnce({ settledStreams: "1 second" })

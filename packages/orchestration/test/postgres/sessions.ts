@@ -59,10 +59,11 @@ export const blockedBehind = (sql: SqlClient, pid: number, what: string) =>
     return yield* Effect.dieMessage(`never blocked: ${what}`)
   })
 
-/** A jobs engine on a fresh schema whose transactions can be held at `point` (holdAt), with its store. */
+/** A jobs engine on a fresh schema whose transactions can be held at `point` (holdAt), with its store (and its file, for another process's store on it). */
 export const engineHeldAt = (point: FaultPointName) =>
   Effect.gen(function* () {
-    const store = yield* Layer.build(TestStore.layer({ filename: tempDbFile() }))
+    const file = tempDbFile()
+    const store = yield* Layer.build(TestStore.layer({ filename: file }))
     const sql = yield* Effect.provide(SqlClient, store)
     const hold = holdAt(point, sql)
     const engine = yield* Effect.provide(
@@ -75,7 +76,7 @@ export const engineHeldAt = (point: FaultPointName) =>
       )
     )
     const inStore = <A, E>(effect: Effect.Effect<A, E, SqlClient>) => Effect.provide(effect, store)
-    return { store, sql, hold, engine, inStore }
+    return { file, store, sql, hold, engine, inStore }
   }) satisfies Effect.Effect<unknown, unknown, Scope.Scope>
 
 /** An engine on its own schema (the run's database), that schema's name, and its store for table reads. */
