@@ -46,18 +46,12 @@ export const presentedToken = (
 }
 
 /**
- * Headers some answers carry whichever route gave them: every 503 says when to come back; a 413 closes
- * the connection, since the rest of the body it refused is still arriving (RequestBody.readUpTo
- * throws it away until then) and the connection cannot carry another request.
+ * Every 503 says when to come back, whichever route or error produced it. A 413 keeps the connection:
+ * the rest of the refused body is read and thrown away (RequestBody.readUpTo, or Node for a declared
+ * length), since a client still writing it got EPIPE when the answer closed the connection.
  */
-const answerHeaders = (_: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
-  Effect.succeed(
-    response.status === 503
-      ? HttpServerResponse.setHeader(response, "retry-after", "1")
-      : response.status === 413
-        ? HttpServerResponse.setHeader(response, "connection", "close")
-        : response
-  )
+const retryAfter = (_: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
+  Effect.succeed(response.status === 503 ? HttpServerResponse.setHeader(response, "retry-after", "1") : response)
 
 /** A defect's printed cause, bounded for the log (its stack matters, a client's value in it does not). */
 const clipCause = (text: string) =>
@@ -145,7 +139,7 @@ export const apiMiddleware = HttpApiBuilder.middleware(
             )
           )
         ),
-        (handled) => Effect.zipRight(HttpApp.appendPreResponseHandler(answerHeaders), handled)
+        (handled) => Effect.zipRight(HttpApp.appendPreResponseHandler(retryAfter), handled)
       ) as HttpApp.Default<never>
   })
 ).pipe(Layer.provide(HttpApiBuilder.Router.Live))

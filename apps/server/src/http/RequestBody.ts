@@ -31,14 +31,14 @@ const hasBody = (request: HttpServerRequest) => {
   return request.headers["transfer-encoding"] !== undefined
 }
 
-/** Bytes past the limit read and thrown away, so the 413 reaches the client, before the connection is cut. */
+/** Bytes past the limit read and thrown away (the 413 keeps the connection) before the connection is cut. */
 const discardAtMost = 8 * maxBodyBytes
 
 /**
  * The body, counted while it is read (a chunked body declares no length). Past the limit the rest is
  * read and thrown away rather than the request destroyed: destroying it closes the socket before the
- * 413 is written, and the client saw a reset connection. The answer then closes the connection
- * (`closeAfter413`). A client that keeps sending past `discardAtMost` more is cut off.
+ * 413 is written, and the client saw a reset connection; closing it after the answer gave a client
+ * still writing its body EPIPE. A client that keeps sending past `discardAtMost` more is cut off.
  */
 const readUpTo = (request: HttpServerRequest, limit: number): Effect.Effect<Buffer | "too-large" | "unreadable"> => {
   const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
