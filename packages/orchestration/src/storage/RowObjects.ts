@@ -8,13 +8,19 @@
  *
  * The objects are the driver's: one own property per column, in column order, a later column of a
  * name over an earlier one, an ordinary prototype; but a column named `__proto__`, which the driver
- * loses (its assignment sets no property), is kept as an own property. The column names are the statement's, kept per
- * statement; a row whose width differs from them, or a schema change through `forgetColumns`, reads
- * them again (SQLite prepares a statement again when the schema changed, so `SELECT *` can change).
+ * loses (its assignment sets no property), is kept as an own property. The column names, and how
+ * rows are made of them, are kept per statement; a row whose width differs from them, or a schema
+ * change through `forgetColumns`, reads them again (SQLite prepares a statement again when the
+ * schema changed, so `SELECT *` can change).
  */
 import type Database from "better-sqlite3"
 
-let names = new WeakMap<Database.Statement, ReadonlyArray<string>>()
+interface Shape {
+  readonly columns: ReadonlyArray<string>
+  readonly make: (columns: ReadonlyArray<string>, values: ReadonlyArray<unknown>) => Record<string, unknown>
+}
+
+let shapes = new WeakMap<Database.Statement, Shape>()
 
 const toObject = (columns: ReadonlyArray<string>, values: ReadonlyArray<unknown>): Record<string, unknown> => {
   const row: Record<string, unknown> = {}
@@ -32,7 +38,7 @@ const toObjectDefined = (columns: ReadonlyArray<string>, values: ReadonlyArray<u
 
 /** Forgets every statement's column names: call after a schema change (DDL) on the connection. */
 export const forgetColumns = () => {
-  names = new WeakMap()
+  shapes = new WeakMap()
 }
 
 /** `statement.all(...params)` with object rows, as the driver answers them. */
@@ -45,12 +51,13 @@ export const allRows = (statement: Database.Statement, params: ReadonlyArray<unk
     statement.raw(false)
   }
   if (values.length === 0) return values
-  let columns = names.get(statement)
-  if (columns === undefined || columns.length !== values[0]!.length) {
-    columns = statement.columns().map((column) => column.name)
-    names.set(statement, columns)
+  let shape = shapes.get(statement)
+  if (shape === undefined || shape.columns.length !== values[0]!.length) {
+    const columns = statement.columns().map((column) => column.name)
+    shape = { columns, make: columns.includes("__proto__") ? toObjectDefined : toObject }
+    shapes.set(statement, shape)
   }
-  const make = columns.includes("__proto__") ? toObjectDefined : toObject
+  const { columns, make } = shape
   const rows = new Array<unknown>(values.length)
   for (let i = 0; i < values.length; i++) rows[i] = make(columns, values[i]!)
   return rows
