@@ -1,7 +1,7 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox } from "@orchestration/engine"
-import { Effect, TestClock } from "effect"
+import { Effect, Layer, Logger, TestClock } from "effect"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
 import { World } from "../src/World.js"
 import {
@@ -15,11 +15,29 @@ import {
   waitFor
 } from "./fixtures/agents.js"
 
+/**
+ * The effect ids whose outcome the store refused, from the settler's error log: nothing is stored
+ * when the disk is full, so the log line is the only sign that the refusal has happened.
+ */
+const refusedOutcomes = () => {
+  const effectIds: Array<string> = []
+  const layer = Logger.add(
+    Logger.make(({ message }) => {
+      const [text, fields] = Array.isArray(message) ? message : [message]
+      if (typeof text === "string" && text.startsWith("the store refused this effect's outcome")) {
+        effectIds.push(String((fields as { effectId?: unknown } | undefined)?.effectId))
+      }
+    })
+  )
+  return { effectIds, layer }
+}
+
 describe("the 2026-09-10 scenario: recording a tool result fails with SQLITE_FULL", () => {
   it.effect(
     "the failure to record becomes the call's one result, the turn fails visibly, the thread then serves a new turn",
-    () =>
-      Effect.gen(function* () {
+    () => {
+      const refused = refusedOutcomes()
+      return Effect.gen(function* () {
         const engine = yield* Engine.Engine
         const world = yield* World
         const sql = yield* SqlClient
@@ -42,6 +60,12 @@ describe("the 2026-09-10 scenario: recording a tool result fails with SQLITE_FUL
         yield* waitFor(
           Effect.sync(() => processesWith("/bin/sh", "-c", command).length === 0),
           "command finished"
+        )
+        // The result reaches the store after the process has ended, a moment later on a loaded machine:
+        // space returning before that moment would let the result be recorded (CI saw it once).
+        yield* waitFor(
+          Effect.sync(() => refused.effectIds.includes("tool:t1:m1:call_1_0")),
+          "the store refused the result"
         )
         // The disk stays full for a while: the turn never reads as completed, the call never as succeeded.
         for (let i = 0; i < 5; i++) {
@@ -77,6 +101,7 @@ describe("the 2026-09-10 scenario: recording a tool result fails with SQLITE_FUL
           ["failed", "completed"]
         )
         assert.isTrue((yield* transcriptView("t1"))!.valid)
-      }).pipe(Effect.provide(agentsStack()))
+      }).pipe(Effect.provide(agentsStack().pipe(Layer.provide(refused.layer))))
+    }
   )
 })
