@@ -1,8 +1,8 @@
 /**
  * The sandbox `execute` runs commands in: `/bin/sh -c <command>` inside bubblewrap, with no network,
  * a read-only `/usr`, fresh `/proc`, `/dev` and a writable `/tmp`, no host `/etc`, an empty
- * environment, no descriptor but stdin, stdout and stderr, and the thread's workspace as its only
- * writable directory. Resource limits are rlimits set by
+ * environment, its own host name (`sandbox`), no descriptor but stdin, stdout and stderr, and the
+ * thread's workspace as its only writable directory. Resource limits are rlimits set by
  * `prlimit` before `bwrap` starts, so they hold for everything in the jail. Running on the host is
  * possible only when the operator asked for it (`mode: "none"`): a missing `bwrap` is a refusal,
  * never a fallback.
@@ -201,6 +201,9 @@ export const jailArguments = (
   jailed: boolean
 ): ReadonlyArray<string> => [
   ...privilegeArguments(config, jailed).namespaces,
+  // Its own UTS namespace starts as a copy of the host's: the host's name would be readable.
+  "--hostname",
+  "sandbox",
   "--die-with-parent",
   "--new-session",
   "--ro-bind",

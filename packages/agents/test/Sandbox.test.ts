@@ -57,6 +57,9 @@ describe("Sandbox", () => {
       const env = yield* run(ws, "env | cut -d= -f1 | sort | tr '\\n' ' '")
       assert.strictEqual(env.stdout, "HOME LANG PATH PWD ")
       if (process.getuid?.() === 0) assert.strictEqual((yield* run(ws, "id -u")).stdout, `${config.uid}\n`)
+      // The host's name (often the machine's or the container's identity) is not the jail's.
+      const name = yield* run(ws, "cat /proc/sys/kernel/hostname")
+      assert.strictEqual(name.stdout, "sandbox\n")
     })
   )
 
