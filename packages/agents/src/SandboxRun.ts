@@ -86,6 +86,7 @@ export const startRun = (
   let exited: { code: number | null; signal: NodeJS.Signals | null } | undefined
   let settled = false
   let killTimer: NodeJS.Timeout | undefined
+  let drainTimer: NodeJS.Timeout | undefined
   const closed = new Promise<void>((resolve) => child.once("close", () => resolve()))
 
   const terminate = (why: "timeout" | "output" | undefined) => {
@@ -130,9 +131,17 @@ export const startRun = (
     clearTimeout(wallClock)
     // Whatever the command left in its group (on the host, background jobs) goes with it.
     signalGroup(child.pid, "SIGKILL")
+    // A process outside that group can still hold the output pipes: on the host (SANDBOX=none), one
+    // the command put in a new session (setsid, a daemon), which no signal of ours reaches. The run
+    // would wait for it to end, forever for a daemon. After a grace for the output still in the
+    // pipes, they are closed on our side. (In the jail nothing outlives bwrap's pid namespace.)
+    drainTimer = setTimeout(() => {
+      for (const stream of child.stdio) stream?.destroy()
+    }, config.killGraceMs)
   })
   void closed.then(() => {
     clearTimeout(killTimer)
+    clearTimeout(drainTimer)
     if (settled) return
     settled = true
     const code = exited?.code ?? null

@@ -216,6 +216,26 @@ describe("Sandbox", () => {
     })
   )
 
+  it.scoped(
+    "SANDBOX=none: a command that leaves a process in a new session holding its output ends with the command",
+    () =>
+      Effect.gen(function* () {
+        const host = { ...config, mode: "none" as const }
+        const ws = yield* workspace("t1", host)
+        // setsid takes the process out of the run's group, so no stop reaches it, and it keeps the
+        // output pipes open: the run waited for it to end (here two minutes; `sleep infinity`: never).
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const pid of processesWith("sleep", "119.5")) process.kill(Number(pid), "SIGKILL")
+          })
+        )
+        // Before the fix this waited past the test's timeout (60 s) for the sleep.
+        const result = yield* run(ws, "setsid sleep 119.5 & sleep 1; echo started", 60_000, host)
+        assert.strictEqual(result.stdout, "started\n")
+        assert.strictEqual(result.exitCode, 0)
+      })
+  )
+
   it.scoped("a workspace that is a symlink is refused, not followed", () =>
     Effect.gen(function* () {
       const dir = yield* tempDir
