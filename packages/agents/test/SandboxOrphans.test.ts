@@ -4,12 +4,14 @@
  * live server's, never another world's.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Fiber } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as Sandbox from "../src/Sandbox.js"
 import * as SandboxOrphans from "../src/SandboxOrphans.js"
+import { processesWith } from "./fixtures/agents.js"
 
 const alive = (pid: number): boolean => {
   try {
@@ -43,6 +45,21 @@ const orphan = (workspace: string): number => {
 }
 
 describe("sandboxes a dead server left behind", () => {
+  it.live("a live server's real jail (outer and inner bwrap) is not an orphan while its command runs", () =>
+    Effect.gen(function* () {
+      const world = mkdtempSync(join(tmpdir(), "orphans-live-"))
+      const ws = yield* Sandbox.prepareWorkspace(Sandbox.defaultConfig, join(world, "workspaces"), "t1")
+      const running = yield* Effect.fork(
+        Sandbox.run(Sandbox.defaultConfig, { command: "sleep 2; echo done", workspace: ws, timeoutMs: 60_000 })
+      )
+      for (let i = 0; i < 100 && processesWith("sleep 2; echo done").length < 2; i++) yield* Effect.sleep("20 millis")
+      assert.isAtLeast(processesWith("sleep 2; echo done").length, 2)
+      assert.deepStrictEqual(yield* SandboxOrphans.sweep(join(world, "workspaces")), [])
+      const result = yield* Fiber.join(running)
+      assert.strictEqual(result.stdout, "done\n")
+    })
+  )
+
   it("only an orphaned bwrap bound under this world's workspaces is one (pure)", () => {
     const root = "/data/world/workspaces"
     const argv = ["/usr/bin/bwrap", "--unshare-pid", "--bind", "/data/world/workspaces/t1", "/workspace"]
@@ -54,6 +71,29 @@ describe("sandboxes a dead server left behind", () => {
     assert.isFalse(SandboxOrphans.isOrphanOf({ pid: 10, ppid: 1, argv: ["/usr/bin/sleep", ...argv.slice(1)] }, root))
     assert.isFalse(
       SandboxOrphans.isOrphanOf({ pid: 10, ppid: 1, argv: ["bwrap", "--bind", "/data/world/workspaces-x/t1"] }, root)
+    )
+  })
+
+  it("given a subreaper, the jail's inner bwrap whose parent is no bwrap is an orphan; the outer one is not (pure)", () => {
+    const root = "/data/world/workspaces"
+    const argv = ["/usr/bin/bwrap", "--unshare-pid", "--bind", "/data/world/workspaces/t1", "/workspace"]
+    // Orphaned under a subreaper (systemd's user manager, a container's init): its parent is that.
+    assert.isTrue(
+      SandboxOrphans.isOrphanOf(
+        { pid: 10, ppid: 77, argv, nestedPidNamespace: true, parentProgram: "/sbin/tini" },
+        root
+      )
+    )
+    // A live jail's inner bwrap has its outer bwrap as parent.
+    assert.isFalse(
+      SandboxOrphans.isOrphanOf(
+        { pid: 10, ppid: 9, argv, nestedPidNamespace: true, parentProgram: "/usr/bin/bwrap" },
+        root
+      )
+    )
+    // The outer bwrap lives in the server's PID namespace, with the server as its parent.
+    assert.isFalse(
+      SandboxOrphans.isOrphanOf({ pid: 9, ppid: 4242, argv, nestedPidNamespace: false, parentProgram: "node" }, root)
     )
   })
 
