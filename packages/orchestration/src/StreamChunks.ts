@@ -164,13 +164,14 @@ export type ChunkVerdict =
 export const decideChunk = (
   row:
     | (Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> &
-        Partial<Pick<OutboxRow, "leaseOwner">>)
+        Partial<Pick<OutboxRow, "leaseOwner" | "leaseExpiresAt">>)
     | undefined,
   command: Pick<
     EffectStream,
     "effectId" | "aggregateType" | "aggregateId" | "attempt" | "start" | "text" | "channel" | "channelStart"
   >,
-  recordedEnd: number
+  recordedEnd: number,
+  now: number
 ): ChunkVerdict => {
   if (row === undefined) return { _tag: "Stale", message: `no effect '${command.effectId}' exists` }
   if (row.aggregateType !== command.aggregateType || row.aggregateId !== command.aggregateId) {
@@ -179,7 +180,15 @@ export const decideChunk = (
       message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
     }
   }
-  const stopping = row.status === "cancelled" && row.leaseOwner !== undefined && row.leaseOwner !== null
+  // A cancelled row's performer may flush what it had while it stops, under its live lease only: a
+  // follower ends the stream when that lease ends (ReadSide.effectEnded), and must not miss a chunk.
+  const stopping =
+    row.status === "cancelled" &&
+    row.leaseOwner !== undefined &&
+    row.leaseOwner !== null &&
+    row.leaseExpiresAt !== undefined &&
+    row.leaseExpiresAt !== null &&
+    row.leaseExpiresAt > now
   if ((row.status !== "running" && !stopping) || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
@@ -362,7 +371,7 @@ export const decideStreamCommand =
         ? yield* page.find(command.effectId)
         : yield* Outbox.findForDecision(command.effectId)
       const end = row === undefined ? 0 : yield* recordedEnd(command.effectId, command.attempt)
-      const verdict = decideChunk(row, command, end)
+      const verdict = decideChunk(row, command, end, ctx.now)
       if (verdict._tag === "Stale") return Decision.reject("stale-stream", verdict.message)
       if (verdict._tag === "OutOfOrder") {
         return new CommandRejected({

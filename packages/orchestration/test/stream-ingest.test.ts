@@ -1106,7 +1106,7 @@ describe("StreamChunks.decideChunk (pure)", () => {
   const command = { effectId: "e", aggregateType: "a", aggregateId: "1", attempt: 2, start: 5, text: "xyz" }
 
   it("appends at the recorded end of a running row's attempt", () => {
-    const verdict = StreamChunks.decideChunk(row, command, 5)
+    const verdict = StreamChunks.decideChunk(row, command, 5, 0)
     assert.deepStrictEqual(verdict, {
       _tag: "Append",
       notice: { effectId: "e", kind: "k", attempt: 2, start: 5, end: 8, text: "xyz", channel: "", channelStart: 5 }
@@ -1114,24 +1114,33 @@ describe("StreamChunks.decideChunk (pure)", () => {
   })
 
   it("a row cancelled at the chunk's attempt takes it while its performer holds the lease (its stopping tail), not after", () => {
-    const cancelled = { ...row, status: "cancelled" as const }
-    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, command, 5)._tag, "Append")
-    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: null }, command, 5)._tag, "Stale")
+    const cancelled = { ...row, status: "cancelled" as const, leaseExpiresAt: 1_000 }
+    const now = 999
     assert.strictEqual(
-      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, { ...command, attempt: 1 }, 5)._tag,
+      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, command, 5, now)._tag,
+      "Append"
+    )
+    assert.strictEqual(StreamChunks.decideChunk({ ...cancelled, leaseOwner: null }, command, 5, now)._tag, "Stale")
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, { ...command, attempt: 1 }, 5, now)._tag,
       "Stale"
     )
     assert.strictEqual(
-      StreamChunks.decideChunk({ ...row, status: "succeeded" as never, leaseOwner: "owner-1" }, command, 5)._tag,
+      StreamChunks.decideChunk({ ...row, status: "succeeded" as never, leaseOwner: "owner-1" }, command, 5, now)._tag,
+      "Stale"
+    )
+    // The lease has ended: followers ended the stream then (ReadSide), so the table takes no more either.
+    assert.strictEqual(
+      StreamChunks.decideChunk({ ...cancelled, leaseOwner: "owner-1" }, command, 5, 1_000)._tag,
       "Stale"
     )
   })
 
   it("is stale for another attempt, a settled row, another aggregate or no row", () => {
-    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, attempt: 1 }, 5)._tag, "Stale")
-    assert.strictEqual(StreamChunks.decideChunk({ ...row, status: "succeeded" as never }, command, 5)._tag, "Stale")
-    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, aggregateId: "2" }, 5)._tag, "Stale")
-    assert.strictEqual(StreamChunks.decideChunk(undefined, command, 0)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, attempt: 1 }, 5, 0)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk({ ...row, status: "succeeded" as never }, command, 5, 0)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk(row, { ...command, aggregateId: "2" }, 5, 0)._tag, "Stale")
+    assert.strictEqual(StreamChunks.decideChunk(undefined, command, 0, 0)._tag, "Stale")
   })
 
   it("a chunk id is deterministic and fits the id rules even for the longest effect id", () => {
@@ -1176,7 +1185,7 @@ describe("StreamChunks.decideChunk (pure)", () => {
   })
 
   it("refuses a gap or an overlap", () => {
-    assert.strictEqual(StreamChunks.decideChunk(row, command, 4)._tag, "OutOfOrder")
-    assert.strictEqual(StreamChunks.decideChunk(row, command, 6)._tag, "OutOfOrder")
+    assert.strictEqual(StreamChunks.decideChunk(row, command, 4, 0)._tag, "OutOfOrder")
+    assert.strictEqual(StreamChunks.decideChunk(row, command, 6, 0)._tag, "OutOfOrder")
   })
 })
