@@ -339,7 +339,17 @@ export const follow = (options: FollowThreadOptions): Stream.Stream<StreamMessag
             if (follower.takeEventsFlag()) eventsDue = true
             if (eventsDue) {
               const after = position.seq
-              buffered = [...(yield* engine.readEvents({ after, limit: EVENT_PAGE, aggregateId: options.threadId }))]
+              // The thread's aggregate named with its id: one aggregate's events commit in order, so the
+              // read needs no commit horizon, which another aggregate's open transaction holds back on
+              // PostgreSQL (by id alone the thread's events waited for it).
+              buffered = [
+                ...(yield* engine.readEvents({
+                  after,
+                  limit: EVENT_PAGE,
+                  aggregateId: options.threadId,
+                  aggregateType: rules.aggregateType
+                }))
+              ]
               eventsDue = buffered.length >= EVENT_PAGE
               if (buffered.length > 0) continue
             }
