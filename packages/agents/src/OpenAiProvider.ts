@@ -8,7 +8,7 @@
  * argument deltas as they come, then the response assembled from the finished parts. Interrupting the
  * stream aborts its HTTP request.
  */
-import { type AiError, LanguageModel, Prompt, Tool, type Toolkit } from "@effect/ai"
+import { AiError, LanguageModel, Prompt, Tool, type Toolkit } from "@effect/ai"
 import { OpenAiClient, OpenAiLanguageModel } from "@effect/ai-openai"
 import type { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
@@ -38,7 +38,7 @@ export const make = (
   config: OpenAiProviderConfig
 ): Effect.Effect<ModelProviderShape, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const client = yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey })
+    const client = failuresFailTheStream(yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey }))
     // strict: false, because strict mode demands every property be required and our inputs have
     // optional ones (execute's timeoutSeconds); arguments are validated by the performers anyway.
     const model = yield* OpenAiLanguageModel.make({ model: config.model, config: { strict: false } }).pipe(
@@ -119,6 +119,43 @@ export const make = (
       )
 
     return { step, stream }
+  })
+
+/**
+ * A response the provider reports `failed`, streamed or not, or a stream broken by an `error` event,
+ * fails with the
+ * provider's message. The library turns `response.failed` into an ordinary finish part (reason
+ * "stop") and drops `error` events: the text streamed so far (often none) was recorded as the
+ * step's answer and the turn completed. The failure is `unavailable`, so the step is tried again and
+ * then fails visibly; the event does not say reliably which failures a retry cannot cure.
+ */
+const failuresFailTheStream = (client: OpenAiClient.Service): OpenAiClient.Service => ({
+  ...client,
+  // The same without streaming: a response whose status is `failed` would complete with its text.
+  createResponse: (options) =>
+    Effect.flatMap(client.createResponse(options), (response) =>
+      response.status === "failed"
+        ? Effect.fail(providerFailure(response.error?.code, response.error?.message ?? "the response failed"))
+        : Effect.succeed(response)
+    ),
+  createResponseStream: (options) =>
+    client.createResponseStream(options).pipe(
+      Stream.mapEffect((event) => {
+        if (event.type === "response.failed") {
+          const error = event.response.error
+          return Effect.fail(providerFailure(error?.code, error?.message ?? "the response failed"))
+        }
+        if (event.type === "error") return Effect.fail(providerFailure(event.code, event.message))
+        return Effect.succeed(event)
+      })
+    )
+})
+
+const providerFailure = (code: string | null | undefined, message: string) =>
+  new AiError.UnknownError({
+    module: "OpenAiProvider",
+    method: "createResponse",
+    description: `the provider failed the response${code === null || code === undefined ? "" : ` (${code})`}: ${message}`
   })
 
 export const layer = (config: OpenAiProviderConfig): Layer.Layer<ModelProvider> =>

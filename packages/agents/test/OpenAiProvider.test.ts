@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Redacted } from "effect"
+import { Cause, Effect, Exit, Fiber, Option, Redacted } from "effect"
 import { mcpToolDefinition } from "../src/AgentReactor.js"
 import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, stepRequestId } from "../src/Provider.js"
@@ -108,6 +108,33 @@ describe("OpenAiProvider against a local Responses API", () => {
       })
       assert.strictEqual(input[2]?.output, '{"cid":"8f43","newVersion":true}')
     })
+  )
+
+  it.scoped(
+    "a response the provider returns as failed is a retryable ProviderError with its message, not an answer",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          {
+            type: "text",
+            text: "partial",
+            failWith: { code: "server_error", message: "The model had an internal error." }
+          }
+        ])
+        const exit = yield* Effect.exit(
+          withProvider(server.apiUrl, (provider) =>
+            provider.step({
+              requestId: "step:t#1",
+              transcript: [{ role: "user", content: "x" }],
+              tools: toolDefinitions
+            })
+          )
+        )
+        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+        const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+        assert.strictEqual(error?.reason, "unavailable")
+        assert.include(error?.message ?? "", "The model had an internal error.")
+      })
   )
 
   it.scoped("an orphan tool result is refused by the provider and surfaces as a typed ProviderError", () =>

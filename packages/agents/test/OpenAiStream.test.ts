@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Redacted, Stream } from "effect"
+import { Cause, Chunk, Effect, Exit, Option, Redacted, Stream } from "effect"
 import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, type ModelStepPart, streamOf } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
@@ -20,6 +20,22 @@ const streamed = (apiUrl: string) =>
   )
 
 describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
+  it.scoped(
+    "a response the provider reports failed is the step's failure, with the provider's message, never an answer",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          { type: "text", text: "Hal", failWith: { code: "server_error", message: "The model had an internal error." } }
+        ])
+        const exit = yield* Effect.exit(streamed(server.apiUrl))
+        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
+        assert.strictEqual(error?._tag, "ProviderError")
+        assert.strictEqual(error?.reason, "unavailable")
+        assert.include(error?.message ?? "", "The model had an internal error.")
+      })
+  )
+
   it.scoped("text deltas come as the server sends them, then the assembled response", () =>
     Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([
