@@ -38,7 +38,7 @@ export const make = (
   config: OpenAiProviderConfig
 ): Effect.Effect<ModelProviderShape, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const client = failuresFailTheStream(yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey }))
+    const client = failedResponsesFail(yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey }))
     // strict: false, because strict mode demands every property be required and our inputs have
     // optional ones (execute's timeoutSeconds); arguments are validated by the performers anyway.
     const model = yield* OpenAiLanguageModel.make({ model: config.model, config: { strict: false } }).pipe(
@@ -123,13 +123,12 @@ export const make = (
 
 /**
  * A response the provider reports `failed`, streamed or not, or a stream broken by an `error` event,
- * fails with the
- * provider's message. The library turns `response.failed` into an ordinary finish part (reason
- * "stop") and drops `error` events: the text streamed so far (often none) was recorded as the
- * step's answer and the turn completed. The failure is `unavailable`, so the step is tried again and
- * then fails visibly; the event does not say reliably which failures a retry cannot cure.
+ * fails with the provider's message. The library turns `response.failed` into an ordinary finish
+ * part (reason "stop") and drops `error` events: the text streamed so far (often none) was recorded
+ * as the step's answer and the turn completed. The failure is `unavailable`, so the step is tried
+ * again and then fails visibly; the event does not say reliably which failures a retry cannot cure.
  */
-const failuresFailTheStream = (client: OpenAiClient.Service): OpenAiClient.Service => ({
+const failedResponsesFail = (client: OpenAiClient.Service): OpenAiClient.Service => ({
   ...client,
   // The same without streaming: a response whose status is `failed` would complete with its text.
   createResponse: (options) =>
