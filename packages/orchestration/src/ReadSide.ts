@@ -208,10 +208,8 @@ export const make = (options: {
       ([row, now]): boolean | { readonly stoppingUntil: number } => {
         if (row === undefined) return true
         if (!settledStatuses.includes(row.status)) return false
-        const lease = row.leaseExpiresAt
-        return row.status === "cancelled" && row.leaseOwner !== null && lease !== null && lease > now
-          ? { stoppingUntil: lease }
-          : true
+        const until = StreamChunks.stoppingUntil(row, now)
+        return until === undefined ? true : { stoppingUntil: until }
       }
     )
 

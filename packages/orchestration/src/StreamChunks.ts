@@ -161,6 +161,25 @@ export type ChunkVerdict =
  * the lease until then, CancelWatch) still takes its chunks: they are the text it produced before
  * the stop reached it, flushed as it stops, so the partial text kept is all of it.
  */
+/**
+ * Until when a cancelled row's performer may still flush what it had as it stops: the end of its
+ * live lease (a cancelled row's lease is not renewed), or undefined when it is not stopping. The
+ * table takes chunks (decideChunk) and followers wait for them (ReadSide) by this one rule, so a
+ * follower never ends before a chunk the table would still take.
+ */
+export const stoppingUntil = (
+  row: Pick<OutboxRow, "status"> & Partial<Pick<OutboxRow, "leaseOwner" | "leaseExpiresAt">>,
+  now: number
+): number | undefined =>
+  row.status === "cancelled" &&
+  row.leaseOwner !== undefined &&
+  row.leaseOwner !== null &&
+  row.leaseExpiresAt !== undefined &&
+  row.leaseExpiresAt !== null &&
+  row.leaseExpiresAt > now
+    ? row.leaseExpiresAt
+    : undefined
+
 export const decideChunk = (
   row:
     | (Pick<OutboxRow, "effectId" | "kind" | "aggregateType" | "aggregateId" | "status" | "attempts"> &
@@ -180,15 +199,7 @@ export const decideChunk = (
       message: `effect '${command.effectId}' belongs to ${row.aggregateType} '${row.aggregateId}'`
     }
   }
-  // A cancelled row's performer may flush what it had while it stops, under its live lease only: a
-  // follower ends the stream when that lease ends (ReadSide.effectEnded), and must not miss a chunk.
-  const stopping =
-    row.status === "cancelled" &&
-    row.leaseOwner !== undefined &&
-    row.leaseOwner !== null &&
-    row.leaseExpiresAt !== undefined &&
-    row.leaseExpiresAt !== null &&
-    row.leaseExpiresAt > now
+  const stopping = stoppingUntil(row, now) !== undefined
   if ((row.status !== "running" && !stopping) || row.attempts !== command.attempt) {
     return {
       _tag: "Stale",
