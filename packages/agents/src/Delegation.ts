@@ -214,6 +214,9 @@ const reply = (
 ): EffectIntent => ({
   id: replyEffectId(turnId),
   kind: "delegate.reply",
+  // A lane of its own: in the thread's lane it would wait behind the thread's next turn's model step
+  // (or a row held there), while the waiting call's deadline runs.
+  lane: replyEffectId(turnId),
   payload: {
     threadId: awaitedBy.threadId,
     effectId: awaitedBy.effectId,
@@ -230,6 +233,8 @@ const reply = (
 const withdraw = (callEffectId: string, childThreadId: string, reason: string): EffectIntent => ({
   id: withdrawEffectId(callEffectId),
   kind: "delegate.withdraw",
+  // A lane of its own, as a reply's: the awaited turn stops now, not after this thread's next step.
+  lane: withdrawEffectId(callEffectId),
   payload: {
     threadId: childThreadId,
     messageId: delegateMessageId(callEffectId),

@@ -6,11 +6,20 @@
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox, Timers } from "@orchestration/engine"
-import { Effect, Layer } from "effect"
+import { Deferred, Effect, Layer } from "effect"
 import { ModelProvider } from "../src/Provider.js"
 import * as ScriptedProvider from "../src/ScriptedProvider.js"
 import { threadView, transcriptView } from "../src/ThreadReadModel.js"
-import { advanceUntil, agentsStack, allTurnsTerminal, eventually, script, send, turnStatus } from "./fixtures/agents.js"
+import {
+  advanceUntil,
+  agentsStack,
+  allTurnsTerminal,
+  eventually,
+  interrupt,
+  script,
+  send,
+  turnStatus
+} from "./fixtures/agents.js"
 
 /** The scripted model, except that thread `slow` never answers: its turn stays running. */
 const slowProvider = Layer.succeed(ModelProvider, {
@@ -231,4 +240,81 @@ describe("delegate with await", () => {
         Effect.provide(agentsStack({ provider: slowProvider }))
       )
   )
+
+  it.effect(
+    "the reply to a waiting call goes before the awaited thread's next turn, so that turn's model step cannot hold it",
+    () => {
+      // The awaited thread's delegated step waits for a gate; its next message's step never answers.
+      const gate = Effect.runSync(Deferred.make<void>())
+      const provider = Layer.succeed(ModelProvider, {
+        step: (request) =>
+          request.requestId.startsWith("step:helper:next")
+            ? Effect.never
+            : request.requestId.startsWith("step:helper:")
+              ? Effect.zipRight(Deferred.await(gate), ScriptedProvider.make.step(request))
+              : ScriptedProvider.make.step(request)
+      })
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const parent = script(
+          { toolCalls: [{ name: "delegate", arguments: { threadId: "helper", text: "summarise", await: true } }] },
+          { text: "all done" }
+        )
+        yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+        yield* eventually(
+          Effect.map(turnStatus("helper"), (turns) => turns.some((t) => t.status === "running")),
+          "the awaited turn running"
+        )
+        // A second message for the awaited thread, queued behind the delegated one.
+        yield* engine.dispatchWithReceipt(send("helper", "next", "and then this"))
+        yield* Deferred.succeed(gate, undefined)
+        yield* eventually(allTurnsTerminal("t1", 1), "the waiting turn done while the next turn's step hangs")
+        assert.deepStrictEqual(yield* toolResults("t1"), [
+          JSON.stringify({ threadId: "helper", status: "completed", text: "echo: summarise" })
+        ])
+        assert.deepStrictEqual(
+          (yield* turnStatus("helper")).map((t) => t.status),
+          ["completed", "running"]
+        )
+        // The hanging step stops, so the stack can close (its shutdown grace waits on the TestClock).
+        yield* engine.dispatchWithReceipt(interrupt("helper", "helper:next"))
+        yield* eventually(allTurnsTerminal("helper", 2), "the next turn interrupted")
+      }).pipe(Effect.provide(agentsStack({ provider })))
+    }
+  )
+
+  it.effect("a waiting turn's interrupt withdraws the awaited turn before the waiting thread's next turn runs", () => {
+    // The awaited thread and the waiting thread's next message never answer.
+    const provider = Layer.succeed(ModelProvider, {
+      step: (request) =>
+        request.requestId.startsWith("step:child:") || request.requestId.startsWith("step:t1:m2")
+          ? Effect.never
+          : ScriptedProvider.make.step(request)
+    })
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      const parent = script({
+        toolCalls: [{ name: "delegate", arguments: { threadId: "child", text: "work", await: true } }]
+      })
+      yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+      yield* eventually(
+        Effect.map(turnStatus("child"), (turns) => turns.some((t) => t.status === "running")),
+        "the awaited turn running"
+      )
+      yield* engine.dispatchWithReceipt(send("t1", "m2", "next"))
+      yield* engine.dispatchWithReceipt(interrupt("t1", "t1:m1"))
+      yield* eventually(allTurnsTerminal("child", 1), "the awaited turn withdrawn while t1's next step hangs")
+      assert.deepStrictEqual(
+        (yield* turnStatus("child")).map((t) => t.status),
+        ["interrupted"]
+      )
+      assert.deepStrictEqual(
+        (yield* turnStatus("t1")).map((t) => t.status),
+        ["interrupted", "running"]
+      )
+      // The hanging step stops, so the stack can close (its shutdown grace waits on the TestClock).
+      yield* engine.dispatchWithReceipt(interrupt("t1", "t1:m2"))
+      yield* eventually(allTurnsTerminal("t1", 2), "t1's next turn interrupted")
+    }).pipe(Effect.provide(agentsStack({ provider })))
+  })
 })
