@@ -132,6 +132,7 @@ export const make = (
             worldDir: config.worldDir,
             sandbox: config.sandbox,
             mcp: config.mcp,
+            mcpResultBytes: config.mcpResultBytes,
             provider:
               options.provider ??
               (config.provider === "openai"

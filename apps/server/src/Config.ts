@@ -2,7 +2,7 @@
  * The server's configuration, read once from the environment. Parsing is a pure function so every
  * rule is tested without a process; a bad value names its variable and the server does not start.
  */
-import { Approval, Delegation, McpTools, Sandbox } from "@orchestration/agents"
+import { Approval, Delegation, McpResults, McpTools, Sandbox } from "@orchestration/agents"
 import { Either, LogLevel, Redacted, Schema } from "effect"
 import { readFileSync } from "node:fs"
 import { isIP } from "node:net"
@@ -42,6 +42,8 @@ export interface ServerConfig {
   readonly sandbox: Sandbox.SandboxConfig
   /** The MCP servers of MCP_CONFIG, else of `<DATA_DIR>/mcp.json` when it exists; none otherwise. */
   readonly mcp: McpTools.McpConfig
+  /** MCP_RESULT_BYTES: bytes of an MCP tool's answer kept (default 128 KiB); more is cut, saying so. */
+  readonly mcpResultBytes: number
   /** Where the dashboard's built files are (DASHBOARD_DIR); unset: apps/dashboard/dist beside the server. */
   readonly dashboardDir?: string
   /** WORLD_DIR: the agents domain's world directory; unset: `world` in DATA_DIR. */
@@ -321,6 +323,13 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
     const sandbox = Sandbox.parseConfig(env)
     if (Either.isLeft(sandbox)) throw new Bad(sandbox.left.variable, sandbox.left.message)
     const mcp = mcpConfig(env, cwd, dataDir)
+    const mcpResultBytes = integer(
+      env,
+      "MCP_RESULT_BYTES",
+      McpResults.defaultResultBytes,
+      McpResults.minResultBytes,
+      64 * 1024 * 1024
+    )
     const approval = approvalPolicy(env)
     const delegateTimeoutMs = delegateTimeout(env)
     return Either.right({
@@ -347,6 +356,7 @@ export const parseConfig = (env: Env, cwd: string = process.cwd()): Either.Eithe
       nodeId,
       sandbox: sandbox.right,
       mcp,
+      mcpResultBytes,
       worldDir: places.worldDir,
       storageFaults: read(env, "STORAGE_FAULTS"),
       faultPoints: read(env, "FAULT_POINTS")

@@ -98,7 +98,8 @@ describe("configuration from the environment", () => {
         SHUTDOWN_GRACE_MS: "500",
         NODE_ID: "node-7",
         DATABASE_URL: " ",
-        ALLOWED_HOSTS: " orch.example.com, 10.0.0.5 "
+        ALLOWED_HOSTS: " orch.example.com, 10.0.0.5 ",
+        MCP_RESULT_BYTES: "65536"
       })
     )
     assert.strictEqual(config.port, 9000)
@@ -112,6 +113,7 @@ describe("configuration from the environment", () => {
     assert.strictEqual(config.shutdownGraceMs, 500)
     assert.deepStrictEqual(config.allowedHosts, ["orch.example.com", "10.0.0.5"])
     assert.strictEqual(config.allowUnauthenticated, false)
+    assert.strictEqual(config.mcpResultBytes, 65536)
   })
 
   it("a bad value names its variable", () => {
@@ -125,7 +127,8 @@ describe("configuration from the environment", () => {
       [{ API_TOKEN: "short" }, "API_TOKEN"],
       [{ LOG_LEVEL: "loud" }, "LOG_LEVEL"],
       [{ SHUTDOWN_GRACE_MS: "soon" }, "SHUTDOWN_GRACE_MS"],
-      [{ NODE_ID: "a b" }, "NODE_ID"]
+      [{ NODE_ID: "a b" }, "NODE_ID"],
+      [{ MCP_RESULT_BYTES: "100" }, "MCP_RESULT_BYTES"]
     ]
     for (const [env, variable] of cases) {
       const error = fails(env)

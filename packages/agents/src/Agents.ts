@@ -60,9 +60,16 @@ export const services = (options: {
   readonly provider?: Layer.Layer<ModelProvider>
   readonly sandbox?: SandboxConfig
   readonly mcp?: McpConfig
+  /** Bytes of an MCP tool's answer kept (MCP_RESULT_BYTES); more is cut, saying so. */
+  readonly mcpResultBytes?: number
 }): Layer.Layer<World.World | ModelProvider | McpServers.McpServers, World.WorldWriteError> =>
   Layer.mergeAll(
     World.layer({ dir: options.worldDir, ...(options.sandbox === undefined ? {} : { sandbox: options.sandbox }) }),
     options.provider ?? ScriptedProvider.layer,
-    options.mcp === undefined ? McpServers.none : McpServers.layer({ config: options.mcp })
+    options.mcp === undefined
+      ? McpServers.none
+      : McpServers.layer({
+          config: options.mcp,
+          ...(options.mcpResultBytes === undefined ? {} : { resultBytes: options.mcpResultBytes })
+        })
   )

@@ -10,6 +10,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { Reactor } from "@orchestration/engine"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
+import { type CappableResult, capResult, defaultResultBytes } from "./McpResults.js"
 import { type McpConfig, type McpServerConfig, offeredName, policyOf } from "./McpTools.js"
 
 // ---------------------------------------------------------------------------------------------
@@ -39,14 +40,11 @@ export interface McpToolEntry {
   readonly onProcessLoss: Reactor.ProcessLossPolicy
 }
 
-/** The server's answer, as the model sees it. `isError: true` is the tool's own error result. */
-export interface McpToolResult {
-  readonly server: string
-  readonly tool: string
-  readonly content: ReadonlyArray<unknown>
-  readonly isError: boolean
-  readonly structuredContent?: unknown
-}
+/**
+ * The server's answer, as the model sees it. `isError: true` is the tool's own error result;
+ * `truncated` is set when the answer was cut to the cap (McpResults.ts).
+ */
+export interface McpToolResult extends CappableResult {}
 
 /**
  * Why a call was not answered:
@@ -104,6 +102,8 @@ export interface McpServersOptions {
   readonly config: McpConfig
   /** How long a server may take to start and list its tools. Default 20 seconds. */
   readonly startTimeout?: Duration.DurationInput
+  /** Bytes of a call's answer kept (McpResults.ts); more is cut, saying so. Default 128 KiB. */
+  readonly resultBytes?: number
 }
 
 /** Bytes of each server's stderr kept for the operator. */
@@ -219,6 +219,7 @@ const statusOf = (server: Running): McpServerStatus => ({
 export const make = (options: McpServersOptions) =>
   Effect.gen(function* () {
     const startTimeout = Duration.decode(options.startTimeout ?? "20 seconds")
+    const resultBytes = options.resultBytes ?? defaultResultBytes
     const servers: Array<Running> = Object.keys(options.config.mcpServers).map((name) => ({
       name,
       state: "starting",
@@ -327,13 +328,14 @@ export const make = (options: McpServersOptions) =>
                   )
                 : fail("protocol-error", `${entry.name}: ${messageOf(cause)}`)
         })
-        return {
+        const result: McpToolResult = {
           server: entry.server,
           tool: entry.tool,
           content: Array.isArray(answer.content) ? answer.content : [],
           isError: answer.isError === true,
           ...(answer.structuredContent === undefined ? {} : { structuredContent: answer.structuredContent })
-        } satisfies McpToolResult
+        }
+        return capResult(result, resultBytes)
       })
 
     return {

@@ -35,7 +35,7 @@ describe("MCP servers over stdio (the real fixture server)", () => {
       )
       const echo = tools[0]!
       assert.strictEqual(echo.description, "Echo the text back.")
-      assert.deepStrictEqual(Object.keys(echo.inputSchema.properties as object), ["text", "sleepMs"])
+      assert.deepStrictEqual(Object.keys(echo.inputSchema.properties as object), ["text", "sleepMs", "repeat"])
       assert.deepStrictEqual(echo.inputSchema.required, ["text"])
       const [status] = yield* mcp.statuses
       assert.deepStrictEqual([status!.name, status!.state, status!.tools], ["fixture", "ready", 4])

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Engine, Outbox } from "@orchestration/engine"
 import { Effect, Layer } from "effect"
 import { join } from "node:path"
+import * as McpResults from "../src/McpResults.js"
 import { ModelProvider, type ModelStepRequest } from "../src/Provider.js"
 import * as ScriptedProvider from "../src/ScriptedProvider.js"
 import { transcriptView } from "../src/ThreadReadModel.js"
@@ -100,4 +101,32 @@ describe("a scripted turn calls MCP tools of a real server", () => {
       )
     }
   )
+
+  it.live("an answer over the cap reaches the row, the transcript and the model cut to the cap, saying so", () => {
+    const dir = tempDir("agents-mcp-cap-")
+    const log = join(dir, "fixture.jsonl")
+    const model = recording()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      // About 2 MB of answer (text and structured content), against the default cap of 128 KiB.
+      const call = { name: "fixture__echo", arguments: { text: "0123456789", repeat: 100_000 } }
+      yield* engine.dispatchWithReceipt(send("t1", "m1", script({ toolCalls: [call] }, { text: "read it" })))
+      yield* waitFor(allTurnsTerminal("t1", 1), "turn done")
+      const row = yield* Outbox.find("tool:t1:m1:call_1_0")
+      assert.strictEqual(row?.status, "succeeded")
+      const stored = JSON.stringify(row?.response)
+      assert.isAtMost(Buffer.byteLength(stored), McpResults.defaultResultBytes)
+      const response = row?.response as { content: Array<{ text: string }>; truncated?: { bytes: number } }
+      assert.isTrue(response.content[0]!.text.startsWith("echo: 0123456789"))
+      assert.match(response.content.at(-1)!.text, /^\[the tool's answer of \d+ bytes was cut to the 131072-byte cap/)
+      assert.isAbove(response.truncated!.bytes, 2_000_000)
+      // The model's next step reads the cut answer, not two megabytes.
+      const toolMessage = model.requests[1]!.transcript.find((m) => m.role === "tool")
+      assert.isAtMost(String(toolMessage?.content).length, McpResults.defaultResultBytes)
+      const transcript = (yield* transcriptView("t1"))!
+      assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
+    }).pipe(
+      Effect.provide(agentsStack({ dir, provider: model.layer, mcp: mcpConfig({ fixture: fixtureConfig(log) }) }))
+    )
+  })
 })
