@@ -38,7 +38,7 @@ export const make = (
   config: OpenAiProviderConfig
 ): Effect.Effect<ModelProviderShape, never, HttpClient.HttpClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const client = failedResponsesFail(yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey }))
+    const client = unfinishedResponsesFail(yield* OpenAiClient.make({ apiUrl: config.apiUrl, apiKey: config.apiKey }))
     // strict: false, because strict mode demands every property be required and our inputs have
     // optional ones (execute's timeoutSeconds); arguments are validated by the performers anyway.
     const model = yield* OpenAiLanguageModel.make({ model: config.model, config: { strict: false } }).pipe(
@@ -122,33 +122,69 @@ export const make = (
   })
 
 /**
- * A response the provider reports `failed`, streamed or not, or a stream broken by an `error` event,
- * fails with the provider's message. The library turns `response.failed` into an ordinary finish
- * part (reason "stop") and drops `error` events: the text streamed so far (often none) was recorded
- * as the step's answer and the turn completed. The failure is `unavailable`, so the step is tried
- * again and then fails visibly; the event does not say reliably which failures a retry cannot cure.
+ * A response the model did not finish fails the step with the reason, as one asking again may cure
+ * (`unavailable`: the step is tried again, then the turn fails visibly). The library would take each
+ * of these as an answer, or as one no retry can cure:
+ * - `failed` (streamed `response.failed`, or an `error` event): turned into an ordinary finish part
+ *   (reason "stop"), so the text streamed so far (often none) was recorded and the turn completed;
+ * - `incomplete` (the output limit, a content filter): the same, with the text cut mid-sentence;
+ * - a tool call whose arguments are not JSON (a model's slip, or a call cut by the output limit):
+ *   a decode failure (`malformed-response`), which failed the turn at once although the model
+ *   answers again differently. The event does not say reliably which failures a retry cannot cure.
  */
-const failedResponsesFail = (client: OpenAiClient.Service): OpenAiClient.Service => ({
+const unfinishedResponsesFail = (client: OpenAiClient.Service): OpenAiClient.Service => ({
   ...client,
-  // The same without streaming: a response whose status is `failed` would complete with its text.
   createResponse: (options) =>
-    Effect.flatMap(client.createResponse(options), (response) =>
-      response.status === "failed"
-        ? Effect.fail(providerFailure(response.error?.code, response.error?.message ?? "the response failed"))
-        : Effect.succeed(response)
-    ),
+    Effect.flatMap(client.createResponse(options), (response) => {
+      const problem =
+        responseProblem(response) ??
+        response.output.map((item) => (item.type === "function_call" ? callProblem(item) : undefined)).find(Boolean)
+      return problem === undefined ? Effect.succeed(response) : Effect.fail(problem)
+    }),
   createResponseStream: (options) =>
     client.createResponseStream(options).pipe(
       Stream.mapEffect((event) => {
-        if (event.type === "response.failed") {
-          const error = event.response.error
-          return Effect.fail(providerFailure(error?.code, error?.message ?? "the response failed"))
-        }
-        if (event.type === "error") return Effect.fail(providerFailure(event.code, event.message))
-        return Effect.succeed(event)
+        const problem =
+          event.type === "response.failed" || event.type === "response.incomplete"
+            ? responseProblem(event.response)
+            : event.type === "error"
+              ? providerFailure(event.code, event.message)
+              : event.type === "response.output_item.done" && event.item.type === "function_call"
+                ? callProblem(event.item)
+                : undefined
+        return problem === undefined ? Effect.succeed(event) : Effect.fail(problem)
       })
     )
 })
+
+/** Why a response is not an answer: it failed, or it is incomplete. */
+const responseProblem = (response: {
+  readonly status?: string | undefined
+  readonly error?:
+    | { readonly code?: string | null | undefined; readonly message?: string | undefined }
+    | null
+    | undefined
+  readonly incomplete_details?: { readonly reason?: string | undefined } | null | undefined
+}): AiError.UnknownError | undefined =>
+  response.status === "failed"
+    ? providerFailure(response.error?.code, response.error?.message ?? "the response failed")
+    : response.status === "incomplete"
+      ? new AiError.UnknownError({
+          module: "OpenAiProvider",
+          method: "createResponse",
+          description: `the model's response is incomplete (${String(response.incomplete_details?.reason ?? "no reason given").slice(0, 64)}): it is not taken as the answer`
+        })
+      : undefined
+
+/** A tool call whose arguments are not JSON: a failed step, not an answer. */
+const callProblem = (item: { readonly name: string; readonly arguments: string }): AiError.UnknownError | undefined =>
+  Either.isRight(parseJson(item.arguments))
+    ? undefined
+    : new AiError.UnknownError({
+        module: "OpenAiProvider",
+        method: "createResponse",
+        description: `the arguments of the model's call of '${item.name.slice(0, 64)}' are not JSON`
+      })
 
 const providerFailure = (code: string | null | undefined, message: string) =>
   new AiError.UnknownError({

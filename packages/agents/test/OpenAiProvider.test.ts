@@ -137,6 +137,37 @@ describe("OpenAiProvider against a local Responses API", () => {
       })
   )
 
+  it.scoped(
+    "an incomplete response, or a tool call whose arguments are not JSON, fails the step as one asking again may cure",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          { type: "text", text: "cut sho", incomplete: "content_filter" },
+          { type: "function_call", callId: "call_x", name: "publish", arguments: {}, rawArguments: "{not json" }
+        ])
+        const step = () =>
+          Effect.exit(
+            withProvider(server.apiUrl, (provider) =>
+              provider.step({
+                requestId: "step:t#1",
+                transcript: [{ role: "user", content: "x" }],
+                tools: toolDefinitions
+              })
+            )
+          )
+        for (const expected of [
+          "incomplete (content_filter)",
+          "the arguments of the model's call of 'publish' are not JSON"
+        ]) {
+          const exit = yield* step()
+          assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+          const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+          assert.strictEqual(error?.reason, "unavailable")
+          assert.include(error?.message ?? "", expected)
+        }
+      })
+  )
+
   it.scoped("an orphan tool result is refused by the provider and surfaces as a typed ProviderError", () =>
     Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([])

@@ -36,6 +36,37 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
       })
   )
 
+  it.scoped(
+    "a response the provider ends incomplete (the output limit, a content filter) fails the step, saying why, and is not taken as the answer",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          { type: "text", text: "The answer is fo", incomplete: "max_output_tokens" }
+        ])
+        const exit = yield* Effect.exit(streamed(server.apiUrl))
+        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
+        assert.strictEqual(error?._tag, "ProviderError")
+        assert.strictEqual(error?.reason, "unavailable")
+        assert.include(error?.message ?? "", "incomplete (max_output_tokens)")
+      })
+  )
+
+  it.scoped(
+    "a tool call whose arguments are not JSON fails the step as one asking again may cure, naming the tool",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          { type: "function_call", callId: "call_x", name: "publish", arguments: {}, rawArguments: '{"path": "a.md", ' }
+        ])
+        const exit = yield* Effect.exit(streamed(server.apiUrl))
+        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
+        assert.strictEqual(error?.reason, "unavailable")
+        assert.include(error?.message ?? "", "the arguments of the model's call of 'publish' are not JSON")
+      })
+  )
+
   it.scoped("text deltas come as the server sends them, then the assembled response", () =>
     Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([
