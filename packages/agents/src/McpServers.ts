@@ -112,7 +112,8 @@ export const stderrTailBytes = 4096
 // ---------------------------------------------------------------------------------------------
 // One server
 
-interface Running {
+/** One server's live state; exported for the listing's test. */
+export interface Running {
   readonly name: string
   state: McpServerState
   client: Client | undefined
@@ -121,6 +122,8 @@ interface Running {
   message: string | null
   stderr: Buffer
   closing: boolean
+  /** Listings started; only the last one started sets `tools` (see listTools). */
+  listings: number
 }
 
 const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
@@ -130,8 +133,13 @@ const appendTail = (tail: Buffer, chunk: Buffer): Buffer => {
   return joined.length <= stderrTailBytes ? joined : joined.subarray(joined.length - stderrTailBytes)
 }
 
-/** Lists every page of the server's tools and keeps those that can be offered. */
-const listTools = async (server: Running, client: Client): Promise<void> => {
+/**
+ * Lists every page of the server's tools and keeps those that can be offered. Two listings may run at
+ * once (a second tools/list_changed before the first listing ends) and answer in any order: only the
+ * one started last sets the list, so an older answer arriving last cannot bring back a stale list.
+ */
+export const listTools = async (server: Running, client: Pick<Client, "listTools">): Promise<void> => {
+  const listing = ++server.listings
   const entries: Array<McpToolEntry> = []
   const skipped: Array<string> = []
   let cursor: string | undefined
@@ -154,6 +162,7 @@ const listTools = async (server: Running, client: Client): Promise<void> => {
     }
     cursor = page.nextCursor
   } while (cursor !== undefined)
+  if (listing !== server.listings) return
   server.tools = entries
   server.message =
     skipped.length === 0
@@ -228,7 +237,8 @@ export const make = (options: McpServersOptions) =>
       tools: [],
       message: null,
       stderr: Buffer.alloc(0),
-      closing: false
+      closing: false,
+      listings: 0
     }))
     yield* Effect.addFinalizer(() =>
       Effect.forEach(

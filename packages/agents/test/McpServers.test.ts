@@ -159,3 +159,42 @@ describe("MCP servers over stdio (the real fixture server)", () => {
     })
   )
 })
+
+describe("listing a server's tools", () => {
+  it.effect("two listings at once (two tools/list_changed): the one started last is kept, whichever answers last", () =>
+    Effect.gen(function* () {
+      const server: McpServers.Running = {
+        name: "fixture",
+        state: "ready",
+        client: undefined,
+        transport: undefined,
+        tools: [],
+        message: null,
+        stderr: Buffer.alloc(0),
+        closing: false,
+        listings: 0
+      }
+      // The first listing's answer (the list before the change) arrives after the second's.
+      const answers: Array<(tools: ReadonlyArray<{ name: string; inputSchema: { type: "object" } }>) => void> = []
+      const client = {
+        listTools: () =>
+          new Promise<{ tools: Array<{ name: string; inputSchema: { type: "object" } }> }>((resolve) => {
+            answers.push((tools) => resolve({ tools: [...tools] }))
+          })
+      } as unknown as Parameters<typeof McpServers.listTools>[1]
+      const first = McpServers.listTools(server, client)
+      const second = McpServers.listTools(server, client)
+      answers[1]!([
+        { name: "old", inputSchema: { type: "object" } },
+        { name: "late", inputSchema: { type: "object" } }
+      ])
+      yield* Effect.promise(() => second)
+      answers[0]!([{ name: "old", inputSchema: { type: "object" } }])
+      yield* Effect.promise(() => first)
+      assert.deepStrictEqual(
+        server.tools.map((t) => t.name),
+        ["fixture__old", "fixture__late"]
+      )
+    })
+  )
+})
