@@ -81,6 +81,7 @@ export const make = (
       Stream.unwrap(
         Effect.map(promptOf(request), (prompt) => {
           let text = ""
+          let finished = false
           const toolCalls: Array<ModelToolCall> = []
           const names = new Map<string, string>()
           const parts = LanguageModel.streamText({
@@ -104,6 +105,7 @@ export const make = (
                   toolCalls.push({ id: part.id, name: part.name, arguments: part.params })
                   return []
                 case "finish":
+                  finished = true
                   return [{ type: "finished", response: { text, toolCalls: [...toolCalls] } }]
                 default:
                   return []
@@ -114,7 +116,21 @@ export const make = (
             Stream.provideService(LanguageModel.LanguageModel, model),
             Stream.mapError((error) => toProviderError(request.requestId, error))
           )
-          return parts
+          // Events end the response (completed, incomplete, failed); a stream that stops before one
+          // was cut (a proxy's idle timeout, a reset connection): asking again may well succeed.
+          const cut = Stream.suspend(() =>
+            finished
+              ? Stream.empty
+              : Stream.fail(
+                  new ProviderError({
+                    provider: providerName,
+                    requestId: request.requestId,
+                    reason: "unavailable",
+                    message: "the stream ended before the response did (the connection was closed early)"
+                  })
+                )
+          )
+          return Stream.concat(parts, cut)
         })
       )
 

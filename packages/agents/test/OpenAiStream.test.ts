@@ -67,6 +67,22 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
       })
   )
 
+  it.scoped(
+    "a stream whose connection closes before the response ends fails the step as one asking again may cure",
+    () =>
+      Effect.gen(function* () {
+        const server = yield* FakeResponsesServer.make([
+          { type: "text", text: "Hello wor", chunks: ["Hel", "lo wor"], cutAfterChunks: true }
+        ])
+        const exit = yield* Effect.exit(streamed(server.apiUrl))
+        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
+        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
+        assert.strictEqual(error?._tag, "ProviderError")
+        assert.strictEqual(error?.reason, "unavailable")
+        assert.include(error?.message ?? "", "the stream ended before the response did")
+      })
+  )
+
   it.scoped("text deltas come as the server sends them, then the assembled response", () =>
     Effect.gen(function* () {
       const server = yield* FakeResponsesServer.make([
