@@ -13,7 +13,8 @@ export default defineConfig({
       "test/ToolFailures.test.ts",
       "test/Triggers.test.ts",
       "test/TriggersShared.test.ts",
-      "test/ApprovalTurn.test.ts"
+      "test/ApprovalTurn.test.ts",
+      "test/DelegateAwait.test.ts"
     ],
     globalSetup: ["test/postgres.global-setup.ts"],
     testTimeout: 60_000,
