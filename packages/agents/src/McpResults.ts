@@ -90,7 +90,9 @@ export const capResult = <R extends CappableResult>(result: R, maxBytes: number)
     if (size <= budget) kept = { structuredContent }
     else notes.push(`the structured content (${size} bytes) left out`)
   }
-  const summary = `[the tool's answer of ${bytes} bytes was cut to the ${maxBytes}-byte cap: ${notes.join("; ")}]`
+  // A few notes say what was cut; an answer of thousands of items gets a count of the rest.
+  const shown = notes.length <= 4 ? notes : [...notes.slice(0, 3), `${notes.length - 3} more items left out`]
+  const summary = `[the tool's answer of ${bytes} bytes was cut to the ${maxBytes}-byte cap: ${shown.join("; ")}]`
   const capped = {
     ...rest,
     content: [...content, { type: "text", text: prefixWithin(summary, notesReserve - 64) }],

@@ -57,4 +57,17 @@ describe("an MCP tool's answer, cut to the cap", () => {
     assert.isTrue(text.startsWith(kept))
     assert.notMatch(kept, /[\ud800-\udbff]$/)
   })
+
+  it("an answer of many small items keeps those that fit and counts the rest in one note", () => {
+    const items = Array.from({ length: 50_000 }, (_, i) => ({ type: "text", text: `item ${i}` }))
+    const capped = capResult(answer(items), 4096)
+    assert.isAtMost(bytesOf(capped), 4096)
+    const kept = texts(capped)
+    assert.strictEqual(kept[0], "item 0")
+    assert.isAbove(kept.length, 50)
+    assert.match(
+      kept.at(-1)!,
+      /^\[the tool's answer of \d+ bytes was cut to the 4096-byte cap: (a text item of \d+ bytes left out; ){3}\d+ more items left out\]$/
+    )
+  })
 })
