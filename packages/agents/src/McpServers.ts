@@ -170,6 +170,19 @@ export const listTools = async (server: Running, client: Pick<Client, "listTools
       : `not offered (a name must fit ^[A-Za-z0-9_-]{1,64}$ as <server>__<tool>): ${skipped.slice(0, 10).join(", ")}`
 }
 
+/**
+ * The listing after a tools/list_changed. A failed one keeps the last list and says why in the
+ * server's status, unless a later listing has started since: its outcome is the one that counts.
+ */
+export const refreshTools = (server: Running, client: Pick<Client, "listTools">): Promise<void> => {
+  const listing = server.listings + 1
+  return listTools(server, client).catch((cause: unknown) => {
+    // swallow-ok: a failed refresh keeps the last list; the reason is shown in the server's status.
+    if (listing === server.listings)
+      server.message = `could not list tools after tools/list_changed: ${messageOf(cause)}`
+  })
+}
+
 const start = (name: string, config: McpServerConfig, server: Running): Promise<void> => {
   const transport = new StdioClientTransport({
     command: config.command,
@@ -193,12 +206,7 @@ const start = (name: string, config: McpServerConfig, server: Running): Promise<
   return client
     .connect(transport)
     .then(async () => {
-      client.setNotificationHandler(ToolListChangedNotificationSchema, () =>
-        listTools(server, client).catch((cause: unknown) => {
-          // swallow-ok: a failed refresh keeps the last list; the reason is shown in the server's status.
-          server.message = `could not list tools after tools/list_changed: ${messageOf(cause)}`
-        })
-      )
+      client.setNotificationHandler(ToolListChangedNotificationSchema, () => refreshTools(server, client))
       await listTools(server, client)
       if (server.state === "starting") server.state = "ready"
     })

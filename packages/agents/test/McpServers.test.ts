@@ -197,4 +197,44 @@ describe("listing a server's tools", () => {
       )
     })
   )
+
+  it.effect("a refresh that fails says so in the status, unless a later one has started since", () =>
+    Effect.gen(function* () {
+      const server: McpServers.Running = {
+        name: "fixture",
+        state: "ready",
+        client: undefined,
+        transport: undefined,
+        tools: [],
+        message: null,
+        stderr: Buffer.alloc(0),
+        closing: false,
+        listings: 0
+      }
+      const answers: Array<{ ok: () => void; fail: () => void }> = []
+      const client = {
+        listTools: () =>
+          new Promise<{ tools: Array<{ name: string; inputSchema: { type: "object" } }> }>((resolve, reject) => {
+            answers.push({
+              ok: () => resolve({ tools: [{ name: "new", inputSchema: { type: "object" } }] }),
+              fail: () => reject(new Error("connection reset"))
+            })
+          })
+      } as unknown as Parameters<typeof McpServers.refreshTools>[1]
+      const older = McpServers.refreshTools(server, client)
+      const newer = McpServers.refreshTools(server, client)
+      answers[1]!.ok()
+      yield* Effect.promise(() => newer)
+      answers[0]!.fail()
+      yield* Effect.promise(() => older)
+      assert.deepStrictEqual([server.tools.map((t) => t.name), server.message], [["fixture__new"], null])
+      const last = McpServers.refreshTools(server, client)
+      answers[2]!.fail()
+      yield* Effect.promise(() => last)
+      assert.deepStrictEqual(
+        [server.tools.map((t) => t.name), server.message],
+        [["fixture__new"], "could not list tools after tools/list_changed: connection reset"]
+      )
+    })
+  )
 })
