@@ -317,4 +317,57 @@ describe("delegate with await", () => {
       yield* eventually(allTurnsTerminal("t1", 2), "t1's next turn interrupted")
     }).pipe(Effect.provide(agentsStack({ provider })))
   })
+
+  it.effect(
+    "two turns awaiting each other's thread (a cycle between different turns) end at the first deadline, and both threads go on",
+    () =>
+      Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const a = script(
+          {
+            toolCalls: [
+              { name: "delegate", arguments: { threadId: "B", text: "from A", await: true, timeoutSeconds: 3 } }
+            ]
+          },
+          { text: "A gave up on B" }
+        )
+        const b = script(
+          {
+            toolCalls: [
+              { name: "delegate", arguments: { threadId: "A", text: "from B", await: true, timeoutSeconds: 600 } }
+            ]
+          },
+          { text: "B heard from A" }
+        )
+        yield* engine.dispatchWithReceipt(send("A", "m1", a))
+        yield* engine.dispatchWithReceipt(send("B", "m1", b))
+        yield* eventually(
+          Effect.map(Timers.ofAggregate("thread", "A"), (timers) => timers.some((t) => t.status === "pending")),
+          "A's deadline scheduled"
+        )
+        yield* advanceUntil(
+          Effect.zipWith(allTurnsTerminal("A", 2), allTurnsTerminal("B", 2), (x, y) => x && y),
+          "both threads done",
+          20
+        )
+        const [aResult] = yield* toolResults("A")
+        assert.match(String(aResult), /^error: timed out: thread 'B' did not answer by /)
+        assert.deepStrictEqual(yield* toolResults("B"), [
+          JSON.stringify({ threadId: "A", status: "completed", text: "echo: from B" })
+        ])
+        // A's message to B was withdrawn when A's deadline fired: it never ran.
+        assert.deepStrictEqual(
+          [(yield* turnStatus("A")).map((t) => t.status), (yield* turnStatus("B")).map((t) => t.status)],
+          [
+            ["completed", "completed"],
+            ["completed", "interrupted"]
+          ]
+        )
+        assert.include(String((yield* turnStatus("B"))[1]!.reason), "waiting for it timed out")
+        for (const id of ["A", "B"]) {
+          const transcript = (yield* transcriptView(id))!
+          assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
+        }
+      }).pipe(Effect.provide(agentsStack()))
+  )
 })
