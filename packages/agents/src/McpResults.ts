@@ -54,7 +54,7 @@ const textOf = (item: unknown): string | undefined =>
     ? (item as { text: string }).text
     : undefined
 
-/** Room kept for the notes on what was cut (each a short line), so the answer stays under the cap. */
+/** Room kept for the last note (its item) and the `truncated` field, so the answer stays under the cap. */
 const notesReserve = 512
 
 /** The answer, or what of it fits in `maxBytes` of JSON with notes on what was cut. */
@@ -95,7 +95,7 @@ export const capResult = <R extends CappableResult>(result: R, maxBytes: number)
   const summary = `[the tool's answer of ${bytes} bytes was cut to the ${maxBytes}-byte cap: ${shown.join("; ")}]`
   const capped = {
     ...rest,
-    content: [...content, { type: "text", text: prefixWithin(summary, notesReserve - 64) }],
+    content: [...content, { type: "text", text: prefixWithin(summary, notesReserve - 128) }],
     ...kept
   }
   return { ...capped, truncated: { bytes, keptBytes: jsonBytes(capped) } } as unknown as R

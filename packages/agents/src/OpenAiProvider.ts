@@ -160,36 +160,47 @@ const unfinishedResponsesFail = (client: OpenAiClient.Service): OpenAiClient.Ser
   createResponseStream: (options) =>
     client.createResponseStream(options).pipe(
       Stream.mapEffect((event) => {
+        // By the event's type, not the status inside it: a compatible server may leave that out.
         const problem =
-          event.type === "response.failed" || event.type === "response.incomplete"
-            ? responseProblem(event.response)
-            : event.type === "error"
-              ? providerFailure(event.code, event.message)
-              : event.type === "response.output_item.done" && event.item.type === "function_call"
-                ? callProblem(event.item)
-                : undefined
+          event.type === "response.failed"
+            ? failedResponse(event.response)
+            : event.type === "response.incomplete"
+              ? incompleteResponse(event.response)
+              : event.type === "error"
+                ? providerFailure(event.code, event.message)
+                : event.type === "response.output_item.done" && event.item.type === "function_call"
+                  ? callProblem(event.item)
+                  : undefined
         return problem === undefined ? Effect.succeed(event) : Effect.fail(problem)
       })
     )
 })
 
-/** Why a response is not an answer: it failed, or it is incomplete. */
-const responseProblem = (response: {
+interface ResponseEnd {
   readonly status?: string | undefined
   readonly error?:
     | { readonly code?: string | null | undefined; readonly message?: string | undefined }
     | null
     | undefined
   readonly incomplete_details?: { readonly reason?: string | undefined } | null | undefined
-}): AiError.UnknownError | undefined =>
+}
+
+const failedResponse = (response: ResponseEnd) =>
+  providerFailure(response.error?.code, response.error?.message ?? "the response failed")
+
+const incompleteResponse = (response: ResponseEnd) =>
+  new AiError.UnknownError({
+    module: "OpenAiProvider",
+    method: "createResponse",
+    description: `the model's response is incomplete (${String(response.incomplete_details?.reason ?? "no reason given").slice(0, 64)}): it is not taken as the answer`
+  })
+
+/** Why an unstreamed response is not an answer: it failed, or it is incomplete. */
+const responseProblem = (response: ResponseEnd): AiError.UnknownError | undefined =>
   response.status === "failed"
-    ? providerFailure(response.error?.code, response.error?.message ?? "the response failed")
+    ? failedResponse(response)
     : response.status === "incomplete"
-      ? new AiError.UnknownError({
-          module: "OpenAiProvider",
-          method: "createResponse",
-          description: `the model's response is incomplete (${String(response.incomplete_details?.reason ?? "no reason given").slice(0, 64)}): it is not taken as the answer`
-        })
+      ? incompleteResponse(response)
       : undefined
 
 /** A tool call whose arguments are not JSON: a failed step, not an answer. */
