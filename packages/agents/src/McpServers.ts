@@ -126,6 +126,19 @@ export interface Running {
   listings: number
 }
 
+/** A server's state before its process starts. */
+export const notStarted = (name: string): Running => ({
+  name,
+  state: "starting",
+  client: undefined,
+  transport: undefined,
+  tools: [],
+  message: null,
+  stderr: Buffer.alloc(0),
+  closing: false,
+  listings: 0
+})
+
 const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
 
 const appendTail = (tail: Buffer, chunk: Buffer): Buffer => {
@@ -237,17 +250,7 @@ export const make = (options: McpServersOptions) =>
   Effect.gen(function* () {
     const startTimeout = Duration.decode(options.startTimeout ?? "20 seconds")
     const resultBytes = options.resultBytes ?? defaultResultBytes
-    const servers: Array<Running> = Object.keys(options.config.mcpServers).map((name) => ({
-      name,
-      state: "starting",
-      client: undefined,
-      transport: undefined,
-      tools: [],
-      message: null,
-      stderr: Buffer.alloc(0),
-      closing: false,
-      listings: 0
-    }))
+    const servers: Array<Running> = Object.keys(options.config.mcpServers).map((name) => notStarted(name))
     yield* Effect.addFinalizer(() =>
       Effect.forEach(
         servers,

@@ -163,17 +163,7 @@ describe("MCP servers over stdio (the real fixture server)", () => {
 describe("listing a server's tools", () => {
   it.effect("two listings at once (two tools/list_changed): the one started last is kept, whichever answers last", () =>
     Effect.gen(function* () {
-      const server: McpServers.Running = {
-        name: "fixture",
-        state: "ready",
-        client: undefined,
-        transport: undefined,
-        tools: [],
-        message: null,
-        stderr: Buffer.alloc(0),
-        closing: false,
-        listings: 0
-      }
+      const server: McpServers.Running = { ...McpServers.notStarted("fixture"), state: "ready" }
       // The first listing's answer (the list before the change) arrives after the second's.
       const answers: Array<(tools: ReadonlyArray<{ name: string; inputSchema: { type: "object" } }>) => void> = []
       const client = {
@@ -200,17 +190,7 @@ describe("listing a server's tools", () => {
 
   it.effect("a refresh that fails says so in the status, unless a later one has started since", () =>
     Effect.gen(function* () {
-      const server: McpServers.Running = {
-        name: "fixture",
-        state: "ready",
-        client: undefined,
-        transport: undefined,
-        tools: [],
-        message: null,
-        stderr: Buffer.alloc(0),
-        closing: false,
-        listings: 0
-      }
+      const server: McpServers.Running = { ...McpServers.notStarted("fixture"), state: "ready" }
       const answers: Array<{ ok: () => void; fail: () => void }> = []
       const client = {
         listTools: () =>

@@ -6,6 +6,7 @@ import { ModelProvider, stepRequestId } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
 import { type TranscriptMessage, validateTranscript } from "../src/Transcript.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
+import { failsAsUnavailable } from "./fixtures/stepFailures.js"
 
 const withProvider = <A, E>(apiUrl: string, use: (provider: ModelProvider["Type"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(ModelProvider, use).pipe(
@@ -145,26 +146,15 @@ describe("OpenAiProvider against a local Responses API", () => {
           { type: "text", text: "cut sho", incomplete: "content_filter" },
           { type: "function_call", callId: "call_x", name: "publish", arguments: {}, rawArguments: "{not json" }
         ])
-        const step = () =>
-          Effect.exit(
-            withProvider(server.apiUrl, (provider) =>
-              provider.step({
-                requestId: "step:t#1",
-                transcript: [{ role: "user", content: "x" }],
-                tools: toolDefinitions
-              })
-            )
-          )
-        for (const expected of [
-          "incomplete (content_filter)",
-          "the arguments of the model's call of 'publish' are not JSON"
-        ]) {
-          const exit = yield* step()
-          assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
-          const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
-          assert.strictEqual(error?.reason, "unavailable")
-          assert.include(error?.message ?? "", expected)
-        }
+        const step = withProvider(server.apiUrl, (provider) =>
+          provider.step({
+            requestId: "step:t#1",
+            transcript: [{ role: "user", content: "x" }],
+            tools: toolDefinitions
+          })
+        )
+        yield* failsAsUnavailable(step, "incomplete (content_filter)")
+        yield* failsAsUnavailable(step, "the arguments of the model's call of 'publish' are not JSON")
       })
   )
 

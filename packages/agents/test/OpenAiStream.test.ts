@@ -1,9 +1,10 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Effect, Exit, Option, Redacted, Stream } from "effect"
+import { Chunk, Effect, Redacted, Stream } from "effect"
 import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, type ModelStepPart, streamOf } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
+import { failsAsUnavailable } from "./fixtures/stepFailures.js"
 
 const streamed = (apiUrl: string) =>
   Effect.flatMap(ModelProvider, (provider) =>
@@ -27,12 +28,7 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "Hal", failWith: { code: "server_error", message: "The model had an internal error." } }
         ])
-        const exit = yield* Effect.exit(streamed(server.apiUrl))
-        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
-        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
-        assert.strictEqual(error?._tag, "ProviderError")
-        assert.strictEqual(error?.reason, "unavailable")
-        assert.include(error?.message ?? "", "The model had an internal error.")
+        yield* failsAsUnavailable(streamed(server.apiUrl), "The model had an internal error.")
       })
   )
 
@@ -43,12 +39,7 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "The answer is fo", incomplete: "max_output_tokens" }
         ])
-        const exit = yield* Effect.exit(streamed(server.apiUrl))
-        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
-        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
-        assert.strictEqual(error?._tag, "ProviderError")
-        assert.strictEqual(error?.reason, "unavailable")
-        assert.include(error?.message ?? "", "incomplete (max_output_tokens)")
+        yield* failsAsUnavailable(streamed(server.apiUrl), "incomplete (max_output_tokens)")
       })
   )
 
@@ -59,11 +50,10 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "function_call", callId: "call_x", name: "publish", arguments: {}, rawArguments: '{"path": "a.md", ' }
         ])
-        const exit = yield* Effect.exit(streamed(server.apiUrl))
-        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
-        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
-        assert.strictEqual(error?.reason, "unavailable")
-        assert.include(error?.message ?? "", "the arguments of the model's call of 'publish' are not JSON")
+        yield* failsAsUnavailable(
+          streamed(server.apiUrl),
+          "the arguments of the model's call of 'publish' are not JSON"
+        )
       })
   )
 
@@ -74,12 +64,7 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "Hello wor", chunks: ["Hel", "lo wor"], cutAfterChunks: true }
         ])
-        const exit = yield* Effect.exit(streamed(server.apiUrl))
-        assert.isTrue(Exit.isFailure(exit), `the step must fail, got ${JSON.stringify(exit)}`)
-        const error = Exit.isFailure(exit) ? Cause.failureOption(exit.cause).pipe(Option.getOrUndefined) : undefined
-        assert.strictEqual(error?._tag, "ProviderError")
-        assert.strictEqual(error?.reason, "unavailable")
-        assert.include(error?.message ?? "", "the stream ended before the response did")
+        yield* failsAsUnavailable(streamed(server.apiUrl), "the stream ended before the response did")
       })
   )
 
