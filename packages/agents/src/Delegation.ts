@@ -166,14 +166,21 @@ const internalOnly = (ctx: DecideContext, prefix: string, what: string): Rejecti
 
 // ---- the awaited (child) side ---------------------------------------------------------------
 
-/** A message.send that names a waiting call: refused when forged, or when it would close a cycle. */
+/** A message.send that names a waiting call: refused when forged, withdrawn already, or closing a cycle. */
 export const refuseAwaited = (
-  command: { readonly type: string; readonly awaitedBy?: AwaitedBy | undefined },
+  state: ThreadState,
+  command: { readonly type: string; readonly messageId?: string; readonly awaitedBy?: AwaitedBy | undefined },
   ctx: DecideContext
 ): Rejection | undefined => {
   if (command.type !== "message.send" || command.awaitedBy === undefined) return undefined
   const forged = internalOnly(ctx, "delegate:", "a message awaited by another thread")
   if (forged !== undefined) return forged
+  if (command.messageId !== undefined && state.delegation.withdrawnEarly.includes(command.messageId)) {
+    return Decision.reject(
+      "delegation-withdrawn",
+      `the turn of thread '${command.awaitedBy.threadId}' waiting for this message ended before it arrived: nobody awaits it`
+    )
+  }
   const chain = command.awaitedBy.chain
   if (chain.includes(ctx.aggregateId)) {
     return Decision.reject(
@@ -510,8 +517,13 @@ export const decideDelegation = (
           events: [{ type: "delegation.withdrawn", turnId, messageId: command.messageId, reason: command.reason }]
         })
       }
-      // Not (or no longer) here: it ended already, or never arrived (its delegate was cancelled first).
-      return Decision.none()
+      // Not (or no longer) here: it ended already, or has not arrived yet (its delegate was cut off
+      // mid-send and may still deliver it). Remembered, so that it is refused if it comes.
+      return Decision.of<ThreadEvent>({
+        events: [
+          { type: "delegation.withdrawn", turnId, messageId: command.messageId, reason: command.reason, early: true }
+        ]
+      })
     }
   }
 }

@@ -20,8 +20,16 @@ export type AwaitedBy = typeof AwaitedBy.Type
 export const DelegationEvent = [
   /** Child side: this turn's end is answered to `awaitedBy`. */
   Aggregate.event("delegation.accepted", { turnId: Schema.String, awaitedBy: AwaitedBy }),
-  /** Child side: a queued awaited message was withdrawn because its waiting turn ended. */
-  Aggregate.event("delegation.withdrawn", { turnId: Schema.String, messageId: Schema.String, reason: Schema.String }),
+  /**
+   * Child side: an awaited message was withdrawn because its waiting turn ended: out of the queue, or,
+   * `early`, before it arrived (its delegate was cut off mid-send), so that it is refused when it comes.
+   */
+  Aggregate.event("delegation.withdrawn", {
+    turnId: Schema.String,
+    messageId: Schema.String,
+    reason: Schema.String,
+    early: Schema.optional(Schema.Boolean)
+  }),
   /** Parent side: the call's message was accepted by `threadId`; the call stays open until `deadline`. */
   Aggregate.event("delegate.awaiting", {
     turnId: Schema.String,
@@ -52,9 +60,21 @@ export interface DelegationState {
   /** Parent side: the calls of the active turn waiting for a child, by effect id, and their waits. */
   readonly awaiting: Readonly<Record<string, AwaitingCall>>
   readonly waits: Waits.WaitsState
+  /**
+   * Child side: awaited messages withdrawn before they arrived, refused if they come (the last
+   * `withdrawnEarlyKept`; a message comes within a lease of its withdraw, if ever).
+   */
+  readonly withdrawnEarly: ReadonlyArray<string>
 }
 
-export const initialDelegation: DelegationState = { awaitedBy: {}, awaiting: {}, waits: Waits.empty }
+export const withdrawnEarlyKept = 64
+
+export const initialDelegation: DelegationState = {
+  awaitedBy: {},
+  awaiting: {},
+  waits: Waits.empty,
+  withdrawnEarly: []
+}
 
 /** A call's wait is named for its effect id. */
 export const waitNameOf = (effectId: string) => `delegate:${effectId}`
@@ -70,7 +90,9 @@ export const evolveDelegation = (
       return { ...state, awaitedBy: { ...state.awaitedBy, [e.turnId]: e.awaitedBy } }
     }
     case "delegation.withdrawn":
-      return { ...state, awaitedBy: without(state.awaitedBy, event.turnId!) }
+      return event.early === true
+        ? { ...state, withdrawnEarly: [...state.withdrawnEarly, String(event.messageId)].slice(-withdrawnEarlyKept) }
+        : { ...state, awaitedBy: without(state.awaitedBy, event.turnId!) }
     case "delegate.awaiting": {
       const e = event as unknown as Extract<DelegationEvent, { type: "delegate.awaiting" }>
       return {
@@ -98,7 +120,7 @@ export const evolveDelegation = (
     case "turn.ended":
       // The ended turn owes no answer any more (a reply was decided with its end), and its calls, the
       // only ones that could wait (one turn runs at a time), wait no more: a late timer finds no wait.
-      return { awaitedBy: without(state.awaitedBy, event.turnId!), awaiting: {}, waits: Waits.empty }
+      return { ...state, awaitedBy: without(state.awaitedBy, event.turnId!), awaiting: {}, waits: Waits.empty }
     case "thread.deleted":
       return { ...state, awaitedBy: {} }
     default:

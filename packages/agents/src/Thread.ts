@@ -354,7 +354,7 @@ export const makeThread = (
     ) => {
       if (Delegation.isDelegationCommand(command)) return Delegation.decideDelegation(state, command, ctx, core)
       return (
-        Delegation.refuseAwaited(command, ctx) ??
+        Delegation.refuseAwaited(state, command, ctx) ??
         Delegation.aroundDecide(state, command, ctx, thread.decide(state, command, ctx))
       )
     },

@@ -575,4 +575,26 @@ describe("Delegation spec: the awaited thread", () => {
     assert.deepStrictEqual(MessageQueue.toArray(after.queue), [])
     assert.deepStrictEqual(after.delegation.awaitedBy, {})
   })
+
+  it("withdrawn before it arrived (its delegate was cut off mid-send): the message, when it comes, is refused and never runs", () => {
+    const withdraw = {
+      commandId: "delegate:withdraw:x",
+      type: "delegation.withdraw" as const,
+      threadId: "helper",
+      messageId: childMessageId,
+      reason: "the waiting turn ended"
+    }
+    const idle: ReadonlyArray<ThreadEvent> = [{ type: "thread.created", title: null }]
+    const spec = given(idle)
+    const d = spec.decides(withdraw, childCtx(withdraw.commandId))
+    const after = d.events.reduce(thread.evolve, spec.state)
+    assert.strictEqual(
+      given([...idle, ...d.events]).rejects(childSend(), childCtx(childSend().commandId)),
+      "delegation-withdrawn"
+    )
+    // Another awaited message of the same waiting thread is not affected.
+    assert.deepStrictEqual(after.queue, spec.state.queue)
+    const other = { ...childSend(), commandId: "delegate:tool:t1:m2:call_1_0", messageId: "d-other" }
+    given([...idle, ...d.events]).decides(other, childCtx(other.commandId))
+  })
 })
