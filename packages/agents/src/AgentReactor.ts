@@ -442,7 +442,8 @@ export const payloadSchemas = {
 const performModelStep = withPayload(payloadSchemas["model.step"], modelStep)
 const performCleanup = withPayload(payloadSchemas["thread.cleanup"], cleanup)
 const performDelegate = withPayload(payloadSchemas["tool.delegate"], delegate)
-const performReply = withPayload(payloadSchemas["delegate.reply"], (row, payload) =>
+// `resend` counts the reply's rows (Delegation.resendReply); the command does not carry it.
+const performReply = withPayload(payloadSchemas["delegate.reply"], (row, { resend: _, ...payload }) =>
   delegationCommand(row, payload, "delegate.answer")
 )
 const performWithdraw = withPayload(payloadSchemas["delegate.withdraw"], (row, payload) =>

@@ -71,9 +71,15 @@ export const DelegateReplyPayload = Schema.Struct({
   childThreadId: Schema.String,
   childTurnId: Schema.String,
   turnStatus: Schema.Literal("completed", "failed", "interrupted"),
-  text: Schema.String
+  text: Schema.String,
+  /** Absent on a turn's reply; n on its n-th resend (see resendReply). */
+  resend: Schema.optional(Schema.Number)
 })
 export type DelegateReplyPayload = typeof DelegateReplyPayload.Type
+const decodeReply = Schema.decodeUnknownOption(DelegateReplyPayload)
+
+/** How many times a reply whose row failed is sent again, each a new row with its own tries. */
+export const replyResends = 3
 
 /**
  * The payload of a `delegate.withdraw` row: the `delegation.withdraw` it sends, but for its id and type.
@@ -345,8 +351,9 @@ export const onDelegationOutcome = (
   ctx: DecideContext,
   core: ThreadCore
 ): Decision<ThreadEvent> | Rejection | undefined => {
-  // A reply or withdraw that failed for good leaves its wait to the deadline; nothing to record here.
-  if (outcome.kind === "delegate.reply" || outcome.kind === "delegate.withdraw") return Decision.none()
+  if (outcome.kind === "delegate.reply") return outcome.status === "failed" ? resendReply(outcome) : Decision.none()
+  // A withdraw that failed for good leaves the awaited turn to run on; nothing to record here.
+  if (outcome.kind === "delegate.withdraw") return Decision.none()
   if (outcome.kind !== "tool.delegate" || outcome.status !== "succeeded") return undefined
   const response = outcome.response as { awaiting?: unknown; threadId?: string; turnId?: string } | undefined
   if (response?.awaiting !== true) return undefined
@@ -375,6 +382,25 @@ export const onDelegationOutcome = (
       }
     ],
     timers: opened.timers
+  })
+}
+
+/**
+ * A reply's row failed: the store refused its command at every try (a refusal by the waiting thread
+ * is an answer, and settles the row). Left so, the waiting call would wait for its deadline (30
+ * minutes by default) and then say the other thread never answered. So the reply is sent again as a
+ * new row, with its own tries, up to `replyResends` times; a duplicate is refused by the waiting
+ * call's thread (`wait-closed`), which settles it.
+ */
+const resendReply = (outcome: EffectOutcome): Decision<ThreadEvent> => {
+  const decoded = decodeReply(outcome.payload)
+  if (Option.isNone(decoded)) return Decision.none()
+  const resend = (decoded.value.resend ?? 0) + 1
+  if (resend > replyResends) return Decision.none()
+  const id = CommandId.boundedId("reply:", `${decoded.value.childTurnId}#resend-${resend}`)
+  return Decision.of<ThreadEvent>({
+    events: [],
+    effects: [{ id, kind: "delegate.reply", lane: id, payload: { ...decoded.value, resend } }]
   })
 }
 

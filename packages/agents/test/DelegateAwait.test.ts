@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql/SqlClient"
 import { assert, describe, it } from "@effect/vitest"
-import { Engine, Outbox, Timers } from "@orchestration/engine"
+import { Engine, Outbox, StorageFaults, Timers, driverError } from "@orchestration/engine"
 import { Deferred, Effect, Layer } from "effect"
 import { ModelProvider } from "../src/Provider.js"
 import * as ScriptedProvider from "../src/ScriptedProvider.js"
@@ -369,5 +369,50 @@ describe("delegate with await", () => {
           assert.isTrue(transcript.valid, `${id}: ${JSON.stringify(transcript.problems)}`)
         }
       }).pipe(Effect.provide(agentsStack()))
+  )
+
+  it.effect(
+    "a reply the store refused at every try is sent again, so the waiting call gets its answer, not its deadline",
+    () => {
+      // The store refuses the reply's command (its receipt) at each of the reply row's five tries.
+      let refused = 0
+      const faults = Layer.succeed(StorageFaults, {
+        before: (point, commandId) =>
+          point === "receipts" && commandId.startsWith("delegate:reply:") && refused < 5
+            ? Effect.suspend(() => {
+                refused++
+                return Effect.fail(driverError("SQLITE_IOERR_WRITE", "disk I/O error"))
+              })
+            : Effect.void
+      })
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const parent = script(
+          {
+            toolCalls: [
+              {
+                name: "delegate",
+                arguments: { threadId: "helper", text: "summarise", await: true, timeoutSeconds: 600 }
+              }
+            ]
+          },
+          { text: "all done" }
+        )
+        yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+        yield* advanceUntil(allTurnsTerminal("t1", 1), "the waiting turn done before its deadline", 120)
+        assert.strictEqual(refused, 5)
+        assert.deepStrictEqual(yield* toolResults("t1"), [
+          JSON.stringify({ threadId: "helper", status: "completed", text: "echo: summarise" })
+        ])
+        const replies = (yield* Outbox.list({ limit: 50 })).filter((r) => r.kind === "delegate.reply")
+        assert.deepStrictEqual(
+          replies.map((r) => [r.status, r.attempts]),
+          [
+            ["failed", 5],
+            ["succeeded", 1]
+          ]
+        )
+      }).pipe(Effect.provide(agentsStack().pipe(Layer.provide(faults))))
+    }
   )
 })

@@ -597,4 +597,39 @@ describe("Delegation spec: the awaited thread", () => {
     const other = { ...childSend(), commandId: "delegate:tool:t1:m2:call_1_0", messageId: "d-other" }
     given([...idle, ...d.events]).decides(other, childCtx(other.commandId))
   })
+
+  it("a reply whose row failed (the store refused it at every try) is sent again as a new row, at most three times", () => {
+    const payload = {
+      threadId: "t1",
+      effectId,
+      childThreadId: "helper",
+      childTurnId,
+      turnStatus: "completed" as const,
+      text: "the summary"
+    }
+    const failedReply = (resend?: number): EffectOutcome => ({
+      effectId: "reply:x",
+      kind: "delegate.reply",
+      payload: resend === undefined ? payload : { ...payload, resend },
+      attempt: 5,
+      status: "failed",
+      by: "reactor",
+      error: { message: "delegate.answer not recorded: disk I/O error", reason: "storage" }
+    })
+    const first = given(childRunning).decides(failedReply(), childCtx("outcome:r1"))
+    assert.deepStrictEqual(first.events, [])
+    assert.deepStrictEqual(
+      first.effects.map((e) => [e.kind, e.lane === e.id, e.payload]),
+      [["delegate.reply", true, { ...payload, resend: 1 }]]
+    )
+    const third = given(childRunning).decides(failedReply(2), childCtx("outcome:r3"))
+    assert.deepStrictEqual(
+      third.effects.map((e) => (e.payload as { resend: number }).resend),
+      [3]
+    )
+    assert.deepStrictEqual(given(childRunning).decides(failedReply(3), childCtx("outcome:r4")).effects, [])
+    // Delivered, or answered by a refusal: nothing more.
+    const delivered = { ...failedReply(), status: "succeeded" as const, response: { delivered: false } }
+    assert.deepStrictEqual(given(childRunning).decides(delivered, childCtx("outcome:ok")).effects, [])
+  })
 })
