@@ -321,9 +321,18 @@ export const layer = (options: PostgresStoreOptions): Layer.Layer<SqlClient | Pg
     maxConnections: options.maxConnections ?? 10,
     applicationName: options.applicationName ?? "orchestration-engine"
   })
+  // Under a lock: processes started together on a new database race in CREATE SCHEMA IF NOT EXISTS
+  // (it checks, then inserts), and the loser fails on pg_namespace's unique index.
   const ensureSchema = Layer.effectDiscard(
     Effect.flatMap(SqlClient, (sql) =>
-      schema === "public" ? Effect.void : Effect.asVoid(sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`))
+      schema === "public"
+        ? Effect.void
+        : sql.withTransaction(
+            Effect.zipRight(
+              sql`SELECT pg_advisory_xact_lock(hashtext(${`orchestration:${schema}:create-schema`}))`,
+              Effect.asVoid(sql.unsafe(`CREATE SCHEMA IF NOT EXISTS ${schema}`))
+            )
+          )
     )
   )
   const sessions = { url, applicationName: options.applicationName ?? "orchestration-engine" }
