@@ -122,8 +122,9 @@ export interface Running {
   message: string | null
   stderr: Buffer
   closing: boolean
-  /** Listings started; only the last one started sets `tools` (see listTools). */
+  /** Listings started, and the number of the last one whose answer set `tools` (see listTools). */
   listings: number
+  applied: number
 }
 
 /** A server's state before its process starts. */
@@ -136,7 +137,8 @@ export const notStarted = (name: string): Running => ({
   message: null,
   stderr: Buffer.alloc(0),
   closing: false,
-  listings: 0
+  listings: 0,
+  applied: 0
 })
 
 const messageOf = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
@@ -148,8 +150,9 @@ const appendTail = (tail: Buffer, chunk: Buffer): Buffer => {
 
 /**
  * Lists every page of the server's tools and keeps those that can be offered. Two listings may run at
- * once (a second tools/list_changed before the first listing ends) and answer in any order: only the
- * one started last sets the list, so an older answer arriving last cannot bring back a stale list.
+ * once (a second tools/list_changed before the first listing ends) and answer in any order: an answer
+ * sets the list only if no listing started after it has set it already, so an older answer arriving
+ * last cannot bring back a stale list, and a newer listing that fails does not cost an older answer.
  */
 export const listTools = async (server: Running, client: Pick<Client, "listTools">): Promise<void> => {
   const listing = ++server.listings
@@ -175,7 +178,8 @@ export const listTools = async (server: Running, client: Pick<Client, "listTools
     }
     cursor = page.nextCursor
   } while (cursor !== undefined)
-  if (listing !== server.listings) return
+  if (listing < server.applied) return
+  server.applied = listing
   server.tools = entries
   server.message =
     skipped.length === 0
@@ -185,14 +189,13 @@ export const listTools = async (server: Running, client: Pick<Client, "listTools
 
 /**
  * The listing after a tools/list_changed. A failed one keeps the last list and says why in the
- * server's status, unless a later listing has started since: its outcome is the one that counts.
+ * server's status, unless a listing started after it has set the list since.
  */
 export const refreshTools = (server: Running, client: Pick<Client, "listTools">): Promise<void> => {
   const listing = server.listings + 1
   return listTools(server, client).catch((cause: unknown) => {
     // swallow-ok: a failed refresh keeps the last list; the reason is shown in the server's status.
-    if (listing === server.listings)
-      server.message = `could not list tools after tools/list_changed: ${messageOf(cause)}`
+    if (listing > server.applied) server.message = `could not list tools after tools/list_changed: ${messageOf(cause)}`
   })
 }
 

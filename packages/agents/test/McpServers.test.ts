@@ -217,4 +217,30 @@ describe("listing a server's tools", () => {
       )
     })
   )
+
+  it.effect("a newer listing that fails does not drop an older one's answer (a tools/list_changed during start)", () =>
+    Effect.gen(function* () {
+      const server = McpServers.notStarted("fixture")
+      const answers: Array<{ ok: () => void; fail: () => void }> = []
+      const client = {
+        listTools: () =>
+          new Promise<{ tools: Array<{ name: string; inputSchema: { type: "object" } }> }>((resolve, reject) => {
+            answers.push({
+              ok: () => resolve({ tools: [{ name: "echo", inputSchema: { type: "object" } }] }),
+              fail: () => reject(new Error("timed out"))
+            })
+          })
+      } as unknown as Parameters<typeof McpServers.refreshTools>[1]
+      const initial = McpServers.listTools(server, client)
+      const refresh = McpServers.refreshTools(server, client)
+      answers[1]!.fail()
+      yield* Effect.promise(() => refresh)
+      answers[0]!.ok()
+      yield* Effect.promise(() => initial)
+      assert.deepStrictEqual(
+        server.tools.map((t) => t.name),
+        ["fixture__echo"]
+      )
+    })
+  )
 })
