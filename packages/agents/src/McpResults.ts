@@ -82,7 +82,8 @@ export const capResult = <R extends CappableResult>(result: R, maxBytes: number)
       continue
     }
     // Later items may still fit (a short text after a screenshot): the budget is not spent.
-    notes.push(`a ${typeOf(item)} item of ${size - 1} bytes left out`)
+    const type = typeOf(item)
+    notes.push(`${/^[aeiou]/.test(type) ? "an" : "a"} ${type} item of ${size - 1} bytes left out`)
   }
   let kept: { structuredContent?: unknown } = {}
   if (structuredContent !== undefined) {

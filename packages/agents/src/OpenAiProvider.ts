@@ -138,15 +138,16 @@ export const make = (
   })
 
 /**
- * A response the model did not finish fails the step with the reason, as one asking again may cure
- * (`unavailable`: the step is tried again, then the turn fails visibly). The library would take each
- * of these as an answer, or as one no retry can cure:
+ * A response the model did not finish fails the step with the reason. The library would take each of
+ * these as an answer, or as one no retry can cure:
  * - `failed` (streamed `response.failed`, or an `error` event): turned into an ordinary finish part
- *   (reason "stop"), so the text streamed so far (often none) was recorded and the turn completed;
- * - `incomplete` (the output limit, a content filter): the same, with the text cut mid-sentence;
- * - a tool call whose arguments are not JSON (a model's slip, or a call cut by the output limit):
- *   a decode failure (`malformed-response`), which failed the turn at once although the model
- *   answers again differently. The event does not say reliably which failures a retry cannot cure.
+ *   (reason "stop"), so the text streamed so far (often none) was recorded and the turn completed.
+ *   Now `unavailable` (tried again, then the turn fails visibly): the event does not say reliably
+ *   which failures a retry cannot cure;
+ * - `incomplete` (the output limit, a content filter): the same, with the text cut mid-sentence. Now
+ *   `malformed-response`: the turn fails at once, saying why (see incompleteResponse);
+ * - a tool call whose arguments are not JSON (a model's slip): a decode failure (`malformed-response`),
+ *   which failed the turn at once although the model answers again differently. Now `unavailable`.
  */
 const unfinishedResponsesFail = (client: OpenAiClient.Service): OpenAiClient.Service => ({
   ...client,
@@ -188,15 +189,17 @@ interface ResponseEnd {
 const failedResponse = (response: ResponseEnd) =>
   providerFailure(response.error?.code, response.error?.message ?? "the response failed")
 
+// Not asked again: the output limit and the content filter usually cut the same answer the same way,
+// and each try would pay for a whole answer again. The turn fails at once, saying why.
 const incompleteResponse = (response: ResponseEnd) =>
-  new AiError.UnknownError({
+  new AiError.MalformedOutput({
     module: "OpenAiProvider",
     method: "createResponse",
     description: `the model's response is incomplete (${String(response.incomplete_details?.reason ?? "no reason given").slice(0, 64)}): it is not taken as the answer`
   })
 
 /** Why an unstreamed response is not an answer: it failed, or it is incomplete. */
-const responseProblem = (response: ResponseEnd): AiError.UnknownError | undefined =>
+const responseProblem = (response: ResponseEnd): AiError.UnknownError | AiError.MalformedOutput | undefined =>
   response.status === "failed"
     ? failedResponse(response)
     : response.status === "incomplete"

@@ -158,7 +158,11 @@ export interface EffectPolicy {
   readonly tool?: ToolName
   /** A function decides per row from the payload recorded when the call was planned. */
   readonly onProcessLoss: Reactor.KindPolicy["onProcessLoss"]
-  /** Every thread effect runs in its thread's lane, so a turn's steps never overlap; a tick in its trigger's. */
+  /**
+   * Every thread effect runs in its thread's lane, so a turn's steps never overlap; a tick in its
+   * trigger's. Except delegation's messages to another thread (`delegate.reply`, `delegate.withdraw`):
+   * each has a lane of its own (Delegation.ts), as it must not wait behind this thread's next turn.
+   */
   readonly lane: "thread" | "trigger"
   readonly timeout: Duration.Duration
 }
@@ -198,7 +202,8 @@ export const toolPolicies: { readonly [K in EffectKind]: EffectPolicy & { readon
   "thread.cleanup": policy("thread.cleanup", "replay-safe", Duration.seconds(60)),
   // A trigger's tick: a message.send under the tick's id, answered as a duplicate when repeated.
   "trigger.fire": policy("trigger.fire", "replay-safe", Duration.seconds(30), { lane: "trigger" }),
-  // A command to the waiting thread under an id derived from the effect: its receipt makes a repeat a duplicate.
+  // A command to the waiting thread under an id derived from the effect: its receipt makes a repeat a
+  // duplicate. In a lane of its own (see `lane` above), as is a withdraw.
   "delegate.reply": policy("delegate.reply", "replay-safe", Duration.seconds(30)),
   // A command to the awaited thread, idem.
   "delegate.withdraw": policy("delegate.withdraw", "replay-safe", Duration.seconds(30))

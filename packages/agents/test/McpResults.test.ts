@@ -44,7 +44,7 @@ describe("an MCP tool's answer, cut to the cap", () => {
     )
     assert.isAtMost(bytesOf(capped), 4096)
     assert.deepStrictEqual(texts(capped).slice(0, 1), ["caption"])
-    assert.include(texts(capped)[1]!, "a image item of 200")
+    assert.include(texts(capped)[1]!, "an image item of 200")
     assert.include(texts(capped)[1]!, "the structured content (50010 bytes) left out")
     assert.notProperty(capped, "structuredContent")
   })

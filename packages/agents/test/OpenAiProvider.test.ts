@@ -6,7 +6,7 @@ import { ModelProvider, stepRequestId } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
 import { type TranscriptMessage, validateTranscript } from "../src/Transcript.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
-import { failsAsUnavailable } from "./fixtures/stepFailures.js"
+import { failsAs } from "./fixtures/stepFailures.js"
 
 const withProvider = <A, E>(apiUrl: string, use: (provider: ModelProvider["Type"]) => Effect.Effect<A, E>) =>
   Effect.flatMap(ModelProvider, use).pipe(
@@ -139,7 +139,7 @@ describe("OpenAiProvider against a local Responses API", () => {
   )
 
   it.scoped(
-    "an incomplete response, or a tool call whose arguments are not JSON, fails the step as one asking again may cure",
+    "an incomplete response fails the turn at once, saying why; a tool call whose arguments are not JSON fails the step as one asking again may cure",
     () =>
       Effect.gen(function* () {
         const server = yield* FakeResponsesServer.make([
@@ -153,8 +153,8 @@ describe("OpenAiProvider against a local Responses API", () => {
             tools: toolDefinitions
           })
         )
-        yield* failsAsUnavailable(step, "incomplete (content_filter)")
-        yield* failsAsUnavailable(step, "the arguments of the model's call of 'publish' are not JSON")
+        yield* failsAs(step, "incomplete (content_filter)", "malformed-response")
+        yield* failsAs(step, "the arguments of the model's call of 'publish' are not JSON")
       })
   )
 

@@ -4,7 +4,7 @@ import * as OpenAiProvider from "../src/OpenAiProvider.js"
 import { ModelProvider, type ModelStepPart, streamOf } from "../src/Provider.js"
 import { toolDefinitions } from "../src/Tools.js"
 import * as FakeResponsesServer from "./fixtures/FakeResponsesServer.js"
-import { failsAsUnavailable } from "./fixtures/stepFailures.js"
+import { failsAs } from "./fixtures/stepFailures.js"
 
 const streamed = (apiUrl: string) =>
   Effect.flatMap(ModelProvider, (provider) =>
@@ -28,18 +28,18 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "Hal", failWith: { code: "server_error", message: "The model had an internal error." } }
         ])
-        yield* failsAsUnavailable(streamed(server.apiUrl), "The model had an internal error.")
+        yield* failsAs(streamed(server.apiUrl), "The model had an internal error.")
       })
   )
 
   it.scoped(
-    "a response the provider ends incomplete (the output limit, a content filter) fails the step, saying why, and is not taken as the answer",
+    "a response the provider ends incomplete (the output limit, a content filter) fails the step for good, saying why, and is not taken as the answer",
     () =>
       Effect.gen(function* () {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "The answer is fo", incomplete: "max_output_tokens" }
         ])
-        yield* failsAsUnavailable(streamed(server.apiUrl), "incomplete (max_output_tokens)")
+        yield* failsAs(streamed(server.apiUrl), "incomplete (max_output_tokens)", "malformed-response")
       })
   )
 
@@ -50,10 +50,7 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "function_call", callId: "call_x", name: "publish", arguments: {}, rawArguments: '{"path": "a.md", ' }
         ])
-        yield* failsAsUnavailable(
-          streamed(server.apiUrl),
-          "the arguments of the model's call of 'publish' are not JSON"
-        )
+        yield* failsAs(streamed(server.apiUrl), "the arguments of the model's call of 'publish' are not JSON")
       })
   )
 
@@ -64,7 +61,7 @@ describe("OpenAiProvider streaming (Responses API server-sent events)", () => {
         const server = yield* FakeResponsesServer.make([
           { type: "text", text: "Hello wor", chunks: ["Hel", "lo wor"], cutAfterChunks: true }
         ])
-        yield* failsAsUnavailable(streamed(server.apiUrl), "the stream ended before the response did")
+        yield* failsAs(streamed(server.apiUrl), "the stream ended before the response did")
       })
   )
 
