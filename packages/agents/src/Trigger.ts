@@ -147,7 +147,10 @@ export const decide = (
           ? Decision.none()
           : Decision.of<TriggerEvent>({ timers: [tickTimer(triggerId, state.nextAt)] })
       }
-      const nextAt = CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), ctx.now)!
+      // A tick already due (its timer late, or the edit right after a restart) is kept, and fires now
+      // with the edited spec: computed from now, it would be skipped, sent with neither text.
+      const overdue = !state.deleted && state.nextAt !== null && state.nextAt <= ctx.now ? state.nextAt : undefined
+      const nextAt = overdue ?? CronSchedule.nextFireAfter(spec.cron, timezoneOf(spec), ctx.now)!
       return Decision.of<TriggerEvent>({
         events: [{ type: "trigger.put", spec, nextAt }],
         timers: [tickTimer(triggerId, nextAt)]

@@ -125,6 +125,16 @@ describe("the trigger decider", () => {
       })
   })
 
+  it("an edit decided while a tick is overdue (its timer late, or the edit right after a restart) keeps that tick, now", () => {
+    const edited = { ...spec, text: "GOOD MORNING" }
+    given([putEvent])
+      .when(put({ text: "GOOD MORNING" }), nine + 5_000)
+      .thenDecide({
+        events: [{ type: "trigger.put", spec: edited, nextAt: nine }],
+        timers: [["tick", nine, tickCommand(nine)]]
+      })
+  })
+
   it("a bad cron, a seconds field or an unknown time zone is a typed refusal, not a crash", () => {
     given([])
       .when(put({ cron: "every day" }), 0)
