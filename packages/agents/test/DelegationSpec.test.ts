@@ -465,6 +465,14 @@ const childSend = (chain: ReadonlyArray<string> = ["t1"]) => ({
   text: "summarise",
   awaitedBy: { ...awaitedBy, chain }
 })
+/** The waiting thread's withdraw of the awaited message, as its delegate.withdraw row sends it. */
+const withdrawCommand = (reason: string) => ({
+  commandId: "delegate:withdraw:x",
+  type: "delegation.withdraw" as const,
+  threadId: "helper",
+  messageId: childMessageId,
+  reason
+})
 const childRunning: ReadonlyArray<ThreadEvent> = [
   { type: "thread.created", title: null },
   { type: "delegation.accepted", turnId: childTurnId, awaitedBy },
@@ -514,13 +522,7 @@ describe("Delegation spec: the awaited thread", () => {
   })
 
   it("withdrawn while running: the turn is interrupted with the reason, and no reply is owed", () => {
-    const withdraw = {
-      commandId: "delegate:withdraw:x",
-      type: "delegation.withdraw" as const,
-      threadId: "helper",
-      messageId: childMessageId,
-      reason: "the waiting turn ended"
-    }
+    const withdraw = withdrawCommand("the waiting turn ended")
     const d = given(childRunning).decides(withdraw, childCtx(withdraw.commandId))
     const ended = d.events[0]!
     assert.deepStrictEqual(ended.type === "turn.ended" && [ended.status, ended.reason], [
@@ -559,13 +561,7 @@ describe("Delegation spec: the awaited thread", () => {
       { type: "message.queued", messageId: childMessageId, turnId: childTurnId, text: "summarise" },
       { type: "delegation.accepted", turnId: childTurnId, awaitedBy }
     ]
-    const withdraw = {
-      commandId: "delegate:withdraw:x",
-      type: "delegation.withdraw" as const,
-      threadId: "helper",
-      messageId: childMessageId,
-      reason: "gone"
-    }
+    const withdraw = withdrawCommand("gone")
     const spec = given(queuedChild)
     const d = spec.decides(withdraw, childCtx(withdraw.commandId))
     assert.deepStrictEqual(d.events, [
@@ -577,13 +573,7 @@ describe("Delegation spec: the awaited thread", () => {
   })
 
   it("withdrawn before it arrived (its delegate was cut off mid-send): the message, when it comes, is refused and never runs", () => {
-    const withdraw = {
-      commandId: "delegate:withdraw:x",
-      type: "delegation.withdraw" as const,
-      threadId: "helper",
-      messageId: childMessageId,
-      reason: "the waiting turn ended"
-    }
+    const withdraw = withdrawCommand("the waiting turn ended")
     const idle: ReadonlyArray<ThreadEvent> = [{ type: "thread.created", title: null }]
     const spec = given(idle)
     const d = spec.decides(withdraw, childCtx(withdraw.commandId))
