@@ -325,27 +325,122 @@ describe("the trigger decider", () => {
   })
 })
 
+/** The first `n` fire times of `cron` in `timezone` after `from`, each searched from the one before. */
+const firesOf = (cron: string, timezone: string, from: string, n: number): Array<string> => {
+  let t = at(from)
+  const fires: Array<string> = []
+  for (let i = 0; i < n; i++) {
+    t = CronSchedule.nextFireAfter(cron, timezone, t)!
+    fires.push(new Date(t).toISOString())
+  }
+  return fires
+}
+
 describe("cron schedules across DST switches", () => {
   it("0 2 * * * in America/New_York: the skipped 02:00 fires at 03:00 EDT, then 02:00 EDT", () => {
-    let t = at("2026-03-07T12:00:00Z")
-    const fires: Array<string> = []
-    for (let i = 0; i < 3; i++) {
-      t = CronSchedule.nextFireAfter("0 2 * * *", "America/New_York", t)!
-      fires.push(new Date(t).toISOString())
-    }
     // 2026-03-08 02:00 EST does not exist (clocks jump to 03:00 EDT = 07:00Z).
-    assert.deepStrictEqual(fires, ["2026-03-08T07:00:00.000Z", "2026-03-09T06:00:00.000Z", "2026-03-10T06:00:00.000Z"])
+    assert.deepStrictEqual(firesOf("0 2 * * *", "America/New_York", "2026-03-07T12:00:00Z", 3), [
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-09T06:00:00.000Z",
+      "2026-03-10T06:00:00.000Z"
+    ])
+  })
+
+  it("several minutes in the skipped hour fire once, at the first valid minute after the gap", () => {
+    const springForward = "2026-03-07T12:00:00Z"
+    assert.deepStrictEqual(firesOf("0,30 2 * * *", "America/New_York", springForward, 3), [
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-09T06:00:00.000Z",
+      "2026-03-09T06:30:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("*/20 2 * * *", "America/New_York", springForward, 2), [
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-09T06:00:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("5-10 2 * * *", "America/New_York", springForward, 2), [
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-09T06:05:00.000Z"
+    ])
+    // A minute of the gap and 03:00 itself are one fire, not two at the same instant.
+    assert.deepStrictEqual(firesOf("0,30 2,3 * * *", "America/New_York", springForward, 3), [
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-08T07:30:00.000Z",
+      "2026-03-09T06:00:00.000Z"
+    ])
   })
 
   it("30 2 * * * in Europe/Berlin: the doubled 02:30 on the fall-back night fires once", () => {
-    let t = at("2026-10-23T12:00:00Z")
-    const fires: Array<string> = []
-    for (let i = 0; i < 3; i++) {
-      t = CronSchedule.nextFireAfter("30 2 * * *", "Europe/Berlin", t)!
-      fires.push(new Date(t).toISOString())
-    }
     // 02:30 CEST (+2) on the 24th and at its first occurrence on the 25th (02:00-03:00 repeats that
     // night: 00:30Z CEST, then 01:30Z CET, which does not fire again); then 02:30 CET (+1).
-    assert.deepStrictEqual(fires, ["2026-10-24T00:30:00.000Z", "2026-10-25T00:30:00.000Z", "2026-10-26T01:30:00.000Z"])
+    assert.deepStrictEqual(firesOf("30 2 * * *", "Europe/Berlin", "2026-10-23T12:00:00Z", 3), [
+      "2026-10-24T00:30:00.000Z",
+      "2026-10-25T00:30:00.000Z",
+      "2026-10-26T01:30:00.000Z"
+    ])
+  })
+
+  it("an hour list, a range or a minute step in the repeated hour fires each local time once", () => {
+    // America/New_York, 2026-11-01: 01:00-02:00 happens twice (EDT 05:00Z-06:00Z, then EST 06:00Z-07:00Z).
+    const fallBack = "2026-10-31T12:00:00Z"
+    assert.deepStrictEqual(firesOf("30 1,2 * * *", "America/New_York", fallBack, 3), [
+      "2026-11-01T05:30:00.000Z",
+      "2026-11-01T07:30:00.000Z",
+      "2026-11-02T06:30:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("0 1-3 * * *", "America/New_York", fallBack, 4), [
+      "2026-11-01T05:00:00.000Z",
+      "2026-11-01T07:00:00.000Z",
+      "2026-11-01T08:00:00.000Z",
+      "2026-11-02T06:00:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("*/30 1 * * *", "America/New_York", fallBack, 3), [
+      "2026-11-01T05:00:00.000Z",
+      "2026-11-01T05:30:00.000Z",
+      "2026-11-02T06:00:00.000Z"
+    ])
+    // Searched from inside the repeated hour's second pass, the first pass's times are not fired again.
+    assert.deepStrictEqual(firesOf("30 1 * * *", "America/New_York", "2026-11-01T06:10:00Z", 1), [
+      "2026-11-02T06:30:00.000Z"
+    ])
+  })
+
+  it("a wildcard hour follows real time: no fire in the skipped hour, both passes of the repeated one", () => {
+    assert.deepStrictEqual(firesOf("30 * * * *", "America/New_York", "2026-03-08T05:00:00Z", 3), [
+      "2026-03-08T05:30:00.000Z",
+      "2026-03-08T06:30:00.000Z",
+      "2026-03-08T07:30:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("30 * * * *", "America/New_York", "2026-11-01T05:00:00Z", 3), [
+      "2026-11-01T05:30:00.000Z",
+      "2026-11-01T06:30:00.000Z",
+      "2026-11-01T07:30:00.000Z"
+    ])
+    assert.deepStrictEqual(firesOf("*/2 * * * *", "America/New_York", "2026-11-01T05:57:00Z", 3), [
+      "2026-11-01T05:58:00.000Z",
+      "2026-11-01T06:00:00.000Z",
+      "2026-11-01T06:02:00.000Z"
+    ])
+  })
+
+  it("a half-hour switch (Australia/Lord_Howe) and a skipped day (Pacific/Apia, 2011-12-30)", () => {
+    // Lord Howe, 2026-10-04: 02:00 (+10:30) jumps to 02:30 (+11); 02:00 and 02:15 fire once at 02:30.
+    assert.deepStrictEqual(firesOf("0,15,30,45 2 * * *", "Australia/Lord_Howe", "2026-10-03T00:00:00Z", 3), [
+      "2026-10-03T15:30:00.000Z",
+      "2026-10-03T15:45:00.000Z",
+      "2026-10-04T15:00:00.000Z"
+    ])
+    // Lord Howe, 2026-04-05: 02:00 (+11) goes back to 01:30 (+10:30); 01:30 and 01:45 fire once.
+    assert.deepStrictEqual(firesOf("0,30,45 1 * * *", "Australia/Lord_Howe", "2026-04-04T00:00:00Z", 4), [
+      "2026-04-04T14:00:00.000Z",
+      "2026-04-04T14:30:00.000Z",
+      "2026-04-04T14:45:00.000Z",
+      "2026-04-05T14:30:00.000Z"
+    ])
+    // Apia went from -10 to +14 at the end of 2011-12-29: the 30th never happened there.
+    assert.deepStrictEqual(firesOf("0 0 * * *", "Pacific/Apia", "2011-12-28T12:00:00Z", 3), [
+      "2011-12-29T10:00:00.000Z",
+      "2011-12-30T10:00:00.000Z",
+      "2011-12-31T10:00:00.000Z"
+    ])
   })
 })
