@@ -162,6 +162,11 @@ export const decide = (
       return Decision.of<TriggerEvent>({ events: [{ type: "trigger.deleted" }], cancelTimers: [TICK_TIMER] })
     }
     case "trigger.tick": {
+      // Only the engine's timer sends a tick (clients may not use the `timer:` prefix): a client's
+      // command of this type would fire the trigger's message when it chose, not when the cron says.
+      if (!ctx.commandId.startsWith("timer:")) {
+        return Decision.reject("internal-only", "trigger.tick is sent by the engine's timer only")
+      }
       if (state.spec === null || state.deleted) return Decision.reject("trigger-deleted", `no trigger '${triggerId}'`)
       if (state.nextAt !== command.at) {
         return Decision.reject("stale-tick", `the tick at ${new Date(command.at).toISOString()} is no longer scheduled`)

@@ -28,7 +28,8 @@ interface Expected {
 const given = (events: ReadonlyArray<TriggerEvent>) => ({
   when: (input: Command | EffectOutcome | TimerFailure, now: number) => {
     const state = events.reduce(Trigger.evolve, Trigger.initialState)
-    const ctx = ctxAt(now)
+    // A command is decided under its own id (a tick's tells who sent it); an outcome under the fixture's.
+    const ctx = { ...ctxAt(now), ...("commandId" in input ? { commandId: input.commandId } : {}) }
     const answer =
       "status" in input
         ? Trigger.onOutcome!(state, input, ctx)
@@ -207,6 +208,15 @@ describe("the trigger decider", () => {
     given([putEvent])
       .when(tick(nine), nine - 1)
       .thenReject("not-due"))
+
+  it("a tick not sent by the engine's timer is refused, even when it is due (clients cannot fire a trigger)", () => {
+    given([putEvent])
+      .when({ ...tick(nine), commandId: "client-tick-1" }, nine)
+      .thenReject("internal-only")
+    given([putEvent])
+      .when({ ...tick(nine), commandId: "client-tick-1" }, nine + 3_600_000)
+      .thenReject("internal-only")
+  })
 
   it("a delete cancels the tick timer; a tick after it is refused; deleting again changes nothing", () => {
     const deleteCommand: Command = { commandId: "d", type: "trigger.delete", triggerId: "daily" }

@@ -99,7 +99,12 @@ describe("triggers fire through durable timers", () => {
         // The same tick under another id is no longer the trigger's next tick.
         const stale = yield* Effect.flip(
           engine.dispatchWithReceipt(
-            { commandId: "tick-again", type: "trigger.tick", triggerId: "hourly", at: at("2026-06-01T09:00:00Z") },
+            {
+              commandId: "timer:tick-again",
+              type: "trigger.tick",
+              triggerId: "hourly",
+              at: at("2026-06-01T09:00:00Z")
+            },
             { origin: "internal" }
           )
         )
