@@ -442,11 +442,11 @@ export const payloadSchemas = {
 const performModelStep = withPayload(payloadSchemas["model.step"], modelStep)
 const performCleanup = withPayload(payloadSchemas["thread.cleanup"], cleanup)
 const performDelegate = withPayload(payloadSchemas["tool.delegate"], delegate)
-// `resend` counts the reply's rows (Delegation.resendReply); the command does not carry it.
+// `resend` counts a reply's or a withdraw's rows (Delegation's resend); the command does not carry it.
 const performReply = withPayload(payloadSchemas["delegate.reply"], (row, { resend: _, ...payload }) =>
   delegationCommand(row, payload, "delegate.answer")
 )
-const performWithdraw = withPayload(payloadSchemas["delegate.withdraw"], (row, payload) =>
+const performWithdraw = withPayload(payloadSchemas["delegate.withdraw"], (row, { resend: _, ...payload }) =>
   delegationCommand(row, payload, "delegation.withdraw")
 )
 const performMcpCall = withPayload(payloadSchemas["tool.mcp_call"], mcpCall)

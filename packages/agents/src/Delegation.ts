@@ -72,13 +72,13 @@ export const DelegateReplyPayload = Schema.Struct({
   childTurnId: Schema.String,
   turnStatus: Schema.Literal("completed", "failed", "interrupted"),
   text: Schema.String,
-  /** Absent on a turn's reply; n on its n-th resend (see resendReply). */
+  /** Absent on a turn's reply; n on its n-th resend (see resend). */
   resend: Schema.optional(Schema.Number)
 })
 export type DelegateReplyPayload = typeof DelegateReplyPayload.Type
 const decodeReply = Schema.decodeUnknownOption(DelegateReplyPayload)
 
-/** How many times a reply whose row failed is sent again, each a new row with its own tries. */
+/** How many times a reply or a withdraw whose row failed is sent again, each a new row with its own tries. */
 export const replyResends = 3
 
 /**
@@ -88,9 +88,12 @@ export const replyResends = 3
 export const DelegateWithdrawPayload = Schema.Struct({
   threadId: Schema.String,
   messageId: Schema.String,
-  reason: Schema.String
+  reason: Schema.String,
+  /** Absent on a call's withdraw; n on its n-th resend (see resend). */
+  resend: Schema.optional(Schema.Number)
 })
 export type DelegateWithdrawPayload = typeof DelegateWithdrawPayload.Type
+const decodeWithdraw = Schema.decodeUnknownOption(DelegateWithdrawPayload)
 
 /** The payload of a `tool.delegate` row: the call, and for an awaited one the threads waiting above it. */
 export const DelegateCallPayload = Schema.Struct({
@@ -351,9 +354,9 @@ export const onDelegationOutcome = (
   ctx: DecideContext,
   core: ThreadCore
 ): Decision<ThreadEvent> | Rejection | undefined => {
-  if (outcome.kind === "delegate.reply") return outcome.status === "failed" ? resendReply(outcome) : Decision.none()
-  // A withdraw that failed for good leaves the awaited turn to run on; nothing to record here.
-  if (outcome.kind === "delegate.withdraw") return Decision.none()
+  if (outcome.kind === "delegate.reply" || outcome.kind === "delegate.withdraw") {
+    return outcome.status === "failed" ? resend(outcome) : Decision.none()
+  }
   if (outcome.kind !== "tool.delegate" || outcome.status !== "succeeded") return undefined
   const response = outcome.response as { awaiting?: unknown; threadId?: string; turnId?: string } | undefined
   if (response?.awaiting !== true) return undefined
@@ -386,21 +389,39 @@ export const onDelegationOutcome = (
 }
 
 /**
- * A reply's row failed: the store refused its command at every try (a refusal by the waiting thread
- * is an answer, and settles the row). Left so, the waiting call would wait for its deadline (30
- * minutes by default) and then say the other thread never answered. So the reply is sent again as a
- * new row, with its own tries, up to `replyResends` times; a duplicate is refused by the waiting
- * call's thread (`wait-closed`), which settles it.
+ * A reply's or a withdraw's row failed: the store refused its command at every try (a refusal by the
+ * other thread is an answer, and settles the row). Left so, a reply's waiting call would wait for its
+ * deadline (30 minutes by default) and then say the other thread never answered, and a withdrawn turn
+ * would run on (model calls, tools) for a caller that is gone. So the command is sent again as a new
+ * row, with its own tries, up to `replyResends` times. A duplicate is harmless: a second answer is
+ * refused by the waiting call's thread (`wait-closed`), a second withdraw finds the turn ended.
  */
-const resendReply = (outcome: EffectOutcome): Decision<ThreadEvent> => {
-  const decoded = decodeReply(outcome.payload)
+const resend = (outcome: EffectOutcome): Decision<ThreadEvent> => {
+  const again = (count: number | undefined, key: string, prefix: string) => {
+    const resend = (count ?? 0) + 1
+    return resend > replyResends ? undefined : { resend, id: CommandId.boundedId(prefix, `${key}#resend-${resend}`) }
+  }
+  if (outcome.kind === "delegate.reply") {
+    const decoded = decodeReply(outcome.payload)
+    if (Option.isNone(decoded)) return Decision.none()
+    const next = again(decoded.value.resend, decoded.value.childTurnId, "reply:")
+    if (next === undefined) return Decision.none()
+    return Decision.of<ThreadEvent>({
+      events: [],
+      effects: [
+        { id: next.id, kind: "delegate.reply", lane: next.id, payload: { ...decoded.value, resend: next.resend } }
+      ]
+    })
+  }
+  const decoded = decodeWithdraw(outcome.payload)
   if (Option.isNone(decoded)) return Decision.none()
-  const resend = (decoded.value.resend ?? 0) + 1
-  if (resend > replyResends) return Decision.none()
-  const id = CommandId.boundedId("reply:", `${decoded.value.childTurnId}#resend-${resend}`)
+  const next = again(decoded.value.resend, decoded.value.messageId, "withdraw:")
+  if (next === undefined) return Decision.none()
   return Decision.of<ThreadEvent>({
     events: [],
-    effects: [{ id, kind: "delegate.reply", lane: id, payload: { ...decoded.value, resend } }]
+    effects: [
+      { id: next.id, kind: "delegate.withdraw", lane: next.id, payload: { ...decoded.value, resend: next.resend } }
+    ]
   })
 }
 

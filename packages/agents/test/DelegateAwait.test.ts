@@ -374,11 +374,12 @@ describe("delegate with await", () => {
   it.effect(
     "a reply the store refused at every try is sent again, so the waiting call gets its answer, not its deadline",
     () => {
-      // The store refuses the reply's command (its receipt) at each of the reply row's five tries.
+      // The store refuses the first reply row's command (its receipt) at every try (on PostgreSQL a try
+      // may meet the fault twice: in its batch, then re-run alone).
       let refused = 0
       const faults = Layer.succeed(StorageFaults, {
         before: (point, commandId) =>
-          point === "receipts" && commandId.startsWith("delegate:reply:") && refused < 5
+          point === "receipts" && commandId.startsWith("delegate:reply:") && !commandId.includes("#resend-")
             ? Effect.suspend(() => {
                 refused++
                 return Effect.fail(driverError("SQLITE_IOERR_WRITE", "disk I/O error"))
@@ -400,7 +401,7 @@ describe("delegate with await", () => {
         )
         yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
         yield* advanceUntil(allTurnsTerminal("t1", 1), "the waiting turn done before its deadline", 120)
-        assert.strictEqual(refused, 5)
+        assert.isAtLeast(refused, 5)
         assert.deepStrictEqual(yield* toolResults("t1"), [
           JSON.stringify({ threadId: "helper", status: "completed", text: "echo: summarise" })
         ])
@@ -413,6 +414,64 @@ describe("delegate with await", () => {
           ]
         )
       }).pipe(Effect.provide(agentsStack().pipe(Layer.provide(faults))))
+    }
+  )
+
+  it.effect(
+    "a withdraw the store refused at every try is sent again, so the awaited turn stops, not runs on for nobody",
+    () => {
+      // The awaited thread never answers; the store refuses the first withdraw row's command at every
+      // try (on PostgreSQL a try may meet the fault twice: in its batch, then re-run alone).
+      let refused = 0
+      const faults = Layer.succeed(StorageFaults, {
+        before: (point, commandId) =>
+          point === "receipts" && commandId.startsWith("delegate:withdraw:") && !commandId.includes("#resend-")
+            ? Effect.suspend(() => {
+                refused++
+                return Effect.fail(driverError("SQLITE_IOERR_WRITE", "disk I/O error"))
+              })
+            : Effect.void
+      })
+      const provider = Layer.succeed(ModelProvider, {
+        step: (request) =>
+          request.requestId.startsWith("step:child:") ? Effect.never : ScriptedProvider.make.step(request)
+      })
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        const parent = script({
+          toolCalls: [
+            { name: "delegate", arguments: { threadId: "child", text: "work", await: true, timeoutSeconds: 600 } }
+          ]
+        })
+        yield* engine.dispatchWithReceipt(send("t1", "m1", parent))
+        yield* eventually(
+          Effect.map(turnStatus("child"), (turns) => turns.some((t) => t.status === "running")),
+          "the awaited turn running"
+        )
+        yield* engine.dispatchWithReceipt(interrupt("t1", "t1:m1"))
+        yield* advanceUntil(allTurnsTerminal("child", 1), "the awaited turn withdrawn", 120)
+        assert.isAtLeast(refused, 5)
+        assert.deepStrictEqual(
+          (yield* turnStatus("child")).map((t) => t.status),
+          ["interrupted"]
+        )
+        const withdrawRows = Effect.map(Outbox.list({ limit: 50 }), (rows) =>
+          rows.filter((r) => r.kind === "delegate.withdraw")
+        )
+        // The turn ends in the withdraw's command; its row settles just after.
+        yield* eventually(
+          Effect.map(withdrawRows, (rows) => rows.every((r) => r.status === "succeeded" || r.status === "failed")),
+          "the withdraw rows settled"
+        )
+        const withdraws = yield* withdrawRows
+        assert.deepStrictEqual(
+          withdraws.map((r) => [r.status, r.attempts]),
+          [
+            ["failed", 5],
+            ["succeeded", 1]
+          ]
+        )
+      }).pipe(Effect.provide(agentsStack({ provider }).pipe(Layer.provide(faults))))
     }
   )
 })

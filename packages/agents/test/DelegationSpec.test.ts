@@ -622,4 +622,33 @@ describe("Delegation spec: the awaited thread", () => {
     const delivered = { ...failedReply(), status: "succeeded" as const, response: { delivered: false } }
     assert.deepStrictEqual(given(childRunning).decides(delivered, childCtx("outcome:ok")).effects, [])
   })
+
+  it("a withdraw whose row failed is sent again as a new row, at most three times", () => {
+    const payload = { threadId: "helper", messageId: "d-1", reason: "the waiting turn ended" }
+    const failedWithdraw = (resend?: number): EffectOutcome => ({
+      effectId: "withdraw:x",
+      kind: "delegate.withdraw",
+      payload: resend === undefined ? payload : { ...payload, resend },
+      attempt: 5,
+      status: "failed",
+      by: "reactor",
+      error: { message: "delegation.withdraw not recorded: disk I/O error", reason: "storage" }
+    })
+    const idle: ReadonlyArray<ThreadEvent> = [{ type: "thread.created", title: null }]
+    const first = given(idle).decides(failedWithdraw(), context("outcome:w1"))
+    assert.deepStrictEqual(first.events, [])
+    assert.deepStrictEqual(
+      first.effects.map((e) => [e.kind, e.lane === e.id, e.payload]),
+      [["delegate.withdraw", true, { ...payload, resend: 1 }]]
+    )
+    assert.deepStrictEqual(
+      given(idle)
+        .decides(failedWithdraw(2), context("outcome:w3"))
+        .effects.map((e) => (e.payload as { resend: number }).resend),
+      [3]
+    )
+    assert.deepStrictEqual(given(idle).decides(failedWithdraw(3), context("outcome:w4")).effects, [])
+    const delivered = { ...failedWithdraw(), status: "succeeded" as const, response: { delivered: true } }
+    assert.deepStrictEqual(given(idle).decides(delivered, context("outcome:ok")).effects, [])
+  })
 })
