@@ -13,7 +13,7 @@ import { createHash } from "node:crypto"
 import { accessSync, constants as fsConstants } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as nodePath from "node:path"
-import { runLimit, type RunTracker, startRun } from "./SandboxRun.js"
+import { runLimit, type RunTracker, STARTED_FD, startRun } from "./SandboxRun.js"
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -186,9 +186,10 @@ const setprivPath = "/usr/bin/setpriv"
 const onlyStdio = (command: string): ReadonlyArray<string> => [
   "/bin/bash",
   "-c",
-  // Without SHLVL, which bash's `exec` sets and exports into the command's otherwise empty environment.
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: `${fd##*/}` is the shell's expansion, not a template
-  'for fd in /proc/self/fd/*; do n=${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec /usr/bin/env -u SHLVL /bin/sh -c "$1"',
+  // First the start mark on STARTED_FD (in the jail: the jail is set up and the command about to run;
+  // elsewhere nobody reads it, and a closed descriptor is fine). Without SHLVL, which bash's `exec`
+  // sets and exports into the command's otherwise empty environment.
+  `{ printf s >&${STARTED_FD}; } 2>/dev/null; for fd in /proc/self/fd/*; do n=\${fd##*/}; [ "$n" -gt 2 ] && eval "exec $n>&-"; done; exec /usr/bin/env -u SHLVL /bin/sh -c "$1"`,
   "sandbox",
   command
 ]
@@ -296,11 +297,15 @@ export const unavailable = (config: SandboxConfig): SandboxUnavailable | undefin
 
 const isJailed = () => process.getuid?.() === 0
 
-/** A thread id as a directory name: itself when it is a safe name, otherwise a digest of it. */
+/**
+ * A thread id as a directory name: itself when it is a safe name, otherwise a digest of it. A digest's
+ * name starts with a dot, which a safe name cannot, so no thread id's name is another's digest (named
+ * `h-<digest>` until 2026-12-05, which the thread id `h-<digest>` shared with the one digested).
+ */
 export const workspaceName = (threadId: string): string =>
   /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/.test(threadId)
     ? threadId
-    : `h-${createHash("sha256").update(threadId).digest("hex").slice(0, 32)}`
+    : `.h-${createHash("sha256").update(threadId).digest("hex").slice(0, 32)}`
 
 /**
  * `<root>/<threadId>`, created if missing, and refused unless both are real directories: no symlink
@@ -363,7 +368,7 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
       let tracker: RunTracker
       try {
         const child = spawn(config.prlimitPath, [...limitArguments(config), "--", ...program], {
-          stdio: ["ignore", "pipe", "pipe", inJail ? "pipe" : "ignore"],
+          stdio: ["ignore", "pipe", "pipe", inJail ? "pipe" : "ignore", inJail ? "pipe" : "ignore"],
           // Its own process group, so a stop reaches prlimit/bwrap and everything they started.
           detached: true,
           ...(inJail

@@ -7,6 +7,13 @@ import type { ChildProcess } from "node:child_process"
 import { constants as osConstants } from "node:os"
 import type { SandboxConfig, SandboxLimit, SandboxResult } from "./Sandbox.js"
 
+/**
+ * The descriptor the jail's first process writes its start mark to. bwrap reports its own setup
+ * failures as "bwrap: …" and status 1, which any command can print too (a nested bwrap does): only a
+ * run without the mark is one whose command never started.
+ */
+export const STARTED_FD = 4
+
 /** Keeps the last `max` bytes written to it and counts all of them. */
 export class Tail {
   private chunks: Array<Buffer> = []
@@ -26,16 +33,26 @@ export class Tail {
   }
 }
 
+/** The shell's own refusal to fork (dash: `/bin/sh: 1: Cannot fork`, bash: `bash: fork: …`), at a line's start. */
+const shellCannotFork = /^(?:\/usr)?(?:\/bin\/)?(?:sh|bash|dash): (?:\d+: )?(?:Cannot fork|fork: )/m
+
 /**
  * Which limit ended or starved the command. The wall clock and the output cap are known (we stopped
- * the run); the rlimits are read from the signal they send or the message their refusal prints.
+ * the run); the rlimits are read from the signal they send or the message their refusal prints. A
+ * command that exited 0 is read only for the shell's own refusal to fork (a fork bomb's shell exits 0
+ * with its forks refused), never for what its output quotes ("Out of memory" in a log line, a tool's
+ * retried "Resource temporarily unavailable").
  */
 export const runLimit = (observed: {
   readonly stopped: "timeout" | "output" | undefined
+  readonly exitCode: number | null
   readonly signal: string | null
   readonly stderr: string
 }): SandboxLimit | undefined => {
   if (observed.stopped !== undefined) return observed.stopped
+  if (observed.exitCode === 0 && observed.signal === null) {
+    return shellCannotFork.test(observed.stderr) ? "processes" : undefined
+  }
   if (observed.signal === "SIGXCPU" || /CPU time limit exceeded/.test(observed.stderr)) return "cpu"
   if (observed.signal === "SIGXFSZ" || /File size limit exceeded|File too large/.test(observed.stderr))
     return "file-size"
@@ -111,6 +128,10 @@ export const startRun = (
   child.stdout!.on("data", onOutput(stdout))
   child.stderr!.on("data", onOutput(stderr))
   let status = ""
+  let commandStarted = false
+  child.stdio[STARTED_FD]?.on("data", () => {
+    commandStarted = true
+  })
   child.stdio[3]?.on("data", (chunk: Buffer) => {
     status += chunk.toString("utf8")
     const match = /"child-pid":\s*(\d+)/.exec(status)
@@ -147,18 +168,13 @@ export const startRun = (
     const code = exited?.code ?? null
     const signal = exited?.signal ?? signalOfStatus(code)
     const stderrText = stderr.text()
-    // bwrap reports its own setup failures (say, an unreachable workspace) as "bwrap: …" and status 1.
-    if (
-      config.mode === "bwrap" &&
-      code === 1 &&
-      stopped === undefined &&
-      stdout.total === 0 &&
-      stderrText.startsWith("bwrap: ")
-    ) {
-      onSpawnError(stderrText.trim().slice(0, 500))
+    // bwrap reports its own setup failures (say, an unreachable workspace) as "bwrap: …" and status 1;
+    // a command can print that too, so only a run whose command never started is one.
+    if (config.mode === "bwrap" && !commandStarted && code === 1 && stopped === undefined) {
+      onSpawnError(stderrText.trim().slice(0, 500) || "the jail exited with status 1 before the command started")
       return
     }
-    const limit = runLimit({ stopped, signal, stderr: stderrText })
+    const limit = runLimit({ stopped, exitCode: code, signal, stderr: stderrText })
     const outputCapped = stdout.total + stderr.total > config.outputBytes
     onResult({
       exitCode: code,

@@ -247,19 +247,77 @@ describe("Sandbox", () => {
       const error = yield* Effect.flip(Sandbox.prepareWorkspace(config, root, "t1"))
       assert.strictEqual(error.reason, "bad-workspace")
       // An unsafe thread id becomes a digest, never a path.
-      assert.match(Sandbox.workspaceName("../etc"), /^h-[0-9a-f]{32}$/)
+      assert.match(Sandbox.workspaceName("../etc"), /^\.h-[0-9a-f]{32}$/)
+    })
+  )
+
+  it.scoped("two thread ids never share a workspace: a digest's name is not a safe thread id's", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const root = path.join(dir, "workspaces")
+      // `.private` is a valid thread id but not a safe directory name, so it gets a digest's name;
+      // that name must not be one another thread id (which a model may name in `delegate`) uses as is.
+      const victim = ".private"
+      const other = Sandbox.workspaceName(victim).replace(/^\./, "")
+      assert.notStrictEqual(Sandbox.workspaceName(victim), Sandbox.workspaceName(other))
+      const mine = yield* Sandbox.prepareWorkspace(config, root, victim)
+      yield* run(mine, "echo secret-of-private > notes")
+      const theirs = yield* Sandbox.prepareWorkspace(config, root, other)
+      const read = yield* run(theirs, "cat notes 2>/dev/null; true")
+      assert.strictEqual(read.stdout, "", `thread '${other}' read the workspace of thread '${victim}'`)
+    })
+  )
+
+  it.scoped(
+    "a command that ran is a result even when it says 'bwrap: …' and exits 1; a jail that never started is a refusal",
+    () =>
+      Effect.gen(function* () {
+        const ws = yield* workspace()
+        // A nested bwrap failing inside the jail, or any tool whose messages start that way.
+        const ran = yield* Effect.either(run(ws, "touch ran; echo 'bwrap: cannot do that' >&2; exit 1"))
+        assert.deepStrictEqual(yield* Effect.promise(() => fs.readdir(ws)), ["ran"])
+        assert.isTrue(Either.isRight(ran), `a command that ran was reported as not started: ${JSON.stringify(ran)}`)
+        assert.strictEqual(Either.getOrThrow(ran).exitCode, 1)
+        // A workspace gone before the run: bwrap cannot bind it, the command never runs.
+        const gone = yield* workspace("t2")
+        yield* Effect.promise(() => fs.rm(gone, { recursive: true }))
+        const refused = yield* Effect.flip(run(gone, "echo should-not-run"))
+        assert.strictEqual(refused.reason, "spawn-failed")
+        assert.match(refused.message, /^bwrap: /)
+      })
+  )
+
+  it.scoped("a command that succeeded and only mentioned a refusal in its output hit no limit", () =>
+    Effect.gen(function* () {
+      const ws = yield* workspace()
+      const result = yield* run(
+        ws,
+        "printf 'retrying: Resource temporarily unavailable\\nsaw: Out of memory in log\\n' >&2; exit 0"
+      )
+      assert.strictEqual(result.exitCode, 0)
+      assert.isUndefined(result.limit, `an exit-0 run is reported as stopped by a limit: ${JSON.stringify(result)}`)
     })
   )
 })
 
 describe("Sandbox limits, given/when/then", () => {
   it("given a run we stopped, the reason is ours; given a signal or a refusal message, the rlimit behind it", () => {
-    assert.strictEqual(runLimit({ stopped: "timeout", signal: "SIGTERM", stderr: "" }), "timeout")
-    assert.strictEqual(runLimit({ stopped: undefined, signal: "SIGXCPU", stderr: "" }), "cpu")
-    assert.strictEqual(runLimit({ stopped: undefined, signal: "SIGXFSZ", stderr: "" }), "file-size")
-    assert.strictEqual(runLimit({ stopped: undefined, signal: null, stderr: "/bin/sh: 1: Cannot fork\n" }), "processes")
-    assert.strictEqual(runLimit({ stopped: undefined, signal: null, stderr: "sort: memory exhausted\n" }), "memory")
-    assert.isUndefined(runLimit({ stopped: undefined, signal: null, stderr: "cat: f: No such file or directory\n" }))
+    const failed = { stopped: undefined, exitCode: 1, signal: null }
+    assert.strictEqual(runLimit({ stopped: "timeout", exitCode: null, signal: "SIGTERM", stderr: "" }), "timeout")
+    assert.strictEqual(runLimit({ stopped: undefined, exitCode: null, signal: "SIGXCPU", stderr: "" }), "cpu")
+    assert.strictEqual(runLimit({ stopped: undefined, exitCode: null, signal: "SIGXFSZ", stderr: "" }), "file-size")
+    assert.strictEqual(runLimit({ ...failed, stderr: "/bin/sh: 1: Cannot fork\n" }), "processes")
+    assert.strictEqual(runLimit({ ...failed, stderr: "sort: memory exhausted\n" }), "memory")
+    assert.isUndefined(runLimit({ ...failed, stderr: "cat: f: No such file or directory\n" }))
+    // Exit 0: only the shell's own refusal to fork counts (a fork bomb's shell goes on), not a quote.
+    const succeeded = { stopped: undefined, exitCode: 0, signal: null }
+    assert.strictEqual(runLimit({ ...succeeded, stderr: "x\n/bin/sh: 1: Cannot fork\n" }), "processes")
+    assert.strictEqual(
+      runLimit({ ...succeeded, stderr: "bash: fork: Resource temporarily unavailable\n" }),
+      "processes"
+    )
+    assert.isUndefined(runLimit({ ...succeeded, stderr: "retry: Resource temporarily unavailable\n" }))
+    assert.isUndefined(runLimit({ ...succeeded, stderr: "log: Out of memory\nsort: memory exhausted\n" }))
   })
 
   it("given SANDBOX_* variables, the config has them; given a bad one, it is named", () => {
