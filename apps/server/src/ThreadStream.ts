@@ -62,6 +62,12 @@ export const formatPosition = (position: Position): string =>
     : `${position.seq}:${position.live.step}:${position.live.attempt}:${position.live.end}:${position.live.turnId}`
 
 const whole = /^(0|[1-9][0-9]{0,15})$/
+/**
+ * A turn id as a position may carry it: visible ASCII, bounded (a thread id and a message id of 128
+ * each and their separator fit). The id is written back in every `id:` line, so a line break would
+ * frame the client's text as an SSE message of its own, and a long one would repeat in each.
+ */
+const turnIdText = /^[\x21-\x7e]{1,300}$/
 
 /** Parses an id of this stream; a string saying what is wrong when it is not one. */
 export const parsePosition = (text: string): Position | { readonly problem: string } => {
@@ -75,7 +81,7 @@ export const parsePosition = (text: string): Position | { readonly problem: stri
   const [seq, step, attempt, end] = numbers.map(Number) as [number, number?, number?, number?]
   if (parts.length === 1) return { seq, live: null }
   const turnId = parts.slice(4).join(":")
-  if (parts.length < 5 || turnId === "" || step === undefined || step < 1) return problem
+  if (parts.length < 5 || !turnIdText.test(turnId) || step === undefined || step < 1) return problem
   return { seq, live: { turnId, step, attempt: attempt!, end: end! } }
 }
 

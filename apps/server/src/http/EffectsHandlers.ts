@@ -53,7 +53,8 @@ export const EffectsLive: Layer.Layer<
     ) =>
       Effect.gen(function* () {
         const raw = yield* readJsonBody(request, { optional, invalid })
-        return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error" })(raw ?? {}).pipe(
+        // Only an absent body is `{}`: a JSON `null` is a body, and not the object the action takes.
+        return yield* Schema.decodeUnknown(schema, { onExcessProperty: "error" })(raw === undefined ? {} : raw).pipe(
           Effect.mapError(
             (error) =>
               new InvalidRequest({

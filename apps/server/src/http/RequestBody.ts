@@ -15,6 +15,8 @@ import { isJson } from "./Access.js"
 
 export const maxBodyBytes = 1024 * 1024
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
 const tooLarge = () =>
   new PayloadTooLarge({ message: `the request body is larger than ${maxBodyBytes} bytes`, limitBytes: maxBodyBytes })
 
@@ -33,6 +35,17 @@ const hasBody = (request: HttpServerRequest) => {
 
 /** Bytes past the limit read and thrown away (the 413 keeps the connection) before the connection is cut. */
 const discardAtMost = 8 * maxBodyBytes
+
+/** Reads the body and throws it away; past `discardAtMost` bytes the connection is cut. */
+const discardRest = (request: HttpServerRequest) => {
+  const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
+  if (incoming === undefined || typeof incoming.on !== "function") return
+  let discarded = 0
+  incoming.on("data", (chunk: Buffer) => {
+    discarded += chunk.length
+    if (discarded > discardAtMost) incoming.destroy()
+  })
+}
 
 /**
  * The body, counted while it is read (a chunked body declares no length). Past the limit the rest is
@@ -103,7 +116,12 @@ export const readJsonBody = <E>(
   Effect.gen(function* () {
     if (options.optional && !hasBody(request)) return undefined
     const declared = Number(request.headers["content-length"] ?? "0")
-    if (declared > maxBodyBytes) return yield* tooLarge()
+    if (declared > maxBodyBytes) {
+      // Node would read and drop the whole declared body after the answer, however large: the rest is
+      // thrown away up to `discardAtMost`, as past the limit of a body that declared nothing.
+      discardRest(request)
+      return yield* tooLarge()
+    }
     if (!isJson(request.headers["content-type"])) {
       return yield* new UnsupportedMediaType({
         message: `send JSON (Content-Type: application/json), not '${clip(request.headers["content-type"] ?? "nothing")}'`
@@ -113,7 +131,13 @@ export const readJsonBody = <E>(
     if (read === "too-large") return yield* tooLarge()
     // The client went away or sent a broken body: nothing was dispatched, the client is told.
     if (read === "unreadable") return yield* Effect.fail(options.invalid("the request body could not be read"))
-    const text = read.toString("utf8")
+    // An optional body sent empty (chunked with no data) is no body, as one never sent.
+    if (options.optional && read.length === 0) return undefined
+    // Not replaced by U+FFFD: a byte that is not UTF-8 would be stored as a character nobody sent.
+    const text = yield* Effect.try({
+      try: () => strictUtf8.decode(read),
+      catch: () => options.invalid("the request body is not valid UTF-8")
+    })
     const value = yield* Effect.try({
       try: () => JSON.parse(text) as unknown,
       catch: (error) =>
