@@ -24,7 +24,7 @@ export const program = (
       config.storageFaults === undefined ? {} : { storageFaults: storageFaultsFromSpec(config.storageFaults) }
     const started = yield* Server.start(
       { config, domain, env, ...faults },
-      NodeHttpServer.layer(createServer, { port: config.port, host: config.host })
+      NodeHttpServer.layer(() => createServer(config.shutdownGraceMs), { port: config.port, host: config.host })
     )
     const { reconciled } = started.state
     const database =

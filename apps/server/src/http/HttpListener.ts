@@ -30,5 +30,28 @@ const onClientError = (error: NodeJS.ErrnoException, socket: Duplex) => {
   )
 }
 
-/** What `NodeHttpServer.layer` is given in place of `http.createServer`. */
-export const createServer = (): Server => createNodeServer().on("clientError", onClientError)
+/** How long a closing listener waits for the requests still open before it cuts their connections. */
+export const defaultCloseGraceMs = 10_000
+
+/**
+ * What `NodeHttpServer.layer` is given in place of `http.createServer`. Its `close` (the listener's
+ * release at shutdown) waits for the open requests to end, as Node's does, but at most `closeGraceMs`:
+ * then it cuts every connection left. A client that stopped reading its event stream (the stream's
+ * last write waits for a drain that never comes, past the shutdown's end-of-stream signal) or that
+ * stopped in the middle of its request's body would otherwise keep the process alive for as long as
+ * it likes. A cut connection interrupts its request's fiber (platform-node's handler does so when the
+ * response closes unfinished).
+ */
+export const createServer = (closeGraceMs: number = defaultCloseGraceMs): Server => {
+  const server = createNodeServer().on("clientError", onClientError)
+  const close = server.close.bind(server)
+  server.close = (callback?: (error?: Error) => void) => {
+    const cut = setTimeout(() => server.closeAllConnections(), closeGraceMs)
+    cut.unref()
+    return close((error?: Error) => {
+      clearTimeout(cut)
+      callback?.(error)
+    })
+  }
+  return server
+}
