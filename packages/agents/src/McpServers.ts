@@ -10,6 +10,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { ErrorCode, McpError, ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { Reactor } from "@orchestration/engine"
 import { Context, Duration, Effect, Layer, Schema } from "effect"
+import type { ChildProcess } from "node:child_process"
 import { type CappableResult, capResult, defaultResultBytes } from "./McpResults.js"
 import { type McpConfig, type McpServerConfig, offeredName, policyOf } from "./McpTools.js"
 
@@ -211,17 +212,19 @@ const start = (name: string, config: McpServerConfig, server: Running): Promise<
     server.stderr = appendTail(server.stderr, chunk)
   })
   const client = new Client({ name: "orchestration", version: "0.1.0" })
-  client.onclose = () => {
-    if (server.closing) return
+  const ended = () => {
+    if (server.closing || server.state === "failed" || server.state === "exited") return
     server.state = server.state === "starting" ? "failed" : "exited"
     server.tools = []
     server.message = `the server process ended${server.stderr.length > 0 ? "; see its stderr" : ""}`
   }
+  client.onclose = ended
   server.transport = transport
   server.client = client
   return client
     .connect(transport)
     .then(async () => {
+      watchExit(transport, ended)
       client.setNotificationHandler(ToolListChangedNotificationSchema, () => refreshTools(server, client))
       await listTools(server, client)
       if (server.state === "starting") server.state = "ready"
@@ -229,6 +232,30 @@ const start = (name: string, config: McpServerConfig, server: Running): Promise<
     .catch((cause: unknown) => {
       throw new Error(`${name}: ${messageOf(cause)}`)
     })
+}
+
+/** How long the pipes of a server whose process exited stay open for what it wrote before it ended. */
+export const exitedPipesGraceMs = 1_000
+
+/**
+ * The SDK learns that a server ended only when its pipes close, which waits for every process holding
+ * them: a wrapper script's helper, a tool it spawned. Until then the server looked ready and a call to
+ * it waited for its timeout ("may or may not have taken effect"). So its process's exit is watched:
+ * the server is marked ended at once, and after a grace for the answers still in the pipes our ends
+ * are closed, which fails the calls in flight as `server-exited`. (The SDK keeps the child process in
+ * a private field; McpServers.test.ts fails if a new SDK version renames it.)
+ */
+const watchExit = (transport: StdioClientTransport, ended: () => void) => {
+  const child = (transport as unknown as { _process?: ChildProcess })._process
+  if (child === undefined) return
+  const onExit = () => {
+    ended()
+    setTimeout(() => {
+      for (const stream of child.stdio) stream?.destroy()
+    }, exitedPipesGraceMs).unref()
+  }
+  if (child.exitCode !== null || child.signalCode !== null) onExit()
+  else child.once("exit", onExit)
 }
 
 const close = async (server: Running): Promise<void> => {

@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber } from "effect"
 import { join } from "node:path"
 import * as McpServers from "../src/McpServers.js"
-import { tempDir } from "./fixtures/agents.js"
-import { callsOf, fixtureConfig, fixtureLog, mcpConfig } from "./fixtures/mcp.js"
+import { processesWith, tempDir } from "./fixtures/agents.js"
+import { callsOf, fixtureConfig, fixtureLog, fixtureServer, mcpConfig } from "./fixtures/mcp.js"
 
 /** Polls a condition against real processes, bounded by wall clock. */
 const until = <E, R>(condition: Effect.Effect<boolean, E, R>, what: string, ms = 20_000) =>
@@ -157,6 +157,53 @@ describe("MCP servers over stdio (the real fixture server)", () => {
       )
       assert.strictEqual(refused.reason, "server-unavailable")
     })
+  )
+
+  it.scopedLive(
+    "a server whose process dies while a helper of it holds its pipes is ended at once: a call in flight fails as server-exited, not timeout",
+    () =>
+      Effect.gen(function* () {
+        const log = join(tempDir("mcp-"), "calls.jsonl")
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            for (const pid of processesWith("sleep", "6201")) process.kill(Number(pid), "SIGKILL")
+          })
+        )
+        // A wrapper whose helper shares the server's stdout and stderr (a spawned tool would too).
+        const mcp = yield* servers(
+          mcpConfig({
+            fixture: {
+              command: "/bin/sh",
+              args: ["-c", `sleep 6201 & exec ${JSON.stringify(process.execPath)} ${JSON.stringify(fixtureServer)}`],
+              env: { MCP_FIXTURE_LOG: log }
+            }
+          })
+        )
+        const [before] = yield* mcp.statuses
+        assert.strictEqual(before!.state, "ready")
+        const inFlight = yield* Effect.fork(
+          Effect.flip(
+            mcp.call({ server: "fixture", tool: "echo", arguments: { text: "x", sleepMs: 60_000 }, timeoutMs: 30_000 })
+          )
+        )
+        yield* until(
+          Effect.sync(() => callsOf(log, "echo") === 1),
+          "the call reached the server"
+        )
+        process.kill(before!.pid!, "SIGKILL")
+        yield* until(
+          Effect.map(mcp.statuses, ([status]) => status!.state === "exited"),
+          "the exit is noticed"
+        )
+        assert.deepStrictEqual(yield* mcp.tools, [])
+        assert.strictEqual(processesWith("sleep", "6201").length, 1, "the helper still holds the pipes")
+        const failed = yield* Fiber.join(inFlight)
+        assert.strictEqual(failed.reason, "server-exited", failed.message)
+        const refused = yield* Effect.flip(
+          mcp.call({ server: "fixture", tool: "echo", arguments: { text: "y" }, timeoutMs: 30_000 })
+        )
+        assert.strictEqual(refused.reason, "server-unavailable")
+      })
   )
 })
 
