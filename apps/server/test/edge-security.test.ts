@@ -96,6 +96,17 @@ describe("authentication is default-deny, decided on the route that matched", ()
         assert.strictEqual(metrics.status, 200)
       })
   )
+
+  it.scopedLive("HEAD of a public route is public as its GET is (a load balancer probes /health with HEAD)", () =>
+    Effect.gen(function* () {
+      const { url } = yield* startServer({ env: { API_TOKEN: token } })
+      const probe = yield* Effect.promise(() => fetch(`${url}/health`, { method: "HEAD" }))
+      assert.strictEqual(probe.status, 200)
+      // HEAD of a private route still needs the token.
+      const events = yield* Effect.promise(() => fetch(`${url}/v1/events`, { method: "HEAD" }))
+      assert.strictEqual(events.status, 401)
+    })
+  )
 })
 
 describe("a default server (loopback, no token) cannot be driven by another site", () => {

@@ -258,6 +258,41 @@ describe("the outbox over HTTP", () => {
   )
 
   it.scopedLive(
+    "an operator: id chosen by the client must be one of this action on this effect, not another's default",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* startServer()
+        yield* postJson(url, "/v1/commands", open("a-1", "acc-a", "later@example.com"))
+        yield* postJson(url, "/v1/commands", open("b-1", "acc-b", "later@example.com"))
+        // B's default cancel id, sent to cancel A: had it been taken, B's default cancel would meet a receipt of
+        // another payload (409 CommandIdConflict) until its row changed.
+        const squatted = yield* postJson(url, "/v1/effects/a-1%3Awelcome/cancel", {
+          commandId: "operator:cancel:b-1:welcome#0.0"
+        })
+        assert.strictEqual(squatted.status, 400, JSON.stringify(squatted.body))
+        assert.strictEqual(squatted.body.error, "InvalidRequest")
+        assert.strictEqual((yield* effectStatus(url, "a-1:welcome")).status, "pending")
+        for (const commandId of [
+          "operator:retry:a-1:welcome#0.0",
+          "operator:cancel:a-1:welcome#x",
+          "operator:cancel:a-1"
+        ]) {
+          const wrong = yield* postJson(url, "/v1/effects/a-1%3Awelcome/cancel", { commandId })
+          assert.strictEqual(wrong.status, 400, commandId)
+        }
+        const cancelB = yield* postJson(url, "/v1/effects/b-1%3Awelcome/cancel", {})
+        assert.strictEqual(cancelB.status, 200, JSON.stringify(cancelB.body))
+        assert.strictEqual(cancelB.body.commandId, "operator:cancel:b-1:welcome#0.0")
+        // This effect's own id of that form is taken as the client's (a retry of an earlier answer).
+        const own = yield* postJson(url, "/v1/effects/a-1%3Awelcome/cancel", {
+          commandId: "operator:cancel:a-1:welcome#0.0"
+        })
+        assert.strictEqual(own.status, 200, JSON.stringify(own.body))
+        assert.strictEqual((yield* effectStatus(url, "a-1:welcome")).status, "cancelled")
+      })
+  )
+
+  it.scopedLive(
     "an effect whose id is longer than 100 characters is served and cancelled by its id, behind the token",
     () =>
       Effect.gen(function* () {

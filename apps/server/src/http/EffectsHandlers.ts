@@ -97,12 +97,24 @@ export const EffectsLive: Layer.Layer<
         )
       })
 
+    /** Whether `id` is a default operator id (EffectOutcomes.operatorId) of `action` on `effectId`. */
+    const isOperatorIdOf = (id: string, action: "retry" | "cancel", effectId: string) => {
+      const prefix = EffectOutcomes.operatorId(action, effectId, 0, 0).slice(0, -"0.0".length)
+      return id.startsWith(prefix) && /^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$/.test(id.slice(prefix.length))
+    }
+
     const operate = (action: "retry" | "cancel", effectId: string, request: HttpServerRequest) =>
       Effect.gen(function* () {
         const body = yield* operatorBody(request, OperatorBody, "{ commandId? }", true)
-        // A chosen id follows the client rules, except that the default's own prefix is allowed.
-        if (body.commandId !== undefined && !body.commandId.startsWith("operator:")) {
-          const problem = CommandId.commandIdProblem(body.commandId, "client")
+        // A chosen id follows the client rules, except that a default id of this action on this effect
+        // is allowed (a retry of an earlier answer). Another effect's or action's would take that one's
+        // default: its own request would meet a receipt of another payload (409) until its row changed.
+        if (body.commandId !== undefined) {
+          const problem = body.commandId.startsWith("operator:")
+            ? isOperatorIdOf(body.commandId, action, effectId)
+              ? undefined
+              : `an operator: id must be operator:${action}:<this effect's id>#<attempts>.<actions>, this action's on this effect`
+            : CommandId.commandIdProblem(body.commandId, "client")
           if (problem !== undefined) return yield* invalid(problem)
         }
         const row = yield* find(effectId)
