@@ -38,6 +38,15 @@ export type FailureReason = typeof FailureReason.Type
  */
 export const processLossCodes: ReadonlyArray<string> = ["process-ended", "owner-lost"]
 
+/**
+ * The code the reactor stores on a process-bound row whose performance completed but whose outcome
+ * could not be recorded (the store refused it: reason `storage`; the aggregate could not take it:
+ * reason `defect`). The effect took place, so an operator retry is refused as for a process loss:
+ * a process-bound effect is never performed twice. A replay-safe row keeps its own code and may be
+ * retried.
+ */
+export const performedNotRecorded = "performed-not-recorded"
+
 /** Driver codes of a full disk or a refused store, as rows written before `reason` existed hold them. */
 const legacyStorageCode = (code: string) => code.startsWith("SQLITE_") || code === "53100" || code === "ENOSPC"
 
@@ -308,6 +317,15 @@ export const decideOperatorAction = (
       reason: "may-have-taken-effect",
       message:
         `effect '${row.effectId}' (${row.kind}) was cut off by the end of its process (${stored.code ?? stored.reason}) and may have taken effect; ` +
+        "a process-bound effect is never performed twice"
+    }
+  }
+  if (row.status === "failed" && stored?.code === performedNotRecorded) {
+    return {
+      _tag: "Refused",
+      reason: "may-have-taken-effect",
+      message:
+        `effect '${row.effectId}' (${row.kind}) was performed, but its outcome could not be recorded (${stored.reason}); ` +
         "a process-bound effect is never performed twice"
     }
   }

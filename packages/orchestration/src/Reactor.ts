@@ -258,7 +258,8 @@ const perform = <R>(env: PerformEnv<R>, row: Outbox.OutboxRow, claimedSince: num
       row,
       verdictFor(performed, row, policy, env.retry, now),
       "reactor",
-      outcomeId(row.effectId, row.attempts)
+      outcomeId(row.effectId, row.attempts),
+      processLossOf(policy.onProcessLoss, row.payload) === "process-bound"
     ).pipe(env.log)
     if (settled === "stale") yield* acknowledgeStopped(env, row)
     env.onSettled()

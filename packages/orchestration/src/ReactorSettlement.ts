@@ -7,7 +7,7 @@
  * settles what these dispatch a batch at a time (SettlementPage.ts).
  */
 import { Cause, Duration, Effect, Exit, Option, Schedule, Schema } from "effect"
-import { reclaimId, type EffectError, type SettledBy } from "./EffectOutcomes.js"
+import { type EffectError, performedNotRecorded, reclaimId, type SettledBy } from "./EffectOutcomes.js"
 import type { EngineShape } from "./Engine.js"
 import { CommandIdConflict, CommandRejected, type DispatchError, EngineUnavailable, StorageFailure } from "./Errors.js"
 import * as Outbox from "./Outbox.js"
@@ -94,7 +94,9 @@ export const settleOutcome = (
   row: Outbox.OutboxRow,
   verdict: Verdict,
   by: SettledBy,
-  commandId: string
+  commandId: string,
+  /** The row's kind is process-bound: a failure recorded in place of its outcome says it was performed. */
+  processBound: boolean
 ) =>
   Effect.gen(function* () {
     const base = {
@@ -134,7 +136,14 @@ export const settleOutcome = (
           performed: verdict,
           storage: error.code
         })
-        const refused: EffectError = { message: `storage: ${error.code}`, code: error.code, reason: "storage" }
+        const performedAs = verdict.type === "effect.succeed" ? "succeeded" : "failed"
+        const refused: EffectError = processBound
+          ? {
+              message: `storage: ${error.code}; the effect was performed (${performedAs}), but the store refused its outcome`,
+              code: performedNotRecorded,
+              reason: "storage"
+            }
+          : { message: `storage: ${error.code}`, code: error.code, reason: "storage" }
         command = { ...base, type: "effect.fail", error: refused }
       } else if (!(error instanceof EngineUnavailable)) {
         const failure = Quarantine.classify(
@@ -143,8 +152,8 @@ export const settleOutcome = (
           exit.cause
         )
         if (failure._tag === "Stale") return "stale" as const
-        const fallbackTried =
-          command.type === "effect.fail" && (command.error as EffectError).code === "outcome-not-recorded"
+        // The fallback below (this row's "could not be recorded" failure) was the command that failed.
+        const fallbackTried = command !== performed && (command.error as EffectError).reason === "defect"
         if (failure._tag === "Quarantine" && (failure.reason !== "command-defect" || fallbackTried)) {
           // The aggregate cannot record anything about this row: park it with what was performed,
           // for an operator to release or fail. Never left running, never retried in silence.
@@ -172,7 +181,7 @@ export const settleOutcome = (
           type: "effect.fail",
           error: {
             message: `outcome could not be recorded: ${whyOf(exit.cause)}`,
-            code: "outcome-not-recorded",
+            code: processBound ? performedNotRecorded : "outcome-not-recorded",
             reason: "defect"
           }
         }

@@ -374,9 +374,9 @@ describe("quarantine at run time", () => {
         )
         const bad = (yield* Outbox.find("job:bad"))!
         const error = bad.error as EffectError
-        assert.deepStrictEqual([bad.status, error.code, error.reason], ["failed", "outcome-not-recorded", "defect"])
+        assert.deepStrictEqual([bad.status, error.code, error.reason], ["failed", "performed-not-recorded", "defect"])
         assert.include(error.message, "BigInt")
-        // The aggregate was told, as of any failure; the effect was performed once.
+        // The aggregate was told, as of any failure; the effect was performed once (process-bound: the code says so).
         assert.strictEqual((yield* jobStatus("job:bad"))?.status, "failed")
         assert.deepStrictEqual(
           handler.performed.filter((p) => p.startsWith("job:bad#")),
@@ -407,7 +407,8 @@ describe("quarantine at run time", () => {
           row!,
           { type: "effect.succeed", response: { done: "bad" } },
           "reactor",
-          "outcome:job:bad#1"
+          "outcome:job:bad#1",
+          true
         )
         assert.strictEqual(settled, "quarantined")
         const parked = (yield* Outbox.find("job:bad"))!
@@ -418,13 +419,13 @@ describe("quarantine at run time", () => {
         // What it keeps is the failure recorded in the outcome's place, which a release dispatches.
         assert.deepStrictEqual(
           [record.settlement.type, record.settlement.commandId, record.settlement.error.code],
-          ["effect.fail", "outcome:job:bad#1", "outcome-not-recorded"]
+          ["effect.fail", "outcome:job:bad#1", "performed-not-recorded"]
         )
         yield* Quarantine.release("job:bad")
         const released = (yield* Outbox.find("job:bad"))!
         assert.deepStrictEqual(
           [released.status, (released.error as EffectError).code],
-          ["failed", "outcome-not-recorded"]
+          ["failed", "performed-not-recorded"]
         )
         assert.strictEqual((yield* jobStatus("job:bad"))?.status, "failed")
       }).pipe(Effect.provide(stack([])))

@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import {
   CommandRejected,
+  type EffectActionRefused,
   Engine,
   Reconcile,
   StorageFailure,
@@ -254,6 +255,97 @@ describe("a settle refused by the store", () => {
       }).pipe(Effect.provide(stack([testReactor(handler.handle)], { filename: tempDbFile() })))
     }
   )
+})
+
+describe("an operator retry after the store refused a performed effect's outcome", () => {
+  /** The store refuses the first write of j1's first outcome (a full disk for a moment). */
+  const refusingFirstOutcome = () => {
+    const refusing = { left: 1 }
+    return Layer.succeed(StorageFaults, {
+      before: (point, commandId) =>
+        Effect.suspend(() => {
+          if (point !== "receipts" || !commandId.startsWith("outcome:job:j1#1") || refusing.left === 0)
+            return Effect.void
+          refusing.left--
+          return Effect.fail(driverError("SQLITE_FULL", "SQLITE_FULL: injected at receipts"))
+        })
+    })
+  }
+  const retry = (commandId: string) => ({
+    type: "effect.retry",
+    commandId,
+    effectId: "job:j1",
+    attempt: 1,
+    aggregateType: "job",
+    aggregateId: "j1",
+    by: "operator"
+  })
+  const performedThenRefused = Effect.gen(function* () {
+    for (let i = 0; i < 5; i++) {
+      yield* settle
+      yield* TestClock.adjust("1 second")
+    }
+    yield* eventually(
+      Effect.map(Outbox.find("job:j1"), (r) => r?.status === "failed"),
+      "the refusal became the outcome"
+    )
+  })
+
+  it.effect(
+    "a process-bound effect is refused (may-have-taken-effect): it was performed, and is never performed twice",
+    () => {
+      const handler = scriptedHandler()
+      return Effect.gen(function* () {
+        const engine = yield* Engine.Engine
+        yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+        yield* performedThenRefused
+        assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+        const row = (yield* Outbox.find("job:j1"))!
+        assert.deepStrictEqual(row.error, {
+          message: "storage: SQLITE_FULL; the effect was performed (succeeded), but the store refused its outcome",
+          code: "performed-not-recorded",
+          reason: "storage"
+        })
+        const refused = yield* Effect.flip(engine.dispatchWithReceipt(retry("op-retry-1"), { origin: "internal" }))
+        assert.strictEqual(refused._tag, "EffectActionRefused")
+        assert.strictEqual((refused as EffectActionRefused).reason, "may-have-taken-effect")
+        for (let i = 0; i < 3; i++) {
+          yield* settle
+          yield* TestClock.adjust("1 second")
+        }
+        assert.deepStrictEqual(handler.performed, ["job:j1#1"])
+        assert.strictEqual((yield* Outbox.find("job:j1"))!.status, "failed")
+      }).pipe(
+        Effect.provide(
+          stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
+        )
+      )
+    }
+  )
+
+  it.effect("a replay-safe effect is retried: performing it again is safe", () => {
+    const handler = scriptedHandler()
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.safe"))
+      yield* performedThenRefused
+      assert.deepStrictEqual((yield* Outbox.find("job:j1"))!.error, {
+        message: "storage: SQLITE_FULL",
+        code: "SQLITE_FULL",
+        reason: "storage"
+      })
+      yield* engine.dispatchWithReceipt(retry("op-retry-1"), { origin: "internal" })
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "performed again"
+      )
+      assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
+      )
+    )
+  })
 })
 
 describe("a reconcile page refused by a real SQLITE_FULL (max_page_count)", () => {
