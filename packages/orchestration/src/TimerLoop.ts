@@ -134,7 +134,8 @@ const tellFailure = (
 /**
  * Fires one claimed row and settles it, or leaves it claimed (its claim's end is when it is tried
  * again). The row is marked failed, with why, only once its aggregate was told: a crash between the two
- * tells it again under the same id (answered from its receipt) when the claim's lease ends.
+ * (or a refused mark) tells it again under the same id (answered from its receipt) when the claim's
+ * lease ends, and never fires it, because why it cannot fire was recorded on the row before the tell.
  */
 const fireOne = (
   engine: EngineShape,
@@ -144,7 +145,11 @@ const fireOne = (
   Effect.gen(function* () {
     const commandId = Timers.fireId(row)
     let verdict: Exclude<Verdict, { readonly _tag: "retry" }>
-    if (row.undecodable !== undefined) {
+    if (row.failure !== undefined) {
+      // Found unable to fire on an earlier claim: its aggregate may have been told already. Never fired
+      // now (a fix since would fire what the aggregate recorded as never firing): told again and marked.
+      verdict = { _tag: "failed", reason: row.failure.reason, message: row.failure.message }
+    } else if (row.undecodable !== undefined) {
       // A stored command that is not JSON has nothing to dispatch: failed for good, never claimed again.
       verdict = { _tag: "failed", reason: "unreadable", message: row.undecodable }
     } else {
@@ -184,6 +189,8 @@ const fireOne = (
     }
     // Bounded once, so the row keeps the very message its aggregate is told.
     const failure = { reason: verdict.reason, message: TimerFailures.boundedMessage(verdict.message) }
+    // Recorded before the tell: once the aggregate may have been told, a later claim never fires it.
+    if (row.failure === undefined) yield* Timers.recordFailure(row, failure, yield* Clock.currentTimeMillis)
     const told = yield* tellFailure(engine, row, failure)
     if (told !== "told") return told
     yield* Timers.settle(row, { status: "failed", ...failure }, yield* Clock.currentTimeMillis)

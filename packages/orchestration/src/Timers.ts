@@ -67,7 +67,10 @@ export interface TimerRow {
    * a timer is failed, never fired.
    */
   readonly undecodable?: string
-  /** Present when this generation is failed: why it could not fire. */
+  /**
+   * Present when this generation is failed, or was found unable to fire and is being failed (its
+   * aggregate told, then the mark: see recordFailure): why it could not fire.
+   */
   readonly failure?: StoredFailure
 }
 
@@ -247,6 +250,25 @@ export const recordDefect = (row: TimerRow, now: number, retryAt: number): Effec
     yield* sql`UPDATE timers SET attempts = attempts + 1, claimed_until = ${retryAt}, updated_at = ${now}
       WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
       AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status = 'pending'`
+  })
+
+/**
+ * Records why a pending generation cannot fire, before its aggregate is told: from then on it is never
+ * fired, only told (again, under the tell's id) and marked failed. Without it, a generation whose
+ * tell committed but whose `failed` mark did not (a refused write, a crash between the two) was
+ * claimed again as pending and fired: after a fix, it fired after its aggregate had recorded that it
+ * never could.
+ */
+export const recordFailure = (
+  row: TimerRow,
+  failure: StoredFailure,
+  now: number
+): Effect.Effect<void, SqlError, SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient
+    yield* sql`UPDATE timers SET failure_reason = ${failure.reason}, failure_message = ${failure.message}, updated_at = ${now}
+      WHERE aggregate_type = ${row.aggregateType} AND aggregate_id = ${row.aggregateId}
+      AND timer_id = ${row.timerId} AND generation = ${row.generation} AND status IN ('pending', 'cancelled')`
   })
 
 /**
