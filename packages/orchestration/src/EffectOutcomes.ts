@@ -250,16 +250,26 @@ export type SettlementDecision =
  * while its handler runs, and a cancel leaves the lease in place; the owner clears it once its
  * handler stopped (it learns of the cancel within moments, see CancelWatch). Without that word the
  * performance is over only when its owner is: stopped, or dead by the reclaim rule (its lease ran
- * out and it has not beaten its heart since the lease was last renewed).
+ * out and it has not beaten its heart since the lease was last renewed), or silent for
+ * `holderSilenceMs`. The last is for an owner that beat on after the lease ran out (a cancelled row's
+ * lease is not renewed, and its handler was slow to stop) and then died unmarked (SIGKILL): by the
+ * lease alone it beat "since", and the row could never be retried.
  */
 export const performanceMayBeRunning = (row: SettlementTarget, now: number): boolean => {
   if (row.status === "running") return true
   if (row.leaseOwner === null) return false
   const holder = row.leaseHolder
   if (holder === undefined || holder.stoppedAt !== null) return false
+  if (holder.heartbeatAt < now - holderSilenceMs) return false
   const expired = row.leaseExpiresAt !== null && row.leaseExpiresAt < now
   return !(expired && holder.heartbeatAt <= row.leaseExpiresAt!)
 }
+
+/**
+ * How long an owner may be silent and still be stopping a cancelled handler: far above any owner's
+ * heartbeat period and the reactors' dead-after (10 s by default), so only a dead owner is this silent.
+ */
+export const holderSilenceMs = 10 * 60_000
 
 /** Pure: does an operator's retry or cancel apply to the row as it is now, and what does it change? */
 export const decideOperatorAction = (

@@ -101,6 +101,26 @@ describe("the operator action rule", () => {
       ),
       allowed
     )
+    // The owner beat on after the lease ran out (its handler slow to stop), then died unmarked (SIGKILL):
+    // silent for an hour, it is gone, and the row is not blocked for good.
+    assert.deepStrictEqual(
+      verdict(
+        cancelled({
+          leaseExpiresAt: now - 2 * 3_600_000,
+          leaseHolder: { heartbeatAt: now - 3_600_000, stoppedAt: null }
+        }),
+        "effect.retry"
+      ),
+      allowed
+    )
+    // Silent for less than the bound (a pause, a slow store), it may still be stopping its handler.
+    assert.strictEqual(
+      verdict(
+        cancelled({ leaseExpiresAt: now - 120_000, leaseHolder: { heartbeatAt: now - 60_000, stoppedAt: null } }),
+        "effect.retry"
+      ),
+      "performance-may-be-running"
+    )
   })
 
   it("cancel: a pending row is cancelled; a running one too, keeping its lease owner until the handler stopped; a settled one is refused", () => {
