@@ -13,7 +13,9 @@ import { createHash } from "node:crypto"
 import { accessSync, constants as fsConstants } from "node:fs"
 import * as fs from "node:fs/promises"
 import * as nodePath from "node:path"
+import { Writable } from "node:stream"
 import { runLimit, type RunTracker, STARTED_FD, startRun } from "./SandboxRun.js"
+import * as Seccomp from "./SandboxSeccomp.js"
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -250,6 +252,8 @@ export const jailArguments = (
   // The outer pid of the jail's init, whose process group holds the command: stops reach it.
   "--json-status-fd",
   "3",
+  // No key rings, no new user namespaces (SandboxSeccomp.ts says why); none on another architecture.
+  ...(Seccomp.filter === undefined ? [] : ["--seccomp", String(Seccomp.SECCOMP_FD)]),
   ...privilegeArguments(config, jailed).prefix,
   ...onlyStdio(command)
 ]
@@ -368,7 +372,14 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
       let tracker: RunTracker
       try {
         const child = spawn(config.prlimitPath, [...limitArguments(config), "--", ...program], {
-          stdio: ["ignore", "pipe", "pipe", inJail ? "pipe" : "ignore", inJail ? "pipe" : "ignore"],
+          stdio: [
+            "ignore",
+            "pipe",
+            "pipe",
+            inJail ? "pipe" : "ignore",
+            inJail ? "pipe" : "ignore",
+            inJail && Seccomp.filter !== undefined ? "pipe" : "ignore"
+          ],
           // Its own process group, so a stop reaches prlimit/bwrap and everything they started.
           detached: true,
           ...(inJail
@@ -378,6 +389,13 @@ export const run = (config: SandboxConfig, request: RunRequest): Effect.Effect<S
                 env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: request.workspace, LANG: "C.UTF-8" }
               })
         })
+        // bwrap reads the filter to its end before it starts the jail; a few hundred bytes fit the pipe.
+        const seccompPipe = (child.stdio as ReadonlyArray<unknown>)[Seccomp.SECCOMP_FD]
+        if (Seccomp.filter !== undefined && seccompPipe instanceof Writable) {
+          // swallow-ok: bwrap gone before reading it (a spawn failure) is reported by the run itself
+          seccompPipe.on("error", () => undefined)
+          seccompPipe.end(Seccomp.filter)
+        }
         tracker = startRun(
           child,
           config,

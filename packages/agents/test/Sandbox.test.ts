@@ -300,6 +300,42 @@ describe("Sandbox", () => {
   )
 })
 
+describe("the jail's seccomp filter", () => {
+  it.scoped("a thread's command cannot leave data in a kernel key ring for another thread's command", () =>
+    Effect.gen(function* () {
+      const a = yield* workspace("thread-a")
+      const b = yield* workspace("thread-b")
+      const name = `msg-${Date.now()}-${process.pid}`
+      // add_key(2) and keyctl(2) through python's ctypes (no keyutils needed); -4 is the user key ring @u.
+      const [addKey, keyctl] = process.arch === "arm64" ? [217, 219] : [248, 250]
+      const lib = "import ctypes;l=ctypes.CDLL(None,use_errno=True);l.syscall.restype=ctypes.c_long"
+      const put = `${lib};r=l.syscall(${addKey},b"user",b"${name}",b"left-by-thread-a",16,ctypes.c_int(-4));print(r,ctypes.get_errno())`
+      const get = `${lib};k=l.syscall(${keyctl},10,ctypes.c_int(-4),b"user",b"${name}",0);b=ctypes.create_string_buffer(64);l.syscall(${keyctl},11,ctypes.c_long(k),b,64);print(b.value.decode())`
+      const stored = yield* run(a, `python3 -c '${put}'`)
+      assert.strictEqual(stored.exitCode, 0, stored.stderr)
+      assert.strictEqual(stored.stdout, "-1 1\n", "add_key is refused with EPERM")
+      const read = yield* run(b, `python3 -c '${get}'`)
+      assert.notInclude(read.stdout, "left-by-thread-a", "thread b read what thread a's command left in the kernel")
+    })
+  )
+
+  it.scoped("a command cannot make a user namespace (every capability inside it); ordinary processes still start", () =>
+    Effect.gen(function* () {
+      const ws = yield* workspace()
+      const userNamespace = yield* run(ws, "unshare -U -r id -u")
+      assert.notStrictEqual(userNamespace.exitCode, 0, userNamespace.stdout)
+      assert.match(userNamespace.stderr, /Operation not permitted/)
+      // Forks, pipes, threads and a subprocess from python (clone3 refused as unknown: it falls back to clone).
+      const ordinary = yield* run(
+        ws,
+        'x=$(echo hi | tr a-z A-Z); echo $x; python3 -c \'import subprocess,threading;t=threading.Thread(target=print,args=("thread",));t.start();t.join();print(subprocess.run(["echo","child"],capture_output=True,text=True).stdout.strip())\''
+      )
+      assert.strictEqual(ordinary.exitCode, 0, ordinary.stderr)
+      assert.strictEqual(ordinary.stdout, "HI\nthread\nchild\n")
+    })
+  )
+})
+
 describe("Sandbox limits, given/when/then", () => {
   it("given a run we stopped, the reason is ours; given a signal or a refusal message, the rlimit behind it", () => {
     const failed = { stopped: undefined, exitCode: 1, signal: null }
