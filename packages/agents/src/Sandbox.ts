@@ -33,6 +33,8 @@ export interface SandboxConfig {
   readonly maxProcesses: number
   /** RLIMIT_FSIZE: the largest file a command may write. */
   readonly fileSizeBytes: number
+  /** The size of the jail's /tmp (a tmpfs: its pages are host memory that no rlimit counts). */
+  readonly tmpBytes: number
   /** Output (stdout plus stderr) after which the run is stopped. */
   readonly outputBytes: number
   /** How much of the end of each stream the result keeps. */
@@ -52,6 +54,7 @@ export const defaultConfig: SandboxConfig = {
   memoryBytes: 1024 * 1024 * 1024,
   maxProcesses: 256,
   fileSizeBytes: 1024 * 1024 * 1024,
+  tmpBytes: 512 * 1024 * 1024,
   outputBytes: 16 * 1024 * 1024,
   tailBytes: 64 * 1024,
   killGraceMs: 5_000,
@@ -72,6 +75,7 @@ const integerVars = {
   SANDBOX_MEMORY_BYTES: ["memoryBytes", 16 * 1024 * 1024, 2 ** 48],
   SANDBOX_MAX_PROCESSES: ["maxProcesses", 8, 1_000_000],
   SANDBOX_FILE_SIZE_BYTES: ["fileSizeBytes", 1, 2 ** 48],
+  SANDBOX_TMP_BYTES: ["tmpBytes", 1024 * 1024, 2 ** 40],
   SANDBOX_OUTPUT_BYTES: ["outputBytes", 1024, 2 ** 40],
   SANDBOX_KILL_GRACE_MS: ["killGraceMs", 0, 600_000],
   SANDBOX_UID: ["uid", 1, 2 ** 31 - 2],
@@ -232,6 +236,9 @@ export const jailArguments = (
   // 64000 after setpriv) could not write its temporary files (mktemp, sort -T, compilers).
   "--perms",
   "1777",
+  // Bounded: a tmpfs's pages are the host's memory, which RLIMIT_AS does not count.
+  "--size",
+  String(config.tmpBytes),
   "--tmpfs",
   "/tmp",
   "--bind",

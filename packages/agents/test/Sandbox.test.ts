@@ -300,6 +300,26 @@ describe("Sandbox", () => {
   )
 })
 
+describe("the jail's /tmp", () => {
+  it.scoped("is bounded by SANDBOX_TMP_BYTES: its pages are the host's memory, which no rlimit counts", () =>
+    Effect.gen(function* () {
+      const small = { ...config, tmpBytes: 4 * 1024 * 1024 }
+      const ws = yield* workspace("t1", small)
+      // Each file under the file-size limit (1 MiB here); together past /tmp's size.
+      const full = yield* run(
+        ws,
+        "for i in 1 2 3 4 5 6 7 8; do head -c 768K /dev/zero > /tmp/f$i || exit 7; done",
+        60_000,
+        small
+      )
+      assert.strictEqual(full.exitCode, 7, full.stderr)
+      assert.match(full.stderr, /No space left on device/)
+      const fits = yield* run(ws, "head -c 768K /dev/zero > /tmp/f && wc -c < /tmp/f", 60_000, small)
+      assert.strictEqual(fits.stdout.trim(), String(768 * 1024))
+    })
+  )
+})
+
 describe("the jail's seccomp filter", () => {
   it.scoped("a thread's command cannot leave data in a kernel key ring for another thread's command", () =>
     Effect.gen(function* () {
@@ -360,14 +380,18 @@ describe("Sandbox limits, given/when/then", () => {
     const parsed = Sandbox.parseConfig({
       SANDBOX_CPU_SECONDS: "30",
       SANDBOX_MAX_PROCESSES: "100",
-      SANDBOX_OUTPUT_BYTES: "4096"
+      SANDBOX_OUTPUT_BYTES: "4096",
+      SANDBOX_TMP_BYTES: "1048576"
     })
     assert.deepStrictEqual(Either.getOrThrow(parsed), {
       ...Sandbox.defaultConfig,
       cpuSeconds: 30,
       maxProcesses: 100,
-      outputBytes: 4096
+      outputBytes: 4096,
+      tmpBytes: 1048576
     })
+    const tiny = Sandbox.parseConfig({ SANDBOX_TMP_BYTES: "4096" })
+    assert.isTrue(Either.isLeft(tiny) && tiny.left.variable === "SANDBOX_TMP_BYTES")
     assert.strictEqual(Either.getOrThrow(Sandbox.parseConfig({ SANDBOX: "none" })).mode, "none")
     const bad = Sandbox.parseConfig({ SANDBOX_MEMORY_BYTES: "lots" })
     assert.isTrue(Either.isLeft(bad) && bad.left.variable === "SANDBOX_MEMORY_BYTES")
