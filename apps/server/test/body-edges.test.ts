@@ -184,3 +184,31 @@ describe("an operator action's optional body, sent chunked and empty", () => {
     })
   )
 })
+
+describe("a JSON body in another charset", () => {
+  it.scopedLive("is 415 (it was read as UTF-8 whatever it said); utf-8 named in any spelling is JSON", () =>
+    Effect.gen(function* () {
+      const { url } = yield* startServer()
+      const command = { commandId: "cs-1", type: "account.open", accountId: "cs-1", owner: "ada" }
+      for (const charset of ["utf-16", "iso-8859-1", "UTF-16LE"]) {
+        const answer = yield* postJson(url, "/v1/commands", command, {
+          "content-type": `application/json; charset=${charset}`
+        })
+        assert.strictEqual(answer.status, 415, charset)
+        assert.strictEqual(answer.body.error, "UnsupportedMediaType", charset)
+      }
+      assert.strictEqual((yield* exact(url, { path: "/v1/commands/cs-1" })).status, 404)
+      for (const [i, charset] of ["utf-8", "UTF-8", '"utf-8"', "utf8"].entries()) {
+        const answer = yield* postJson(
+          url,
+          "/v1/commands",
+          { ...command, commandId: `cs-ok-${i}`, accountId: `cs-${i}` },
+          {
+            "content-type": `application/json; charset=${charset}`
+          }
+        )
+        assert.strictEqual(answer.status, 200, `${charset}: ${JSON.stringify(answer.body)}`)
+      }
+    })
+  )
+})

@@ -73,8 +73,16 @@ export const hostName = (header: string): string => {
 
 export const isJson = (contentType: string | undefined): boolean => {
   if (contentType === undefined) return false
-  const media = contentType.split(";")[0]!.trim().toLowerCase()
-  return media === "application/json" || (media.startsWith("application/") && media.endsWith("+json"))
+  const [type, ...parameters] = contentType.split(";")
+  const media = type!.trim().toLowerCase()
+  if (!(media === "application/json" || (media.startsWith("application/") && media.endsWith("+json")))) return false
+  // JSON is UTF-8 (RFC 8259), and bodies are read as such: a body said to be in another charset is not
+  // taken as JSON, rather than read as UTF-8 whatever it holds.
+  return parameters.every((parameter) => {
+    const [name, value] = parameter.split("=")
+    if (name?.trim().toLowerCase() !== "charset") return true
+    return /^"?utf-?8"?$/.test((value ?? "").trim().toLowerCase())
+  })
 }
 
 const safeMethods = new Set(["GET", "HEAD", "OPTIONS"])
