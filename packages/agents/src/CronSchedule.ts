@@ -48,13 +48,14 @@ export const problemOf = (cron: string, timezone: string, from: number): CronRef
       message: `cron '${cron}' has ${fields.length} fields; five are required (minute hour day-of-month month day-of-week)`
     }
   }
-  let next: Date | null
+  let next: number | undefined
   try {
-    next = new Cron(cron, { timezone }).nextRun(new Date(from))
+    // The fire time as triggers will compute it (across DST too), so "acceptable" means it fires.
+    next = nextFireAfter(cron, timezone, from)
   } catch (error) {
     return { field: "cron", message: `cron '${cron}' is not valid: ${error instanceof Error ? error.message : error}` }
   }
-  if (next === null) return { field: "cron", message: `cron '${cron}' never fires` }
+  if (next === undefined) return { field: "cron", message: `cron '${cron}' never fires` }
   return undefined
 }
 
