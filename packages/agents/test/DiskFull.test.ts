@@ -32,6 +32,9 @@ const refusedOutcomes = () => {
   return { effectIds, layer }
 }
 
+const performedNotRecorded =
+  "storage: SQLITE_FULL; the effect was performed (succeeded), but the store refused its outcome"
+
 describe("the 2026-09-10 scenario: recording a tool result fails with SQLITE_FULL", () => {
   it.effect(
     "the failure to record becomes the call's one result, the turn fails visibly, the thread then serves a new turn",
@@ -80,18 +83,19 @@ describe("the 2026-09-10 scenario: recording a tool result fails with SQLITE_FUL
         const view = (yield* threadView("t1"))!
         assert.deepStrictEqual(
           view.turns.map((t) => [t.status, t.reason]),
-          [["failed", "storage: SQLITE_FULL"]]
+          // execute is process-bound: the reason says the command ran (a model must not run it again).
+          [["failed", performedNotRecorded]]
         )
         assert.deepStrictEqual(
           view.turns[0]!.toolCalls.map((c) => [c.status, c.result]),
-          [["failed", "error: storage: SQLITE_FULL"]]
+          [["failed", `error: ${performedNotRecorded}`]]
         )
         const transcript = (yield* transcriptView("t1"))!
         assert.isTrue(transcript.valid, JSON.stringify(transcript.problems))
         const results = transcript.messages.filter((m) => m.role === "tool")
         assert.deepStrictEqual(
           results.map((m) => m.content),
-          ["error: storage: SQLITE_FULL"]
+          [`error: ${performedNotRecorded}`]
         )
         // Space is back: the next message's turn completes without a restart.
         yield* engine.dispatchWithReceipt(send("t1", "m2", "are you there?"))
