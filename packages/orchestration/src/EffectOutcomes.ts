@@ -39,9 +39,9 @@ export type FailureReason = typeof FailureReason.Type
 export const processLossCodes: ReadonlyArray<string> = ["process-ended", "owner-lost"]
 
 /**
- * The code the reactor stores on a process-bound row whose performance completed but whose outcome
+ * The code the reactor stores on a process-bound row whose performance succeeded but whose outcome
  * could not be recorded (the store refused it: reason `storage`; the aggregate could not take it:
- * reason `defect`). The effect took place, so an operator retry is refused as for a process loss:
+ * reason `defect`). A failed performance keeps its code, and may be retried as a recorded failure may. The effect took place, so an operator retry is refused as for a process loss:
  * a process-bound effect is never performed twice. A replay-safe row keeps its own code and may be
  * retried.
  */

@@ -95,7 +95,7 @@ export const settleOutcome = (
   verdict: Verdict,
   by: SettledBy,
   commandId: string,
-  /** The row's kind is process-bound: a failure recorded in place of its outcome says it was performed. */
+  /** The row's kind is process-bound: a success whose outcome cannot be recorded is recorded as performed. */
   processBound: boolean
 ) =>
   Effect.gen(function* () {
@@ -108,6 +108,10 @@ export const settleOutcome = (
       by
     }
     const performed: Record<string, unknown> = { ...base, ...verdict }
+    // A process-bound effect that succeeded took effect: if its outcome cannot be recorded, the failure
+    // recorded instead says so, and an operator retry is refused. A failure (retryable or not, or never
+    // performed) is recorded as before and may be retried, as a recorded failure may.
+    const tookEffect = processBound && verdict.type === "effect.succeed"
     let command = performed
     let pause = 100
     while (true) {
@@ -136,10 +140,9 @@ export const settleOutcome = (
           performed: verdict,
           storage: error.code
         })
-        const performedAs = verdict.type === "effect.succeed" ? "succeeded" : "failed"
-        const refused: EffectError = processBound
+        const refused: EffectError = tookEffect
           ? {
-              message: `storage: ${error.code}; the effect was performed (${performedAs}), but the store refused its outcome`,
+              message: `storage: ${error.code}; the effect was performed (succeeded), but the store refused its outcome`,
               code: performedNotRecorded,
               reason: "storage"
             }
@@ -181,7 +184,7 @@ export const settleOutcome = (
           type: "effect.fail",
           error: {
             message: `outcome could not be recorded: ${whyOf(exit.cause)}`,
-            code: processBound ? performedNotRecorded : "outcome-not-recorded",
+            code: tookEffect ? performedNotRecorded : "outcome-not-recorded",
             reason: "defect"
           }
         }

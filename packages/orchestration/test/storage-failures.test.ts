@@ -4,6 +4,7 @@ import { Effect, Fiber, Layer, TestClock } from "effect"
 import {
   CommandRejected,
   type EffectActionRefused,
+  EffectFailure,
   Engine,
   Reconcile,
   StorageFailure,
@@ -322,6 +323,32 @@ describe("an operator retry after the store refused a performed effect's outcome
       )
     }
   )
+
+  it.effect("a process-bound effect whose refused outcome was a failure is retried, as a recorded failure is", () => {
+    const handler = scriptedHandler()
+    // The handler failed (retryably: its kind's policy would have tried again); nothing says it took effect.
+    handler.behaviors.set("job:j1", () => Effect.fail(new EffectFailure({ message: "upstream 503", retryable: true })))
+    return Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      yield* engine.dispatchWithReceipt(submit("j1", "work.bound"))
+      yield* performedThenRefused
+      assert.deepStrictEqual((yield* Outbox.find("job:j1"))!.error, {
+        message: "storage: SQLITE_FULL",
+        code: "SQLITE_FULL",
+        reason: "storage"
+      })
+      handler.behaviors.delete("job:j1")
+      yield* engine.dispatchWithReceipt(retry("op-retry-1"), { origin: "internal" })
+      yield* eventually(
+        Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
+        "performed again"
+      )
+    }).pipe(
+      Effect.provide(
+        stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
+      )
+    )
+  })
 
   it.effect("a replay-safe effect is retried: performing it again is safe", () => {
     const handler = scriptedHandler()
