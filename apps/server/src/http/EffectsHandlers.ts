@@ -97,27 +97,41 @@ export const EffectsLive: Layer.Layer<
         )
       })
 
-    /** Whether `id` is a default operator id (EffectOutcomes.operatorId) of `action` on `effectId`. */
-    const isOperatorIdOf = (id: string, action: "retry" | "cancel", effectId: string) => {
-      const prefix = EffectOutcomes.operatorId(action, effectId, 0, 0).slice(0, -"0.0".length)
-      return id.startsWith(prefix) && /^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$/.test(id.slice(prefix.length))
+    /**
+     * Whether `id` is a default operator id (EffectOutcomes.operatorId) of `action` on the row, of its state
+     * now or of one before: fewer actions, or as many with no more attempts (both only grow).
+     */
+    const isOperatorIdOf = (
+      id: string,
+      action: "retry" | "cancel",
+      row: { readonly effectId: string; readonly attempts: number; readonly operatorActions: number }
+    ) => {
+      const prefix = EffectOutcomes.operatorId(action, row.effectId, 0, 0).slice(0, -"0.0".length)
+      const state = /^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$/.exec(
+        id.startsWith(prefix) ? id.slice(prefix.length) : ""
+      )
+      if (state === null) return false
+      const [attempts, actions] = [Number(state[1]), Number(state[2])]
+      return actions < row.operatorActions || (actions === row.operatorActions && attempts <= row.attempts)
     }
 
     const operate = (action: "retry" | "cancel", effectId: string, request: HttpServerRequest) =>
       Effect.gen(function* () {
         const body = yield* operatorBody(request, OperatorBody, "{ commandId? }", true)
-        // A chosen id follows the client rules, except that a default id of this action on this effect
-        // is allowed (a retry of an earlier answer). Another effect's or action's would take that one's
-        // default: its own request would meet a receipt of another payload (409) until its row changed.
-        if (body.commandId !== undefined) {
-          const problem = body.commandId.startsWith("operator:")
-            ? isOperatorIdOf(body.commandId, action, effectId)
-              ? undefined
-              : `an operator: id must be operator:${action}:<this effect's id>#<attempts>.<actions>, this action's on this effect`
-            : CommandId.commandIdProblem(body.commandId, "client")
+        if (body.commandId !== undefined && !body.commandId.startsWith("operator:")) {
+          const problem = CommandId.commandIdProblem(body.commandId, "client")
           if (problem !== undefined) return yield* invalid(problem)
         }
         const row = yield* find(effectId)
+        // A chosen id follows the client rules, except that a default id of this action on this effect, of
+        // its state now or before, is allowed (a retry of an earlier answer). Another effect's or action's
+        // would take that one's default (409 for it until its row changed), and one of a state the row has
+        // not reached would be a later plain request's id, answered then from this receipt, not applied.
+        if (body.commandId?.startsWith("operator:") && !isOperatorIdOf(body.commandId, action, row)) {
+          return yield* invalid(
+            `an operator: id must be operator:${action}:<this effect's id>#<attempts>.<actions> of this effect's state now (${row.attempts}.${row.operatorActions}) or before`
+          )
+        }
         // A plain request that finds the row as the same action left it repeats that action.
         const repeated = body.commandId === undefined ? EffectOutcomes.previousOperatorId(action, row) : undefined
         const previous =
