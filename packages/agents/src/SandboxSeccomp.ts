@@ -13,6 +13,9 @@
  *   The jail promises no capabilities.
  * - `clone3` (ENOSYS): its flags are behind a pointer the filter cannot read, so it is refused as
  *   unknown; the C library then falls back to `clone`, which the filter can read (Docker does the same).
+ * - `memfd_create`, `memfd_secret` and `shmget` (ENOSYS, "not here", so programs fall back to files):
+ *   their pages are host memory that neither RLIMIT_AS nor the bounded /tmp counts, so a command could
+ *   hold any amount of it (found by a review, 2026-12-05).
  * - any other system-call ABI (i386 through `int 0x80`, x32 on x86_64; 32-bit ARM on arm64) (EPERM):
  *   its numbers differ, so a filter on the native numbers would not hold there.
  *
@@ -42,6 +45,9 @@ interface Numbers {
   readonly unshare: number
   readonly clone: number
   readonly clone3: number
+  readonly memfdCreate: number
+  readonly memfdSecret: number
+  readonly shmget: number
   /** x86_64 only: numbers at or above this are the x32 ABI's. */
   readonly abiBit?: number
 }
@@ -55,9 +61,23 @@ const numbersOf: Partial<Record<NodeJS.Architecture, Numbers>> = {
     unshare: 272,
     clone: 56,
     clone3: 435,
+    memfdCreate: 319,
+    memfdSecret: 447,
+    shmget: 29,
     abiBit: X32_SYSCALL_BIT
   },
-  arm64: { arch: AUDIT_ARCH_AARCH64, addKey: 217, requestKey: 218, keyctl: 219, unshare: 97, clone: 220, clone3: 435 }
+  arm64: {
+    arch: AUDIT_ARCH_AARCH64,
+    addKey: 217,
+    requestKey: 218,
+    keyctl: 219,
+    unshare: 97,
+    clone: 220,
+    clone3: 435,
+    memfdCreate: 279,
+    memfdSecret: 447,
+    shmget: 194
+  }
 }
 
 type Target = string | "next"
@@ -104,6 +124,9 @@ export const programFor = (n: Numbers): Buffer =>
     { op: "jeq", k: n.requestKey, jt: "deny", jf: "next" },
     { op: "jeq", k: n.keyctl, jt: "deny", jf: "next" },
     { op: "jeq", k: n.clone3, jt: "nosys", jf: "next" },
+    { op: "jeq", k: n.memfdCreate, jt: "nosys", jf: "next" },
+    { op: "jeq", k: n.memfdSecret, jt: "nosys", jf: "next" },
+    { op: "jeq", k: n.shmget, jt: "nosys", jf: "next" },
     { op: "jeq", k: n.unshare, jt: "flags", jf: "next" },
     { op: "jeq", k: n.clone, jt: "flags", jf: "next" },
     { op: "ret", k: RET_ALLOW },

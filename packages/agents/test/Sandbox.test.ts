@@ -339,6 +339,25 @@ describe("the jail's seccomp filter", () => {
     })
   )
 
+  it.scoped("a command cannot hold memory no limit counts: memfd_create and SysV shared memory are unavailable", () =>
+    Effect.gen(function* () {
+      const ws = yield* workspace()
+      const shmget = process.arch === "arm64" ? 194 : 29
+      // Pages of a memfd or a shm segment are neither the process's address space (RLIMIT_AS) nor /tmp's.
+      const probe = yield* run(
+        ws,
+        `python3 -c 'import os,ctypes,errno
+try:
+    os.memfd_create("x"); print("memfd made")
+except OSError as e: print("memfd", errno.errorcode[e.errno])
+l=ctypes.CDLL(None,use_errno=True); l.syscall.restype=ctypes.c_long
+print("shmget", l.syscall(${shmget}, 0, 1<<20, 0o1600), errno.errorcode.get(ctypes.get_errno()))'`
+      )
+      assert.strictEqual(probe.exitCode, 0, probe.stderr)
+      assert.strictEqual(probe.stdout, "memfd ENOSYS\nshmget -1 ENOSYS\n")
+    })
+  )
+
   it.scoped("a command cannot make a user namespace (every capability inside it); ordinary processes still start", () =>
     Effect.gen(function* () {
       const ws = yield* workspace()
