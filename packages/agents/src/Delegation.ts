@@ -397,32 +397,29 @@ export const onDelegationOutcome = (
  * refused by the waiting call's thread (`wait-closed`), a second withdraw finds the turn ended.
  */
 const resend = (outcome: EffectOutcome): Decision<ThreadEvent> => {
-  const again = (count: number | undefined, key: string, prefix: string) => {
-    const resend = (count ?? 0) + 1
-    return resend > replyResends ? undefined : { resend, id: CommandId.boundedId(prefix, `${key}#resend-${resend}`) }
-  }
   if (outcome.kind === "delegate.reply") {
     const decoded = decodeReply(outcome.payload)
-    if (Option.isNone(decoded)) return Decision.none()
-    const next = again(decoded.value.resend, decoded.value.childTurnId, "reply:")
-    if (next === undefined) return Decision.none()
-    return Decision.of<ThreadEvent>({
-      events: [],
-      effects: [
-        { id: next.id, kind: "delegate.reply", lane: next.id, payload: { ...decoded.value, resend: next.resend } }
-      ]
-    })
+    return Option.isNone(decoded)
+      ? Decision.none()
+      : resendRow("delegate.reply", "reply:", decoded.value.childTurnId, decoded.value)
   }
   const decoded = decodeWithdraw(outcome.payload)
-  if (Option.isNone(decoded)) return Decision.none()
-  const next = again(decoded.value.resend, decoded.value.messageId, "withdraw:")
-  if (next === undefined) return Decision.none()
-  return Decision.of<ThreadEvent>({
-    events: [],
-    effects: [
-      { id: next.id, kind: "delegate.withdraw", lane: next.id, payload: { ...decoded.value, resend: next.resend } }
-    ]
-  })
+  return Option.isNone(decoded)
+    ? Decision.none()
+    : resendRow("delegate.withdraw", "withdraw:", decoded.value.messageId, decoded.value)
+}
+
+/** The next row of a reply or withdraw (its payload's `resend` counted up), or nothing past `replyResends`. */
+const resendRow = (
+  kind: "delegate.reply" | "delegate.withdraw",
+  prefix: string,
+  key: string,
+  payload: { readonly resend?: number | undefined }
+): Decision<ThreadEvent> => {
+  const resend = (payload.resend ?? 0) + 1
+  if (resend > replyResends) return Decision.none()
+  const id = CommandId.boundedId(prefix, `${key}#resend-${resend}`)
+  return Decision.of<ThreadEvent>({ events: [], effects: [{ id, kind, lane: id, payload: { ...payload, resend } }] })
 }
 
 // ---- commands -------------------------------------------------------------------------------
