@@ -36,15 +36,18 @@ const hasBody = (request: HttpServerRequest) => {
 /** Bytes past the limit read and thrown away (the 413 keeps the connection) before the connection is cut. */
 const discardAtMost = 8 * maxBodyBytes
 
-/** Reads the body and throws it away; past `discardAtMost` bytes the connection is cut. */
-const discardRest = (request: HttpServerRequest) => {
-  const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
-  if (incoming === undefined || typeof incoming.on !== "function") return
+/** Reads the rest of the body and throws it away; past `discardAtMost` bytes the connection is cut. */
+const discardRest = (incoming: IncomingMessage) => {
   let discarded = 0
   incoming.on("data", (chunk: Buffer) => {
     discarded += chunk.length
     if (discarded > discardAtMost) incoming.destroy()
   })
+}
+
+const nodeRequest = (request: HttpServerRequest): IncomingMessage | undefined => {
+  const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
+  return incoming === undefined || typeof incoming.on !== "function" ? undefined : incoming
 }
 
 /**
@@ -54,28 +57,23 @@ const discardRest = (request: HttpServerRequest) => {
  * still writing its body EPIPE. A client that keeps sending past `discardAtMost` more is cut off.
  */
 const readUpTo = (request: HttpServerRequest, limit: number): Effect.Effect<Buffer | "too-large" | "unreadable"> => {
-  const incoming: IncomingMessage | undefined = NodeHttpServerRequest.toIncomingMessage(request)
-  if (incoming === undefined || typeof incoming.on !== "function") return readStreamUpTo(request, limit)
+  const incoming = nodeRequest(request)
+  if (incoming === undefined) return readStreamUpTo(request, limit)
   return Effect.async<Buffer | "too-large" | "unreadable">((resume) => {
     const chunks: Array<Buffer> = []
     let total = 0
-    let discarded = 0
     const stop = () => {
       incoming.off("data", onData)
       incoming.off("end", onEnd)
       incoming.off("error", onError)
       incoming.off("aborted", onError)
     }
-    const discard = (chunk: Buffer) => {
-      discarded += chunk.length
-      if (discarded > discardAtMost) incoming.destroy()
-    }
     const onData = (chunk: Buffer) => {
       total += chunk.length
       if (total <= limit) return void chunks.push(chunk)
       stop()
       chunks.length = 0
-      incoming.on("data", discard)
+      discardRest(incoming)
       resume(Effect.succeed("too-large"))
     }
     const onEnd = () => {
@@ -119,7 +117,8 @@ export const readJsonBody = <E>(
     if (declared > maxBodyBytes) {
       // Node would read and drop the whole declared body after the answer, however large: the rest is
       // thrown away up to `discardAtMost`, as past the limit of a body that declared nothing.
-      discardRest(request)
+      const incoming = nodeRequest(request)
+      if (incoming !== undefined) discardRest(incoming)
       return yield* tooLarge()
     }
     if (!isJson(request.headers["content-type"])) {
