@@ -429,7 +429,27 @@ export const reclaimId = (effectId: string, attempt: number) => `reclaim:${effec
  * repeat across a state change one action sends its own `commandId` instead.
  */
 export const operatorId = (action: "retry" | "cancel", effectId: string, attempts: number, operatorActions: number) =>
-  `operator:${action}:${effectId}#${attempts}.${operatorActions}`
+  `${operatorIdPrefix(action, effectId)}${attempts}.${operatorActions}`
+
+const operatorIdPrefix = (action: "retry" | "cancel", effectId: string) => `operator:${action}:${effectId}#`
+
+/**
+ * Pure: whether `id` is a default operator id of `action` on the row, of its state now or of one before
+ * (fewer actions, or as many with no more attempts: both only grow). A client may send such an id to
+ * repeat an earlier request; one of a state the row has not reached would be a later plain request's
+ * id, answered then from that receipt and not applied.
+ */
+export const isOperatorIdSoFar = (
+  id: string,
+  action: "retry" | "cancel",
+  row: Pick<OperatorTarget, "effectId" | "attempts" | "operatorActions">
+): boolean => {
+  const prefix = operatorIdPrefix(action, row.effectId)
+  const state = /^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$/.exec(id.startsWith(prefix) ? id.slice(prefix.length) : "")
+  if (state === null) return false
+  const [attempts, actions] = [Number(state[1]), Number(state[2])]
+  return actions < row.operatorActions || (actions === row.operatorActions && attempts <= row.attempts)
+}
 
 /** The row as the default operator id needs it. */
 export interface OperatorTarget {

@@ -143,6 +143,22 @@ describe("the operator action rule", () => {
 })
 
 describe("the default operator command id", () => {
+  it("a client may send a default id of this action on this effect, of its state now or before, no other", () => {
+    const row = { effectId: "job:j1", attempts: 2, operatorActions: 1 }
+    const soFar = (id: string) => EffectOutcomes.isOperatorIdSoFar(id, "retry", row)
+    for (const id of ["operator:retry:job:j1#2.1", "operator:retry:job:j1#1.1", "operator:retry:job:j1#7.0"])
+      assert.isTrue(soFar(id), id)
+    for (const id of [
+      "operator:retry:job:j1#3.1", // more attempts than now
+      "operator:retry:job:j1#0.2", // more actions than now
+      "operator:cancel:job:j1#2.1", // another action
+      "operator:retry:job:j2#2.1", // another effect
+      "operator:retry:job:j1#01.1",
+      "operator:retry:job:j1#2"
+    ])
+      assert.isFalse(soFar(id), id)
+  })
+
   const target = {
     effectId: "e1",
     aggregateType: "job",

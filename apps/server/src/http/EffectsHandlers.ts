@@ -97,24 +97,6 @@ export const EffectsLive: Layer.Layer<
         )
       })
 
-    /**
-     * Whether `id` is a default operator id (EffectOutcomes.operatorId) of `action` on the row, of its state
-     * now or of one before: fewer actions, or as many with no more attempts (both only grow).
-     */
-    const isOperatorIdOf = (
-      id: string,
-      action: "retry" | "cancel",
-      row: { readonly effectId: string; readonly attempts: number; readonly operatorActions: number }
-    ) => {
-      const prefix = EffectOutcomes.operatorId(action, row.effectId, 0, 0).slice(0, -"0.0".length)
-      const state = /^(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})$/.exec(
-        id.startsWith(prefix) ? id.slice(prefix.length) : ""
-      )
-      if (state === null) return false
-      const [attempts, actions] = [Number(state[1]), Number(state[2])]
-      return actions < row.operatorActions || (actions === row.operatorActions && attempts <= row.attempts)
-    }
-
     const operate = (action: "retry" | "cancel", effectId: string, request: HttpServerRequest) =>
       Effect.gen(function* () {
         const body = yield* operatorBody(request, OperatorBody, "{ commandId? }", true)
@@ -127,7 +109,7 @@ export const EffectsLive: Layer.Layer<
         // its state now or before, is allowed (a retry of an earlier answer). Another effect's or action's
         // would take that one's default (409 for it until its row changed), and one of a state the row has
         // not reached would be a later plain request's id, answered then from this receipt, not applied.
-        if (body.commandId?.startsWith("operator:") && !isOperatorIdOf(body.commandId, action, row)) {
+        if (body.commandId?.startsWith("operator:") && !EffectOutcomes.isOperatorIdSoFar(body.commandId, action, row)) {
           return yield* invalid(
             `an operator: id must be operator:${action}:<this effect's id>#<attempts>.<actions> of this effect's state now (${row.attempts}.${row.operatorActions}) or before`
           )
