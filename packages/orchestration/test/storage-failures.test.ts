@@ -272,6 +272,8 @@ describe("an operator retry after the store refused a performed effect's outcome
         })
     })
   }
+  const refusingFirstOutcomeStack = (handler: ReturnType<typeof scriptedHandler>) =>
+    stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
   const retry = (commandId: string) => ({
     type: "effect.retry",
     commandId,
@@ -316,11 +318,7 @@ describe("an operator retry after the store refused a performed effect's outcome
         }
         assert.deepStrictEqual(handler.performed, ["job:j1#1"])
         assert.strictEqual((yield* Outbox.find("job:j1"))!.status, "failed")
-      }).pipe(
-        Effect.provide(
-          stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
-        )
-      )
+      }).pipe(Effect.provide(refusingFirstOutcomeStack(handler)))
     }
   )
 
@@ -343,11 +341,7 @@ describe("an operator retry after the store refused a performed effect's outcome
         Effect.map(Outbox.find("job:j1"), (r) => r?.status === "succeeded"),
         "performed again"
       )
-    }).pipe(
-      Effect.provide(
-        stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
-      )
-    )
+    }).pipe(Effect.provide(refusingFirstOutcomeStack(handler)))
   })
 
   it.effect("a replay-safe effect is retried: performing it again is safe", () => {
@@ -367,11 +361,7 @@ describe("an operator retry after the store refused a performed effect's outcome
         "performed again"
       )
       assert.deepStrictEqual(handler.performed, ["job:j1#1", "job:j1#2"])
-    }).pipe(
-      Effect.provide(
-        stack([testReactor(handler.handle)], { filename: tempDbFile() }).pipe(Layer.provide(refusingFirstOutcome()))
-      )
-    )
+    }).pipe(Effect.provide(refusingFirstOutcomeStack(handler)))
   })
 })
 
